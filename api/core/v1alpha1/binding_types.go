@@ -1,0 +1,221 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ConflictPolicy says what to do with a provider object of the same name that
+// carries no kbind ownership markers.
+// +kubebuilder:validation:Enum=Fail;Adopt
+type ConflictPolicy string
+
+const (
+	// ConflictPolicyFail leaves the provider object alone and reports
+	// ForeignObjectExists.
+	ConflictPolicyFail ConflictPolicy = "Fail"
+	// ConflictPolicyAdopt stamps ownership markers on a markerless provider
+	// object and applies the consumer spec over it. Objects marked by another
+	// consumer are never adopted.
+	ConflictPolicyAdopt ConflictPolicy = "Adopt"
+)
+
+// RelatedResourceKind is a kind of related object kbind copies.
+// +kubebuilder:validation:Enum=secrets;configmaps
+type RelatedResourceKind string
+
+const (
+	RelatedResourceSecrets    RelatedResourceKind = "secrets"
+	RelatedResourceConfigMaps RelatedResourceKind = "configmaps"
+)
+
+// RelatedResourceDirection says which side holds the source object.
+// +kubebuilder:validation:Enum=FromProvider;FromConsumer
+type RelatedResourceDirection string
+
+const (
+	// FromProvider: the source lives on the provider and is copied to the
+	// consumer.
+	FromProvider RelatedResourceDirection = "FromProvider"
+	// FromConsumer: the source lives on the consumer and is copied to the
+	// provider.
+	FromConsumer RelatedResourceDirection = "FromConsumer"
+)
+
+// ConnectionReference names a Connection. Connections are cluster-scoped.
+type ConnectionReference struct {
+	// Name of the Connection.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// APIReference names one exported API.
+type APIReference struct {
+	// Name is "<plural>.<group>", for example "widgets.example.org" — not a
+	// Kind, a version or a URL.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// RelatedResourceSelector selects related objects. When both fields are
+// given an object must match both; when neither is given every object in
+// scope matches.
+type RelatedResourceSelector struct {
+	// LabelSelector matches object labels.
+	// +optional
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+
+	// Names matches object names.
+	// +optional
+	// +listType=set
+	Names []string `json:"names,omitempty"`
+}
+
+// RelatedResource selects Secrets or ConfigMaps to copy between the clusters,
+// keeping namespace and name.
+type RelatedResource struct {
+	// Group must be "" (the core group).
+	// +optional
+	// +kubebuilder:default=""
+	// +kubebuilder:validation:XValidation:rule="self == ''",message="group must be empty: related resources are core Secrets and ConfigMaps"
+	Group string `json:"group"`
+
+	// Resource is secrets or configmaps.
+	// +required
+	Resource RelatedResourceKind `json:"resource"`
+
+	// Direction says which side holds the source.
+	// +required
+	Direction RelatedResourceDirection `json:"direction"`
+
+	// Selector picks the source objects; omitted, it picks every object in
+	// scope.
+	// +optional
+	Selector RelatedResourceSelector `json:"selector,omitempty"`
+}
+
+// BindingSpec is the desired state shared by ClusterBinding and Binding.
+type BindingSpec struct {
+	// ConnectionRef names the Connection whose APIs are bound.
+	// +required
+	ConnectionRef ConnectionReference `json:"connectionRef"`
+
+	// APIs to bind, each by "<plural>.<group>".
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +listType=map
+	// +listMapKey=name
+	APIs []APIReference `json:"apis"`
+
+	// ConflictPolicy for provider objects without ownership markers.
+	// +optional
+	// +kubebuilder:default=Fail
+	ConflictPolicy ConflictPolicy `json:"conflictPolicy,omitempty"`
+
+	// RelatedResources are Secrets and ConfigMaps copied alongside the bound
+	// APIs.
+	// +optional
+	// +listType=atomic
+	RelatedResources []RelatedResource `json:"relatedResources,omitempty"`
+}
+
+// InstanceCounts are the engine's own per-object results for one bound API.
+type InstanceCounts struct {
+	// Total objects in scope.
+	Total int32 `json:"total"`
+	// Synced objects whose provider copy matches.
+	Synced int32 `json:"synced"`
+	// Pending objects not yet delivered.
+	Pending int32 `json:"pending"`
+	// Failed objects: conflicts, provider rejections, permission errors.
+	Failed int32 `json:"failed"`
+}
+
+// BoundAPI is the state of one bound API.
+type BoundAPI struct {
+	// Name is "<plural>.<group>".
+	Name string `json:"name"`
+	// CRDHash is the consumer CRD's schema hash.
+	// +optional
+	CRDHash string `json:"crdHash,omitempty"`
+	// ConflictCount is the number of objects skipped because of ownership
+	// conflicts.
+	// +optional
+	ConflictCount int32 `json:"conflictCount,omitempty"`
+	// Instances counts per-object sync results.
+	// +optional
+	Instances *InstanceCounts `json:"instances,omitempty"`
+}
+
+// BindingStatus is the observed state shared by ClusterBinding and Binding.
+type BindingStatus struct {
+	// BoundAPIs is the state of each bound API, sorted by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	BoundAPIs []BoundAPI `json:"boundAPIs,omitempty"`
+
+	// Conditions: Ready, Synced, Conflicts, PermissionDenied.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ClusterBinding binds APIs of a Connection for every namespace and for
+// cluster-scoped APIs.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories=kbind
+// +kubebuilder:printcolumn:name="Connection",type=string,JSONPath=`.spec.connectionRef.name`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Conflicts",type=string,JSONPath=`.status.conditions[?(@.type=="Conflicts")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterBinding struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   BindingSpec   `json:"spec"`
+	Status BindingStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ClusterBindingList is a list of ClusterBindings.
+type ClusterBindingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterBinding `json:"items"`
+}
+
+// Binding binds namespaced APIs of a Connection for its own namespace only.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,categories=kbind
+// +kubebuilder:printcolumn:name="Connection",type=string,JSONPath=`.spec.connectionRef.name`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Conflicts",type=string,JSONPath=`.status.conditions[?(@.type=="Conflicts")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Binding struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   BindingSpec   `json:"spec"`
+	Status BindingStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// BindingList is a list of Bindings.
+type BindingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Binding `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ClusterBinding{}, &ClusterBindingList{}, &Binding{}, &BindingList{})
+}

@@ -1,0 +1,68 @@
+package v1alpha1
+
+// ConditionType is the type of a status condition on a kbind object.
+type ConditionType string
+
+// Condition types (spec §2.3).
+const (
+	// ConditionReady is the summary condition of every kbind kind.
+	ConditionReady ConditionType = "Ready"
+
+	// ConditionSecretValid reports whether the Connection's kubeconfig Secret
+	// resolved to a usable kubeconfig.
+	ConditionSecretValid ConditionType = "SecretValid"
+	// ConditionConnected reports whether the provider identity was read and
+	// matches the pinned UID.
+	ConditionConnected ConditionType = "Connected"
+	// ConditionPermissionDenied is True while the provider refuses a request
+	// kbind needs; its message names the verb and resource.
+	ConditionPermissionDenied ConditionType = "PermissionDenied"
+	// ConditionSchemaInSync reports whether every consumer CRD a Connection
+	// supplies carries the schema its policy calls for.
+	ConditionSchemaInSync ConditionType = "SchemaInSync"
+	// ConditionHeartbeat reports the last heartbeat Lease renewal. It is
+	// informational and never affects Ready.
+	ConditionHeartbeat ConditionType = "Heartbeat"
+
+	// ConditionSynced on a binding: every listed API is installed and its
+	// syncer runs. On a consumer instance (best effort): the object synced.
+	ConditionSynced ConditionType = "Synced"
+	// ConditionConflicts on a binding is True while objects in its scope are
+	// skipped because of ownership conflicts.
+	ConditionConflicts ConditionType = "Conflicts"
+)
+
+// Reason is the machine-readable reason of a status condition.
+type Reason string
+
+// Condition reasons (spec §2.3). No other reasons are used.
+const (
+	ReasonAsExpected             Reason = "AsExpected"
+	ReasonPending                Reason = "Pending"
+	ReasonSecretNotFound         Reason = "SecretNotFound"
+	ReasonClusterIdentityChanged Reason = "ClusterIdentityChanged"
+	ReasonAPINotExported         Reason = "APINotExported"
+	ReasonForeignObjectExists    Reason = "ForeignObjectExists"
+	ReasonOwnedByAnother         Reason = "OwnedByAnother"
+	ReasonForbidden              Reason = "Forbidden"
+	ReasonDrainingBindings       Reason = "DrainingBindings"
+)
+
+// ConnectionConditionTypes lists the condition types a Connection carries.
+var ConnectionConditionTypes = []ConditionType{
+	ConditionSecretValid, ConditionConnected, ConditionPermissionDenied,
+	ConditionReady, ConditionSchemaInSync, ConditionHeartbeat,
+}
+
+// BindingConditionTypes lists the condition types ClusterBindings and
+// Bindings carry.
+var BindingConditionTypes = []ConditionType{
+	ConditionReady, ConditionSynced, ConditionConflicts, ConditionPermissionDenied,
+}
+
+// Reasons lists every reason kbind uses, for validation in tests.
+var Reasons = []Reason{
+	ReasonAsExpected, ReasonPending, ReasonSecretNotFound, ReasonClusterIdentityChanged,
+	ReasonAPINotExported, ReasonForeignObjectExists, ReasonOwnedByAnother,
+	ReasonForbidden, ReasonDrainingBindings,
+}

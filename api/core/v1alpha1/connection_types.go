@@ -1,0 +1,201 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SchemaSource selects where consumer CRD schemas come from.
+// +kubebuilder:validation:Enum=Auto;CRD;OpenAPI
+type SchemaSource string
+
+const (
+	// SchemaSourceAuto uses CRD when the provider exports at least one
+	// labelled CRD, and OpenAPI when the labelled CRD list is empty.
+	SchemaSourceAuto SchemaSource = "Auto"
+	// SchemaSourceCRD copies provider CRDs labelled core.kbind.io/exported.
+	SchemaSourceCRD SchemaSource = "CRD"
+	// SchemaSourceOpenAPI synthesizes CRDs from discovery and /openapi/v3.
+	SchemaSourceOpenAPI SchemaSource = "OpenAPI"
+)
+
+// ActiveSchemaSource is the source Auto resolved to.
+// +kubebuilder:validation:Enum=CRD;OpenAPI
+type ActiveSchemaSource string
+
+const (
+	ActiveSchemaSourceCRD     ActiveSchemaSource = "CRD"
+	ActiveSchemaSourceOpenAPI ActiveSchemaSource = "OpenAPI"
+)
+
+// PullPolicy selects which exported APIs get a consumer CRD.
+// +kubebuilder:validation:Enum=Bound;All;None
+type PullPolicy string
+
+const (
+	// PullPolicyBound installs the CRDs that a binding names.
+	PullPolicyBound PullPolicy = "Bound"
+	// PullPolicyAll installs every exported API, bound or not.
+	PullPolicyAll PullPolicy = "All"
+	// PullPolicyNone never creates CRDs; they are managed outside kbind.
+	PullPolicyNone PullPolicy = "None"
+)
+
+// UpdatePolicy selects whether installed consumer CRDs follow provider changes.
+// +kubebuilder:validation:Enum=Always;Once
+type UpdatePolicy string
+
+const (
+	// UpdatePolicyAlways follows provider schema changes.
+	UpdatePolicyAlways UpdatePolicy = "Always"
+	// UpdatePolicyOnce never updates a CRD after its first install.
+	UpdatePolicyOnce UpdatePolicy = "Once"
+)
+
+// APIScope is the scope of an exported API.
+// +kubebuilder:validation:Enum=Namespaced;Cluster
+type APIScope string
+
+const (
+	APIScopeNamespaced APIScope = "Namespaced"
+	APIScopeCluster    APIScope = "Cluster"
+)
+
+// SecretKeyReference points at one key of a Secret.
+type SecretKeyReference struct {
+	// Namespace of the Secret. Required and never inferred; it must be one of
+	// the konnector's allowed Secret namespaces.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+
+	// Name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+
+	// Key in the Secret's data that holds the kubeconfig.
+	// +optional
+	// +kubebuilder:default=kubeconfig
+	Key string `json:"key,omitempty"`
+}
+
+// SchemaPolicy says where consumer CRDs come from and when they are
+// installed and updated.
+type SchemaPolicy struct {
+	// Source of the schemas.
+	// +optional
+	// +kubebuilder:default=Auto
+	Source SchemaSource `json:"source,omitempty"`
+
+	// PullPolicy says which exported APIs get a consumer CRD.
+	// +optional
+	// +kubebuilder:default=Bound
+	PullPolicy PullPolicy `json:"pullPolicy,omitempty"`
+
+	// UpdatePolicy says whether installed CRDs follow provider changes.
+	// +optional
+	// +kubebuilder:default=Always
+	UpdatePolicy UpdatePolicy `json:"updatePolicy,omitempty"`
+}
+
+// ConnectionSpec is the desired state of a Connection.
+type ConnectionSpec struct {
+	// KubeconfigSecretRef points at the Secret key holding the provider
+	// kubeconfig. Immutable: create a new Connection to point elsewhere.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="kubeconfigSecretRef is immutable; create a new Connection to use another Secret"
+	KubeconfigSecretRef SecretKeyReference `json:"kubeconfigSecretRef"`
+
+	// Schema says where consumer CRDs come from and when they are installed
+	// and updated.
+	// +optional
+	// +kubebuilder:default={}
+	Schema SchemaPolicy `json:"schema,omitempty"`
+
+	// AutoBind maintains a ClusterBinding named after this Connection that
+	// binds every exported API.
+	// +optional
+	// +kubebuilder:default=false
+	AutoBind bool `json:"autoBind,omitempty"`
+}
+
+// ExportedAPI is one API the provider exports.
+type ExportedAPI struct {
+	// Name is "<plural>.<group>".
+	Name string `json:"name"`
+	// Group of the API.
+	Group string `json:"group"`
+	// Resource is the plural resource name.
+	Resource string `json:"resource"`
+	// Scope of the API.
+	Scope APIScope `json:"scope"`
+	// Versions served by the provider.
+	// +optional
+	// +listType=atomic
+	Versions []string `json:"versions,omitempty"`
+}
+
+// ConnectionStatus is the observed state of a Connection.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.remoteClusterUID) || has(self.remoteClusterUID)",message="remoteClusterUID cannot be removed once set"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.localClusterUID) || has(self.localClusterUID)",message="localClusterUID cannot be removed once set"
+type ConnectionStatus struct {
+	// RemoteClusterUID is the provider cluster identity, pinned on first
+	// success.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="oldSelf == '' || self == oldSelf",message="remoteClusterUID is immutable once set"
+	RemoteClusterUID string `json:"remoteClusterUID,omitempty"`
+
+	// LocalClusterUID is the consumer cluster identity, pinned on first
+	// success.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="oldSelf == '' || self == oldSelf",message="localClusterUID is immutable once set"
+	LocalClusterUID string `json:"localClusterUID,omitempty"`
+
+	// ActiveSchemaSource is the source in use: what Auto resolved to.
+	// +optional
+	ActiveSchemaSource ActiveSchemaSource `json:"activeSchemaSource,omitempty"`
+
+	// ExportedAPIs are the APIs the provider exports, sorted by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	ExportedAPIs []ExportedAPI `json:"exportedAPIs,omitempty"`
+
+	// Conditions: SecretValid, Connected, PermissionDenied, Ready,
+	// SchemaInSync, Heartbeat.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Connection is a consumer-side link to one provider cluster: a kubeconfig
+// Secret and the schema policy for the APIs it exports.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories=kbind
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.activeSchemaSource`
+// +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.spec.kubeconfigSecretRef.name`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Connection struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ConnectionSpec   `json:"spec"`
+	Status ConnectionStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ConnectionList is a list of Connections.
+type ConnectionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Connection `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Connection{}, &ConnectionList{})
+}

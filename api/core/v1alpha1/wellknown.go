@@ -1,0 +1,90 @@
+package v1alpha1
+
+// Labels kbind reads or writes (spec §3).
+const (
+	// ExportedLabel opts a provider CRD into export for the CRD schema source.
+	// Only the exact value ExportedLabelValue counts.
+	ExportedLabel      = "core.kbind.io/exported"
+	ExportedLabelValue = "true"
+
+	// ManagedLabel marks everything kbind writes: consumer CRDs, provider
+	// copies, namespaces it creates, related copies, heartbeat Leases and the
+	// autoBind ClusterBinding.
+	ManagedLabel      = "core.kbind.io/managed"
+	ManagedLabelValue = "true"
+
+	// ConsumerClusterUIDLabel carries the consumer cluster UID on provider
+	// copies, related copies, created namespaces and Leases, so that provider
+	// watches and the backend reaper can select server-side. The same key is
+	// also written as an annotation (ConsumerClusterUIDAnnotation).
+	ConsumerClusterUIDLabel = "core.kbind.io/consumer-cluster-uid"
+)
+
+// Annotations kbind reads or writes (spec §3, §5).
+const (
+	// ConnectionAnnotation names the Connection that supplies a consumer CRD,
+	// or that renews a heartbeat Lease.
+	ConnectionAnnotation = "core.kbind.io/connection"
+
+	// SchemaHashAnnotation is "sha256:" followed by 16 hex characters of the
+	// desired consumer CRD spec.
+	SchemaHashAnnotation = "core.kbind.io/schema-hash"
+
+	// ConsumerClusterUIDAnnotation is ownership marker 1: the consumer's
+	// localClusterUID.
+	ConsumerClusterUIDAnnotation = "core.kbind.io/consumer-cluster-uid"
+
+	// ConsumerObjectUIDAnnotation is ownership marker 2: the UID of the
+	// consumer object a provider copy belongs to.
+	ConsumerObjectUIDAnnotation = "core.kbind.io/consumer-object-uid"
+
+	// RelatedBindingAnnotation identifies the binding (and entry) that owns a
+	// related Secret or ConfigMap copy.
+	RelatedBindingAnnotation = "core.kbind.io/related-binding"
+
+	// ConflictAnnotation is set on a consumer instance whose provider target
+	// belongs to someone else; its value is a conflict reason. It is removed
+	// once the object syncs cleanly.
+	ConflictAnnotation = "core.kbind.io/conflict"
+
+	// DeletionPolicyAnnotation on a consumer instance selects what happens to
+	// the provider copy when the consumer object is deleted.
+	DeletionPolicyAnnotation = "core.kbind.io/deletion-policy"
+	// DeletionPolicyOrphan keeps the provider copy.
+	DeletionPolicyOrphan = "Orphan"
+
+	// StaleSinceAnnotation is written by the backend on a heartbeat Lease it
+	// judges stale, with the RFC 3339 time it became stale.
+	StaleSinceAnnotation = "core.kbind.io/stale-since"
+)
+
+// Finalizers.
+const (
+	// SyncerFinalizer is held on a consumer instance until its owned provider
+	// copy is gone.
+	SyncerFinalizer = "core.kbind.io/syncer"
+
+	// CleanupFinalizer orders teardown of Connections, their Secrets,
+	// ClusterBindings and Bindings.
+	CleanupFinalizer = "core.kbind.io/cleanup"
+)
+
+// Server-side apply field managers for provider writes.
+const (
+	FieldManager        = "kbind-konnector"
+	RelatedFieldManager = "kbind-konnector-related"
+)
+
+// Leader election Lease names.
+const (
+	KonnectorLeaderElectionID = "konnector.kbind.io"
+	BackendLeaderElectionID   = "backend.kbind.io"
+)
+
+// DefaultKubeconfigKey is the Secret key read when kubeconfigSecretRef.key is
+// omitted.
+const DefaultKubeconfigKey = "kubeconfig"
+
+// Category is the kubectl category every kbind kind belongs to
+// (`kubectl get kbind`).
+const Category = "kbind"

@@ -1,0 +1,57 @@
+package v1alpha1
+
+import "testing"
+
+// TestWellKnownSpelling pins every well-known string to its spelling in the
+// specification (spec §2.3, §3) and the troubleshooting guide: operators
+// grep for these, so a typo here is an outage.
+func TestWellKnownSpelling(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{ExportedLabel, "core.kbind.io/exported"},
+		{ManagedLabel, "core.kbind.io/managed"},
+		{ConsumerClusterUIDLabel, "core.kbind.io/consumer-cluster-uid"},
+		{ConnectionAnnotation, "core.kbind.io/connection"},
+		{SchemaHashAnnotation, "core.kbind.io/schema-hash"},
+		{ConsumerClusterUIDAnnotation, "core.kbind.io/consumer-cluster-uid"},
+		{ConsumerObjectUIDAnnotation, "core.kbind.io/consumer-object-uid"},
+		{RelatedBindingAnnotation, "core.kbind.io/related-binding"},
+		{ConflictAnnotation, "core.kbind.io/conflict"},
+		{DeletionPolicyAnnotation, "core.kbind.io/deletion-policy"},
+		{DeletionPolicyOrphan, "Orphan"},
+		{StaleSinceAnnotation, "core.kbind.io/stale-since"},
+		{SyncerFinalizer, "core.kbind.io/syncer"},
+		{CleanupFinalizer, "core.kbind.io/cleanup"},
+		{FieldManager, "kbind-konnector"},
+		{RelatedFieldManager, "kbind-konnector-related"},
+		{KonnectorLeaderElectionID, "konnector.kbind.io"},
+		{BackendLeaderElectionID, "backend.kbind.io"},
+		{GroupName, "core.kbind.io"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("well-known string %q, want %q", tc.got, tc.want)
+		}
+	}
+	reasons := map[Reason]bool{}
+	for _, r := range Reasons {
+		reasons[r] = true
+	}
+	for _, want := range []Reason{"AsExpected", "Pending", "SecretNotFound", "ClusterIdentityChanged",
+		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings"} {
+		if !reasons[want] {
+			t.Errorf("reason %s missing", want)
+		}
+	}
+	if len(reasons) != 9 {
+		t.Errorf("%d reasons, the spec has 9", len(reasons))
+	}
+	types := map[ConditionType]bool{}
+	for _, ct := range append(append([]ConditionType{}, ConnectionConditionTypes...), BindingConditionTypes...) {
+		types[ct] = true
+	}
+	for _, want := range []ConditionType{"SecretValid", "Connected", "PermissionDenied", "Ready",
+		"SchemaInSync", "Heartbeat", "Synced", "Conflicts"} {
+		if !types[want] {
+			t.Errorf("condition type %s missing", want)
+		}
+	}
+}

@@ -1,0 +1,352 @@
+package apitest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+var nameSeq atomic.Int64
+
+// uniqueName returns a DNS-1123 name that no other test uses.
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, nameSeq.Add(1))
+}
+
+// fromYAML decodes a manifest exactly as a user would write it, so that the
+// API server, not a Go type, decides what is missing or defaulted.
+func fromYAML(t *testing.T, manifest string, args ...any) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(fmt.Sprintf(manifest, args...)), &u.Object); err != nil {
+		t.Fatalf("decoding manifest: %v", err)
+	}
+	return u
+}
+
+// expectRejected creates obj and asserts the API server refuses it with a
+// message containing every fragment.
+func expectRejected(t *testing.T, err error, fragments ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("expected the API server to reject the object with %q, it was accepted", fragments)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("rejection message %q does not contain %q", err.Error(), f)
+		}
+	}
+}
+
+func TestConnectionDefaults(t *testing.T) {
+	ctx := context.Background()
+	name := uniqueName("defaults")
+	obj := fromYAML(t, `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: %s}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: provider-kubeconfig}
+`, name)
+	if err := c.Create(ctx, obj); err != nil {
+		t.Fatalf("creating a minimal Connection: %v", err)
+	}
+	spec := obj.Object["spec"].(map[string]any)
+	want := map[string]any{
+		"kubeconfigSecretRef": map[string]any{"namespace": "kbind", "name": "provider-kubeconfig", "key": "kubeconfig"},
+		"schema":              map[string]any{"source": "Auto", "pullPolicy": "Bound", "updatePolicy": "Always"},
+		"autoBind":            false,
+	}
+	assertEqualJSON(t, want, spec)
+}
+
+func TestBindingDefaults(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{"ClusterBinding", "Binding"} {
+		t.Run(kind, func(t *testing.T) {
+			obj := fromYAML(t, `
+apiVersion: core.kbind.io/v1alpha1
+kind: %s
+metadata: {name: %s, namespace: default}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - {resource: secrets, direction: FromProvider}
+`, kind, uniqueName("defaults"))
+			if kind == "ClusterBinding" {
+				obj.SetNamespace("")
+			}
+			if err := c.Create(ctx, obj); err != nil {
+				t.Fatalf("creating a minimal %s: %v", kind, err)
+			}
+			spec := obj.Object["spec"].(map[string]any)
+			want := map[string]any{
+				"connectionRef":    map[string]any{"name": "provider"},
+				"apis":             []any{map[string]any{"name": "widgets.example.org"}},
+				"conflictPolicy":   "Fail",
+				"relatedResources": []any{map[string]any{"group": "", "resource": "secrets", "direction": "FromProvider"}},
+			}
+			assertEqualJSON(t, want, spec)
+		})
+	}
+}
+
+func TestValidationRejects(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name      string
+		manifest  string
+		fragments []string
+	}{{
+		name: "invalid schema.source enum",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: s}
+  schema: {source: Magic}`,
+		fragments: []string{`spec.schema.source`, `Unsupported value: "Magic"`, `"Auto", "CRD", "OpenAPI"`},
+	}, {
+		name: "invalid pullPolicy enum",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: s}
+  schema: {pullPolicy: Sometimes}`,
+		fragments: []string{`spec.schema.pullPolicy`, `Unsupported value: "Sometimes"`, `"Bound", "All", "None"`},
+	}, {
+		name: "invalid updatePolicy enum",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: s}
+  schema: {updatePolicy: Never}`,
+		fragments: []string{`spec.schema.updatePolicy`, `Unsupported value: "Never"`, `"Always", "Once"`},
+	}, {
+		name: "missing kubeconfigSecretRef.namespace",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {name: s}`,
+		fragments: []string{`spec.kubeconfigSecretRef.namespace: Required value`},
+	}, {
+		name: "empty kubeconfigSecretRef.namespace",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: "", name: s}`,
+		fragments: []string{`spec.kubeconfigSecretRef.namespace`, `at least 1 chars long`},
+	}, {
+		name: "missing kubeconfigSecretRef",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec: {}`,
+		fragments: []string{`spec.kubeconfigSecretRef: Required value`},
+	}, {
+		name: "empty apis",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: NAME}
+spec:
+  connectionRef: {name: provider}
+  apis: []`,
+		fragments: []string{`spec.apis`, `should have at least 1 items`},
+	}, {
+		name: "missing apis",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: NAME}
+spec:
+  connectionRef: {name: provider}`,
+		fragments: []string{`spec.apis: Required value`},
+	}, {
+		name: "duplicate api names",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: NAME}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}, {name: widgets.example.org}]`,
+		fragments: []string{`spec.apis[1]`, `Duplicate value`},
+	}, {
+		name: "missing connectionRef",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: NAME}
+spec:
+  apis: [{name: widgets.example.org}]`,
+		fragments: []string{`spec.connectionRef: Required value`},
+	}, {
+		name: "invalid conflictPolicy enum",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: NAME}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+  conflictPolicy: Overwrite`,
+		fragments: []string{`spec.conflictPolicy`, `Unsupported value: "Overwrite"`, `"Fail", "Adopt"`},
+	}, {
+		name: "non-empty relatedResources group",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: NAME}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - {group: apps, resource: secrets, direction: FromProvider}`,
+		fragments: []string{`spec.relatedResources[0].group`, `group must be empty`},
+	}, {
+		name: "invalid relatedResources resource and direction",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: NAME}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - {resource: pods, direction: Sideways}`,
+		fragments: []string{`spec.relatedResources[0].resource`, `Unsupported value: "pods"`, `spec.relatedResources[0].direction`, `Unsupported value: "Sideways"`},
+	}, {
+		name: "missing relatedResources direction",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: NAME, namespace: default}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - {resource: configmaps}`,
+		fragments: []string{`spec.relatedResources[0].direction: Required value`},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := fromYAML(t, "%s", strings.ReplaceAll(tc.manifest, "NAME", uniqueName("invalid")))
+			expectRejected(t, c.Create(ctx, obj), tc.fragments...)
+		})
+	}
+}
+
+func newConnection(name string) *kbindv1alpha1.Connection {
+	return &kbindv1alpha1.Connection{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: kbindv1alpha1.ConnectionSpec{
+			KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: "kbind", Name: "provider-kubeconfig"},
+		},
+	}
+}
+
+func TestKubeconfigSecretRefImmutable(t *testing.T) {
+	ctx := context.Background()
+	conn := newConnection(uniqueName("immutable"))
+	if err := c.Create(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	for _, mutate := range []func(*kbindv1alpha1.SecretKeyReference){
+		func(r *kbindv1alpha1.SecretKeyReference) { r.Name = "other" },
+		func(r *kbindv1alpha1.SecretKeyReference) { r.Namespace = "elsewhere" },
+		func(r *kbindv1alpha1.SecretKeyReference) { r.Key = "config" },
+	} {
+		changed := conn.DeepCopy()
+		mutate(&changed.Spec.KubeconfigSecretRef)
+		expectRejected(t, c.Update(ctx, changed), "spec.kubeconfigSecretRef", "kubeconfigSecretRef is immutable")
+	}
+	// The rest of the spec stays mutable.
+	changed := conn.DeepCopy()
+	changed.Spec.AutoBind = true
+	changed.Spec.Schema.Source = kbindv1alpha1.SchemaSourceOpenAPI
+	if err := c.Update(ctx, changed); err != nil {
+		t.Fatalf("updating autoBind and schema.source: %v", err)
+	}
+}
+
+func TestClusterUIDsPinnedOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, field := range []string{"remoteClusterUID", "localClusterUID"} {
+		t.Run(field, func(t *testing.T) {
+			conn := newConnection(uniqueName("pin"))
+			if err := c.Create(ctx, conn); err != nil {
+				t.Fatal(err)
+			}
+			set := func(conn *kbindv1alpha1.Connection, uid string) {
+				if field == "remoteClusterUID" {
+					conn.Status.RemoteClusterUID = uid
+				} else {
+					conn.Status.LocalClusterUID = uid
+				}
+			}
+			// Unset → set is allowed once.
+			set(conn, "uid-1")
+			if err := c.Status().Update(ctx, conn); err != nil {
+				t.Fatalf("pinning %s: %v", field, err)
+			}
+			// Other status fields still change freely.
+			conn.Status.ActiveSchemaSource = kbindv1alpha1.ActiveSchemaSourceCRD
+			if err := c.Status().Update(ctx, conn); err != nil {
+				t.Fatalf("updating status with %s pinned: %v", field, err)
+			}
+			changed := conn.DeepCopy()
+			set(changed, "uid-2")
+			expectRejected(t, c.Status().Update(ctx, changed), "status."+field, field+" is immutable once set")
+			cleared := conn.DeepCopy()
+			set(cleared, "")
+			expectRejected(t, c.Status().Update(ctx, cleared), field+" cannot be removed once set")
+
+			got := &kbindv1alpha1.Connection{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(conn), got); err != nil {
+				t.Fatal(err)
+			}
+			if uid := map[string]string{"remoteClusterUID": got.Status.RemoteClusterUID, "localClusterUID": got.Status.LocalClusterUID}[field]; uid != "uid-1" {
+				t.Errorf("%s = %q after rejected updates, want uid-1", field, uid)
+			}
+		})
+	}
+}
+
+func assertEqualJSON(t *testing.T, want, got any) {
+	t.Helper()
+	w, _ := yaml.Marshal(want)
+	g, _ := yaml.Marshal(got)
+	if string(w) != string(g) {
+		t.Errorf("spec after defaulting:\n%s\nwant:\n%s", g, w)
+	}
+}
+
+// ensureNamespace creates a namespace for a test that needs its own.
+func ensureNamespace(t *testing.T, name string) {
+	t.Helper()
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatalf("creating namespace %s: %v", name, err)
+	}
+}

@@ -1,0 +1,233 @@
+// Package testenv starts real local control planes (etcd + kube-apiserver
+// built by tools/controlplane) for kbind's integration and e2e tests: a
+// single named cluster, or the consumer/provider pair every kbind test
+// needs. It hands back admin rest configs and kubeconfig files, provisions
+// restricted users for RBAC tests, and runs the kubectl the project built.
+//
+// It lives in the engine module so that engine tests and the e2e module can
+// both import it; it imports nothing else from kbind but the API's CRDs.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/kbind/kbind/api/crds"
+)
+
+// ClusterOptions configure one local control plane.
+type ClusterOptions struct {
+	// Dir receives the cluster's kubeconfig and process logs. Required.
+	Dir string
+	// CRDs are installed (and waited for) before Start returns.
+	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// InstallKbindCRDs installs the core.kbind.io CRDs.
+	InstallKbindCRDs bool
+	// APIServerArgs are extra kube-apiserver flags, name to values.
+	APIServerArgs map[string][]string
+}
+
+// Cluster is a running local control plane.
+type Cluster struct {
+	// Name is the cluster's name; it is also the context name in its
+	// kubeconfig.
+	Name string
+	// Config is an admin (system:masters) rest config.
+	Config *rest.Config
+	// Kubeconfig is the admin kubeconfig, credentials inline.
+	Kubeconfig []byte
+	// KubeconfigPath is the file holding Kubeconfig.
+	KubeconfigPath string
+	// Dir holds the kubeconfig and the process logs.
+	Dir string
+
+	env      *envtest.Environment
+	logs     []*os.File
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// StartCluster starts a control plane named name. Stop it with Stop.
+func StartCluster(name string, opts ClusterOptions) (*Cluster, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("testenv: ClusterOptions.Dir is required")
+	}
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(opts.Dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	c := &Cluster{Name: name, Dir: dir}
+
+	installCRDs := append([]*apiextensionsv1.CustomResourceDefinition(nil), opts.CRDs...)
+	if opts.InstallKbindCRDs {
+		kbindCRDs, err := crds.CRDs()
+		if err != nil {
+			return nil, err
+		}
+		installCRDs = append(installCRDs, kbindCRDs...)
+	}
+
+	plane := envtest.ControlPlane{
+		APIServer: &envtest.APIServer{},
+		Etcd:      &envtest.Etcd{},
+	}
+	apiLog, err := c.openLog("kube-apiserver.log")
+	if err != nil {
+		return nil, err
+	}
+	etcdLog, err := c.openLog("etcd.log")
+	if err != nil {
+		c.closeLogs()
+		return nil, err
+	}
+	plane.APIServer.Out, plane.APIServer.Err = apiLog, apiLog
+	plane.Etcd.Out, plane.Etcd.Err = etcdLog, etcdLog
+	args := plane.APIServer.Configure()
+	for flag, values := range opts.APIServerArgs {
+		args.Set(flag, values...)
+	}
+
+	c.env = &envtest.Environment{
+		ControlPlane:          plane,
+		BinaryAssetsDirectory: assets,
+		CRDs:                  installCRDs,
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := c.env.Start()
+	if err != nil {
+		_ = c.env.Stop()
+		c.closeLogs()
+		return nil, fmt.Errorf("starting control plane %q (logs in %s): %w", name, dir, err)
+	}
+	c.Config = rest.CopyConfig(cfg)
+	c.Config.QPS, c.Config.Burst = 200, 400
+
+	if c.Kubeconfig, err = KubeconfigFor(name, cfg); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	c.KubeconfigPath = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(c.KubeconfigPath, c.Kubeconfig, 0o600); err != nil {
+		_ = c.Stop()
+		return nil, fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	return c, nil
+}
+
+func (c *Cluster) openLog(name string) (*os.File, error) {
+	f, err := os.Create(filepath.Join(c.Dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("creating log file: %w", err)
+	}
+	c.logs = append(c.logs, f)
+	return f, nil
+}
+
+func (c *Cluster) closeLogs() {
+	for _, f := range c.logs {
+		_ = f.Close()
+	}
+	c.logs = nil
+}
+
+// Stop stops the control plane and removes its data. It is safe to call
+// more than once.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() {
+		c.stopErr = c.env.Stop()
+		c.closeLogs()
+	})
+	return c.stopErr
+}
+
+// User is a provisioned, authenticated identity on a cluster. It carries no
+// permissions beyond what its groups give; bind RBAC to Name.
+type User struct {
+	Name   string
+	Groups []string
+	// Config authenticates as the user with a client certificate.
+	Config *rest.Config
+	// Kubeconfig holds the same credentials inline.
+	Kubeconfig []byte
+}
+
+// AddUser provisions a user authenticated by a client certificate.
+func (c *Cluster) AddUser(name string, groups ...string) (*User, error) {
+	u, err := c.env.AddUser(envtest.User{Name: name, Groups: groups}, &rest.Config{QPS: 200, Burst: 400})
+	if err != nil {
+		return nil, fmt.Errorf("provisioning user %q on %s: %w", name, c.Name, err)
+	}
+	cfg := u.Config()
+	kubeconfig, err := KubeconfigFor(c.Name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &User{Name: name, Groups: groups, Config: rest.CopyConfig(cfg), Kubeconfig: kubeconfig}, nil
+}
+
+// KubeconfigFor renders a rest config with inline credentials as a
+// kubeconfig whose cluster, user and context are all called name.
+func KubeconfigFor(name string, cfg *rest.Config) ([]byte, error) {
+	out, err := clientcmd.Write(*kubeconfigAPI(map[string]*rest.Config{name: cfg}, name))
+	if err != nil {
+		return nil, fmt.Errorf("rendering kubeconfig for %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// kubeconfigAPI builds one kubeconfig with a context per named rest config.
+// Only inline credentials are carried: kbind refuses file references.
+func kubeconfigAPI(configs map[string]*rest.Config, current string) *clientcmdapi.Config {
+	kc := clientcmdapi.NewConfig()
+	for name, cfg := range configs {
+		kc.Clusters[name] = &clientcmdapi.Cluster{
+			Server:                   strings.TrimSuffix(cfg.Host, "/"),
+			CertificateAuthorityData: cfg.CAData,
+		}
+		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{
+			ClientCertificateData: cfg.CertData,
+			ClientKeyData:         cfg.KeyData,
+			Token:                 cfg.BearerToken,
+		}
+		kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	}
+	kc.CurrentContext = current
+	return kc
+}
+
+// Kubectl runs the project's kubectl against this cluster as admin and
+// returns its combined output.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	return Kubectl(ctx, c.KubeconfigPath, args...)
+}
+
+// Kubectl runs the project's kubectl with the given kubeconfig file and
+// returns its combined output; a non-zero exit is an error that carries it.
+func Kubectl(ctx context.Context, kubeconfig string, args ...string) (string, error) {
+	bin, err := KubectlPath()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}

@@ -1,0 +1,61 @@
+package testenv
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+func TestPair(t *testing.T) {
+	ctx := context.Background()
+	p := StartPairT(t, PairOptions{})
+
+	// The two clusters are distinct: different kube-system UIDs.
+	uid := func(c *Cluster) string {
+		cs := kubernetes.NewForConfigOrDie(c.Config)
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		return string(ns.UID)
+	}
+	if uid(p.Consumer) == uid(p.Provider) {
+		t.Fatal("consumer and provider share a kube-system UID")
+	}
+
+	// The pair kubeconfig addresses both by the guide's context names; only
+	// the consumer has the kbind API.
+	out, err := Kubectl(ctx, p.KubeconfigPath, "--context=consumer", "api-resources", "--api-group=core.kbind.io", "-o", "name")
+	if err != nil || !strings.Contains(out, "connections.core.kbind.io") {
+		t.Errorf("consumer context lacks the kbind API: %v\n%s", err, out)
+	}
+	out, err = Kubectl(ctx, p.KubeconfigPath, "--context=provider", "api-resources", "--api-group=core.kbind.io", "-o", "name")
+	if err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("provider context should not serve the kbind API: %v\n%s", err, out)
+	}
+
+	// A provisioned user is authenticated but has no permissions.
+	u, err := p.Provider.AddUser("restricted", "kbind:test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kubernetes.NewForConfigOrDie(u.Config).CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("restricted user reading kube-system: %v, want Forbidden", err)
+	}
+	if !strings.Contains(string(u.Kubeconfig), "client-certificate-data") {
+		t.Error("user kubeconfig should carry inline credentials")
+	}
+}
+
+func TestAssetsDirExplainsMissingBinaries(t *testing.T) {
+	t.Setenv(AssetsEnv, t.TempDir())
+	_, err := AssetsDir()
+	if err == nil || !strings.Contains(err.Error(), "make controlplane") {
+		t.Errorf("AssetsDir() error %v should tell to run make controlplane", err)
+	}
+}

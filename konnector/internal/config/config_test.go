@@ -1,0 +1,138 @@
+package config
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
+func TestLoadPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "konnector.yaml")
+	if err := os.WriteFile(file, []byte("provider-qps: 7\nprovider-burst: 9\ndiscovery-interval: 1m\nsecret-namespaces: [a, b]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		check func(t *testing.T, c *Config)
+	}{{
+		name: "defaults",
+		check: func(t *testing.T, c *Config) {
+			want := &Config{
+				Namespace: "kbind", SecretNamespaces: []string{"kbind"},
+				ProviderQPS: 50, ProviderBurst: 100, ProviderTimeout: 30 * time.Second,
+				ConsumerQPS: 50, ConsumerBurst: 100, DiscoveryInterval: 30 * time.Second,
+				MetricsAddr: ":8080", ProbeAddr: ":8081", LeaderElectionNamespace: "kbind",
+			}
+			if !reflect.DeepEqual(c, want) {
+				t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
+			}
+		},
+	}, {
+		name: "file",
+		args: []string{"--config", file},
+		check: func(t *testing.T, c *Config) {
+			if c.ProviderQPS != 7 || c.ProviderBurst != 9 || c.DiscoveryInterval != time.Minute {
+				t.Errorf("file values not applied: %+v", c)
+			}
+			if !reflect.DeepEqual(c.SecretNamespaces, []string{"a", "b"}) {
+				t.Errorf("secret namespaces from file = %v", c.SecretNamespaces)
+			}
+		},
+	}, {
+		name: "env over file",
+		args: []string{"--config", file},
+		env:  map[string]string{"KBIND_PROVIDER_QPS": "11", "KBIND_SECRET_NAMESPACES": "x, y"},
+		check: func(t *testing.T, c *Config) {
+			if c.ProviderQPS != 11 || c.ProviderBurst != 9 {
+				t.Errorf("env should win over file for qps only: %+v", c)
+			}
+			if !reflect.DeepEqual(c.SecretNamespaces, []string{"x", "y"}) {
+				t.Errorf("secret namespaces from env = %v", c.SecretNamespaces)
+			}
+		},
+	}, {
+		name: "flag over env",
+		args: []string{"--config", file, "--provider-qps=13", "--namespace=ops"},
+		env:  map[string]string{"KBIND_PROVIDER_QPS": "11", "KBIND_CONFIG": "/does/not/matter"},
+		check: func(t *testing.T, c *Config) {
+			if c.ProviderQPS != 13 {
+				t.Errorf("flag should win: %+v", c)
+			}
+			if c.Namespace != "ops" || c.LeaderElectionNamespace != "ops" {
+				t.Errorf("namespace defaults: %+v", c)
+			}
+			if !reflect.DeepEqual(c.SecretNamespaces, []string{"a", "b"}) {
+				t.Errorf("secret namespaces = %v", c.SecretNamespaces)
+			}
+		},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load("konnector", tc.args, env(tc.env), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	badFile := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(badFile, []byte("provider-qsp: 7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown flag", []string{"--provider-qsp=1"}, nil, "unknown flag: --provider-qsp"},
+		{"bad env value", nil, map[string]string{"KBIND_PROVIDER_TIMEOUT": "soon"}, `KBIND_PROVIDER_TIMEOUT="soon"`},
+		{"unknown file key", []string{"--config", badFile}, nil, "unknown option(s) provider-qsp"},
+		{"missing file", []string{"--config", "/nonexistent.yaml"}, nil, "reading config file /nonexistent.yaml"},
+		{"zero qps", []string{"--provider-qps=0"}, nil, "--provider-qps and --consumer-qps must be positive"},
+		{"tiny discovery interval", []string{"--discovery-interval=10ms"}, nil, "--discovery-interval must be at least 1s"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load("konnector", tc.args, env(tc.env), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestHelpDocumentsEveryOption(t *testing.T) {
+	var out strings.Builder
+	_, err := Load("konnector", []string{"--help"}, env(nil), &out)
+	if !errors.Is(err, ErrHelp) {
+		t.Fatalf("--help returned %v", err)
+	}
+	FlagSet("x").VisitAll(func(f *pflag.Flag) {
+		for _, want := range []string{"--" + f.Name, EnvName(f.Name)} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("--help lacks %s", want)
+			}
+		}
+		if f.DefValue != "" && f.DefValue != "[]" && f.DefValue != "false" && !strings.Contains(out.String(), "(default "+f.DefValue) &&
+			!strings.Contains(out.String(), `(default "`+f.DefValue+`"`) {
+			t.Errorf("--help lacks the default of --%s (%s)", f.Name, f.DefValue)
+		}
+	})
+}
