@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/kbind/kbind/api v0.0.0-00010101000000-000000000000
+	github.com/kbind/kbind/engine v0.0.0-00010101000000-000000000000
 	github.com/spf13/pflag v1.1.0
 	github.com/spf13/viper v1.21.0
 	k8s.io/apimachinery v0.37.2

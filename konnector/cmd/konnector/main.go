@@ -11,15 +11,16 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine"
 	"github.com/kbind/kbind/konnector/internal/config"
 )
 
@@ -46,14 +47,22 @@ func run(ctx context.Context) error {
 		return err
 	}
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+	if err := engine.AddToScheme(scheme); err != nil {
 		return err
 	}
-	if err := kbindv1alpha1.AddToScheme(scheme); err != nil {
-		return err
+	engineOpts := engine.Options{
+		SecretNamespaces:  cfg.SecretNamespaces,
+		ProviderQPS:       cfg.ProviderQPS,
+		ProviderBurst:     cfg.ProviderBurst,
+		ProviderTimeout:   cfg.ProviderTimeout,
+		DiscoveryInterval: cfg.DiscoveryInterval,
+		InCluster:         os.Getenv("KUBERNETES_SERVICE_HOST") != "" && cfg.Kubeconfig == "",
 	}
+	cacheOpts := cache.Options{}
+	engine.ConfigureCache(engineOpts, &cacheOpts)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
 		HealthProbeBindAddress:  cfg.ProbeAddr,
 		LeaderElection:          cfg.LeaderElect,
@@ -72,6 +81,9 @@ func run(ctx context.Context) error {
 		}
 		return nil
 	}); err != nil {
+		return err
+	}
+	if _, err := engine.Setup(ctx, mgr, engineOpts); err != nil {
 		return err
 	}
 	log.Info("starting", "namespace", cfg.Namespace, "secretNamespaces", cfg.SecretNamespaces)

@@ -1,0 +1,576 @@
+// Package connection reconciles Connections (spec CONN-1..8, HB-1): it
+// resolves the kubeconfig Secret, reads and pins both cluster identities,
+// discovers the provider's exports, keeps the provider session and heartbeat
+// running while the Connection is Ready, maintains the autoBind
+// ClusterBinding, and tears down in order on deletion.
+package connection
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/heartbeat"
+	"github.com/kbind/kbind/engine/identity"
+	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/kubeconfig"
+	"github.com/kbind/kbind/engine/schema"
+	"github.com/kbind/kbind/engine/session"
+)
+
+// Reconciler reconciles Connections.
+type Reconciler struct {
+	Client client.Client
+	// SecretNamespaces are the namespaces kubeconfig Secrets may live in.
+	SecretNamespaces []string
+	// DiscoveryInterval is how often identity and exports are re-read.
+	DiscoveryInterval time.Duration
+	// HeartbeatInterval is how often the Lease is renewed.
+	HeartbeatInterval time.Duration
+	// InCluster is true when the konnector runs in a Pod.
+	InCluster bool
+	Sessions  *session.Manager
+	// LocalIdentity reads the consumer cluster's identity.
+	LocalIdentity *identity.Reader
+
+	// events re-triggers Connections from outside the watches (heartbeat
+	// results, sibling Connections sharing a Secret).
+	events chan event.TypedGenericEvent[*kbindv1alpha1.Connection]
+
+	backoff workqueue.TypedRateLimiter[string]
+
+	mu         sync.Mutex
+	localUID   string
+	probes     map[string]probe
+	heartbeats map[string]heartbeatState
+}
+
+// probe is the remembered outcome of the last identity + discovery pass,
+// so that reconciles triggered by unrelated events do not hit the provider.
+type probe struct {
+	hash        string
+	at          time.Time
+	remoteUID   string
+	identityErr error
+	discovery   *schema.Result
+	discovErr   error
+}
+
+type heartbeatState struct {
+	session *session.Session
+	known   bool
+	err     error
+	lease   heartbeat.Lease
+}
+
+func (r *Reconciler) init() {
+	r.events = make(chan event.TypedGenericEvent[*kbindv1alpha1.Connection], 64)
+	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute)
+	r.probes = map[string]probe{}
+	r.heartbeats = map[string]heartbeatState{}
+	if r.HeartbeatInterval == 0 {
+		r.HeartbeatInterval = heartbeat.Interval
+	}
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
+	conn := &kbindv1alpha1.Connection{}
+	if err := r.Client.Get(ctx, req.NamespacedName, conn); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !conn.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, conn)
+	}
+	if err := r.ensureFinalizer(ctx, conn, conn.Name); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	before := conn.DeepCopy()
+	obs, parsed := observation{}, (*kubeconfig.Parsed)(nil)
+	parsed, obs.secretErr = r.resolveSecret(ctx, conn)
+
+	var sess *session.Session
+	if obs.secretErr == nil {
+		var err error
+		if sess, err = r.Sessions.Ensure(conn.Name, parsed.Hash, parsed.Namespace, parsed.Config); err != nil {
+			obs.secretErr = fmt.Errorf("the kubeconfig cannot be used: %w", err)
+		}
+	}
+	next := time.Duration(0)
+	if sess != nil {
+		next = r.observe(ctx, conn, sess, parsed, &obs)
+	}
+	r.heartbeatInto(conn.Name, &obs)
+
+	decided := desiredConditions(obs)
+	apply(&conn.Status.Conditions, decided, conn.Generation)
+	ready := isReady(decided)
+	if ready {
+		conn.Status.ActiveSchemaSource = obs.discovery.Source
+		conn.Status.ExportedAPIs = obs.discovery.Exports
+		sess.Activate()
+		r.ensureHeartbeat(conn, sess)
+	} else {
+		r.stopSession(conn.Name)
+	}
+
+	var autoBindErr error
+	if ready {
+		autoBindErr = r.reconcileAutoBind(ctx, conn)
+	}
+	if err := r.patchStatus(ctx, before, conn); err != nil {
+		return ctrl.Result{}, err
+	}
+	if autoBindErr != nil {
+		return ctrl.Result{}, autoBindErr
+	}
+	switch {
+	case ready:
+		r.backoff.Forget(conn.Name)
+		return ctrl.Result{RequeueAfter: next}, nil
+	case obs.secretErr != nil:
+		// The Secret watch re-triggers; a slow poll covers what it cannot
+		// see (a namespace added to the allowed list needs a restart anyway).
+		return ctrl.Result{RequeueAfter: r.DiscoveryInterval}, nil
+	default:
+		return ctrl.Result{RequeueAfter: r.backoff.When(conn.Name)}, nil
+	}
+}
+
+// resolveSecret finds and validates the kubeconfig (CONN-1, CONN-2). Its
+// errors are condition messages: they name the problem, never the data.
+func (r *Reconciler) resolveSecret(ctx context.Context, conn *kbindv1alpha1.Connection) (*kubeconfig.Parsed, error) {
+	ref := conn.Spec.KubeconfigSecretRef
+	key := ref.Key
+	if key == "" {
+		key = kbindv1alpha1.DefaultKubeconfigKey
+	}
+	where := fmt.Sprintf("Secret %s/%s", ref.Namespace, ref.Name)
+	if !slices.Contains(r.SecretNamespaces, ref.Namespace) {
+		return nil, fmt.Errorf("%s: namespace %q is not one of the konnector's allowed Secret namespaces (%v); move the Secret or add the namespace to --secret-namespaces",
+			where, ref.Namespace, r.SecretNamespaces)
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s not found", where)
+		}
+		return nil, fmt.Errorf("reading %s: %w", where, err)
+	}
+	if err := r.ensureFinalizer(ctx, secret, conn.Name); err != nil {
+		return nil, fmt.Errorf("adding finalizer %s to %s: %w", kbindv1alpha1.CleanupFinalizer, where, err)
+	}
+	data, ok := secret.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("%s has no key %q", where, key)
+	}
+	if len(data) == 0 {
+		return nil, fmt.Errorf("%s key %q is empty", where, key)
+	}
+	parsed, err := kubeconfig.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s key %q: %w", where, key, err)
+	}
+	return parsed, nil
+}
+
+// observe reads identities and exports, at most once per discovery
+// interval per kubeconfig, and returns when the next pass is due.
+func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection, sess *session.Session, parsed *kubeconfig.Parsed, obs *observation) time.Duration {
+	localUID, err := r.readLocalUID(ctx)
+	if err != nil {
+		obs.probed = true
+		obs.identityErr = fmt.Errorf("consumer: %w", err)
+		return 0
+	}
+
+	r.mu.Lock()
+	p, ok := r.probes[conn.Name]
+	r.mu.Unlock()
+	failed := p.identityErr != nil || p.discovErr != nil
+	if !ok || p.hash != sess.Hash || failed || time.Since(p.at) >= r.DiscoveryInterval {
+		p = r.probe(ctx, conn, sess)
+		r.mu.Lock()
+		r.probes[conn.Name] = p
+		r.mu.Unlock()
+	}
+
+	obs.probed = true
+	obs.identityErr = p.identityErr
+	if p.identityErr != nil {
+		obs.loopbackInPod = r.loopbackHint(parsed)
+		return 0
+	}
+	if pinned := conn.Status.RemoteClusterUID; pinned != "" && pinned != p.remoteUID {
+		obs.identityChanged = fmt.Sprintf("the provider cluster identity is %s, but this Connection is pinned to %s: the Secret now points at a different cluster; restore the original endpoint and credentials, or create a new Connection for a deliberate migration", p.remoteUID, pinned)
+		return 0
+	}
+	if pinned := conn.Status.LocalClusterUID; pinned != "" && pinned != localUID {
+		obs.identityChanged = fmt.Sprintf("the consumer cluster identity is %s, but this Connection is pinned to %s", localUID, pinned)
+		return 0
+	}
+	conn.Status.RemoteClusterUID = p.remoteUID
+	conn.Status.LocalClusterUID = localUID
+	obs.discovery, obs.discoveryErr = p.discovery, p.discovErr
+	if due := r.DiscoveryInterval - time.Since(p.at); due > 0 {
+		return due
+	}
+	return r.DiscoveryInterval
+}
+
+func (r *Reconciler) probe(ctx context.Context, conn *kbindv1alpha1.Connection, sess *session.Session) probe {
+	p := probe{hash: sess.Hash, at: time.Now()}
+	reader, err := identity.NewReader(sess.Config)
+	if err == nil {
+		p.remoteUID, err = reader.ClusterUID(ctx)
+	}
+	if err != nil {
+		p.identityErr = err
+		return p
+	}
+	d := &schema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
+	p.discovery, p.discovErr = d.Discover(ctx, conn.Spec.Schema.Source)
+	return p
+}
+
+func (r *Reconciler) readLocalUID(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	uid := r.localUID
+	r.mu.Unlock()
+	if uid != "" {
+		return uid, nil
+	}
+	uid, err := r.LocalIdentity.ClusterUID(ctx)
+	if err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	r.localUID = uid
+	r.mu.Unlock()
+	return uid, nil
+}
+
+// loopbackHint explains a loopback provider address seen from a Pod
+// (CONN-3, beyond).
+func (r *Reconciler) loopbackHint(parsed *kubeconfig.Parsed) string {
+	if !r.InCluster || parsed == nil {
+		return ""
+	}
+	u, err := url.Parse(parsed.Config.Host)
+	if err != nil {
+		return ""
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+		return fmt.Sprintf("; the provider address %s is a loopback address, which from inside the konnector Pod points at the Pod itself, not at your workstation or a kind node: use an address reachable from the consumer cluster's network", u.Host)
+	}
+	return ""
+}
+
+// ensureHeartbeat starts the Lease renewal of the Connection's current
+// session once; it stops with the session.
+func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *session.Session) {
+	lease := heartbeat.For(conn.Name, conn.Status.LocalClusterUID, sess.Namespace)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if hb, ok := r.heartbeats[conn.Name]; ok && hb.session == sess && hb.lease == lease {
+		return
+	}
+	prev := r.heartbeats[conn.Name]
+	r.heartbeats[conn.Name] = heartbeatState{session: sess, lease: lease, known: prev.known, err: prev.err}
+	name := conn.Name
+	sess.Go(func(ctx context.Context) {
+		heartbeat.Run(ctx, sess.Client, lease, r.HeartbeatInterval, func(err error) {
+			r.mu.Lock()
+			hb := r.heartbeats[name]
+			if hb.session != sess {
+				r.mu.Unlock()
+				return
+			}
+			changed := !hb.known || errString(hb.err) != errString(err)
+			hb.known, hb.err = true, err
+			r.heartbeats[name] = hb
+			r.mu.Unlock()
+			if changed {
+				r.trigger(name)
+			}
+		})
+	})
+}
+
+func (r *Reconciler) heartbeatInto(name string, obs *observation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	hb, ok := r.heartbeats[name]
+	if !ok {
+		return
+	}
+	obs.heartbeatKnown, obs.heartbeat = hb.known, hb.err
+	obs.leaseRef = hb.lease.Namespace + "/" + hb.lease.Name
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// trigger re-queues a Connection from outside the watches.
+func (r *Reconciler) trigger(name string) {
+	obj := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	select {
+	case r.events <- event.TypedGenericEvent[*kbindv1alpha1.Connection]{Object: obj}:
+	default:
+		// The queue is full of triggers already; the periodic resync covers it.
+	}
+}
+
+func (r *Reconciler) stopSession(name string) {
+	r.Sessions.Stop(name)
+	r.mu.Lock()
+	delete(r.heartbeats, name)
+	r.mu.Unlock()
+}
+
+// forget drops everything held for a Connection that is gone.
+func (r *Reconciler) forget(name string) {
+	r.stopSession(name)
+	r.mu.Lock()
+	delete(r.probes, name)
+	r.mu.Unlock()
+	r.backoff.Forget(name)
+}
+
+func (r *Reconciler) ensureFinalizer(ctx context.Context, obj client.Object, connection string) error {
+	if controllerutil.ContainsFinalizer(obj, kbindv1alpha1.CleanupFinalizer) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+	controllerutil.AddFinalizer(obj, kbindv1alpha1.CleanupFinalizer)
+	if err := r.Client.Patch(ctx, obj, patch); err != nil {
+		return fmt.Errorf("adding finalizer for connection %s: %w", connection, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) patchStatus(ctx context.Context, before, after *kbindv1alpha1.Connection) error {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("updating status of connection %s: %w", after.Name, err)
+	}
+	return nil
+}
+
+// reconcileAutoBind maintains the ClusterBinding named after the
+// Connection while autoBind is on (CONN-6): every exported API, Fail,
+// controlled by the Connection; deleted when nothing is exported. Turning
+// autoBind off leaves it.
+func (r *Reconciler) reconcileAutoBind(ctx context.Context, conn *kbindv1alpha1.Connection) error {
+	if !conn.Spec.AutoBind {
+		return nil
+	}
+	cb := &kbindv1alpha1.ClusterBinding{}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: conn.Name}, cb)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading autoBind ClusterBinding %s: %w", conn.Name, err)
+	}
+	if exists && !metav1.IsControlledBy(cb, conn) {
+		log.FromContext(ctx).Info("Not managing autoBind ClusterBinding: an object of that name exists and is not controlled by this Connection", "clusterBinding", conn.Name)
+		return nil
+	}
+	if len(conn.Status.ExportedAPIs) == 0 {
+		if exists && cb.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, cb); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting autoBind ClusterBinding %s: %w", conn.Name, err)
+			}
+		}
+		return nil
+	}
+	desired := desiredAutoBinding(conn)
+	if !exists {
+		if err := controllerutil.SetControllerReference(conn, desired, r.Client.Scheme()); err != nil {
+			return err
+		}
+		if err := r.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating autoBind ClusterBinding %s: %w", conn.Name, err)
+		}
+		return nil
+	}
+	if equality.Semantic.DeepEqual(cb.Spec, desired.Spec) && cb.Labels[kbindv1alpha1.ManagedLabel] == kbindv1alpha1.ManagedLabelValue {
+		return nil
+	}
+	patch := client.MergeFrom(cb.DeepCopy())
+	cb.Spec = desired.Spec
+	if cb.Labels == nil {
+		cb.Labels = map[string]string{}
+	}
+	cb.Labels[kbindv1alpha1.ManagedLabel] = kbindv1alpha1.ManagedLabelValue
+	if err := r.Client.Patch(ctx, cb, patch); err != nil {
+		return fmt.Errorf("updating autoBind ClusterBinding %s: %w", conn.Name, err)
+	}
+	return nil
+}
+
+// desiredAutoBinding is the autoBind ClusterBinding of a Connection.
+func desiredAutoBinding(conn *kbindv1alpha1.Connection) *kbindv1alpha1.ClusterBinding {
+	apis := make([]kbindv1alpha1.APIReference, 0, len(conn.Status.ExportedAPIs))
+	for _, e := range conn.Status.ExportedAPIs {
+		apis = append(apis, kbindv1alpha1.APIReference{Name: e.Name})
+	}
+	return &kbindv1alpha1.ClusterBinding{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   conn.Name,
+			Labels: map[string]string{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue},
+		},
+		Spec: kbindv1alpha1.BindingSpec{
+			ConnectionRef:  kbindv1alpha1.ConnectionReference{Name: conn.Name},
+			APIs:           apis,
+			ConflictPolicy: kbindv1alpha1.ConflictPolicyFail,
+		},
+	}
+}
+
+// finalize tears a deleting Connection down in order (CONN-7): delete the
+// autoBind ClusterBinding; wait while bindings reference the Connection;
+// stop the session; release the Secret's finalizer unless another
+// Connection still uses the Secret; release its own finalizer.
+func (r *Reconciler) finalize(ctx context.Context, conn *kbindv1alpha1.Connection) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(conn, kbindv1alpha1.CleanupFinalizer) {
+		r.forget(conn.Name)
+		return ctrl.Result{}, nil
+	}
+	if conn.Spec.AutoBind {
+		cb := &kbindv1alpha1.ClusterBinding{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: conn.Name}, cb); err == nil && metav1.IsControlledBy(cb, conn) && cb.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, cb); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("deleting autoBind ClusterBinding %s: %w", conn.Name, err)
+			}
+		}
+	}
+	draining, err := r.referencingBindings(ctx, conn.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(draining) > 0 {
+		before := conn.DeepCopy()
+		apply(&conn.Status.Conditions, []condition{drainingReady(draining)}, conn.Generation)
+		return ctrl.Result{}, r.patchStatus(ctx, before, conn)
+	}
+
+	r.forget(conn.Name)
+	if err := r.releaseSecret(ctx, conn); err != nil {
+		return ctrl.Result{}, err
+	}
+	patch := client.MergeFromWithOptions(conn.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(conn, kbindv1alpha1.CleanupFinalizer)
+	if err := r.Client.Patch(ctx, conn, patch); err != nil {
+		return ctrl.Result{}, fmt.Errorf("removing finalizer of connection %s: %w", conn.Name, err)
+	}
+	// A sibling waiting on the same Secret may now release it.
+	siblings, err := r.connectionsOfSecret(ctx, conn.Spec.KubeconfigSecretRef)
+	if err == nil {
+		for _, s := range siblings {
+			if s.Name != conn.Name {
+				r.trigger(s.Name)
+			}
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// referencingBindings lists the bindings naming the Connection, through
+// the cache index.
+func (r *Reconciler) referencingBindings(ctx context.Context, name string) ([]string, error) {
+	var out []string
+	var cbs kbindv1alpha1.ClusterBindingList
+	if err := r.Client.List(ctx, &cbs, client.MatchingFields{index.BindingConnection: name}); err != nil {
+		return nil, fmt.Errorf("listing clusterbindings of connection %s: %w", name, err)
+	}
+	for _, b := range cbs.Items {
+		out = append(out, "ClusterBinding "+b.Name)
+	}
+	var bs kbindv1alpha1.BindingList
+	if err := r.Client.List(ctx, &bs, client.MatchingFields{index.BindingConnection: name}); err != nil {
+		return nil, fmt.Errorf("listing bindings of connection %s: %w", name, err)
+	}
+	for _, b := range bs.Items {
+		out = append(out, "Binding "+b.Namespace+"/"+b.Name)
+	}
+	return out, nil
+}
+
+func (r *Reconciler) connectionsOfSecret(ctx context.Context, ref kbindv1alpha1.SecretKeyReference) ([]kbindv1alpha1.Connection, error) {
+	var list kbindv1alpha1.ConnectionList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{index.ConnectionSecret: index.SecretKey(ref.Namespace, ref.Name)}); err != nil {
+		return nil, fmt.Errorf("listing connections of secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return list.Items, nil
+}
+
+// releaseSecret removes the Secret's cleanup finalizer when no other
+// Connection that still holds its own finalizer references the Secret. The
+// Secret itself is never deleted.
+func (r *Reconciler) releaseSecret(ctx context.Context, conn *kbindv1alpha1.Connection) error {
+	ref := conn.Spec.KubeconfigSecretRef
+	others, err := r.connectionsOfSecret(ctx, ref)
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if o.Name != conn.Name && controllerutil.ContainsFinalizer(&o, kbindv1alpha1.CleanupFinalizer) {
+			return nil
+		}
+	}
+	if !slices.Contains(r.SecretNamespaces, ref.Namespace) {
+		return nil // never read, never finalized
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !controllerutil.ContainsFinalizer(secret, kbindv1alpha1.CleanupFinalizer) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(secret.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(secret, kbindv1alpha1.CleanupFinalizer)
+	if err := r.Client.Patch(ctx, secret, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("releasing finalizer of Secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return nil
+}
+
+// requestsFor maps an object to the Connection requests named by fn.
+func requestsFor(names ...string) []reconcile.Request {
+	out := make([]reconcile.Request, 0, len(names))
+	for _, n := range names {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: n}})
+	}
+	return out
+}

@@ -1,0 +1,61 @@
+package connection
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// SetupWithManager wires the reconciler: Connections (spec and deletion
+// changes, not our own status writes), the kubeconfig Secrets they
+// reference, the bindings that hold a deleting Connection, and internal
+// triggers (heartbeat results, Secret siblings).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.init()
+	deleting := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return !e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("connection").
+		For(&kbindv1alpha1.Connection{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting))).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.connectionsForSecret)).
+		Watches(&kbindv1alpha1.ClusterBinding{}, handler.EnqueueRequestsFromMapFunc(connectionOfBinding),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&kbindv1alpha1.Binding{}, handler.EnqueueRequestsFromMapFunc(connectionOfBinding),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.events, &handler.TypedEnqueueRequestForObject[*kbindv1alpha1.Connection]{})).
+		Complete(r)
+}
+
+func (r *Reconciler) connectionsForSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	conns, err := r.connectionsOfSecret(ctx, kbindv1alpha1.SecretKeyReference{Namespace: obj.GetNamespace(), Name: obj.GetName()})
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Mapping Secret to Connections")
+		return nil
+	}
+	names := make([]string, 0, len(conns))
+	for _, c := range conns {
+		names = append(names, c.Name)
+	}
+	return requestsFor(names...)
+}
+
+func connectionOfBinding(_ context.Context, obj client.Object) []reconcile.Request {
+	switch b := obj.(type) {
+	case *kbindv1alpha1.ClusterBinding:
+		return requestsFor(b.Spec.ConnectionRef.Name)
+	case *kbindv1alpha1.Binding:
+		return requestsFor(b.Spec.ConnectionRef.Name)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+// Package engine is kbind's reusable sync engine. It owns no flags or
+// environment: a binary (the konnector) turns its configuration into
+// Options, configures its manager's cache with ConfigureCache and calls
+// Setup.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/connection"
+	"github.com/kbind/kbind/engine/identity"
+	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/session"
+)
+
+// Options configure the engine.
+type Options struct {
+	// SecretNamespaces are the only namespaces kubeconfig Secrets are read
+	// (and cached) from. Required.
+	SecretNamespaces []string
+
+	// ProviderQPS, ProviderBurst and ProviderTimeout configure every
+	// provider client.
+	ProviderQPS     float32
+	ProviderBurst   int
+	ProviderTimeout time.Duration
+
+	// DiscoveryInterval is how often each Connection re-reads identity and
+	// exports (default 30s).
+	DiscoveryInterval time.Duration
+	// HeartbeatInterval is how often Leases are renewed (default 30s).
+	HeartbeatInterval time.Duration
+
+	// InCluster is true when the konnector runs in a Pod; it sharpens
+	// messages about loopback provider addresses.
+	InCluster bool
+}
+
+func (o *Options) defaults() error {
+	if len(o.SecretNamespaces) == 0 {
+		return errors.New("engine: at least one Secret namespace is required")
+	}
+	if o.ProviderQPS <= 0 {
+		o.ProviderQPS = 50
+	}
+	if o.ProviderBurst <= 0 {
+		o.ProviderBurst = 100
+	}
+	if o.ProviderTimeout <= 0 {
+		o.ProviderTimeout = 30 * time.Second
+	}
+	if o.DiscoveryInterval <= 0 {
+		o.DiscoveryInterval = 30 * time.Second
+	}
+	return nil
+}
+
+// AddToScheme registers every type the engine reads on the consumer.
+func AddToScheme(s *runtime.Scheme) error {
+	return errors.Join(clientgoscheme.AddToScheme(s), apiextensionsv1.AddToScheme(s), kbindv1alpha1.AddToScheme(s))
+}
+
+// ConfigureCache restricts the consumer cache the way the engine needs:
+// Secrets are cached only in the allowed Secret namespaces, never
+// cluster-wide, and managed fields are dropped from every cached object.
+func ConfigureCache(opts Options, c *cache.Options) {
+	if c.ByObject == nil {
+		c.ByObject = map[client.Object]cache.ByObject{}
+	}
+	namespaces := map[string]cache.Config{}
+	for _, ns := range opts.SecretNamespaces {
+		namespaces[ns] = cache.Config{}
+	}
+	c.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: namespaces}
+	c.DefaultTransform = cache.TransformStripManagedFields()
+}
+
+// Engine is the running engine's handle.
+type Engine struct {
+	// Sessions are the provider sessions; later components hang their
+	// provider watches on them.
+	Sessions *session.Manager
+}
+
+// Setup registers the engine's indexes and controllers with mgr.
+func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	if err := index.Setup(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	providerScheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(providerScheme), apiextensionsv1.AddToScheme(providerScheme)); err != nil {
+		return nil, err
+	}
+	sessions := session.NewManager(ctx, session.Options{
+		QPS: opts.ProviderQPS, Burst: opts.ProviderBurst, Timeout: opts.ProviderTimeout,
+		Scheme: providerScheme, UserAgent: "kbind-konnector",
+	})
+	local, err := identity.NewReader(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("consumer identity reader: %w", err)
+	}
+	if err := (&connection.Reconciler{
+		Client:            mgr.GetClient(),
+		SecretNamespaces:  opts.SecretNamespaces,
+		DiscoveryInterval: opts.DiscoveryInterval,
+		HeartbeatInterval: opts.HeartbeatInterval,
+		InCluster:         opts.InCluster,
+		Sessions:          sessions,
+		LocalIdentity:     local,
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the connection controller: %w", err)
+	}
+	return &Engine{Sessions: sessions}, nil
+}

@@ -1,0 +1,150 @@
+// Package heartbeat renews one coordination.k8s.io/v1 Lease per Connection
+// on the provider (spec HB-1), so that the provider side (the optional
+// backend, or an operator) can tell live consumers from gone ones. Heartbeat
+// errors never block sync: they are reported, logged at V(2) and retried.
+package heartbeat
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+const (
+	// DefaultNamespace holds Leases when the provider kubeconfig context has
+	// no namespace.
+	DefaultNamespace = "kbind"
+	// DurationSeconds is the Lease's leaseDurationSeconds.
+	DurationSeconds = 60
+	// Interval is how often a Lease is renewed.
+	Interval = 30 * time.Second
+)
+
+// Lease identifies one Connection's heartbeat Lease.
+type Lease struct {
+	Namespace       string
+	Name            string
+	Connection      string
+	LocalClusterUID string
+}
+
+// For returns the Lease of a Connection: name
+// "<connection>-<first 10 chars of localClusterUID>", namespace the provider
+// context's namespace, else DefaultNamespace.
+func For(connection, localClusterUID, contextNamespace string) Lease {
+	uid := localClusterUID
+	if len(uid) > 10 {
+		uid = uid[:10]
+	}
+	ns := contextNamespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	return Lease{Namespace: ns, Name: connection + "-" + uid, Connection: connection, LocalClusterUID: localClusterUID}
+}
+
+// Error is a failed renewal, naming the refused request.
+type Error struct {
+	Verb, Resource string
+	Err            error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s %s: %v", e.Verb, e.Resource, e.Err) }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Renew creates or renews the Lease on the provider, creating its namespace
+// (marked as kbind's) when it is missing.
+func Renew(ctx context.Context, c client.Client, l Lease, now time.Time) error {
+	lease := &coordinationv1.Lease{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease)
+	switch {
+	case apierrors.IsNotFound(err):
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name}}
+		l.stamp(lease, now)
+		err = c.Create(ctx, lease)
+		if apierrors.IsNotFound(err) {
+			if err := ensureNamespace(ctx, c, l); err != nil {
+				return err
+			}
+			err = c.Create(ctx, lease)
+		}
+		if err != nil {
+			return &Error{Verb: "create", Resource: "leases.coordination.k8s.io in namespace " + l.Namespace, Err: err}
+		}
+		return nil
+	case err != nil:
+		return &Error{Verb: "get", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}
+	}
+	l.stamp(lease, now)
+	if err := c.Update(ctx, lease); err != nil {
+		return &Error{Verb: "update", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}
+	}
+	return nil
+}
+
+// stamp writes the Lease's markers and renewal.
+func (l Lease) stamp(lease *coordinationv1.Lease, now time.Time) {
+	if lease.Labels == nil {
+		lease.Labels = map[string]string{}
+	}
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	lease.Labels[kbindv1alpha1.ManagedLabel] = kbindv1alpha1.ManagedLabelValue
+	lease.Labels[kbindv1alpha1.ConsumerClusterUIDLabel] = l.LocalClusterUID
+	lease.Annotations[kbindv1alpha1.ConsumerClusterUIDAnnotation] = l.LocalClusterUID
+	lease.Annotations[kbindv1alpha1.ConnectionAnnotation] = l.Connection
+	lease.Spec.HolderIdentity = ptr.To(l.LocalClusterUID)
+	lease.Spec.LeaseDurationSeconds = ptr.To[int32](DurationSeconds)
+	renew := metav1.NewMicroTime(now)
+	if lease.Spec.AcquireTime == nil {
+		lease.Spec.AcquireTime = &renew
+	}
+	lease.Spec.RenewTime = &renew
+}
+
+func ensureNamespace(ctx context.Context, c client.Client, l Lease) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: l.Namespace,
+		Labels: map[string]string{
+			kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
+			kbindv1alpha1.ConsumerClusterUIDLabel: l.LocalClusterUID,
+		},
+		Annotations: map[string]string{kbindv1alpha1.ConsumerClusterUIDAnnotation: l.LocalClusterUID},
+	}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return &Error{Verb: "create", Resource: "namespaces/" + l.Namespace, Err: err}
+	}
+	return nil
+}
+
+// Run renews the Lease at once and then every interval until ctx ends,
+// calling report with each outcome (nil on success).
+func Run(ctx context.Context, c client.Client, l Lease, interval time.Duration, report func(error)) {
+	logger := log.FromContext(ctx).WithValues("lease", l.Namespace+"/"+l.Name)
+	for {
+		err := Renew(ctx, c, l, time.Now())
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			logger.V(2).Info("Heartbeat renewal failed", "error", err.Error())
+		}
+		report(err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}

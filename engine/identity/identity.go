@@ -1,0 +1,98 @@
+// Package identity reads a cluster's identity (spec CONN-3): the UID of the
+// kcp LogicalCluster "cluster" when that API is served, else the UID of the
+// kube-system Namespace.
+package identity
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+)
+
+// LogicalClusters is kcp's LogicalCluster resource.
+var LogicalClusters = schema.GroupVersionResource{Group: "core.kcp.io", Version: "v1alpha1", Resource: "logicalclusters"}
+
+var namespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+const (
+	logicalClusterName = "cluster"
+	kubeSystem         = "kube-system"
+)
+
+// Error is a failed identity read, naming the request that failed so that
+// conditions can say which verb and resource were refused.
+type Error struct {
+	Verb     string
+	Resource string // e.g. "namespaces/kube-system"
+	Err      error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s %s: %v", e.Verb, e.Resource, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Reader reads cluster identities.
+type Reader struct {
+	discovery discovery.DiscoveryInterface
+	metadata  metadata.Interface
+}
+
+// NewReader returns a Reader for the cluster cfg points at.
+func NewReader(cfg *rest.Config) (*Reader, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating discovery client: %w", err)
+	}
+	mc, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating metadata client: %w", err)
+	}
+	return &Reader{discovery: dc, metadata: mc}, nil
+}
+
+// ClusterUID returns the cluster's identity.
+func (r *Reader) ClusterUID(ctx context.Context) (string, error) {
+	kcp, err := r.servesLogicalClusters()
+	if err != nil {
+		return "", err
+	}
+	if kcp {
+		return r.uid(ctx, LogicalClusters, logicalClusterName, "logicalclusters.core.kcp.io/"+logicalClusterName)
+	}
+	return r.uid(ctx, namespaces, kubeSystem, "namespaces/"+kubeSystem)
+}
+
+func (r *Reader) servesLogicalClusters() (bool, error) {
+	list, err := r.discovery.ServerResourcesForGroupVersion(LogicalClusters.GroupVersion().String())
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, &Error{Verb: "discover", Resource: LogicalClusters.GroupVersion().String(), Err: err}
+	}
+	for _, res := range list.APIResources {
+		if res.Name == LogicalClusters.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (r *Reader) uid(ctx context.Context, gvr schema.GroupVersionResource, name, what string) (string, error) {
+	obj, err := r.metadata.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", &Error{Verb: "get", Resource: what, Err: err}
+	}
+	if obj.UID == "" {
+		return "", &Error{Verb: "get", Resource: what, Err: fmt.Errorf("object has no UID")}
+	}
+	return string(obj.UID), nil
+}
