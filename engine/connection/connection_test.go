@@ -450,7 +450,9 @@ func TestAutoBindFollowsExports(t *testing.T) {
 		c.Spec.AutoBind = true
 		c.Spec.Schema.Source = kbindv1alpha1.SchemaSourceCRD
 	})
-	eventually(t, "autoBind ClusterBinding", func() error { return consumer.Get(ctx, client.ObjectKey{Name: "follow"}, &kbindv1alpha1.ClusterBinding{}) })
+	eventually(t, "autoBind ClusterBinding", func() error {
+		return consumer.Get(ctx, client.ObjectKey{Name: "follow"}, &kbindv1alpha1.ClusterBinding{})
+	})
 
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := otherClient.Get(ctx, client.ObjectKey{Name: "widgets.example.org"}, crd); err != nil {

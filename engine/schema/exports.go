@@ -43,7 +43,7 @@ type Result struct {
 
 // Discoverer reads a provider's exports.
 type Discoverer struct {
-	Client    client.Reader                  // lists CRDs
+	Client    client.Reader                // lists CRDs
 	Discovery discovery.DiscoveryInterface // server discovery and /openapi/v3
 }
 
