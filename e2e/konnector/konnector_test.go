@@ -1,0 +1,228 @@
+package konnector
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kbind/kbind/engine/testenv"
+)
+
+var konnectorBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kbind-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	konnectorBin = filepath.Join(dir, "konnector")
+	build := exec.Command("go", "build", "-o", konnectorBin, "github.com/kbind/kbind/konnector/cmd/konnector")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the konnector:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *lockedBuffer) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startKonnector runs the binary against the consumer and returns its
+// probe address and log.
+func startKonnector(t *testing.T, kubeconfig string, args ...string) (probeAddr string, log *lockedBuffer) {
+	t.Helper()
+	probeAddr = freePort(t)
+	log = &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, konnectorBin, append([]string{
+		"--kubeconfig", kubeconfig, "--health-probe-bind-address", probeAddr, "--metrics-bind-address", "0",
+	}, args...)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("konnector log:\n%s", log.String())
+		}
+	})
+	return probeAddr, log
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+}
+
+const manifest = `apiVersion: v1
+kind: Secret
+metadata: {name: demo-provider-kubeconfig, namespace: kbind}
+stringData:
+  kubeconfig: |
+%s
+---
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: demo-provider}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: demo-provider-kubeconfig}
+`
+
+func TestConnectionThroughTheBinary(t *testing.T) {
+	ctx := context.Background()
+	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{widgets()}})
+	kc := pair.KubeconfigPath
+	if _, err := testenv.Kubectl(ctx, kc, "--context=consumer", "create", "namespace", "kbind"); err != nil {
+		t.Fatal(err)
+	}
+	probe, log := startKonnector(t, pair.Consumer.KubeconfigPath)
+	eventually(t, 30*time.Second, "/readyz", func() error {
+		for _, path := range []string{"/healthz", "/readyz"} {
+			resp, err := http.Get("http://" + probe + path)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: %s", path, resp.Status)
+			}
+		}
+		return nil
+	})
+
+	indented := "    " + strings.ReplaceAll(strings.TrimSpace(string(pair.Provider.Kubeconfig)), "\n", "\n    ")
+	file := filepath.Join(t.TempDir(), "demo.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(manifest, indented)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "apply", "-f", file); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "wait", "--for=condition=Ready", "connection/demo-provider", "--timeout=60s"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "get", "connection", "demo-provider",
+		"-o", `jsonpath={.status.activeSchemaSource}{"\n"}{.status.exportedAPIs}{"\n"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || lines[0] != "CRD" || !strings.Contains(lines[1], `"name":"widgets.example.org"`) {
+		t.Errorf("source and exports:\n%s", out)
+	}
+	out, err = testenv.Kubectl(ctx, kc, "--context=consumer", "get", "connections")
+	if err != nil || !strings.Contains(out, "demo-provider") || !strings.Contains(out, "True") {
+		t.Errorf("kubectl get connections: %v\n%s", err, out)
+	}
+
+	// The heartbeat Lease on the provider, found the way the guide finds it,
+	// renews every 30 s.
+	type lease struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     struct {
+			RenewTime metav1.MicroTime `json:"renewTime"`
+		} `json:"spec"`
+	}
+	readLeases := func() ([]lease, error) {
+		out, err := testenv.Kubectl(ctx, kc, "--context=provider", "get", "leases", "-A", "-l", "core.kbind.io/managed=true", "-o", "json")
+		if err != nil {
+			return nil, err
+		}
+		var list struct{ Items []lease }
+		if err := json.Unmarshal([]byte(out), &list); err != nil {
+			return nil, err
+		}
+		return list.Items, nil
+	}
+	var first lease
+	eventually(t, 30*time.Second, "heartbeat Lease", func() error {
+		leases, err := readLeases()
+		if err != nil || len(leases) != 1 {
+			return fmt.Errorf("%d leases (%v)", len(leases), err)
+		}
+		first = leases[0]
+		return nil
+	})
+	if first.Metadata.Namespace != "kbind" || !strings.HasPrefix(first.Metadata.Name, "demo-provider-") {
+		t.Errorf("lease %s/%s", first.Metadata.Namespace, first.Metadata.Name)
+	}
+	eventually(t, 45*time.Second, "a renewal about 30 s later", func() error {
+		leases, err := readLeases()
+		if err != nil || len(leases) != 1 {
+			return fmt.Errorf("%d leases (%v)", len(leases), err)
+		}
+		gap := leases[0].Spec.RenewTime.Sub(first.Spec.RenewTime.Time)
+		if gap == 0 {
+			return fmt.Errorf("not renewed yet")
+		}
+		if gap < 25*time.Second || gap > 40*time.Second {
+			t.Errorf("renewed after %s, want about 30s", gap)
+		}
+		return nil
+	})
+
+	// The konnector never logs the kubeconfig.
+	for _, field := range []string{"client-key-data", "client-certificate-data"} {
+		if strings.Contains(log.String(), field) {
+			t.Errorf("konnector log mentions %s", field)
+		}
+	}
+}
+
+func widgets() *apiextensionsv1.CustomResourceDefinition {
+	preserve := true
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.org", Labels: map[string]string{"core.kbind.io/exported": "true"}},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.org", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1alpha1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: &preserve,
+				}},
+			}},
+		},
+	}
+}

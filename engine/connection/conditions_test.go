@@ -1,0 +1,84 @@
+package connection
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	kbindschema "github.com/kbind/kbind/engine/schema"
+)
+
+func TestDesiredConditions(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "kube-system", errors.New("no RBAC"))
+	discovered := &kbindschema.Result{Source: kbindv1alpha1.ActiveSchemaSourceCRD, Exports: make([]kbindv1alpha1.ExportedAPI, 2)}
+	cases := []struct {
+		name string
+		obs  observation
+		want string // "Type=Status/Reason" joined by spaces, in decision order
+	}{
+		{"secret missing", observation{secretErr: errors.New("Secret kbind/x not found")},
+			"SecretValid=False/SecretNotFound Connected=False/Pending Ready=False/SecretNotFound"},
+		{"not probed yet", observation{},
+			"SecretValid=True/AsExpected Ready=False/Pending"},
+		{"unreachable", observation{probed: true, identityErr: errors.New("dial tcp: connection refused")},
+			"SecretValid=True/AsExpected Connected=False/Pending Ready=False/Pending"},
+		{"identity forbidden", observation{probed: true, identityErr: forbidden},
+			"SecretValid=True/AsExpected Connected=False/Pending PermissionDenied=True/Forbidden Ready=False/Forbidden"},
+		{"identity changed", observation{probed: true, identityChanged: "moved"},
+			"SecretValid=True/AsExpected Connected=False/ClusterIdentityChanged Ready=False/ClusterIdentityChanged"},
+		{"discovery forbidden", observation{probed: true, discoveryErr: forbidden},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=True/Forbidden Ready=False/Forbidden"},
+		{"discovery failed", observation{probed: true, discoveryErr: errors.New("timeout")},
+			"SecretValid=True/AsExpected Connected=True/AsExpected Ready=False/Pending"},
+		{"ready", observation{probed: true, discovery: discovered},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected"},
+		{"ready, heartbeat forbidden", observation{probed: true, discovery: discovered, heartbeatKnown: true, heartbeat: forbidden},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Heartbeat=False/Forbidden"},
+		{"ready, heartbeat failing", observation{probed: true, discovery: discovered, heartbeatKnown: true, heartbeat: errors.New("timeout")},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Heartbeat=False/Pending"},
+		{"ready, heartbeat renewed", observation{probed: true, discovery: discovered, heartbeatKnown: true, leaseRef: "kbind/x"},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Heartbeat=True/AsExpected"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			decided := desiredConditions(tc.obs)
+			for _, c := range decided {
+				got = append(got, fmt.Sprintf("%s=%s/%s", c.typ, c.status, c.reason))
+				if c.message == "" {
+					t.Errorf("%s has no message", c.typ)
+				}
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("conditions\n got %s\nwant %s", strings.Join(got, " "), tc.want)
+			}
+			if isReady(decided) != strings.Contains(tc.want, "Ready=True") {
+				t.Errorf("isReady = %v", isReady(decided))
+			}
+		})
+	}
+}
+
+func TestDrainingReady(t *testing.T) {
+	c := drainingReady([]string{"ClusterBinding a", "Binding ns/b"})
+	if c.status != metav1.ConditionFalse || c.reason != kbindv1alpha1.ReasonDrainingBindings ||
+		c.message != "waiting for 2 binding(s) referencing this Connection to be deleted: ClusterBinding a, Binding ns/b" {
+		t.Errorf("%+v", c)
+	}
+}
+
+func TestDesiredAutoBinding(t *testing.T) {
+	conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	conn.Status.ExportedAPIs = []kbindv1alpha1.ExportedAPI{{Name: "a.x"}, {Name: "b.x"}}
+	cb := desiredAutoBinding(conn)
+	if cb.Name != "p" || cb.Labels[kbindv1alpha1.ManagedLabel] != "true" || cb.Spec.ConflictPolicy != kbindv1alpha1.ConflictPolicyFail ||
+		fmt.Sprint(cb.Spec.APIs) != "[{a.x} {b.x}]" || cb.Spec.ConnectionRef.Name != "p" {
+		t.Errorf("%+v", cb)
+	}
+}

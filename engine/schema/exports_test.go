@@ -1,0 +1,77 @@
+package schema
+
+import (
+	"fmt"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+func crd(plural, group string, scope apiextensionsv1.ResourceScope, label string, served ...bool) apiextensionsv1.CustomResourceDefinition {
+	c := apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group, Labels: map[string]string{}},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: group, Scope: scope,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural}},
+	}
+	if label != "" {
+		c.Labels[kbindv1alpha1.ExportedLabel] = label
+	}
+	for i, s := range served {
+		c.Spec.Versions = append(c.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: fmt.Sprintf("v%d", i+1), Served: s})
+	}
+	return c
+}
+
+func TestExportsFromCRDs(t *testing.T) {
+	got := ExportsFromCRDs([]apiextensionsv1.CustomResourceDefinition{
+		crd("widgets", "example.org", apiextensionsv1.NamespaceScoped, "true", true, false, true),
+		crd("clusters", "example.org", apiextensionsv1.ClusterScoped, "true", true),
+		crd("unlabelled", "example.org", apiextensionsv1.NamespaceScoped, ""),
+		crd("truthy", "example.org", apiextensionsv1.NamespaceScoped, "True", true), // only exact "true"
+		crd("unserved", "example.org", apiextensionsv1.NamespaceScoped, "true", false),
+	})
+	want := "[{clusters.example.org example.org clusters Cluster [v1]} {widgets.example.org example.org widgets Namespaced [v1 v3]}]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("exports\n got %v\nwant %s", got, want)
+	}
+}
+
+func TestBuiltInGroup(t *testing.T) {
+	for group, want := range map[string]bool{
+		"": true, "apps": true, "batch": true, "extensions": true, "policy": true, "autoscaling": true,
+		"rbac.authorization.k8s.io": true, "apiextensions.k8s.io": true, "k8s.io": true,
+		"example.org": false, "core.kcp.io": false, "notk8s.io": false, "apps.example.org": false,
+	} {
+		if BuiltInGroup(group) != want {
+			t.Errorf("BuiltInGroup(%q) = %v, want %v", group, !want, want)
+		}
+	}
+}
+
+func TestFindSchema(t *testing.T) {
+	withGVK := func(group, version, kind string) *spec.Schema {
+		s := &spec.Schema{}
+		s.AddExtension("x-kubernetes-group-version-kind", []any{map[string]any{"group": group, "version": version, "kind": kind}})
+		return s
+	}
+	doc := &spec3.OpenAPI{Components: &spec3.Components{Schemas: map[string]*spec.Schema{
+		"org.example.v1.Widget":     withGVK("example.org", "v1", "Widget"),
+		"org.example.v1.WidgetList": withGVK("example.org", "v1", "WidgetList"),
+		"org.example.v1.Plain":      {},
+	}}}
+	if got := FindSchema(doc, schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Widget"}); got != "org.example.v1.Widget" {
+		t.Errorf("FindSchema = %q", got)
+	}
+	if got := FindSchema(doc, schema.GroupVersionKind{Group: "example.org", Version: "v2", Kind: "Widget"}); got != "" {
+		t.Errorf("FindSchema for a missing version = %q", got)
+	}
+	if got := FindSchema(&spec3.OpenAPI{}, schema.GroupVersionKind{}); got != "" {
+		t.Errorf("FindSchema without components = %q", got)
+	}
+}
