@@ -9,8 +9,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/kubeconfig"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 )
 
@@ -80,5 +82,30 @@ func TestDesiredAutoBinding(t *testing.T) {
 	if cb.Name != "p" || cb.Labels[kbindv1alpha1.ManagedLabel] != "true" || cb.Spec.ConflictPolicy != kbindv1alpha1.ConflictPolicyFail ||
 		fmt.Sprint(cb.Spec.APIs) != "[{a.x} {b.x}]" || cb.Spec.ConnectionRef.Name != "p" {
 		t.Errorf("%+v", cb)
+	}
+}
+
+func TestLoopbackHint(t *testing.T) {
+	cases := []struct {
+		host      string
+		inCluster bool
+		want      bool
+	}{
+		{"https://127.0.0.1:6443", true, true},
+		{"https://localhost:6443", true, true},
+		{"https://[::1]:6443", true, true},
+		{"https://127.0.0.1:6443", false, false},
+		{"https://10.0.0.1:6443", true, false},
+		{"https://provider.example:6443", true, false},
+	}
+	for _, tc := range cases {
+		r := &Reconciler{InCluster: tc.inCluster}
+		hint := r.loopbackHint(&kubeconfig.Parsed{Config: &rest.Config{Host: tc.host}})
+		if (hint != "") != tc.want {
+			t.Errorf("%s inCluster=%v: hint %q", tc.host, tc.inCluster, hint)
+		}
+		if hint != "" && !strings.Contains(hint, "points at the Pod itself") {
+			t.Errorf("hint %q does not say the address is the Pod itself", hint)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -346,6 +347,75 @@ func TestClusterIdentityChanged(t *testing.T) {
 	waitCondition(t, "moving", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonClusterIdentityChanged)
 	if conn.Status.RemoteClusterUID != pinned {
 		t.Errorf("pinned UID changed to %s", conn.Status.RemoteClusterUID)
+	}
+
+	// Sync stopped: the session and its heartbeat are gone, so the Lease
+	// on the original provider is no longer renewed.
+	leaseKey := client.ObjectKey{Namespace: "kbind", Name: "moving-" + conn.Status.LocalClusterUID[:10]}
+	lease := &coordinationv1.Lease{}
+	if err := provider.Get(ctx, leaseKey, lease); err != nil {
+		t.Fatal(err)
+	}
+	last := lease.Spec.RenewTime.Time
+	deadline := time.Now().Add(3 * time.Second) // three heartbeat intervals
+	for time.Now().Before(deadline) {
+		if err := provider.Get(ctx, leaseKey, lease); err != nil {
+			t.Fatal(err)
+		}
+		if lease.Spec.RenewTime.After(last) {
+			last = lease.Spec.RenewTime.Time
+			deadline = time.Now().Add(3 * time.Second) // at most one renewal in flight when the change was seen
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if time.Since(last) < 3*time.Second {
+		t.Errorf("lease still renewed at %v after ClusterIdentityChanged", last)
+	}
+}
+
+func TestLeaseNamespaceFromContext(t *testing.T) {
+	ctx := context.Background()
+	kc, err := clientcmd.Load(pair.Provider.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc.Contexts[kc.CurrentContext].Namespace = "team-hb"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, secretNS, "ctx-ns", map[string][]byte{"kubeconfig": data})
+	createConnection(t, "ctx-ns", secretNS, "ctx-ns")
+	conn := waitCondition(t, "ctx-ns", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "team-hb/ctx-ns-")
+	if err := provider.Get(ctx, client.ObjectKey{Namespace: "team-hb", Name: "ctx-ns-" + conn.Status.LocalClusterUID[:10]}, &coordinationv1.Lease{}); err != nil {
+		t.Errorf("lease in the context namespace: %v", err)
+	}
+}
+
+func TestAutoBindOffLeavesBinding(t *testing.T) {
+	ctx := context.Background()
+	createSecret(t, secretNS, "off", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, "off", secretNS, "off", func(c *kbindv1alpha1.Connection) {
+		c.Spec.AutoBind = true
+		c.Spec.Schema.Source = kbindv1alpha1.SchemaSourceCRD
+	})
+	eventually(t, "autoBind ClusterBinding", func() error { return consumer.Get(ctx, client.ObjectKey{Name: "off"}, &kbindv1alpha1.ClusterBinding{}) })
+	conn := getConnection(t, "off")
+	conn.Spec.AutoBind = false
+	if err := consumer.Update(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, "off", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected) // observed the new generation
+	if err := consumer.Get(ctx, client.ObjectKey{Name: "off"}, &kbindv1alpha1.ClusterBinding{}); err != nil {
+		t.Errorf("turning autoBind off removed the ClusterBinding: %v", err)
+	}
+	// It is an explicit binding now: deleting the Connection waits for it.
+	if err := consumer.Delete(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, "off", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings, "ClusterBinding off")
+	if err := consumer.Delete(ctx, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "off"}}); err != nil {
+		t.Fatal(err)
 	}
 }
 
