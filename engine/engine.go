@@ -19,9 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/binding"
 	"github.com/kbind/kbind/engine/connection"
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
 )
 
@@ -42,6 +44,8 @@ type Options struct {
 	DiscoveryInterval time.Duration
 	// HeartbeatInterval is how often Leases are renewed (default 30s).
 	HeartbeatInterval time.Duration
+	// BindingResync is how often every binding is re-checked (default 30s).
+	BindingResync time.Duration
 
 	// InCluster is true when the konnector runs in a Pod; it sharpens
 	// messages about loopback provider addresses.
@@ -63,6 +67,9 @@ func (o *Options) defaults() error {
 	}
 	if o.DiscoveryInterval <= 0 {
 		o.DiscoveryInterval = 30 * time.Second
+	}
+	if o.BindingResync <= 0 {
+		o.BindingResync = 30 * time.Second
 	}
 	return nil
 }
@@ -114,7 +121,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	if err != nil {
 		return nil, fmt.Errorf("consumer identity reader: %w", err)
 	}
+	installer := &schema.Installer{Client: mgr.GetClient()}
 	if err := (&connection.Reconciler{
+		Installer:         installer,
 		Client:            mgr.GetClient(),
 		SecretNamespaces:  opts.SecretNamespaces,
 		DiscoveryInterval: opts.DiscoveryInterval,
@@ -124,6 +133,14 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 		LocalIdentity:     local,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the connection controller: %w", err)
+	}
+	for _, namespaced := range []bool{false, true} {
+		if err := (&binding.Reconciler{
+			Client: mgr.GetClient(), Sessions: sessions, Installer: installer,
+			Namespaced: namespaced, Resync: opts.BindingResync,
+		}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the binding controllers: %w", err)
+		}
 	}
 	return &Engine{Sessions: sessions}, nil
 }

@@ -36,6 +36,10 @@ type observation struct {
 	heartbeat      error
 	heartbeatKnown bool
 	leaseRef       string
+	// lagging lists consumer CRDs whose schema lags the policy;
+	// schemaKnown is false before any CRD was handled.
+	lagging     []string
+	schemaKnown bool
 }
 
 // condition is a condition without bookkeeping fields.
@@ -109,6 +113,15 @@ func drainingReady(draining []string) condition {
 }
 
 func withHeartbeat(out []condition, o observation) []condition {
+	if o.schemaKnown {
+		if len(o.lagging) == 0 {
+			out = append(out, condition{kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
+				"every consumer CRD supplied by this Connection carries the schema its policy calls for"})
+		} else {
+			out = append(out, condition{kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
+				fmt.Sprintf("%d consumer CRD(s) lag behind the provider schema: %s", len(o.lagging), strings.Join(o.lagging, ", "))})
+		}
+	}
 	if !o.heartbeatKnown {
 		return out
 	}

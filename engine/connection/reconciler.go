@@ -7,6 +7,7 @@ package connection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -50,6 +51,8 @@ type Reconciler struct {
 	Sessions  *session.Manager
 	// LocalIdentity reads the consumer cluster's identity.
 	LocalIdentity *identity.Reader
+	// Installer delivers consumer CRDs (pullPolicy All) and knows which lag.
+	Installer *schema.Installer
 
 	// events re-triggers Connections from outside the watches (heartbeat
 	// results, sibling Connections sharing a Secret).
@@ -124,6 +127,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		next = r.observe(ctx, conn, sess, parsed, &obs)
 	}
 	r.heartbeatInto(conn.Name, &obs)
+	if obs.discovery != nil && obs.discoveryErr == nil && obs.identityErr == nil && obs.identityChanged == "" &&
+		conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyAll {
+		r.installAll(ctx, conn, sess, obs.discovery)
+	}
+	obs.lagging, obs.schemaKnown = r.Installer.Lagging(conn.Name)
 
 	decided := desiredConditions(obs)
 	apply(&conn.Status.Conditions, decided, conn.Generation)
@@ -157,6 +165,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		return ctrl.Result{RequeueAfter: r.DiscoveryInterval}, nil
 	default:
 		return ctrl.Result{RequeueAfter: r.backoff.When(conn.Name)}, nil
+	}
+}
+
+// installAll installs every export without a binding (pullPolicy All,
+// SCHEMA-3). Failures show in SchemaInSync and the logs; bindings report
+// their own APIs.
+func (r *Reconciler) installAll(ctx context.Context, conn *kbindv1alpha1.Connection, sess *session.Session, result *schema.Result) {
+	withStatus := conn.DeepCopy()
+	withStatus.Status.ActiveSchemaSource = result.Source
+	d := &schema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
+	for _, export := range result.Exports {
+		desired, err := schema.Desired(ctx, d, withStatus, export)
+		if err == nil {
+			var outcome schema.Outcome
+			outcome, err = r.Installer.Ensure(ctx, withStatus, export.Name, desired)
+			if err == nil && outcome.Problem != "" {
+				err = errors.New(outcome.Problem)
+			}
+		}
+		if err != nil {
+			log.FromContext(ctx).Info("Could not install an exported API (pullPolicy All)", "crd", export.Name, "error", err.Error())
+		}
 	}
 }
 
@@ -363,6 +393,7 @@ func (r *Reconciler) forget(name string) {
 	delete(r.probes, name)
 	r.mu.Unlock()
 	r.backoff.Forget(name)
+	r.Installer.Forget(name, "")
 }
 
 func (r *Reconciler) ensureFinalizer(ctx context.Context, obj client.Object, connection string) error {

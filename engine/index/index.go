@@ -16,6 +16,9 @@ const (
 	// BindingConnection indexes ClusterBindings and Bindings by
 	// spec.connectionRef.name.
 	BindingConnection = "spec.connectionRef.name"
+	// BindingAPI indexes ClusterBindings and Bindings by each
+	// spec.apis[].name.
+	BindingAPI = "spec.apis.name"
 	// ConnectionSecret indexes Connections by "<namespace>/<name>" of their
 	// kubeconfig Secret.
 	ConnectionSecret = "spec.kubeconfigSecretRef"
@@ -38,6 +41,25 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 	for _, obj := range []client.Object{&kbindv1alpha1.ClusterBinding{}, &kbindv1alpha1.Binding{}} {
 		if err := indexer.IndexField(ctx, obj, BindingConnection, byConnection); err != nil {
 			return fmt.Errorf("indexing %T by connection: %w", obj, err)
+		}
+	}
+	byAPI := func(obj client.Object) []string {
+		var apis []kbindv1alpha1.APIReference
+		switch b := obj.(type) {
+		case *kbindv1alpha1.ClusterBinding:
+			apis = b.Spec.APIs
+		case *kbindv1alpha1.Binding:
+			apis = b.Spec.APIs
+		}
+		names := make([]string, 0, len(apis))
+		for _, a := range apis {
+			names = append(names, a.Name)
+		}
+		return names
+	}
+	for _, obj := range []client.Object{&kbindv1alpha1.ClusterBinding{}, &kbindv1alpha1.Binding{}} {
+		if err := indexer.IndexField(ctx, obj, BindingAPI, byAPI); err != nil {
+			return fmt.Errorf("indexing %T by API: %w", obj, err)
 		}
 	}
 	if err := indexer.IndexField(ctx, &kbindv1alpha1.Connection{}, ConnectionSecret, func(obj client.Object) []string {

@@ -1,0 +1,90 @@
+package binding
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+type condition struct {
+	typ     kbindv1alpha1.ConditionType
+	status  metav1.ConditionStatus
+	reason  kbindv1alpha1.Reason
+	message string
+}
+
+// wellFormed matches "<plural>.<group>": a lower-case DNS label, a dot, a
+// DNS subdomain.
+var wellFormed = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// describeMissing names an API that is not exported, explaining the
+// expected form when the name is not "<plural>.<group>".
+func describeMissing(name string) string {
+	if wellFormed.MatchString(name) {
+		return name
+	}
+	return fmt.Sprintf("%q (not of the form <plural>.<group>, e.g. widgets.example.org: not a Kind, a version or a URL)", name)
+}
+
+// desiredConditions decides Ready, Synced, Conflicts and PermissionDenied.
+func desiredConditions(o observation) []condition {
+	var out []condition
+	add := func(t kbindv1alpha1.ConditionType, s metav1.ConditionStatus, r kbindv1alpha1.Reason, msg string) {
+		out = append(out, condition{t, s, r, msg})
+	}
+	// Instance conflicts are counted by the instance syncers; until they
+	// report, nothing is skipped.
+	add(kbindv1alpha1.ConditionConflicts, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "0 object(s) skipped")
+
+	if o.connProblem != "" {
+		add(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, o.connProblem)
+		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, o.connProblem)
+		return out
+	}
+	if len(o.forbidden) > 0 {
+		add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden, strings.Join(o.forbidden, "; "))
+	} else {
+		add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "the provider allows the schema reads")
+	}
+
+	var notReady []string
+	reason := kbindv1alpha1.ReasonPending
+	if len(o.notExported) > 0 {
+		names := make([]string, 0, len(o.notExported))
+		for _, n := range o.notExported {
+			names = append(names, describeMissing(n))
+		}
+		notReady = append(notReady, fmt.Sprintf("not exported by Connection %q: %s", o.connection, strings.Join(names, ", ")))
+		reason = kbindv1alpha1.ReasonAPINotExported
+	}
+	if len(o.clusterScoped) > 0 {
+		notReady = append(notReady, fmt.Sprintf("cluster-scoped, which a namespaced Binding cannot activate (use a ClusterBinding): %s", strings.Join(o.clusterScoped, ", ")))
+		reason = kbindv1alpha1.ReasonAPINotExported
+	}
+	if len(o.overlapped) > 0 {
+		notReady = append(notReady, fmt.Sprintf("already covered by a ClusterBinding, which takes precedence: %s", strings.Join(o.overlapped, ", ")))
+	}
+	if len(o.forbidden) > 0 {
+		notReady = append(notReady, "the provider refuses a schema read: "+strings.Join(o.forbidden, "; "))
+		if reason == kbindv1alpha1.ReasonPending {
+			reason = kbindv1alpha1.ReasonForbidden
+		}
+	}
+	notReady = append(notReady, o.problems...)
+	notReady = append(notReady, o.pending...)
+
+	installed := len(o.bound) - len(o.problems) - len(o.pending) - len(o.forbidden)
+	if len(notReady) > 0 {
+		add(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, reason, strings.Join(notReady, "; "))
+		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
+			fmt.Sprintf("%d of %d API(s) installed", max(installed, 0), len(o.bound)+len(o.notExported)+len(o.clusterScoped)+len(o.overlapped)))
+		return out
+	}
+	add(kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, fmt.Sprintf("%d API(s) bound", len(o.bound)))
+	add(kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "every listed API is installed")
+	return out
+}

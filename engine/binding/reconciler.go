@@ -1,0 +1,314 @@
+// Package binding reconciles ClusterBindings and Bindings (spec BIND-1..2,
+// SCHEMA-3..6): it checks each listed API against the Connection's exports,
+// delivers the consumer CRDs through the schema installer, reports what it
+// cannot do on the binding, and unbinds in order on deletion.
+package binding
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/schema"
+	"github.com/kbind/kbind/engine/session"
+)
+
+// Reconciler reconciles one binding kind: ClusterBinding (Namespaced false)
+// or Binding (Namespaced true).
+type Reconciler struct {
+	Client     client.Client
+	Sessions   *session.Manager
+	Installer  *schema.Installer
+	Namespaced bool
+	// Resync is the periodic requeue (BIND-1; default 30s).
+	Resync time.Duration
+}
+
+// binding gives uniform access to a ClusterBinding or Binding.
+type binding struct {
+	obj    client.Object
+	spec   *kbindv1alpha1.BindingSpec
+	status *kbindv1alpha1.BindingStatus
+}
+
+func (r *Reconciler) newObject() client.Object {
+	if r.Namespaced {
+		return &kbindv1alpha1.Binding{}
+	}
+	return &kbindv1alpha1.ClusterBinding{}
+}
+
+func access(obj client.Object) binding {
+	switch b := obj.(type) {
+	case *kbindv1alpha1.ClusterBinding:
+		return binding{obj: b, spec: &b.Spec, status: &b.Status}
+	case *kbindv1alpha1.Binding:
+		return binding{obj: b, spec: &b.Spec, status: &b.Status}
+	}
+	panic(fmt.Sprintf("binding: unexpected type %T", obj))
+}
+
+func (r *Reconciler) kind() string {
+	if r.Namespaced {
+		return "Binding"
+	}
+	return "ClusterBinding"
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
+	obj := r.newObject()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	b := access(obj)
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("binding", req.String(), "connection", b.spec.ConnectionRef.Name))
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return r.finalize(ctx, b)
+	}
+	if !controllerutil.ContainsFinalizer(obj, kbindv1alpha1.CleanupFinalizer) {
+		patch := client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(obj, kbindv1alpha1.CleanupFinalizer)
+		if err := r.Client.Patch(ctx, obj, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	before := b.status.DeepCopy()
+	o, err := r.observe(ctx, b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	b.status.BoundAPIs = o.bound
+	for _, c := range desiredConditions(o) {
+		meta.SetStatusCondition(&b.status.Conditions, metav1.Condition{
+			Type: string(c.typ), Status: c.status, Reason: string(c.reason), Message: c.message,
+			ObservedGeneration: obj.GetGeneration(),
+		})
+	}
+	if !equality.Semantic.DeepEqual(before, b.status) {
+		patchBase := obj.DeepCopyObject().(client.Object)
+		access(patchBase).status.Conditions, access(patchBase).status.BoundAPIs = before.Conditions, before.BoundAPIs
+		if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(patchBase)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("updating status: %w", err)
+		}
+	}
+	return ctrl.Result{RequeueAfter: r.resync()}, nil
+}
+
+func (r *Reconciler) resync() time.Duration {
+	if r.Resync <= 0 {
+		return 30 * time.Second
+	}
+	return r.Resync
+}
+
+// observation is what one reconcile learned about a binding; conditions are
+// a pure function of it.
+type observation struct {
+	kind, connection string
+	// connProblem is why the Connection cannot be used (missing, not Ready).
+	connProblem string
+	notExported []string
+	// misfit names APIs a namespaced Binding cannot activate, with why.
+	clusterScoped []string
+	overlapped    []string
+	forbidden     []string
+	problems      []string
+	pending       []string
+	bound         []kbindv1alpha1.BoundAPI
+}
+
+func (r *Reconciler) observe(ctx context.Context, b binding) (observation, error) {
+	o := observation{kind: r.kind(), connection: b.spec.ConnectionRef.Name}
+	conn := &kbindv1alpha1.Connection{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: o.connection}, conn); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return o, fmt.Errorf("reading connection %s: %w", o.connection, err)
+		}
+		o.connProblem = fmt.Sprintf("Connection %q not found", o.connection)
+		return o, nil
+	}
+	if c := meta.FindStatusCondition(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady)); c == nil || c.Status != metav1.ConditionTrue {
+		why := "no status yet"
+		if c != nil {
+			why = c.Reason + ": " + c.Message
+		}
+		o.connProblem = fmt.Sprintf("Connection %q is not Ready (%s)", o.connection, why)
+		return o, nil
+	}
+	sess, ok := r.Sessions.Get(conn.Name)
+	if !ok {
+		o.connProblem = fmt.Sprintf("Connection %q has no provider session yet", o.connection)
+		return o, nil
+	}
+	exports := map[string]kbindv1alpha1.ExportedAPI{}
+	for _, e := range conn.Status.ExportedAPIs {
+		exports[e.Name] = e
+	}
+	discoverer := &schema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
+	for _, api := range b.spec.APIs {
+		export, ok := exports[api.Name]
+		switch {
+		case !ok:
+			o.notExported = append(o.notExported, api.Name)
+			continue
+		case r.Namespaced && export.Scope == kbindv1alpha1.APIScopeCluster:
+			o.clusterScoped = append(o.clusterScoped, api.Name)
+			continue
+		case r.Namespaced:
+			covering, err := r.coveringClusterBindings(ctx, api.Name)
+			if err != nil {
+				return o, err
+			}
+			if len(covering) > 0 {
+				o.overlapped = append(o.overlapped, fmt.Sprintf("%s (ClusterBinding %s)", api.Name, strings.Join(covering, ", ")))
+				continue
+			}
+		}
+		entry := kbindv1alpha1.BoundAPI{Name: api.Name}
+		outcome, ok := r.deliver(ctx, &o, discoverer, conn, export)
+		if ok {
+			entry.CRDHash = outcome.Hash
+		}
+		o.bound = append(o.bound, entry)
+	}
+	sort.Slice(o.bound, func(i, j int) bool { return o.bound[i].Name < o.bound[j].Name })
+	return o, nil
+}
+
+// deliver computes and installs one API's consumer CRD, recording what
+// went wrong in o.
+func (r *Reconciler) deliver(ctx context.Context, o *observation, d *schema.Discoverer, conn *kbindv1alpha1.Connection, export kbindv1alpha1.ExportedAPI) (schema.Outcome, bool) {
+	var desired *apiextensionsv1.CustomResourceDefinition
+	if conn.Spec.Schema.PullPolicy != kbindv1alpha1.PullPolicyNone {
+		var err error
+		desired, err = schema.Desired(ctx, d, conn, export)
+		switch {
+		case apierrors.IsForbidden(err):
+			o.forbidden = append(o.forbidden, err.Error())
+			return schema.Outcome{}, false
+		case err != nil:
+			o.problems = append(o.problems, fmt.Sprintf("reading the provider schema of %s: %v", export.Name, err))
+			return schema.Outcome{}, false
+		}
+	}
+	outcome, err := r.Installer.Ensure(ctx, conn, export.Name, desired)
+	switch {
+	case err != nil:
+		o.problems = append(o.problems, err.Error())
+		return outcome, false
+	case outcome.Problem != "":
+		o.problems = append(o.problems, outcome.Problem)
+		return outcome, false
+	case !outcome.Established:
+		o.pending = append(o.pending, fmt.Sprintf("CRD %s is not established yet", export.Name))
+	}
+	return outcome, true
+}
+
+func (r *Reconciler) coveringClusterBindings(ctx context.Context, api string) ([]string, error) {
+	var list kbindv1alpha1.ClusterBindingList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{index.BindingAPI: api}); err != nil {
+		return nil, fmt.Errorf("listing clusterbindings of %s: %w", api, err)
+	}
+	var names []string
+	for _, cb := range list.Items {
+		if cb.DeletionTimestamp.IsZero() {
+			names = append(names, cb.Name)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// finalize unbinds (SCHEMA-6): a ClusterBinding that is the last binding
+// listing an API deletes the consumer CRD, if kbind created it for this
+// Connection and pullPolicy is not All. A Binding never deletes a CRD, nor
+// is a CRD kbind did not create ever deleted.
+func (r *Reconciler) finalize(ctx context.Context, b binding) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(b.obj, kbindv1alpha1.CleanupFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	if !r.Namespaced {
+		if err := r.unbindCRDs(ctx, b); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	patch := client.MergeFromWithOptions(b.obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(b.obj, kbindv1alpha1.CleanupFinalizer)
+	if err := r.Client.Patch(ctx, b.obj, patch); err != nil {
+		return ctrl.Result{}, fmt.Errorf("removing finalizer: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) unbindCRDs(ctx context.Context, b binding) error {
+	conn := &kbindv1alpha1.Connection{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: b.spec.ConnectionRef.Name}, conn); err != nil {
+		// Without its Connection the policy is unknown: keep the CRDs.
+		return client.IgnoreNotFound(err)
+	}
+	if conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyAll {
+		return nil
+	}
+	for _, api := range b.spec.APIs {
+		others, err := r.otherBindingsOf(ctx, api.Name, b.obj)
+		if err != nil {
+			return err
+		}
+		if others > 0 {
+			continue
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: api.Name}, crd); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("reading consumer CRD %s: %w", api.Name, err)
+		}
+		if !schema.CreatedByKbind(crd, conn.Name) || !crd.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := r.Client.Delete(ctx, crd); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting consumer CRD %s: %w", api.Name, err)
+		}
+		r.Installer.Forget(conn.Name, api.Name)
+		log.FromContext(ctx).Info("Deleted consumer CRD: no binding lists it any more", "crd", api.Name)
+	}
+	return nil
+}
+
+// otherBindingsOf counts the bindings other than self that list api.
+func (r *Reconciler) otherBindingsOf(ctx context.Context, api string, self client.Object) (int, error) {
+	var cbs kbindv1alpha1.ClusterBindingList
+	if err := r.Client.List(ctx, &cbs, client.MatchingFields{index.BindingAPI: api}); err != nil {
+		return 0, fmt.Errorf("listing clusterbindings of %s: %w", api, err)
+	}
+	var bs kbindv1alpha1.BindingList
+	if err := r.Client.List(ctx, &bs, client.MatchingFields{index.BindingAPI: api}); err != nil {
+		return 0, fmt.Errorf("listing bindings of %s: %w", api, err)
+	}
+	n := len(bs.Items)
+	for _, cb := range cbs.Items {
+		if cb.UID != self.GetUID() {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,72 @@
+package binding
+
+import (
+	"context"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/index"
+)
+
+// SetupWithManager wires the reconciler: its own kind (spec and deletion
+// changes), the Connection it names (any change: Ready and exports live in
+// status), consumer CRDs of the APIs it lists, and — for Bindings —
+// ClusterBindings that may overlap them.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	deleting := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return !e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(map[bool]string{true: "binding", false: "clusterbinding"}[r.Namespaced]).
+		For(r.newObject(), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting))).
+		Watches(&kbindv1alpha1.Connection{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingConnection, func(o client.Object) []string { return []string{o.GetName()} }))).
+		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingAPI, func(o client.Object) []string { return []string{o.GetName()} })))
+	if r.Namespaced {
+		b = b.Watches(&kbindv1alpha1.ClusterBinding{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingAPI, func(o client.Object) []string {
+			var names []string
+			for _, a := range o.(*kbindv1alpha1.ClusterBinding).Spec.APIs {
+				names = append(names, a.Name)
+			}
+			return names
+		})))
+	}
+	return b.Complete(r)
+}
+
+// byIndex maps an object to the bindings of this kind whose index field
+// matches any of the values keys returns.
+func (r *Reconciler) byIndex(field string, keys func(client.Object) []string) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var reqs []reconcile.Request
+		for _, key := range keys(obj) {
+			if r.Namespaced {
+				var list kbindv1alpha1.BindingList
+				if err := r.Client.List(ctx, &list, client.MatchingFields{field: key}); err != nil {
+					ctrl.LoggerFrom(ctx).Error(err, "Mapping to Bindings", "field", field)
+					continue
+				}
+				for _, item := range list.Items {
+					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
+				}
+				continue
+			}
+			var list kbindv1alpha1.ClusterBindingList
+			if err := r.Client.List(ctx, &list, client.MatchingFields{field: key}); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Mapping to ClusterBindings", "field", field)
+				continue
+			}
+			for _, item := range list.Items {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
+			}
+		}
+		return reqs
+	}
+}

@@ -1,0 +1,228 @@
+// Package enginetest runs the engine in-process against a real local
+// consumer/provider pair for integration tests, and holds the polling
+// helpers those tests share. Tests assert on API state, never sleep.
+package enginetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine"
+	"github.com/kbind/kbind/engine/testenv"
+)
+
+// SecretNamespace is the allowed kubeconfig Secret namespace of Env.
+const SecretNamespace = "kbind"
+
+// PollTimeout bounds every wait.
+const PollTimeout = 30 * time.Second
+
+// Env is a running pair with the engine on the consumer.
+type Env struct {
+	Pair               *testenv.Pair
+	Consumer, Provider client.Client
+	Scheme             *runtime.Scheme
+	// Logs holds everything the engine logged, at every verbosity.
+	Logs *SyncBuffer
+}
+
+// Options configure Start.
+type Options struct {
+	ProviderCRDs []*apiextensionsv1.CustomResourceDefinition
+	// Engine options; SecretNamespaces defaults to SecretNamespace and the
+	// intervals to test-friendly values.
+	Engine engine.Options
+}
+
+// Start starts a pair and the engine; stop calls end both. It is meant for
+// TestMain.
+func Start(opts Options) (env *Env, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "kbind-enginetest-")
+	if err != nil {
+		return nil, nil, err
+	}
+	pair, err := testenv.StartPair(testenv.PairOptions{Dir: dir, ProviderCRDs: opts.ProviderCRDs})
+	if err != nil {
+		return nil, nil, err
+	}
+	env = &Env{Pair: pair, Scheme: runtime.NewScheme(), Logs: &SyncBuffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	stop = func() {
+		cancel()
+		<-done
+		_ = pair.Stop()
+		_ = os.RemoveAll(dir)
+	}
+	fail := func(err error) (*Env, func(), error) {
+		cancel()
+		done <- nil
+		stop()
+		return nil, nil, err
+	}
+	if err := engine.AddToScheme(env.Scheme); err != nil {
+		return fail(err)
+	}
+	if env.Consumer, err = client.New(pair.Consumer.Config, client.Options{Scheme: env.Scheme}); err != nil {
+		return fail(err)
+	}
+	if env.Provider, err = client.New(pair.Provider.Config, client.Options{Scheme: env.Scheme}); err != nil {
+		return fail(err)
+	}
+	if err := env.Consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SecretNamespace}}); err != nil {
+		return fail(err)
+	}
+
+	ctrl.SetLogger(zap.New(zap.WriteTo(env.Logs), zap.UseDevMode(true), zap.Level(zapcore.Level(-10))))
+	eo := opts.Engine
+	if len(eo.SecretNamespaces) == 0 {
+		eo.SecretNamespaces = []string{SecretNamespace}
+	}
+	if eo.DiscoveryInterval == 0 {
+		eo.DiscoveryInterval = 2 * time.Second
+	}
+	if eo.HeartbeatInterval == 0 {
+		eo.HeartbeatInterval = time.Second
+	}
+	if eo.BindingResync == 0 {
+		eo.BindingResync = 2 * time.Second
+	}
+	if eo.ProviderTimeout == 0 {
+		eo.ProviderTimeout = 5 * time.Second
+	}
+	cacheOpts := cache.Options{}
+	engine.ConfigureCache(eo, &cacheOpts)
+	mgr, err := ctrl.NewManager(pair.Consumer.Config, ctrl.Options{
+		Scheme: env.Scheme, Cache: cacheOpts, Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := engine.Setup(ctx, mgr, eo); err != nil {
+		return fail(err)
+	}
+	go func() { done <- mgr.Start(ctx) }()
+	return env, stop, nil
+}
+
+// SyncBuffer is a goroutine-safe log sink.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Eventually polls check until it returns nil, failing the test after
+// PollTimeout with the last error.
+func Eventually(t testing.TB, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(PollTimeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s: %v", what, err)
+}
+
+func conditionsOf(obj client.Object) []metav1.Condition {
+	switch o := obj.(type) {
+	case *kbindv1alpha1.Connection:
+		return o.Status.Conditions
+	case *kbindv1alpha1.ClusterBinding:
+		return o.Status.Conditions
+	case *kbindv1alpha1.Binding:
+		return o.Status.Conditions
+	}
+	panic(fmt.Sprintf("enginetest: no conditions on %T", obj))
+}
+
+// WaitCondition waits until obj (re-read from c by its key) has the
+// condition with status and reason, a message containing every fragment,
+// and observedGeneration equal to its generation. obj holds the last read.
+func WaitCondition(t testing.TB, c client.Client, obj client.Object, typ kbindv1alpha1.ConditionType, status metav1.ConditionStatus, reason kbindv1alpha1.Reason, fragments ...string) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(obj)
+	Eventually(t, fmt.Sprintf("%s %s=%s/%s %q", key, typ, status, reason, fragments), func() error {
+		if err := c.Get(context.Background(), key, obj); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(conditionsOf(obj), string(typ))
+		if cond == nil {
+			return fmt.Errorf("no %s condition; conditions %+v", typ, conditionsOf(obj))
+		}
+		if cond.Status != status || cond.Reason != string(reason) {
+			return fmt.Errorf("%s=%s/%s: %s", typ, cond.Status, cond.Reason, cond.Message)
+		}
+		for _, f := range fragments {
+			if !strings.Contains(cond.Message, f) {
+				return fmt.Errorf("%s message %q lacks %q", typ, cond.Message, f)
+			}
+		}
+		if cond.ObservedGeneration != obj.GetGeneration() {
+			return fmt.Errorf("%s observedGeneration %d, generation %d", typ, cond.ObservedGeneration, obj.GetGeneration())
+		}
+		return nil
+	})
+}
+
+// CRD returns a simple CRD for tests: plural.group, kind given, a spec and
+// a status that keep unknown fields, the status subresource, and the export
+// label when exported.
+func CRD(plural, singular, kind, group string, scope apiextensionsv1.ResourceScope, exported bool) *apiextensionsv1.CustomResourceDefinition {
+	preserve := true
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: scope,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: singular, Kind: kind, ListKind: kind + "List"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1alpha1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec":   {Type: "object", XPreserveUnknownFields: &preserve},
+						"status": {Type: "object", XPreserveUnknownFields: &preserve},
+					},
+				}},
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+			}},
+		},
+	}
+	if exported {
+		crd.Labels = map[string]string{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue}
+	}
+	return crd
+}

@@ -1,0 +1,160 @@
+package schema
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// Desired computes the consumer CRD an export should have, from the
+// provider through d.
+func Desired(ctx context.Context, d *Discoverer, conn *kbindv1alpha1.Connection, export kbindv1alpha1.ExportedAPI) (*apiextensionsv1.CustomResourceDefinition, error) {
+	switch conn.Status.ActiveSchemaSource {
+	case kbindv1alpha1.ActiveSchemaSourceOpenAPI:
+		api, err := d.ReadOpenAPI(ctx, export)
+		if err != nil {
+			return nil, err
+		}
+		return FromOpenAPI(api, conn.Name)
+	default:
+		provider := &apiextensionsv1.CustomResourceDefinition{}
+		if err := d.Client.Get(ctx, client.ObjectKey{Name: export.Name}, provider); err != nil {
+			return nil, &ListError{Verb: "get", Resource: CRDs + "/" + export.Name, Err: err}
+		}
+		if provider.Labels[kbindv1alpha1.ExportedLabel] != kbindv1alpha1.ExportedLabelValue {
+			return nil, fmt.Errorf("provider CRD %s is no longer labelled %s=%s", export.Name, kbindv1alpha1.ExportedLabel, kbindv1alpha1.ExportedLabelValue)
+		}
+		return FromCRD(provider, conn.Name)
+	}
+}
+
+// Outcome is the state of one consumer CRD after Ensure.
+type Outcome struct {
+	// Hash is the consumer CRD's schema-hash annotation.
+	Hash string
+	// Established is true once the API server serves the CRD.
+	Established bool
+	// Problem is a condition message when the CRD cannot be what the
+	// policy wants; the binding reports it.
+	Problem string
+}
+
+// Installer applies schema decisions to consumer CRDs and remembers, per
+// Connection, which CRDs lag behind the policy (SchemaInSync).
+type Installer struct {
+	Client client.Client
+
+	mu     sync.Mutex
+	status map[string]map[string]bool // connection → CRD name → in sync
+}
+
+// Ensure makes the consumer CRD name what the Connection's policy calls
+// for, given desired (nil when it could not be computed).
+func (i *Installer) Ensure(ctx context.Context, conn *kbindv1alpha1.Connection, name string, desired *apiextensionsv1.CustomResourceDefinition) (Outcome, error) {
+	existing := &apiextensionsv1.CustomResourceDefinition{}
+	if err := i.Client.Get(ctx, client.ObjectKey{Name: name}, existing); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return Outcome{}, fmt.Errorf("reading consumer CRD %s: %w", name, err)
+		}
+		existing = nil
+	}
+	d := Decide(existing, desired, name, conn.Name, conn.Spec.Schema, conn.Status.ActiveSchemaSource)
+	logger := log.FromContext(ctx).WithValues("crd", name)
+	switch d.Action {
+	case ActionReport:
+		i.record(conn.Name, name, false)
+		return Outcome{Problem: d.Problem}, nil
+	case ActionCreate:
+		if desired == nil {
+			i.record(conn.Name, name, false)
+			return Outcome{}, fmt.Errorf("no schema for CRD %s", name)
+		}
+		created := desired.DeepCopy()
+		if err := i.Client.Create(ctx, created); err != nil {
+			i.record(conn.Name, name, false)
+			return Outcome{}, fmt.Errorf("creating consumer CRD %s: %w", name, err)
+		}
+		logger.Info("Installed consumer CRD", "schemaHash", created.Annotations[kbindv1alpha1.SchemaHashAnnotation])
+		existing = created
+	case ActionUpdate:
+		patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		existing.Spec = desired.Spec
+		for k, v := range desired.Labels {
+			existing.Labels[k] = v
+		}
+		for k, v := range desired.Annotations {
+			existing.Annotations[k] = v
+		}
+		if err := i.Client.Patch(ctx, existing, patch); err != nil {
+			i.record(conn.Name, name, false)
+			return Outcome{}, fmt.Errorf("updating consumer CRD %s: %w", name, err)
+		}
+		logger.Info("Updated consumer CRD to the provider's schema", "schemaHash", existing.Annotations[kbindv1alpha1.SchemaHashAnnotation])
+	case ActionStamp:
+		patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if existing.Labels == nil {
+			existing.Labels = map[string]string{}
+		}
+		if existing.Annotations == nil {
+			existing.Annotations = map[string]string{}
+		}
+		existing.Labels[kbindv1alpha1.ManagedLabel] = kbindv1alpha1.ManagedLabelValue
+		existing.Annotations[kbindv1alpha1.ConnectionAnnotation] = conn.Name
+		if err := i.Client.Patch(ctx, existing, patch); err != nil {
+			i.record(conn.Name, name, false)
+			return Outcome{}, fmt.Errorf("stamping consumer CRD %s: %w", name, err)
+		}
+	}
+	i.record(conn.Name, name, InSync(existing, desired, conn.Spec.Schema))
+	return Outcome{Hash: existing.Annotations[kbindv1alpha1.SchemaHashAnnotation], Established: Established(existing)}, nil
+}
+
+func (i *Installer) record(connection, crd string, inSync bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.status == nil {
+		i.status = map[string]map[string]bool{}
+	}
+	if i.status[connection] == nil {
+		i.status[connection] = map[string]bool{}
+	}
+	i.status[connection][crd] = inSync
+}
+
+// Forget drops what is remembered of a CRD (unbound) or, with crd "", of a
+// whole Connection.
+func (i *Installer) Forget(connection, crd string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if crd == "" {
+		delete(i.status, connection)
+		return
+	}
+	delete(i.status[connection], crd)
+}
+
+// Lagging lists the CRDs of a Connection that do not carry the schema its
+// policy calls for, sorted; known is false before any CRD was handled.
+func (i *Installer) Lagging(connection string) (lagging []string, known bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	m, ok := i.status[connection]
+	if !ok || len(m) == 0 {
+		return nil, false
+	}
+	for crd, inSync := range m {
+		if !inSync {
+			lagging = append(lagging, crd)
+		}
+	}
+	sort.Strings(lagging)
+	return lagging, true
+}

@@ -1,0 +1,104 @@
+package schema
+
+import (
+	"fmt"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// Action is what the installer does with one consumer CRD.
+type Action string
+
+const (
+	// ActionNone: the CRD is as the policy wants it.
+	ActionNone Action = "None"
+	// ActionCreate: install the desired CRD.
+	ActionCreate Action = "Create"
+	// ActionUpdate: replace the spec of kbind's CRD with the desired one.
+	ActionUpdate Action = "Update"
+	// ActionStamp: put kbind's markers on an existing CRD (pullPolicy None,
+	// CRD source) without touching its spec.
+	ActionStamp Action = "Stamp"
+	// ActionReport: leave the CRD alone and report Problem on the binding.
+	ActionReport Action = "Report"
+)
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	Action Action
+	// Problem explains ActionReport.
+	Problem string
+}
+
+// Decide applies pullPolicy, updatePolicy and the ownership rules (spec
+// SCHEMA-3..5) to the existing consumer CRD (nil when absent) and the
+// desired one (nil when the source cannot produce it, e.g. the CRD source
+// under pullPolicy None needs none).
+func Decide(existing, desired *apiextensionsv1.CustomResourceDefinition, name, connection string,
+	policy kbindv1alpha1.SchemaPolicy, source kbindv1alpha1.ActiveSchemaSource) Decision {
+	if existing == nil {
+		if policy.PullPolicy == kbindv1alpha1.PullPolicyNone {
+			return Decision{Action: ActionReport, Problem: fmt.Sprintf(
+				"CRD %s is not present; with pullPolicy None kbind never creates CRDs, install it outside kbind", name)}
+		}
+		return Decision{Action: ActionCreate}
+	}
+	owner, stamped := existing.Annotations[kbindv1alpha1.ConnectionAnnotation]
+	switch {
+	case stamped && owner != connection:
+		return Decision{Action: ActionReport, Problem: fmt.Sprintf(
+			"CRD %s is supplied by Connection %q; kbind never takes over a CRD stamped for another Connection", name, owner)}
+	case !stamped && policy.PullPolicy == kbindv1alpha1.PullPolicyNone && source == kbindv1alpha1.ActiveSchemaSourceCRD:
+		return Decision{Action: ActionStamp}
+	case !stamped && policy.PullPolicy == kbindv1alpha1.PullPolicyNone:
+		return Decision{Action: ActionReport, Problem: fmt.Sprintf(
+			"CRD %s has no kbind markers; with pullPolicy None and the OpenAPI source, add the label %s=%s and the annotation %s=%s yourself",
+			name, kbindv1alpha1.ManagedLabel, kbindv1alpha1.ManagedLabelValue, kbindv1alpha1.ConnectionAnnotation, connection)}
+	case !stamped:
+		return Decision{Action: ActionReport, Problem: fmt.Sprintf(
+			"CRD %s exists and was not created by kbind; kbind never takes over a CRD it did not create (set pullPolicy: None to use it as it is)", name)}
+	}
+	// kbind's own CRD for this Connection.
+	if policy.PullPolicy == kbindv1alpha1.PullPolicyNone || policy.UpdatePolicy == kbindv1alpha1.UpdatePolicyOnce || desired == nil {
+		return Decision{Action: ActionNone}
+	}
+	if existing.Annotations[kbindv1alpha1.SchemaHashAnnotation] == desired.Annotations[kbindv1alpha1.SchemaHashAnnotation] {
+		return Decision{Action: ActionNone}
+	}
+	return Decision{Action: ActionUpdate}
+}
+
+// InSync reports whether a consumer CRD carries the schema the policy calls
+// for (the Connection's SchemaInSync): under Always and with kbind's markers
+// its hash must be the desired one; under Once or None any installed CRD is
+// what the policy wants.
+func InSync(existing, desired *apiextensionsv1.CustomResourceDefinition, policy kbindv1alpha1.SchemaPolicy) bool {
+	if existing == nil {
+		return false
+	}
+	if policy.PullPolicy == kbindv1alpha1.PullPolicyNone || policy.UpdatePolicy == kbindv1alpha1.UpdatePolicyOnce || desired == nil {
+		return true
+	}
+	return existing.Annotations[kbindv1alpha1.SchemaHashAnnotation] == desired.Annotations[kbindv1alpha1.SchemaHashAnnotation]
+}
+
+// Established reports whether the API server serves the CRD.
+func Established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established {
+			return c.Status == apiextensionsv1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// CreatedByKbind reports whether kbind created the CRD for connection (it
+// carries kbind's markers and a schema hash: a CRD stamped under pullPolicy
+// None has no hash).
+func CreatedByKbind(crd *apiextensionsv1.CustomResourceDefinition, connection string) bool {
+	return crd.Labels[kbindv1alpha1.ManagedLabel] == kbindv1alpha1.ManagedLabelValue &&
+		crd.Annotations[kbindv1alpha1.ConnectionAnnotation] == connection &&
+		crd.Annotations[kbindv1alpha1.SchemaHashAnnotation] != ""
+}
