@@ -111,6 +111,13 @@ kind: Connection
 metadata: {name: demo-provider}
 spec:
   kubeconfigSecretRef: {namespace: kbind, name: demo-provider-kubeconfig}
+---
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: widgets}
+spec:
+  connectionRef: {name: demo-provider}
+  apis: [{name: widgets.example.org}]
 `
 
 func TestConnectionThroughTheBinary(t *testing.T) {
@@ -158,6 +165,19 @@ func TestConnectionThroughTheBinary(t *testing.T) {
 	out, err = testenv.Kubectl(ctx, kc, "--context=consumer", "get", "connections")
 	if err != nil || !strings.Contains(out, "demo-provider") || !strings.Contains(out, "True") {
 		t.Errorf("kubectl get connections: %v\n%s", err, out)
+	}
+
+	// The ClusterBinding brings the provider's schema to the consumer.
+	if out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "wait", "--for=condition=Established", "crd/widgets.example.org", "--timeout=60s"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "wait", "--for=condition=Ready", "clusterbinding/widgets", "--timeout=60s"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	out, err = testenv.Kubectl(ctx, kc, "--context=consumer", "get", "crd", "widgets.example.org",
+		"-o", `jsonpath={.metadata.labels.core\.kbind\.io/managed} {.metadata.annotations.core\.kbind\.io/connection} {.spec.versions[0].schema.openAPIV3Schema.x-kubernetes-preserve-unknown-fields}`)
+	if err != nil || strings.TrimSpace(out) != "true demo-provider true" {
+		t.Errorf("consumer CRD markers and schema: %v %q", err, out)
 	}
 
 	// The heartbeat Lease on the provider, found the way the guide finds it,

@@ -52,6 +52,7 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("unbinds", "unbind", "Unbind", "example.org", ns, true),
 		enginetest.CRD("vanishings", "vanishing", "Vanishing", "example.org", ns, true),
 		enginetest.CRD("synths", "synth", "Synth", "synth.example.org", ns, true),
+		huge(),
 	}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -63,6 +64,18 @@ func TestMain(m *testing.M) {
 }
 
 func ptrFloat(f float64) *float64 { return &f }
+
+// huge is a provider CRD whose schema is about 1 MiB.
+func huge() *apiextensionsv1.CustomResourceDefinition {
+	crd := enginetest.CRD("huges", "huge", "Huge", "example.org", ns, true)
+	props := map[string]apiextensionsv1.JSONSchemaProps{}
+	description := strings.Repeat("a long description of a field. ", 64) // ~2 KiB
+	for i := 0; i < 500; i++ {
+		props[fmt.Sprintf("field%03d", i)] = apiextensionsv1.JSONSchemaProps{Type: "string", Description: description}
+	}
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = apiextensionsv1.JSONSchemaProps{Type: "object", Properties: props}
+	return crd
+}
 
 // multiVersion is a provider CRD with three versions and webhook
 // conversion; only the storage version reaches the consumer.
@@ -201,6 +214,16 @@ func TestClusterBindingInstallsTheProviderSchema(t *testing.T) {
 		t.Errorf("multi-version CRD with webhook conversion became %+v / %+v", multi.Spec.Versions, multi.Spec.Conversion)
 	}
 	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+}
+
+func TestHugeSchema(t *testing.T) {
+	conn := connect(t, "huge", nil)
+	cb := clusterBinding(t, "huges", conn.Name, "huges.example.org")
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	crd := consumerCRD(t, "huges.example.org")
+	if n := len(crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties); n != 500 {
+		t.Errorf("%d properties arrived, want 500", n)
+	}
 }
 
 func TestAPINotExported(t *testing.T) {

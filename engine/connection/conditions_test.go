@@ -46,6 +46,10 @@ func TestDesiredConditions(t *testing.T) {
 			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Heartbeat=False/Pending"},
 		{"ready, heartbeat renewed", observation{probed: true, discovery: discovered, heartbeatKnown: true, leaseRef: "kbind/x"},
 			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Heartbeat=True/AsExpected"},
+		{"ready, schema in sync", observation{probed: true, discovery: discovered, schemaKnown: true},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected SchemaInSync=True/AsExpected"},
+		{"ready, schema lagging", observation{probed: true, discovery: discovered, schemaKnown: true, lagging: []string{"a.x", "b.x"}},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected SchemaInSync=False/Pending"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

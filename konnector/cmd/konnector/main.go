@@ -56,6 +56,7 @@ func run(ctx context.Context) error {
 		ProviderBurst:     cfg.ProviderBurst,
 		ProviderTimeout:   cfg.ProviderTimeout,
 		DiscoveryInterval: cfg.DiscoveryInterval,
+		BindingResync:     cfg.BindingResync,
 		InCluster:         os.Getenv("KUBERNETES_SERVICE_HOST") != "" && cfg.Kubeconfig == "",
 	}
 	cacheOpts := cache.Options{}

@@ -36,6 +36,7 @@ type Config struct {
 	ConsumerBurst   int
 
 	DiscoveryInterval time.Duration
+	BindingResync     time.Duration
 
 	MetricsAddr string
 	ProbeAddr   string
@@ -57,6 +58,7 @@ const (
 	keyConsumerQPS             = "consumer-qps"
 	keyConsumerBurst           = "consumer-burst"
 	keyDiscoveryInterval       = "discovery-interval"
+	keyBindingResync           = "binding-resync"
 	keyMetricsAddr             = "metrics-bind-address"
 	keyProbeAddr               = "health-probe-bind-address"
 	keyLeaderElect             = "leader-elect"
@@ -79,6 +81,7 @@ func FlagSet(name string) *pflag.FlagSet {
 	fs.Float32(keyConsumerQPS, 50, "Queries per second of the consumer client.")
 	fs.Int(keyConsumerBurst, 100, "Burst of the consumer client.")
 	fs.Duration(keyDiscoveryInterval, 30*time.Second, "How often each Connection re-reads the provider's exported APIs.")
+	fs.Duration(keyBindingResync, 30*time.Second, "How often every ClusterBinding and Binding is re-checked, as a backstop to watches.")
 	fs.String(keyMetricsAddr, ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.String(keyProbeAddr, ":8081", "Address of /healthz and /readyz.")
 	fs.Bool(keyLeaderElect, false, "Elect a leader (Lease konnector.kbind.io) so that only one replica syncs.")
@@ -155,6 +158,7 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), usa
 		ConsumerQPS:             float32(v.GetFloat64(keyConsumerQPS)),
 		ConsumerBurst:           v.GetInt(keyConsumerBurst),
 		DiscoveryInterval:       v.GetDuration(keyDiscoveryInterval),
+		BindingResync:           v.GetDuration(keyBindingResync),
 		MetricsAddr:             v.GetString(keyMetricsAddr),
 		ProbeAddr:               v.GetString(keyProbeAddr),
 		LeaderElect:             v.GetBool(keyLeaderElect),
@@ -223,6 +227,9 @@ func (c *Config) validate() error {
 	}
 	if c.DiscoveryInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--%s must be at least 1s", keyDiscoveryInterval))
+	}
+	if c.BindingResync < time.Second {
+		errs = append(errs, fmt.Errorf("--%s must be at least 1s", keyBindingResync))
 	}
 	return errors.Join(errs...)
 }

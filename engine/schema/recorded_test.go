@@ -1,0 +1,105 @@
+package schema
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/openapi"
+	"k8s.io/client-go/openapi/openapitest"
+	clienttesting "k8s.io/client-go/testing"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// recordedDiscovery serves discovery from a fixed resource list and
+// /openapi/v3 from recorded documents: testdata holds what a real
+// kube-apiserver served (engine/schema/internal/recordfixture).
+type recordedDiscovery struct {
+	*fake.FakeDiscovery
+	openapi openapi.Client
+}
+
+func (r recordedDiscovery) ServerPreferredResources() ([]*metav1.APIResourceList, error) {
+	return r.Resources, nil
+}
+
+func (r recordedDiscovery) OpenAPIV3() openapi.Client { return r.openapi }
+
+func newRecordedDiscovery(t *testing.T, docs map[string][]byte) recordedDiscovery {
+	t.Helper()
+	paths := map[string]openapi.GroupVersion{}
+	for path, doc := range docs {
+		paths[path] = openapitest.FakeGroupVersion{GVSpec: doc}
+	}
+	return recordedDiscovery{
+		FakeDiscovery: &fake.FakeDiscovery{Fake: &clienttesting.Fake{Resources: []*metav1.APIResourceList{
+			{GroupVersion: "example.org/v1alpha1", APIResources: []metav1.APIResource{
+				{Name: "widgets", SingularName: "widget", Kind: "Widget", Namespaced: true},
+				{Name: "widgets/status", Kind: "Widget", Namespaced: true},
+				{Name: "unschemed", Kind: "Unschemed", Namespaced: true},
+			}},
+			{GroupVersion: "broken.example.org/v1", APIResources: []metav1.APIResource{{Name: "things", Kind: "Thing", Namespaced: true}}},
+			{GroupVersion: "missing.example.org/v1", APIResources: []metav1.APIResource{{Name: "ghosts", Kind: "Ghost"}}},
+			{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{{Name: "deployments", Kind: "Deployment", Namespaced: true}}},
+		}}},
+		openapi: &openapitest.FakeClient{PathsMap: paths},
+	}
+}
+
+func recorded(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile("testdata/openapi-example.org-v1alpha1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestOpenAPIExportsSkipsBrokenGroups(t *testing.T) {
+	d := &Discoverer{Discovery: newRecordedDiscovery(t, map[string][]byte{
+		"apis/example.org/v1alpha1":  recorded(t),
+		"apis/broken.example.org/v1": []byte("{this is not JSON"),
+		// missing.example.org has no document at all.
+	})}
+	exports, err := d.OpenAPIExports(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the resource with a usable schema; the broken and missing groups,
+	// the resource without a schema and the built-in group are skipped.
+	if len(exports) != 1 || exports[0].Name != "widgets.example.org" || exports[0].Scope != kbindv1alpha1.APIScopeNamespaced {
+		t.Fatalf("exports %+v", exports)
+	}
+}
+
+func TestSynthesisFromRecordedDocument(t *testing.T) {
+	d := &Discoverer{Discovery: newRecordedDiscovery(t, map[string][]byte{"apis/example.org/v1alpha1": recorded(t)})}
+	api, err := d.ReadOpenAPI(context.Background(), kbindv1alpha1.ExportedAPI{Name: "widgets.example.org", Group: "example.org", Resource: "widgets"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd, err := FromOpenAPI(api, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := crd.Spec.Versions[0]
+	if v.Subresources == nil || v.Subresources.Status == nil {
+		t.Error("the discovered status subresource is missing")
+	}
+	spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+	if spec.Properties["size"].Type != "integer" || string(spec.Properties["size"].Default.Raw) != "3" ||
+		len(spec.Properties["color"].Enum) != 2 || spec.Properties["tags"].Items.Schema.Type != "string" ||
+		spec.Properties["labels"].AdditionalProperties.Schema.Type != "string" || len(spec.Required) != 1 {
+		t.Errorf("recorded schema not carried over: %+v", spec)
+	}
+	if errs := structuralErrors(v.Schema.OpenAPIV3Schema); len(errs) > 0 {
+		t.Errorf("not structural: %v", errs)
+	}
+	again, _ := FromOpenAPI(api, "p")
+	if SpecHash(&crd.Spec) != SpecHash(&again.Spec) {
+		t.Error("synthesis is not deterministic")
+	}
+}
