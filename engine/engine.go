@@ -8,14 +8,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -23,8 +27,9 @@ import (
 	"github.com/kbind/kbind/engine/connection"
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
-	"github.com/kbind/kbind/engine/schema"
+	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
+	"github.com/kbind/kbind/engine/syncer"
 )
 
 // Options configure the engine.
@@ -46,6 +51,8 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// BindingResync is how often every binding is re-checked (default 30s).
 	BindingResync time.Duration
+	// Workers is the number of sync workers per bound API (default 4).
+	Workers int
 
 	// InCluster is true when the konnector runs in a Pod; it sharpens
 	// messages about loopback provider addresses.
@@ -70,6 +77,9 @@ func (o *Options) defaults() error {
 	}
 	if o.BindingResync <= 0 {
 		o.BindingResync = 30 * time.Second
+	}
+	if o.Workers <= 0 {
+		o.Workers = 4
 	}
 	return nil
 }
@@ -121,7 +131,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	if err != nil {
 		return nil, fmt.Errorf("consumer identity reader: %w", err)
 	}
-	installer := &schema.Installer{Client: mgr.GetClient()}
+	installer := &kbindschema.Installer{Client: mgr.GetClient()}
 	if err := (&connection.Reconciler{
 		Installer:         installer,
 		Client:            mgr.GetClient(),
@@ -134,13 +144,61 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the connection controller: %w", err)
 	}
-	for _, namespaced := range []bool{false, true} {
+	triggers := newTriggers(ctx, 2)
+	results := syncer.NewResults(triggers.fire)
+	registry := &syncer.Registry{
+		Consumer: mgr.GetClient(), Cache: mgr.GetCache(), Sessions: sessions,
+		Events: mgr.GetEventRecorder("kbind-konnector"), Results: results, Workers: opts.Workers, Base: ctx,
+	}
+	for i, namespaced := range []bool{false, true} {
 		if err := (&binding.Reconciler{
 			Client: mgr.GetClient(), Sessions: sessions, Installer: installer,
 			Namespaced: namespaced, Resync: opts.BindingResync,
+			Syncers: registry, Results: results, Triggers: triggers.channels[i],
 		}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the binding controllers: %w", err)
 		}
 	}
 	return &Engine{Sessions: sessions}, nil
+}
+
+// triggers fan instance-result changes out to the binding controllers, at
+// most once a second per Connection, so that a burst of object results
+// costs a handful of binding reconciles, not one each.
+type triggers struct {
+	ctx      context.Context
+	channels []chan event.GenericEvent
+	mu       sync.Mutex
+	pending  map[string]bool
+}
+
+func newTriggers(ctx context.Context, n int) *triggers {
+	t := &triggers{ctx: ctx, pending: map[string]bool{}}
+	for i := 0; i < n; i++ {
+		t.channels = append(t.channels, make(chan event.GenericEvent, 128))
+	}
+	return t
+}
+
+func (t *triggers) fire(connection string, _ schema.GroupKind) {
+	t.mu.Lock()
+	if t.pending[connection] {
+		t.mu.Unlock()
+		return
+	}
+	t.pending[connection] = true
+	t.mu.Unlock()
+	time.AfterFunc(time.Second, func() {
+		t.mu.Lock()
+		delete(t.pending, connection)
+		t.mu.Unlock()
+		obj := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: connection}}
+		for _, ch := range t.channels {
+			select {
+			case ch <- event.GenericEvent{Object: obj}:
+			case <-t.ctx.Done():
+				return
+			}
+		}
+	})
 }

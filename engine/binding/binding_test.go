@@ -198,7 +198,7 @@ func TestClusterBindingInstallsTheProviderSchema(t *testing.T) {
 	if !strings.HasPrefix(hash, "sha256:") || len(hash) != len("sha256:")+16 || hash != schema.SpecHash(&crd.Spec) {
 		t.Errorf("schema hash %q does not identify the spec (%s)", hash, schema.SpecHash(&crd.Spec))
 	}
-	if fmt.Sprint(cb.Status.BoundAPIs[1]) != fmt.Sprint(kbindv1alpha1.BoundAPI{Name: "widgets.example.org", CRDHash: hash}) {
+	if w := cb.Status.BoundAPIs[1]; w.Name != "widgets.example.org" || w.CRDHash != hash || w.Instances == nil {
 		t.Errorf("boundAPIs %+v", cb.Status.BoundAPIs)
 	}
 	want := providerCRD(t, "widgets.example.org").Spec.Versions[0]

@@ -36,19 +36,26 @@ func desiredConditions(o observation) []condition {
 	add := func(t kbindv1alpha1.ConditionType, s metav1.ConditionStatus, r kbindv1alpha1.Reason, msg string) {
 		out = append(out, condition{t, s, r, msg})
 	}
-	// Instance conflicts are counted by the instance syncers; until they
-	// report, nothing is skipped.
-	add(kbindv1alpha1.ConditionConflicts, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "0 object(s) skipped")
+	if o.conflicts > 0 {
+		reason := kbindv1alpha1.ReasonForeignObjectExists
+		if o.ownedByAnother*2 > o.conflicts {
+			reason = kbindv1alpha1.ReasonOwnedByAnother
+		}
+		add(kbindv1alpha1.ConditionConflicts, metav1.ConditionTrue, reason,
+			fmt.Sprintf("%d object(s) skipped: their provider objects belong to someone else and were left untouched; see the core.kbind.io/conflict annotation and Events on the consumer objects", o.conflicts))
+	} else {
+		add(kbindv1alpha1.ConditionConflicts, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "0 object(s) skipped")
+	}
 
 	if o.connProblem != "" {
 		add(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, o.connProblem)
 		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, o.connProblem)
 		return out
 	}
-	if len(o.forbidden) > 0 {
-		add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden, strings.Join(o.forbidden, "; "))
+	if refused := append(append([]string{}, o.forbidden...), o.instanceForbidden...); len(refused) > 0 {
+		add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden, "the provider refuses: "+strings.Join(refused, "; "))
 	} else {
-		add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "the provider allows the schema reads")
+		add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "the provider allows the schema reads and instance writes")
 	}
 
 	var notReady []string
@@ -85,6 +92,10 @@ func desiredConditions(o observation) []condition {
 		return out
 	}
 	add(kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, fmt.Sprintf("%d API(s) bound", len(o.bound)))
-	add(kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "every listed API is installed")
+	if len(o.notSyncing) > 0 {
+		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, "instance sync is starting for: "+strings.Join(o.notSyncing, ", "))
+		return out
+	}
+	add(kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "every listed API is installed and its syncer runs")
 	return out
 }

@@ -16,27 +16,41 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/index"
-	"github.com/kbind/kbind/engine/schema"
+	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
+	"github.com/kbind/kbind/engine/syncer"
 )
+
+func schemaGVK(group, version, kind string) schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
+}
 
 // Reconciler reconciles one binding kind: ClusterBinding (Namespaced false)
 // or Binding (Namespaced true).
 type Reconciler struct {
 	Client     client.Client
 	Sessions   *session.Manager
-	Installer  *schema.Installer
+	Installer  *kbindschema.Installer
 	Namespaced bool
 	// Resync is the periodic requeue (BIND-1; default 30s).
 	Resync time.Duration
+	// Syncers run instance sync for the bound APIs; Results are their
+	// per-object outcomes.
+	Syncers *syncer.Registry
+	Results *syncer.Results
+	// Triggers carry Connections whose instance results changed; their
+	// bindings are re-counted.
+	Triggers <-chan event.GenericEvent
 }
 
 // binding gives uniform access to a ClusterBinding or Binding.
@@ -94,6 +108,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.reconcileSyncers(ctx, b, before, &o); err != nil {
+		return ctrl.Result{}, err
+	}
 	b.status.BoundAPIs = o.bound
 	for _, c := range desiredConditions(o) {
 		meta.SetStatusCondition(&b.status.Conditions, metav1.Condition{
@@ -109,6 +126,70 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		}
 	}
 	return ctrl.Result{RequeueAfter: r.resync()}, nil
+}
+
+// reconcileSyncers starts, re-scopes or stops the syncers of every API the
+// binding lists or listed, and fills in per-API instance counts.
+func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kbindv1alpha1.BindingStatus, o *observation) error {
+	apis := map[string]bool{}
+	for _, a := range b.spec.APIs {
+		apis[a.Name] = true
+	}
+	for _, a := range before.BoundAPIs {
+		apis[a.Name] = true
+	}
+	for api := range apis {
+		if err := r.Syncers.Reconcile(ctx, api); err != nil {
+			return fmt.Errorf("reconciling the syncer of %s: %w", api, err)
+		}
+	}
+	for i := range o.bound {
+		entry := &o.bound[i]
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: entry.Name}, crd); err != nil || !r.Syncers.Running(entry.Name) {
+			o.notSyncing = append(o.notSyncing, entry.Name)
+			continue
+		}
+		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+		sum := r.Results.Summarize(o.connection, gk, b.obj.GetNamespace(), !r.Namespaced)
+		total, err := r.countObjects(ctx, crd, b.obj.GetNamespace())
+		if err != nil {
+			return err
+		}
+		pending := total - sum.Synced - sum.Failed - sum.Conflicts
+		if pending < 0 {
+			pending = 0
+		}
+		entry.ConflictCount = sum.Conflicts
+		entry.Instances = &kbindv1alpha1.InstanceCounts{Total: total, Synced: sum.Synced, Pending: pending, Failed: sum.Failed + sum.Conflicts}
+		o.conflicts += sum.Conflicts
+		if sum.ConflictReason == kbindv1alpha1.ReasonOwnedByAnother {
+			o.ownedByAnother += sum.Conflicts
+		}
+		o.instanceForbidden = append(o.instanceForbidden, sum.Forbidden...)
+	}
+	return nil
+}
+
+// countObjects counts the consumer objects of a CRD in the binding's scope,
+// from the cache.
+func (r *Reconciler) countObjects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, namespace string) (int32, error) {
+	version := ""
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			version = v.Name
+		}
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(schemaGVK(crd.Spec.Group, version, crd.Spec.Names.Kind+"List"))
+	var opts []client.ListOption
+	if r.Namespaced {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := r.Client.List(ctx, list, opts...); err != nil {
+		return 0, fmt.Errorf("counting %s: %w", crd.Name, err)
+	}
+	return int32(len(list.Items)), nil
 }
 
 func (r *Reconciler) resync() time.Duration {
@@ -132,6 +213,13 @@ type observation struct {
 	problems      []string
 	pending       []string
 	bound         []kbindv1alpha1.BoundAPI
+	// notSyncing lists bound APIs whose syncer does not run (yet).
+	notSyncing []string
+	// conflicts counts skipped objects; ownedByAnother how many of them
+	// are OwnedByAnother.
+	conflicts, ownedByAnother int32
+	// instanceForbidden lists provider refusals of instance writes.
+	instanceForbidden []string
 }
 
 func (r *Reconciler) observe(ctx context.Context, b binding) (observation, error) {
@@ -161,7 +249,7 @@ func (r *Reconciler) observe(ctx context.Context, b binding) (observation, error
 	for _, e := range conn.Status.ExportedAPIs {
 		exports[e.Name] = e
 	}
-	discoverer := &schema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
+	discoverer := &kbindschema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
 	for _, api := range b.spec.APIs {
 		export, ok := exports[api.Name]
 		switch {
@@ -194,18 +282,18 @@ func (r *Reconciler) observe(ctx context.Context, b binding) (observation, error
 
 // deliver computes and installs one API's consumer CRD, recording what
 // went wrong in o.
-func (r *Reconciler) deliver(ctx context.Context, o *observation, d *schema.Discoverer, conn *kbindv1alpha1.Connection, export kbindv1alpha1.ExportedAPI) (schema.Outcome, bool) {
+func (r *Reconciler) deliver(ctx context.Context, o *observation, d *kbindschema.Discoverer, conn *kbindv1alpha1.Connection, export kbindv1alpha1.ExportedAPI) (kbindschema.Outcome, bool) {
 	var desired *apiextensionsv1.CustomResourceDefinition
 	if conn.Spec.Schema.PullPolicy != kbindv1alpha1.PullPolicyNone {
 		var err error
-		desired, err = schema.Desired(ctx, d, conn, export)
+		desired, err = kbindschema.Desired(ctx, d, conn, export)
 		switch {
 		case apierrors.IsForbidden(err):
 			o.forbidden = append(o.forbidden, err.Error())
-			return schema.Outcome{}, false
+			return kbindschema.Outcome{}, false
 		case err != nil:
 			o.problems = append(o.problems, fmt.Sprintf("reading the provider schema of %s: %v", export.Name, err))
-			return schema.Outcome{}, false
+			return kbindschema.Outcome{}, false
 		}
 	}
 	outcome, err := r.Installer.Ensure(ctx, conn, export.Name, desired)
@@ -245,6 +333,24 @@ func (r *Reconciler) finalize(ctx context.Context, b binding) (ctrl.Result, erro
 	if !controllerutil.ContainsFinalizer(b.obj, kbindv1alpha1.CleanupFinalizer) {
 		return ctrl.Result{}, nil
 	}
+	remaining, err := r.drain(ctx, b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if remaining > 0 {
+		before := b.status.DeepCopy()
+		meta.SetStatusCondition(&b.status.Conditions, metav1.Condition{
+			Type: string(kbindv1alpha1.ConditionReady), Status: metav1.ConditionFalse, Reason: string(kbindv1alpha1.ReasonPending),
+			Message:            fmt.Sprintf("deleting: waiting for %d object(s) to release their provider copies (an unreachable provider is waited for, never guessed)", remaining),
+			ObservedGeneration: b.obj.GetGeneration(),
+		})
+		if !equality.Semantic.DeepEqual(before, b.status) {
+			if err := r.Client.Status().Update(ctx, b.obj); err != nil && !apierrors.IsConflict(err) {
+				return ctrl.Result{}, err
+			}
+		}
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
 	if !r.Namespaced {
 		if err := r.unbindCRDs(ctx, b); err != nil {
 			return ctrl.Result{}, err
@@ -256,6 +362,23 @@ func (r *Reconciler) finalize(ctx context.Context, b binding) (ctrl.Result, erro
 		return ctrl.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// drain takes the deleting binding out of every syncer's scope and releases
+// the objects only it covered (SYNC-D). It returns how many still wait.
+func (r *Reconciler) drain(ctx context.Context, b binding) (int, error) {
+	remaining := 0
+	for _, api := range b.spec.APIs {
+		if err := r.Syncers.Reconcile(ctx, api.Name); err != nil {
+			return 0, err
+		}
+		n, err := r.Syncers.Drain(ctx, api.Name, b.spec.ConnectionRef.Name, b.obj.GetNamespace(), !r.Namespaced, b.obj)
+		if err != nil {
+			return 0, fmt.Errorf("draining %s: %w", api.Name, err)
+		}
+		remaining += n
+	}
+	return remaining, nil
 }
 
 func (r *Reconciler) unbindCRDs(ctx context.Context, b binding) error {
@@ -282,7 +405,7 @@ func (r *Reconciler) unbindCRDs(ctx context.Context, b binding) error {
 			}
 			return fmt.Errorf("reading consumer CRD %s: %w", api.Name, err)
 		}
-		if !schema.CreatedByKbind(crd, conn.Name) || !crd.DeletionTimestamp.IsZero() {
+		if !kbindschema.CreatedByKbind(crd, conn.Name) || !crd.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if err := r.Client.Delete(ctx, crd); client.IgnoreNotFound(err) != nil {

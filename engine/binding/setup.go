@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/index"
@@ -37,6 +38,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return names
 		})))
+	}
+	if r.Triggers != nil {
+		b = b.WatchesRawSource(source.Channel(r.Triggers, handler.EnqueueRequestsFromMapFunc(
+			r.byIndex(index.BindingConnection, func(o client.Object) []string { return []string{o.GetName()} }))))
 	}
 	return b.Complete(r)
 }

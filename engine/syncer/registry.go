@@ -1,0 +1,305 @@
+package syncer
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/session"
+)
+
+// Registry runs one Syncer per bound API (keyed by consumer CRD name) with
+// the scope the bindings give it, starting, re-scoping, restarting (new
+// provider session) and stopping them as bindings, CRDs and Connections
+// change.
+type Registry struct {
+	Consumer client.Client
+	Cache    cache.Cache
+	Sessions *session.Manager
+	Events   recorder.EventRecorder
+	Results  *Results
+	Workers  int
+	// Base bounds every Syncer's lifetime.
+	Base context.Context
+
+	mu      sync.Mutex
+	syncers map[string]*Syncer
+}
+
+// API is what the registry needs to know about a bound API.
+type API struct {
+	CRD        string
+	Connection string
+	Target     Target
+	Session    *session.Session
+	Conn       *kbindv1alpha1.Connection
+}
+
+// resolve reads the consumer CRD, its Connection and session. ok is false
+// when the API cannot sync now (no CRD, not established, Connection not
+// Ready, no session).
+func (r *Registry) resolve(ctx context.Context, crdName string) (API, bool, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := r.Consumer.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
+		return API{}, false, client.IgnoreNotFound(err)
+	}
+	connName := crd.Annotations[kbindv1alpha1.ConnectionAnnotation]
+	if connName == "" || !established(crd) {
+		return API{}, false, nil
+	}
+	conn := &kbindv1alpha1.Connection{}
+	if err := r.Consumer.Get(ctx, client.ObjectKey{Name: connName}, conn); err != nil {
+		return API{}, false, client.IgnoreNotFound(err)
+	}
+	if !meta.IsStatusConditionTrue(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady)) || conn.Status.LocalClusterUID == "" {
+		return API{}, false, nil
+	}
+	sess, ok := r.Sessions.Get(connName)
+	if !ok {
+		return API{}, false, nil
+	}
+	var version *apiextensionsv1.CustomResourceDefinitionVersion
+	for i := range crd.Spec.Versions {
+		if crd.Spec.Versions[i].Storage {
+			version = &crd.Spec.Versions[i]
+		}
+	}
+	if version == nil {
+		return API{}, false, nil
+	}
+	return API{
+		CRD: crdName, Connection: connName, Session: sess, Conn: conn,
+		Target: Target{
+			Connection: connName,
+			GVK:        schema.GroupVersionKind{Group: crd.Spec.Group, Version: version.Name, Kind: crd.Spec.Names.Kind},
+			Namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
+			HasStatus:  version.Subresources != nil && version.Subresources.Status != nil,
+			ClusterUID: conn.Status.LocalClusterUID,
+		},
+	}, true, nil
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established {
+			return c.Status == apiextensionsv1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// scopeOf computes the scope the live bindings of the Connection give an
+// API: ClusterBindings first, then Bindings of namespaced APIs in their
+// namespaces. Deleting bindings are excluded (they drain).
+func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
+	scope := Scope{Namespaces: map[string]kbindv1alpha1.ConflictPolicy{}}
+	var cbs kbindv1alpha1.ClusterBindingList
+	if err := r.Consumer.List(ctx, &cbs, client.MatchingFields{index.BindingAPI: api.CRD}); err != nil {
+		return scope, fmt.Errorf("listing clusterbindings of %s: %w", api.CRD, err)
+	}
+	sort.Slice(cbs.Items, func(i, j int) bool { return cbs.Items[i].Name < cbs.Items[j].Name })
+	for _, cb := range cbs.Items {
+		if cb.Spec.ConnectionRef.Name == api.Connection && cb.DeletionTimestamp.IsZero() && !scope.Cluster {
+			scope.Cluster, scope.ClusterPolicy = true, policyOf(cb.Spec.ConflictPolicy)
+		}
+	}
+	if scope.Cluster || !api.Target.Namespaced {
+		return scope, nil
+	}
+	var bs kbindv1alpha1.BindingList
+	if err := r.Consumer.List(ctx, &bs, client.MatchingFields{index.BindingAPI: api.CRD}); err != nil {
+		return scope, fmt.Errorf("listing bindings of %s: %w", api.CRD, err)
+	}
+	sort.Slice(bs.Items, func(i, j int) bool { return bs.Items[i].Name < bs.Items[j].Name })
+	for _, b := range bs.Items {
+		if _, taken := scope.Namespaces[b.Namespace]; b.Spec.ConnectionRef.Name == api.Connection && b.DeletionTimestamp.IsZero() && !taken {
+			scope.Namespaces[b.Namespace] = policyOf(b.Spec.ConflictPolicy)
+		}
+	}
+	return scope, nil
+}
+
+func policyOf(p kbindv1alpha1.ConflictPolicy) kbindv1alpha1.ConflictPolicy {
+	if p == "" {
+		return kbindv1alpha1.ConflictPolicyFail
+	}
+	return p
+}
+
+func (s Scope) empty() bool { return !s.Cluster && len(s.Namespaces) == 0 }
+
+// Reconcile makes the Syncer of the API named by its consumer CRD match
+// the current bindings, CRD and Connection.
+func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
+	api, ok, err := r.resolve(ctx, crdName)
+	if err != nil {
+		return err
+	}
+	var scope Scope
+	if ok {
+		if scope, err = r.scopeOf(ctx, api); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	if r.syncers == nil {
+		r.syncers = map[string]*Syncer{}
+	}
+	current := r.syncers[crdName]
+	if current != nil && (!ok || scope.empty() || current.session != api.Session || current.target != api.Target) {
+		delete(r.syncers, crdName)
+		r.mu.Unlock()
+		current.Stop()
+		log.FromContext(ctx).Info("Stopped syncer", "crd", crdName)
+		r.mu.Lock()
+		current = nil
+	}
+	if !ok || scope.empty() {
+		r.mu.Unlock()
+		return nil
+	}
+	if current == nil {
+		current = New(Options{
+			Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session,
+			Events: r.Events, Results: r.Results, Workers: r.Workers,
+		})
+		r.syncers[crdName] = current
+		current.scope = scope
+		r.mu.Unlock()
+		// Informers start in the background: a slow provider never blocks a
+		// binding reconcile.
+		logger := log.FromContext(ctx).WithValues("crd", crdName, "connection", api.Connection)
+		current.start(log.IntoContext(api.Session.Context(), logger))
+		logger.Info("Starting syncer", "gvk", api.Target.GVK.String())
+		return nil
+	}
+	r.mu.Unlock()
+	current.SetScope(ctx, scope)
+	return nil
+}
+
+// Drain releases the consumer objects of an API that a deleting binding
+// covered and no live binding still covers (SYNC-D): owned provider copies
+// are deleted and the finalizer released once they are gone. It returns
+// how many objects still wait. With no provider session the objects wait
+// (unreachable); when the Connection itself is gone they are released and
+// an Event names the provider copies left behind.
+func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace string, allNamespaces bool, regarding client.Object) (int, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := r.Consumer.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	if crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != connection {
+		return 0, nil // not this Connection's CRD: nothing of ours to drain
+	}
+	api, ok, err := r.resolve(ctx, crdName)
+	if err != nil {
+		return 0, err
+	}
+	var version string
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			version = v.Name
+		}
+	}
+	gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.Kind}
+	scope := Scope{}
+	if ok {
+		if scope, err = r.scopeOf(ctx, api); err != nil {
+			return 0, err
+		}
+	}
+	s := New(Options{Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session, Events: r.Events, Results: r.Results})
+	s.target.GVK = gvk
+	objs := s.newList()
+	var opts []client.ListOption
+	if !allNamespaces {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := r.Cache.List(ctx, objs, opts...); err != nil {
+		return 0, fmt.Errorf("listing %s: %w", crdName, err)
+	}
+	connGone := false
+	if !ok {
+		conn := &kbindv1alpha1.Connection{}
+		err := r.Consumer.Get(ctx, client.ObjectKey{Name: connection}, conn)
+		connGone = apierrors.IsNotFound(err)
+	}
+	remaining := 0
+	var abandoned []string
+	for i := range objs.Items {
+		obj := &objs.Items[i]
+		if !controllerutil.ContainsFinalizer(obj, kbindv1alpha1.SyncerFinalizer) {
+			continue
+		}
+		if _, covered := scope.covers(obj.GetNamespace()); covered {
+			continue
+		}
+		if !ok {
+			if !connGone {
+				remaining++ // the provider is unreachable: wait, never guess
+				continue
+			}
+			abandoned = append(abandoned, client.ObjectKeyFromObject(obj).String())
+			patch := client.MergeFrom(obj.DeepCopy())
+			controllerutil.RemoveFinalizer(obj, kbindv1alpha1.SyncerFinalizer)
+			if err := r.Consumer.Patch(ctx, obj, patch); client.IgnoreNotFound(err) != nil {
+				return 0, err
+			}
+			continue
+		}
+		pobj := s.newObject()
+		exists := true
+		if err := api.Session.Client.Get(ctx, client.ObjectKeyFromObject(obj), pobj); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return 0, fmt.Errorf("reading the provider copy of %s: %w", client.ObjectKeyFromObject(obj), err)
+			}
+			exists, pobj = false, nil
+		}
+		if _, err := s.release(ctx, obj, pobj, exists, true); err != nil {
+			return 0, err
+		}
+		if controllerutil.ContainsFinalizer(obj, kbindv1alpha1.SyncerFinalizer) {
+			remaining++
+		}
+	}
+	if len(abandoned) > 0 && regarding != nil {
+		r.Events.Eventf(regarding, nil, corev1.EventTypeWarning, "ProviderCopiesLeft", "Drain",
+			"Connection %s is gone: released %d object(s) of %s without deleting their provider copies, left for the backend reaper: %v",
+			connection, len(abandoned), crdName, abandoned)
+	}
+	return remaining, nil
+}
+
+// Running reports whether a Syncer runs for the API.
+func (r *Registry) Running(crdName string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.syncers[crdName]
+	return ok
+}
+
+// StopAll stops every Syncer (shutdown).
+func (r *Registry) StopAll() {
+	r.mu.Lock()
+	syncers := r.syncers
+	r.syncers = nil
+	r.mu.Unlock()
+	for _, s := range syncers {
+		s.Stop()
+	}
+}

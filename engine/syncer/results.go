@@ -1,0 +1,147 @@
+package syncer
+
+import (
+	"sort"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// State is the engine's own per-object sync result.
+type State string
+
+const (
+	StateSynced   State = "Synced"
+	StatePending  State = "Pending"
+	StateFailed   State = "Failed"
+	StateConflict State = "Conflict"
+)
+
+// Result is the last sync result of one consumer object.
+type Result struct {
+	State State
+	// Conflict is the conflict reason for StateConflict.
+	Conflict kbindv1alpha1.Reason
+	Message  string
+	// Forbidden names the verb and resource the provider refused.
+	Forbidden string
+}
+
+// Results holds per-object results of every Syncer, for the bindings'
+// counts and conditions.
+type Results struct {
+	mu       sync.RWMutex
+	byAPI    map[string]map[types.NamespacedName]Result
+	onChange func(connection string, gk schema.GroupKind)
+}
+
+// NewResults returns an empty Results; onChange (may be nil) is called,
+// without locks held, when an object's result changes.
+func NewResults(onChange func(connection string, gk schema.GroupKind)) *Results {
+	return &Results{byAPI: map[string]map[types.NamespacedName]Result{}, onChange: onChange}
+}
+
+func apiKey(connection string, gk schema.GroupKind) string { return connection + "/" + gk.String() }
+
+// set records a result and reports whether it changed.
+func (r *Results) set(t Target, key types.NamespacedName, res Result) bool {
+	k := apiKey(t.Connection, t.GVK.GroupKind())
+	r.mu.Lock()
+	m, ok := r.byAPI[k]
+	if !ok {
+		m = map[types.NamespacedName]Result{}
+		r.byAPI[k] = m
+	}
+	old, had := m[key]
+	changed := !had || old != res
+	m[key] = res
+	r.mu.Unlock()
+	if changed && r.onChange != nil {
+		r.onChange(t.Connection, t.GVK.GroupKind())
+	}
+	return changed
+}
+
+func (r *Results) forget(t Target, key types.NamespacedName) {
+	k := apiKey(t.Connection, t.GVK.GroupKind())
+	r.mu.Lock()
+	_, had := r.byAPI[k][key]
+	delete(r.byAPI[k], key)
+	r.mu.Unlock()
+	if had && r.onChange != nil {
+		r.onChange(t.Connection, t.GVK.GroupKind())
+	}
+}
+
+// drop forgets every result of an API.
+func (r *Results) drop(connection string, gk schema.GroupKind) {
+	r.mu.Lock()
+	delete(r.byAPI, apiKey(connection, gk))
+	r.mu.Unlock()
+}
+
+// Summary counts results in a scope.
+type Summary struct {
+	Synced, Pending, Failed, Conflicts int32
+	// ConflictReason is the more frequent conflict reason.
+	ConflictReason kbindv1alpha1.Reason
+	// Forbidden lists the refused verbs and resources, sorted, unique.
+	Forbidden []string
+	// Failures holds up to three failure messages for the binding.
+	Failures []string
+}
+
+// Summarize counts the results of an API in one namespace, or in all when
+// allNamespaces.
+func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace string, allNamespaces bool) Summary {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var s Summary
+	reasons := map[kbindv1alpha1.Reason]int{}
+	forbidden := map[string]bool{}
+	for key, res := range r.byAPI[apiKey(connection, gk)] {
+		if !allNamespaces && key.Namespace != namespace {
+			continue
+		}
+		switch res.State {
+		case StateSynced:
+			s.Synced++
+		case StatePending:
+			s.Pending++
+		case StateFailed:
+			s.Failed++
+			if len(s.Failures) < 3 {
+				s.Failures = append(s.Failures, key.String()+": "+res.Message)
+			}
+		case StateConflict:
+			s.Conflicts++
+			reasons[res.Conflict]++
+		}
+		if res.Forbidden != "" {
+			forbidden[res.Forbidden] = true
+		}
+	}
+	if reasons[kbindv1alpha1.ReasonOwnedByAnother] > reasons[kbindv1alpha1.ReasonForeignObjectExists] {
+		s.ConflictReason = kbindv1alpha1.ReasonOwnedByAnother
+	} else if s.Conflicts > 0 {
+		s.ConflictReason = kbindv1alpha1.ReasonForeignObjectExists
+	}
+	for f := range forbidden {
+		s.Forbidden = append(s.Forbidden, f)
+	}
+	sort.Strings(s.Forbidden)
+	sort.Strings(s.Failures)
+	return s
+}
+
+func fromUnstructured(m map[string]any, out any) error {
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, out)
+}
+
+func toUnstructured(in any) (map[string]any, error) {
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(in)
+}

@@ -1,0 +1,360 @@
+package syncer
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// Event reasons on consumer objects (beyond the condition reasons).
+const (
+	eventProviderRejected = "ProviderRejected"
+	eventSynced           = "Synced"
+)
+
+// sync reconciles one consumer object with its provider copy. It returns
+// requeue=true to retry with backoff without logging an error.
+func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, error) {
+	cobj := s.newObject()
+	if err := s.ccache.Get(ctx, key, cobj); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.results.forget(s.target, key)
+			return false, nil
+		}
+		return false, fmt.Errorf("reading consumer object: %w", err)
+	}
+	policy, inScope := s.currentScope().covers(key.Namespace)
+	if !inScope {
+		s.results.forget(s.target, key)
+		return false, nil
+	}
+	pobj, exists, err := s.providerGet(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	if !cobj.GetDeletionTimestamp().IsZero() {
+		return s.release(ctx, cobj, pobj, exists, false)
+	}
+	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
+		// Before the first provider write (SYNC-D); the update event brings
+		// the object back.
+		patch := client.MergeFromWithOptions(cobj.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(cobj, kbindv1alpha1.SyncerFinalizer)
+		if err := s.consumer.Patch(ctx, cobj, patch); err != nil {
+			if isConflictOrGone(err) {
+				return true, nil
+			}
+			return false, fmt.Errorf("adding finalizer %s: %w", kbindv1alpha1.SyncerFinalizer, err)
+		}
+		s.results.set(s.target, key, Result{State: StatePending})
+		return false, nil
+	}
+
+	if exists && !pobj.GetDeletionTimestamp().IsZero() {
+		// SYNC-5: a terminating copy is waited for, not raced; its deletion
+		// event brings the object back.
+		s.results.set(s.target, key, Result{State: StatePending})
+		return false, nil
+	}
+	verdict := Decide(Classify(exists, annotationsOf(pobj), s.target.ClusterUID, string(cobj.GetUID())), policy)
+	if verdict.Conflict != "" {
+		return false, s.reportConflict(ctx, cobj, verdict.Conflict)
+	}
+
+	if s.target.Namespaced {
+		if err := s.ensureNamespace(ctx, cobj); err != nil {
+			return s.failed(ctx, cobj, err, "create", "namespaces/"+key.Namespace)
+		}
+	}
+	desired := s.desiredCopy(cobj)
+	if !exists || !upToDate(pobj, desired) {
+		applied := desired.DeepCopy()
+		if err := s.session.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied),
+			client.FieldOwner(kbindv1alpha1.FieldManager), client.ForceOwnership); err != nil {
+			return s.failed(ctx, cobj, err, "apply", s.target.GVK.Kind+" "+key.String())
+		}
+		if verdict.Adopt {
+			log.FromContext(ctx).Info("Adopted an unmarked provider object (conflictPolicy Adopt)")
+		}
+		pobj, exists = applied, true
+	}
+	if err := s.statusDown(ctx, cobj, pobj); err != nil {
+		if isConflictOrGone(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	if err := s.clearConflict(ctx, cobj); err != nil {
+		if isConflictOrGone(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	s.results.set(s.target, key, Result{State: StateSynced})
+	return false, nil
+}
+
+// providerGet reads the provider copy from the session cache.
+func (s *Syncer) providerGet(ctx context.Context, key types.NamespacedName) (*unstructured.Unstructured, bool, error) {
+	pobj := s.newObject()
+	if err := s.session.Cache().Get(ctx, key, pobj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		// Never taken as absence: retried.
+		return nil, false, fmt.Errorf("reading the provider copy: %w", err)
+	}
+	return pobj, true, nil
+}
+
+func annotationsOf(obj *unstructured.Unstructured) map[string]string {
+	if obj == nil {
+		return nil
+	}
+	return obj.GetAnnotations()
+}
+
+// desiredCopy is what kbind applies (SYNC-1): identity, the managed label,
+// the ownership markers and spec — nothing else.
+func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured) *unstructured.Unstructured {
+	u := s.newObject()
+	u.SetNamespace(cobj.GetNamespace())
+	u.SetName(cobj.GetName())
+	u.SetLabels(map[string]string{
+		kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
+		kbindv1alpha1.ConsumerClusterUIDLabel: s.target.ClusterUID,
+	})
+	u.SetAnnotations(map[string]string{
+		kbindv1alpha1.ConsumerClusterUIDAnnotation: s.target.ClusterUID,
+		kbindv1alpha1.ConsumerObjectUIDAnnotation:  string(cobj.GetUID()),
+	})
+	if spec, ok := cobj.Object["spec"]; ok {
+		u.Object["spec"] = runtimeDeepCopy(spec)
+	}
+	return u
+}
+
+func runtimeDeepCopy(v any) any {
+	return (&unstructured.Unstructured{Object: map[string]any{"v": v}}).DeepCopy().Object["v"]
+}
+
+// upToDate reports whether the provider copy already carries the desired
+// spec and markers (SYNC-1: skip the apply).
+func upToDate(pobj, desired *unstructured.Unstructured) bool {
+	if !equality.Semantic.DeepEqual(pobj.Object["spec"], desired.Object["spec"]) {
+		return false
+	}
+	labels, annotations := pobj.GetLabels(), pobj.GetAnnotations()
+	for k, v := range desired.GetLabels() {
+		if labels[k] != v {
+			return false
+		}
+	}
+	for k, v := range desired.GetAnnotations() {
+		if annotations[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// ensureNamespace creates a missing provider namespace, marked as kbind's
+// (SYNC-3).
+func (s *Syncer) ensureNamespace(ctx context.Context, cobj *unstructured.Unstructured) error {
+	ns := &corev1.Namespace{}
+	err := s.session.Cache().Get(ctx, client.ObjectKey{Name: cobj.GetNamespace()}, ns)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading provider namespace %s: %w", cobj.GetNamespace(), err)
+	}
+	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: cobj.GetNamespace(),
+		Labels: map[string]string{
+			kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
+			kbindv1alpha1.ConsumerClusterUIDLabel: s.target.ClusterUID,
+		},
+		Annotations: map[string]string{kbindv1alpha1.ConsumerClusterUIDAnnotation: s.target.ClusterUID},
+	}}
+	if err := s.session.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// failed records a provider refusal: a Warning Event on the consumer object
+// with the provider's message, the failed count, and a retry with backoff
+// (never a hot loop).
+func (s *Syncer) failed(ctx context.Context, cobj *unstructured.Unstructured, err error, verb, resource string) (bool, error) {
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) &&
+		!apierrors.IsRequestEntityTooLargeError(err) && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("%s %s on the provider: %w", verb, resource, err)
+	}
+	res := Result{State: StateFailed, Message: fmt.Sprintf("the provider refused %s %s: %v", verb, resource, err)}
+	if apierrors.IsForbidden(err) {
+		res.Forbidden = fmt.Sprintf("%s %s: forbidden", verb, resource)
+	}
+	if s.results.set(s.target, client.ObjectKeyFromObject(cobj), res) {
+		s.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventProviderRejected, "Sync", "%s", res.Message)
+	}
+	return true, nil
+}
+
+// reportConflict signals a conflict (SYNC-4): the annotation, a Warning
+// Event, a best-effort Synced=False condition and the binding's counts. The
+// provider object is left untouched.
+func (s *Syncer) reportConflict(ctx context.Context, cobj *unstructured.Unstructured, reason kbindv1alpha1.Reason) error {
+	key := client.ObjectKeyFromObject(cobj)
+	msg := map[kbindv1alpha1.Reason]string{
+		kbindv1alpha1.ReasonForeignObjectExists: "the provider already has an object of this name without kbind ownership markers; it was left untouched (conflictPolicy Adopt would take it over)",
+		kbindv1alpha1.ReasonOwnedByAnother:      "the provider object of this name is owned by another consumer cluster or object; it was left untouched",
+	}[reason]
+	changed := s.results.set(s.target, key, Result{State: StateConflict, Conflict: reason, Message: msg})
+	if cobj.GetAnnotations()[kbindv1alpha1.ConflictAnnotation] != string(reason) {
+		patch := client.MergeFrom(cobj.DeepCopy())
+		ann := cobj.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[kbindv1alpha1.ConflictAnnotation] = string(reason)
+		cobj.SetAnnotations(ann)
+		if err := s.consumer.Patch(ctx, cobj, patch); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
+	if changed {
+		s.events.Eventf(cobj, nil, corev1.EventTypeWarning, string(reason), "Sync", "%s", msg)
+		log.FromContext(ctx).Info("Conflict: provider object left untouched", "reason", reason)
+	}
+	if s.target.HasStatus {
+		s.setSyncedCondition(ctx, cobj, metav1.ConditionFalse, reason, msg)
+	}
+	return nil
+}
+
+// setSyncedCondition writes the best-effort Synced condition into the
+// consumer object's status.conditions (the CRD's schema may prune it).
+func (s *Syncer) setSyncedCondition(ctx context.Context, cobj *unstructured.Unstructured, status metav1.ConditionStatus, reason kbindv1alpha1.Reason, msg string) {
+	raw, _, _ := unstructured.NestedSlice(cobj.Object, "status", "conditions")
+	var conds []metav1.Condition
+	for _, r := range raw {
+		m, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		var c metav1.Condition
+		if err := fromUnstructured(m, &c); err == nil {
+			conds = append(conds, c)
+		}
+	}
+	existing := meta.FindStatusCondition(conds, string(kbindv1alpha1.ConditionSynced))
+	if existing != nil && existing.Status == status && existing.Reason == string(reason) && existing.Message == msg {
+		return
+	}
+	meta.SetStatusCondition(&conds, syncedCondition(status, reason, msg, cobj.GetGeneration()))
+	out := make([]any, 0, len(conds))
+	for _, c := range conds {
+		m, err := toUnstructured(&c)
+		if err == nil {
+			out = append(out, m)
+		}
+	}
+	updated := cobj.DeepCopy()
+	if err := unstructured.SetNestedSlice(updated.Object, out, "status", "conditions"); err != nil {
+		return
+	}
+	if err := s.consumer.Status().Update(ctx, updated); err != nil {
+		log.FromContext(ctx).V(1).Info("Could not write the Synced condition (best effort)", "error", err.Error())
+	}
+}
+
+// statusDown copies the provider status to the consumer when it differs
+// (SYNC-2). An absent provider status does not clear the consumer's.
+func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstructured) error {
+	pstatus, ok := pobj.Object["status"]
+	if !ok || !s.target.HasStatus {
+		return nil
+	}
+	if equality.Semantic.DeepEqual(cobj.Object["status"], pstatus) {
+		return nil
+	}
+	updated := cobj.DeepCopy()
+	updated.Object["status"] = runtimeDeepCopy(pstatus)
+	if err := s.consumer.Status().Update(ctx, updated); err != nil {
+		return err
+	}
+	return nil
+}
+
+// clearConflict removes the conflict annotation once the object syncs
+// cleanly.
+func (s *Syncer) clearConflict(ctx context.Context, cobj *unstructured.Unstructured) error {
+	if _, ok := cobj.GetAnnotations()[kbindv1alpha1.ConflictAnnotation]; !ok {
+		return nil
+	}
+	fresh := s.newObject()
+	if err := s.ccache.Get(ctx, client.ObjectKeyFromObject(cobj), fresh); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(fresh.DeepCopy())
+	ann := fresh.GetAnnotations()
+	delete(ann, kbindv1alpha1.ConflictAnnotation)
+	fresh.SetAnnotations(ann)
+	if err := s.consumer.Patch(ctx, fresh, patch); err != nil {
+		return err
+	}
+	s.events.Eventf(fresh, nil, corev1.EventTypeNormal, eventSynced, "Sync", "the conflict is resolved; the object syncs")
+	return nil
+}
+
+// release handles a deleting consumer object, or (drain) one leaving
+// scope: the owned provider copy is deleted and the finalizer released only
+// once it is gone (SYNC-D). Orphan releases at once and keeps the copy; a
+// foreign or absent copy releases.
+func (s *Syncer) release(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists, drain bool) (bool, error) {
+	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
+		s.results.forget(s.target, client.ObjectKeyFromObject(cobj))
+		return false, nil
+	}
+	orphan := cobj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation] == kbindv1alpha1.DeletionPolicyOrphan
+	owned := Classify(exists, annotationsOf(pobj), s.target.ClusterUID, string(cobj.GetUID())) == Ours
+	if owned && !orphan {
+		if pobj.GetDeletionTimestamp().IsZero() {
+			uid := pobj.GetUID()
+			if err := s.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+				if apierrors.IsForbidden(err) {
+					_, ferr := s.failed(ctx, cobj, err, "delete", s.target.GVK.Kind+" "+client.ObjectKeyFromObject(cobj).String())
+					return true, ferr
+				}
+				return false, fmt.Errorf("deleting the provider copy: %w", err)
+			}
+			log.FromContext(ctx).V(1).Info("Deleted the provider copy; waiting for it to be gone")
+		}
+		// Held until the copy is gone; provider finalizers hold it longer.
+		s.results.set(s.target, client.ObjectKeyFromObject(cobj), Result{State: StatePending})
+		return false, nil
+	}
+	patch := client.MergeFromWithOptions(cobj.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(cobj, kbindv1alpha1.SyncerFinalizer)
+	if err := s.consumer.Patch(ctx, cobj, patch); err != nil {
+		if isConflictOrGone(err) {
+			return !apierrors.IsNotFound(err), nil
+		}
+		return false, fmt.Errorf("releasing finalizer %s: %w", kbindv1alpha1.SyncerFinalizer, err)
+	}
+	s.results.forget(s.target, client.ObjectKeyFromObject(cobj))
+	return false, nil
+}

@@ -1,0 +1,281 @@
+// Package syncer owns instance sync (spec SYNC-1..5, SYNC-D): one Syncer
+// per (Connection, bound API) copies each consumer object's spec up to the
+// provider by server-side apply and its status back down, creates provider
+// namespaces, classifies ownership and reports conflicts instead of
+// overwriting, repairs drift, and deletes safely behind the
+// core.kbind.io/syncer finalizer. It is driven by informers on both sides;
+// nothing is written when nothing changed.
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/session"
+)
+
+// Target describes one synced API.
+type Target struct {
+	Connection string
+	GVK        schema.GroupVersionKind
+	Namespaced bool
+	// HasStatus: the consumer CRD has the status subresource.
+	HasStatus bool
+	// ClusterUID is the consumer cluster's identity (ownership marker 1).
+	ClusterUID string
+}
+
+// Scope says which consumer objects a Syncer handles and with which
+// conflict policy; it changes as bindings come and go.
+type Scope struct {
+	// Cluster: a ClusterBinding covers every namespace (and cluster-scoped
+	// objects).
+	Cluster       bool
+	ClusterPolicy kbindv1alpha1.ConflictPolicy
+	// Namespaces covered by Bindings, with their policies.
+	Namespaces map[string]kbindv1alpha1.ConflictPolicy
+}
+
+// covers returns whether namespace is in scope and its conflict policy.
+// ClusterBindings come first (BIND-2).
+func (s Scope) covers(namespace string) (kbindv1alpha1.ConflictPolicy, bool) {
+	if s.Cluster {
+		return s.ClusterPolicy, true
+	}
+	p, ok := s.Namespaces[namespace]
+	return p, ok
+}
+
+// Syncer syncs one API of one Connection.
+type Syncer struct {
+	target   Target
+	consumer client.Client
+	ccache   cache.Cache
+	session  *session.Session
+	events   recorder.EventRecorder
+	results  *Results
+	workers  int
+
+	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.RWMutex
+	scope Scope
+}
+
+// Options build a Syncer.
+type Options struct {
+	Target   Target
+	Consumer client.Client // consumer writes
+	Cache    cache.Cache   // the consumer manager's cache
+	Session  *session.Session
+	Events   recorder.EventRecorder
+	Results  *Results
+	Workers  int
+}
+
+// New returns a Syncer; Start runs it.
+func New(o Options) *Syncer {
+	workers := o.Workers
+	if workers < 1 {
+		workers = 1
+	}
+	return &Syncer{
+		target: o.Target, consumer: o.Consumer, ccache: o.Cache, session: o.Session,
+		events: o.Events, results: o.Results, workers: workers,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedMaxOfRateLimiter(
+				workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, 2*time.Minute),
+			),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: o.Target.Connection + "/" + o.Target.GVK.GroupKind().String()},
+		),
+		done: make(chan struct{}),
+	}
+}
+
+// Session returns the provider session the Syncer runs on.
+func (s *Syncer) Session() *session.Session { return s.session }
+
+// SetScope replaces the Syncer's scope and re-queues every consumer object
+// so that objects entering scope sync at once.
+func (s *Syncer) SetScope(ctx context.Context, scope Scope) {
+	s.mu.Lock()
+	changed := !equality.Semantic.DeepEqual(s.scope, scope)
+	s.scope = scope
+	s.mu.Unlock()
+	if changed {
+		s.enqueueAll(ctx)
+	}
+}
+
+func (s *Syncer) currentScope() Scope {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.scope
+}
+
+func (s *Syncer) newObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(s.target.GVK)
+	return u
+}
+
+func (s *Syncer) newList() *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(s.target.GVK.GroupVersion().WithKind(s.target.GVK.Kind + "List"))
+	return l
+}
+
+// Run registers the informers on both sides and runs the workers until ctx
+// ends. Stop (or cancelling ctx) ends it; done is closed on return, in
+// whatever phase it was.
+func (s *Syncer) run(ctx context.Context) {
+	defer close(s.done)
+	logger := log.FromContext(ctx).WithValues("gvk", s.target.GVK.String())
+	ctx = log.IntoContext(ctx, logger)
+	if err := s.runWorkers(ctx); err != nil && ctx.Err() == nil {
+		logger.Error(err, "Syncer stopped")
+	}
+}
+
+// start launches run with its own cancel.
+func (s *Syncer) start(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	go s.run(ctx)
+}
+
+func (s *Syncer) runWorkers(ctx context.Context) error {
+	defer s.queue.ShutDown()
+	handler := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.enqueueObject(obj) },
+		UpdateFunc: func(_, obj any) { s.enqueueObject(obj) },
+		DeleteFunc: func(obj any) { s.enqueueObject(obj) },
+	}
+	cinf, err := s.ccache.GetInformer(ctx, s.newObject())
+	if err != nil {
+		return fmt.Errorf("consumer informer: %w", err)
+	}
+	creg, err := cinf.AddEventHandler(handler)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cinf.RemoveEventHandler(creg) }()
+	pinf, err := s.session.Cache().GetInformer(ctx, s.newObject())
+	if err != nil {
+		return fmt.Errorf("provider informer: %w", err)
+	}
+	preg, err := pinf.AddEventHandler(handler)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = pinf.RemoveEventHandler(preg) }()
+	// Provider namespaces are read from the session cache too.
+	if _, err := s.session.Cache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
+		return fmt.Errorf("provider namespace informer: %w", err)
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), creg.HasSynced, preg.HasSynced) {
+		return fmt.Errorf("informers did not sync")
+	}
+	log.FromContext(ctx).Info("Syncer started", "workers", s.workers)
+
+	var wg sync.WaitGroup
+	for i := 0; i < s.workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s.processNext(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	s.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// Stop stops the Syncer and waits until it has.
+func (s *Syncer) Stop() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	<-s.done
+}
+
+func (s *Syncer) enqueueObject(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	// Identity mapping: the same namespace/name on both sides.
+	s.queue.Add(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+}
+
+func (s *Syncer) enqueueAll(ctx context.Context) {
+	list := s.newList()
+	if err := s.ccache.List(ctx, list); err != nil {
+		log.FromContext(ctx).Error(err, "Listing consumer objects from the cache")
+		return
+	}
+	for i := range list.Items {
+		s.queue.Add(client.ObjectKeyFromObject(&list.Items[i]))
+	}
+}
+
+func (s *Syncer) processNext(ctx context.Context) bool {
+	key, shutdown := s.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer s.queue.Done(key)
+	requeue, err := s.sync(log.IntoContext(ctx, log.FromContext(ctx).WithValues("namespace", key.Namespace, "name", key.Name)), key)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			log.FromContext(ctx).V(1).Info("Sync failed; retrying with backoff", "namespace", key.Namespace, "name", key.Name, "error", err.Error())
+		}
+		s.queue.AddRateLimited(key)
+	case requeue:
+		s.queue.AddRateLimited(key)
+	default:
+		s.queue.Forget(key)
+	}
+	return true
+}
+
+// errWait is returned when an object waits for something the provider
+// informer will report (a terminating copy going away).
+var errWait = errors.New("waiting")
+
+func isConflictOrGone(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+}
+
+// conditionStatus helps writing the best-effort Synced condition.
+func syncedCondition(status metav1.ConditionStatus, reason kbindv1alpha1.Reason, msg string, generation int64) metav1.Condition {
+	return metav1.Condition{Type: string(kbindv1alpha1.ConditionSynced), Status: status, Reason: string(reason), Message: msg,
+		ObservedGeneration: generation, LastTransitionTime: metav1.Now()}
+}
+
