@@ -278,4 +278,3 @@ func syncedCondition(status metav1.ConditionStatus, reason kbindv1alpha1.Reason,
 	return metav1.Condition{Type: string(kbindv1alpha1.ConditionSynced), Status: status, Reason: string(reason), Message: msg,
 		ObservedGeneration: generation, LastTransitionTime: metav1.Now()}
 }
-
