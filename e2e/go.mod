@@ -76,6 +76,15 @@ require (
 	k8s.io/client-go v0.37.2
 )
 
+require (
+	github.com/fsnotify/fsnotify v1.9.0 // indirect
+	github.com/go-logr/zapr v1.3.0 // indirect
+	go.uber.org/multierr v1.11.0 // indirect
+	go.uber.org/zap v1.27.1 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
+)
+
 // Inside the monorepo the workspace (go.work) resolves sibling modules; the
 // replaces keep `GOWORK=off` builds of this module working too.
 replace (

@@ -18,6 +18,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/testenv"
 )
 
@@ -175,9 +176,56 @@ func TestConnectionThroughTheBinary(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	out, err = testenv.Kubectl(ctx, kc, "--context=consumer", "get", "crd", "widgets.example.org",
-		"-o", `jsonpath={.metadata.labels.core\.kbind\.io/managed} {.metadata.annotations.core\.kbind\.io/connection} {.spec.versions[0].schema.openAPIV3Schema.x-kubernetes-preserve-unknown-fields}`)
+		"-o", `jsonpath={.metadata.labels.core\.kbind\.io/managed} {.metadata.annotations.core\.kbind\.io/connection} {.spec.versions[0].schema.openAPIV3Schema.properties.spec.x-kubernetes-preserve-unknown-fields}`)
 	if err != nil || strings.TrimSpace(out) != "true demo-provider true" {
 		t.Errorf("consumer CRD markers and schema: %v %q", err, out)
+	}
+
+	// A Widget applied on the consumer shows up on the provider, with both
+	// ownership annotations, within a second.
+	widget := filepath.Join(t.TempDir(), "widget.yaml")
+	if err := os.WriteFile(widget, []byte("apiVersion: example.org/v1alpha1\nkind: Widget\nmetadata: {name: my-widget, namespace: default}\nspec: {size: 3}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "-n", "default", "apply", "-f", widget); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	applied := time.Now()
+	var copyAnnotations string
+	eventually(t, 10*time.Second, "the provider copy", func() error {
+		out, err := testenv.Kubectl(ctx, kc, "--context=provider", "-n", "default", "get", "widget", "my-widget", "-o",
+			`jsonpath={.metadata.annotations.core\.kbind\.io/consumer-cluster-uid} {.metadata.annotations.core\.kbind\.io/consumer-object-uid} {.spec.size}`)
+		if err != nil {
+			return err
+		}
+		copyAnnotations = strings.TrimSpace(out)
+		return nil
+	})
+	t.Logf("provider copy after %s: %q", time.Since(applied), copyAnnotations)
+	if took := time.Since(applied); took > time.Second+500*time.Millisecond { // kubectl itself takes ~100 ms a call
+		t.Errorf("the provider copy took %s", took)
+	}
+	if fields := strings.Fields(copyAnnotations); len(fields) != 3 || fields[2] != "3" {
+		t.Errorf("provider copy markers and spec: %q", copyAnnotations)
+	}
+	// A status patched on the provider shows on the consumer.
+	if out, err := testenv.Kubectl(ctx, kc, "--context=provider", "-n", "default", "patch", "widget", "my-widget",
+		"--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Ready"}}`); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	eventually(t, 10*time.Second, "status on the consumer", func() error {
+		out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "-n", "default", "get", "widget", "my-widget", "-o", "jsonpath={.status.phase}")
+		if err != nil || strings.TrimSpace(out) != "Ready" {
+			return fmt.Errorf("phase %q (%v)", out, err)
+		}
+		return nil
+	})
+	// Deleting the consumer Widget removes the provider copy first.
+	if out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "-n", "default", "delete", "widget", "my-widget", "--timeout=60s"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := testenv.Kubectl(ctx, kc, "--context=provider", "-n", "default", "get", "widget", "my-widget", "--ignore-not-found"); err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("the provider copy outlived the consumer object: %v %q", err, out)
 	}
 
 	// The heartbeat Lease on the provider, found the way the guide finds it,
@@ -235,18 +283,5 @@ func TestConnectionThroughTheBinary(t *testing.T) {
 }
 
 func widgets() *apiextensionsv1.CustomResourceDefinition {
-	preserve := true
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.org", Labels: map[string]string{"core.kbind.io/exported": "true"}},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "example.org", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1alpha1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve,
-				}},
-			}},
-		},
-	}
+	return enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true)
 }

@@ -37,6 +37,7 @@ type Config struct {
 
 	DiscoveryInterval time.Duration
 	BindingResync     time.Duration
+	Workers           int
 
 	MetricsAddr string
 	ProbeAddr   string
@@ -59,6 +60,7 @@ const (
 	keyConsumerBurst           = "consumer-burst"
 	keyDiscoveryInterval       = "discovery-interval"
 	keyBindingResync           = "binding-resync"
+	keyWorkers                 = "workers"
 	keyMetricsAddr             = "metrics-bind-address"
 	keyProbeAddr               = "health-probe-bind-address"
 	keyLeaderElect             = "leader-elect"
@@ -82,6 +84,7 @@ func FlagSet(name string) *pflag.FlagSet {
 	fs.Int(keyConsumerBurst, 100, "Burst of the consumer client.")
 	fs.Duration(keyDiscoveryInterval, 30*time.Second, "How often each Connection re-reads the provider's exported APIs.")
 	fs.Duration(keyBindingResync, 30*time.Second, "How often every ClusterBinding and Binding is re-checked, as a backstop to watches.")
+	fs.Int(keyWorkers, 4, "Sync workers per bound API.")
 	fs.String(keyMetricsAddr, ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.String(keyProbeAddr, ":8081", "Address of /healthz and /readyz.")
 	fs.Bool(keyLeaderElect, false, "Elect a leader (Lease konnector.kbind.io) so that only one replica syncs.")
@@ -159,6 +162,7 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), usa
 		ConsumerBurst:           v.GetInt(keyConsumerBurst),
 		DiscoveryInterval:       v.GetDuration(keyDiscoveryInterval),
 		BindingResync:           v.GetDuration(keyBindingResync),
+		Workers:                 v.GetInt(keyWorkers),
 		MetricsAddr:             v.GetString(keyMetricsAddr),
 		ProbeAddr:               v.GetString(keyProbeAddr),
 		LeaderElect:             v.GetBool(keyLeaderElect),
@@ -227,6 +231,9 @@ func (c *Config) validate() error {
 	}
 	if c.DiscoveryInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--%s must be at least 1s", keyDiscoveryInterval))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--%s must be at least 1", keyWorkers))
 	}
 	if c.BindingResync < time.Second {
 		errs = append(errs, fmt.Errorf("--%s must be at least 1s", keyBindingResync))
