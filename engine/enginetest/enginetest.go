@@ -21,7 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -43,6 +45,10 @@ type Env struct {
 	Scheme             *runtime.Scheme
 	// Logs holds everything the engine logged, at every verbosity.
 	Logs *SyncBuffer
+
+	engineOpts engine.Options
+	cancel     context.CancelFunc
+	done       chan struct{}
 }
 
 // Options configure Start.
@@ -53,7 +59,7 @@ type Options struct {
 	Engine engine.Options
 }
 
-// Start starts a pair and the engine; stop calls end both. It is meant for
+// Start starts a pair and the engine; stop ends both. It is meant for
 // TestMain.
 func Start(opts Options) (env *Env, stop func(), err error) {
 	dir, err := os.MkdirTemp("", "kbind-enginetest-")
@@ -64,18 +70,13 @@ func Start(opts Options) (env *Env, stop func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	env = &Env{Pair: pair, Scheme: runtime.NewScheme(), Logs: &SyncBuffer{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	env = &Env{Pair: pair, Scheme: runtime.NewScheme(), Logs: &SyncBuffer{}, engineOpts: opts.Engine}
 	stop = func() {
-		cancel()
-		<-done
+		env.StopEngine()
 		_ = pair.Stop()
 		_ = os.RemoveAll(dir)
 	}
 	fail := func(err error) (*Env, func(), error) {
-		cancel()
-		done <- nil
 		stop()
 		return nil, nil, err
 	}
@@ -88,12 +89,20 @@ func Start(opts Options) (env *Env, stop func(), err error) {
 	if env.Provider, err = client.New(pair.Provider.Config, client.Options{Scheme: env.Scheme}); err != nil {
 		return fail(err)
 	}
-	if err := env.Consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SecretNamespace}}); err != nil {
+	if err := env.Consumer.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SecretNamespace}}); err != nil {
 		return fail(err)
 	}
-
 	ctrl.SetLogger(zap.New(zap.WriteTo(env.Logs), zap.UseDevMode(true), zap.Level(zapcore.Level(-10))))
-	eo := opts.Engine
+	if err := env.StartEngine(); err != nil {
+		return fail(err)
+	}
+	return env, stop, nil
+}
+
+// StartEngine starts a new manager running the engine on the consumer (as
+// a konnector process start would).
+func (env *Env) StartEngine() error {
+	eo := env.engineOpts
 	if len(eo.SecretNamespaces) == 0 {
 		eo.SecretNamespaces = []string{SecretNamespace}
 	}
@@ -111,17 +120,38 @@ func Start(opts Options) (env *Env, stop func(), err error) {
 	}
 	cacheOpts := cache.Options{}
 	engine.ConfigureCache(eo, &cacheOpts)
-	mgr, err := ctrl.NewManager(pair.Consumer.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(env.Pair.Consumer.Config, ctrl.Options{
 		Scheme: env.Scheme, Cache: cacheOpts, Metrics: metricsserver.Options{BindAddress: "0"},
+		// Several managers run one after another in one process.
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
-		return fail(err)
+		return err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	if _, err := engine.Setup(ctx, mgr, eo); err != nil {
-		return fail(err)
+		cancel()
+		return err
 	}
-	go func() { done <- mgr.Start(ctx) }()
-	return env, stop, nil
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	env.cancel, env.done = cancel, done
+	return nil
+}
+
+// StopEngine stops the running engine and waits until it has stopped.
+func (env *Env) StopEngine() {
+	if env.cancel == nil {
+		return
+	}
+	env.cancel()
+	<-env.done
+	env.cancel, env.done = nil, nil
 }
 
 // SyncBuffer is a goroutine-safe log sink.

@@ -10,6 +10,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/testenv"
 )
 
 var env *enginetest.Env
@@ -29,6 +31,7 @@ var (
 	clusterGVK = schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "ClusterWidget"}
 	adoptGVK   = schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Adoptable"}
 	thingGVK   = schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Thing"}
+	guardedGVK = schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Guarded"}
 )
 
 func TestMain(m *testing.M) {
@@ -39,6 +42,7 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("clusterwidgets", "clusterwidget", "ClusterWidget", "example.org", apiextensionsv1.ClusterScoped, true),
 		enginetest.CRD("adoptables", "adoptable", "Adoptable", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("things", "thing", "Thing", "example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("guardeds", "guarded", "Guarded", "example.org", apiextensionsv1.NamespaceScoped, true),
 	}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -604,5 +608,181 @@ func TestIdleWritesNothing(t *testing.T) {
 				t.Errorf("  %s (resourceVersion %s -> %s)", k, v, changed[k])
 			}
 		}
+	}
+}
+
+func TestRecreateSameName(t *testing.T) {
+	ctx := context.Background()
+	w := create(t, env.Consumer, object(widgetGVK, "recreate-a", "phoenix", map[string]any{"gen": int64(1)}))
+	first := waitCopy(t, widgetGVK, "recreate-a", "phoenix", nil)
+	if err := env.Consumer.Delete(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, env.Consumer, widgetGVK, "recreate-a", "phoenix")
+	again := create(t, env.Consumer, object(widgetGVK, "recreate-a", "phoenix", map[string]any{"gen": int64(2)}))
+	waitCopy(t, widgetGVK, "recreate-a", "phoenix", func(u *unstructured.Unstructured) error {
+		if u.GetUID() == first.GetUID() || u.GetAnnotations()[kbindv1alpha1.ConsumerObjectUIDAnnotation] != string(again.GetUID()) ||
+			fmt.Sprint(u.Object["spec"]) != "map[gen:2]" {
+			return fmt.Errorf("still the old copy: %v %v", u.GetAnnotations(), u.Object["spec"])
+		}
+		return nil
+	})
+}
+
+func TestLimits(t *testing.T) {
+	// A name at the 253-character limit and an object of about 1 MiB.
+	long := strings.Repeat("a", 243) + "-253-chars"
+	if len(long) != 253 {
+		t.Fatalf("name length %d", len(long))
+	}
+	create(t, env.Consumer, object(widgetGVK, "limits-a", long, map[string]any{"x": "y"}))
+	waitCopy(t, widgetGVK, "limits-a", long, nil)
+
+	big := strings.Repeat("0123456789abcdef", 64*1024) // 1 MiB
+	create(t, env.Consumer, object(widgetGVK, "limits-a", "big", map[string]any{"blob": big}))
+	waitCopy(t, widgetGVK, "limits-a", "big", func(u *unstructured.Unstructured) error {
+		if blob, _, _ := unstructured.NestedString(u.Object, "spec", "blob"); len(blob) != len(big) {
+			return fmt.Errorf("blob of %d bytes", len(blob))
+		}
+		return nil
+	})
+}
+
+func TestProviderNamespaceForbidden(t *testing.T) {
+	ctx := context.Background()
+	user, err := env.Pair.Provider.AddUser("no-namespaces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "no-namespaces"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{"example.org"}, Resources: []string{"guardeds", "guardeds/status"}, Verbs: []string{"*"}},
+	}}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "no-namespaces"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: user.Name, APIGroup: "rbac.authorization.k8s.io"}}}
+	kc, err := testenv.KubeconfigFor("provider", user.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{role, crb} {
+		if err := env.Provider.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "restricted"}, Data: map[string][]byte{"kubeconfig": kc}},
+		&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "restricted"},
+			Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "restricted"}}},
+		&kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "guardeds"}, Spec: kbindv1alpha1.BindingSpec{
+			ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "restricted"},
+			APIs:          []kbindv1alpha1.APIReference{{Name: "guardeds.example.org"}}}},
+	} {
+		if err := env.Consumer.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "guardeds"}}
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+
+	create(t, env.Consumer, object(guardedGVK, "guarded-new", "g", map[string]any{"x": "y"}))
+	enginetest.Eventually(t, "a Warning Event naming the refused namespace", func() error {
+		var events corev1.EventList
+		if err := env.Consumer.List(ctx, &events, client.InNamespace("guarded-new")); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "create namespaces/guarded-new") && strings.Contains(e.Message, "forbidden") {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d events", len(events.Items))
+	})
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
+		"create namespaces/guarded-new: forbidden")
+
+	// Once the namespace exists, the object syncs and the condition clears.
+	ensureNamespace(t, env.Provider, "guarded-new")
+	waitCopy(t, guardedGVK, "guarded-new", "g", nil)
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
+}
+
+// TestRestartConverges stops the engine, changes things on both sides and
+// starts a new one: it converges with nothing lost or duplicated.
+func TestRestartConverges(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []string{"w1", "w2", "w3"} {
+		create(t, env.Consumer, object(widgetGVK, "restart-a", n, map[string]any{"v": int64(1)}))
+	}
+	for _, n := range []string{"w1", "w2", "w3"} {
+		waitCopy(t, widgetGVK, "restart-a", n, nil)
+	}
+	env.StopEngine()
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = env.StartEngine()
+		}
+	}()
+
+	w1, _ := get(t, env.Consumer, widgetGVK, "restart-a", "w1")
+	w1.Object["spec"] = map[string]any{"v": int64(2)}
+	if err := env.Consumer.Update(ctx, w1); err != nil {
+		t.Fatal(err)
+	}
+	w2, _ := get(t, env.Consumer, widgetGVK, "restart-a", "w2")
+	if err := env.Consumer.Delete(ctx, w2); err != nil {
+		t.Fatal(err)
+	}
+	create(t, env.Consumer, object(widgetGVK, "restart-a", "w4", map[string]any{"v": int64(4)}))
+	c3, _ := get(t, env.Provider, widgetGVK, "restart-a", "w3")
+	c3.Object["status"] = map[string]any{"phase": "Done"}
+	if err := env.Provider.Status().Update(ctx, c3); err != nil {
+		t.Fatal(err)
+	}
+	c3, _ = get(t, env.Provider, widgetGVK, "restart-a", "w3")
+	c3.Object["spec"] = map[string]any{"v": int64(99)}
+	if err := env.Provider.Update(ctx, c3); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := env.StartEngine(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	waitCopy(t, widgetGVK, "restart-a", "w1", func(u *unstructured.Unstructured) error {
+		if fmt.Sprint(u.Object["spec"]) != "map[v:2]" {
+			return fmt.Errorf("spec %v", u.Object["spec"])
+		}
+		return nil
+	})
+	waitGone(t, env.Provider, widgetGVK, "restart-a", "w2")
+	waitGone(t, env.Consumer, widgetGVK, "restart-a", "w2")
+	waitCopy(t, widgetGVK, "restart-a", "w4", nil)
+	waitCopy(t, widgetGVK, "restart-a", "w3", func(u *unstructured.Unstructured) error {
+		if fmt.Sprint(u.Object["spec"]) != "map[v:1]" {
+			return fmt.Errorf("drift not repaired: %v", u.Object["spec"])
+		}
+		return nil
+	})
+	enginetest.Eventually(t, "w3 status on the consumer", func() error {
+		u, _ := get(t, env.Consumer, widgetGVK, "restart-a", "w3")
+		if fmt.Sprint(u.Object["status"]) != "map[phase:Done]" {
+			return fmt.Errorf("status %v", u.Object["status"])
+		}
+		return nil
+	})
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(widgetGVK.GroupVersion().WithKind("WidgetList"))
+	if err := env.Provider.List(ctx, list, client.InNamespace("restart-a")); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, u := range list.Items {
+		names = append(names, u.GetName())
+	}
+	if strings.Join(names, ",") != "w1,w3,w4" {
+		t.Errorf("provider copies after restart: %v", names)
 	}
 }
