@@ -1,7 +1,6 @@
 package konnector
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,18 +39,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 func freePort(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,10 +51,10 @@ func freePort(t *testing.T) string {
 
 // startKonnector runs the binary against the consumer and returns its
 // probe address and log.
-func startKonnector(t *testing.T, kubeconfig string, args ...string) (probeAddr string, log *lockedBuffer) {
+func startKonnector(t *testing.T, kubeconfig string, args ...string) (probeAddr string, log *enginetest.SyncBuffer) {
 	t.Helper()
 	probeAddr = freePort(t)
-	log = &lockedBuffer{}
+	log = &enginetest.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, konnectorBin, append([]string{
 		"--kubeconfig", kubeconfig, "--health-probe-bind-address", probeAddr, "--metrics-bind-address", "0",
@@ -89,15 +75,7 @@ func startKonnector(t *testing.T, kubeconfig string, args ...string) (probeAddr 
 
 func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = check(); err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+	enginetest.EventuallyWithin(t, timeout, what, check)
 }
 
 const manifest = `apiVersion: v1

@@ -176,7 +176,13 @@ func (b *SyncBuffer) String() string {
 // PollTimeout with the last error.
 func Eventually(t testing.TB, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(PollTimeout)
+	EventuallyWithin(t, PollTimeout, what, check)
+}
+
+// EventuallyWithin is Eventually with its own timeout.
+func EventuallyWithin(t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = check(); err == nil {
@@ -184,7 +190,7 @@ func Eventually(t testing.TB, what string, check func() error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("timed out waiting for %s: %v", what, err)
+	t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
 }
 
 func conditionsOf(obj client.Object) []metav1.Condition {
