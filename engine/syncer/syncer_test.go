@@ -348,6 +348,18 @@ func TestConflicts(t *testing.T) {
 	}
 	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "widgets"}}
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionConflicts, metav1.ConditionTrue, kbindv1alpha1.ReasonForeignObjectExists, "object(s) skipped")
+	// The best-effort condition in the object's own status.
+	enginetest.Eventually(t, "Synced=False in the consumer object's status", func() error {
+		u, _ := get(t, env.Consumer, widgetGVK, "conflict-a", "taken")
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			m := c.(map[string]any)
+			if m["type"] == "Synced" && m["status"] == "False" && m["reason"] == string(kbindv1alpha1.ReasonForeignObjectExists) {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %v", conds)
+	})
 
 	// OwnedByAnother: marked by another cluster; never taken, even by Adopt.
 	other := object(adoptGVK, "conflict-b", "elsewhere", map[string]any{"owner": "other"})
@@ -784,5 +796,92 @@ func TestRestartConverges(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "w1,w3,w4" {
 		t.Errorf("provider copies after restart: %v", names)
+	}
+}
+
+// TestDrainWaitsForAnUnreachableProvider: a deleting binding whose provider
+// is unreachable waits, saying so; only once the Connection itself is gone
+// does it release the objects, with an Event naming the copies left behind.
+func TestDrainWaitsForAnUnreachableProvider(t *testing.T) {
+	ctx := context.Background()
+	remote := testenv.StartClusterT(t, "remote", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
+		enginetest.CRD("remotes", "remote", "Remote", "remote.example.org", apiextensionsv1.NamespaceScoped, true),
+	}})
+	remoteGVK := schema.GroupVersionKind{Group: "remote.example.org", Version: "v1alpha1", Kind: "Remote"}
+	rc, err := client.New(remote.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "remote"}, Data: map[string][]byte{"kubeconfig": remote.Kubeconfig}},
+		&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "remote"},
+			Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "remote"}}},
+		&kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "remotes"}, Spec: kbindv1alpha1.BindingSpec{
+			ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "remote"},
+			APIs:          []kbindv1alpha1.APIReference{{Name: "remotes.remote.example.org"}}}},
+	} {
+		if err := env.Consumer.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "remotes"}}
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	create(t, env.Consumer, object(remoteGVK, "remote-a", "r1", map[string]any{"x": "y"}))
+	enginetest.Eventually(t, "the remote copy", func() error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(remoteGVK)
+		return rc.Get(ctx, client.ObjectKey{Namespace: "remote-a", Name: "r1"}, u)
+	})
+
+	// The provider goes away; the binding is deleted.
+	if err := remote.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "remote"}}
+	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending)
+	if err := env.Consumer.Delete(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
+		"deleting: waiting for 1 object(s) to release their provider copies")
+	if u, _ := get(t, env.Consumer, remoteGVK, "remote-a", "r1"); !controllerutil.ContainsFinalizer(u, kbindv1alpha1.SyncerFinalizer) {
+		t.Fatal("the finalizer was released while the provider was unreachable")
+	}
+
+	// Disaster recovery: the Connection is removed for good.
+	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(conn), conn); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Consumer.Delete(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "the Connection's finalizer stripped", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(conn), conn); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		conn.Finalizers = nil
+		return env.Consumer.Update(ctx, conn)
+	})
+	enginetest.Eventually(t, "the binding released", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+	if u, _ := get(t, env.Consumer, remoteGVK, "remote-a", "r1"); controllerutil.ContainsFinalizer(u, kbindv1alpha1.SyncerFinalizer) {
+		t.Error("the finalizer is still held with the Connection gone")
+	}
+	var events corev1.EventList
+	if err := env.Consumer.List(ctx, &events); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range events.Items {
+		if e.Reason == "ProviderCopiesLeft" && strings.Contains(e.Message, "remote-a/r1") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no ProviderCopiesLeft Event naming the copy left behind")
 	}
 }
