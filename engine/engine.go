@@ -27,6 +27,7 @@ import (
 	"github.com/kbind/kbind/engine/connection"
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/related"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
 	"github.com/kbind/kbind/engine/syncer"
@@ -150,11 +151,17 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 		Consumer: mgr.GetClient(), Cache: mgr.GetCache(), Sessions: sessions,
 		Events: mgr.GetEventRecorder("kbind-konnector"), Results: results, Workers: opts.Workers, Base: ctx,
 	}
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("consumer client: %w", err)
+	}
+	copier := &related.Copier{Events: mgr.GetEventRecorder("kbind-konnector")}
 	for i, namespaced := range []bool{false, true} {
 		if err := (&binding.Reconciler{
 			Client: mgr.GetClient(), Sessions: sessions, Installer: installer,
 			Namespaced: namespaced, Resync: opts.BindingResync,
 			Syncers: registry, Results: results, Triggers: triggers.channels[i],
+			Related: copier, Direct: direct, Trigger: func(c string) { triggers.fire(c, schema.GroupKind{}) },
 		}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the binding controllers: %w", err)
 		}

@@ -72,6 +72,9 @@ var bindingFields = []field{
 	{path: "status.boundAPIs[].instances.synced", typ: "integer", required: true},
 	{path: "status.boundAPIs[].instances.pending", typ: "integer", required: true},
 	{path: "status.boundAPIs[].instances.failed", typ: "integer", required: true},
+	{path: "status.relatedResources.copies", typ: "integer", required: true},
+	{path: "status.relatedResources.conflicts", typ: "integer", required: true},
+	{path: "status.relatedResources.skipped", typ: "integer", required: true},
 	{path: "status.conditions", typ: "array", listType: "map", listMapKeys: []string{"type"}},
 }
 

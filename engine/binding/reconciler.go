@@ -9,14 +9,17 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -26,6 +29,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/related"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
 	"github.com/kbind/kbind/engine/syncer"
@@ -51,6 +55,15 @@ type Reconciler struct {
 	// Triggers carry Connections whose instance results changed; their
 	// bindings are re-counted.
 	Triggers <-chan event.GenericEvent
+	// Related copies relatedResources; Direct reads the consumer without the
+	// cache (Secrets are cached only in the allowed namespaces); Trigger
+	// re-queues a Connection's bindings (provider-side related watches).
+	Related *related.Copier
+	Direct  client.Client
+	Trigger func(connection string)
+
+	watchMu  sync.Mutex
+	watching map[*session.Session]bool
 }
 
 // binding gives uniform access to a ClusterBinding or Binding.
@@ -111,6 +124,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	if err := r.reconcileSyncers(ctx, b, before, &o); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.reconcileRelated(ctx, b, before, &o); err != nil {
+		return ctrl.Result{}, err
+	}
 	b.status.BoundAPIs = o.bound
 	for _, c := range desiredConditions(o) {
 		meta.SetStatusCondition(&b.status.Conditions, metav1.Condition{
@@ -120,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	}
 	if !equality.Semantic.DeepEqual(before, b.status) {
 		patchBase := obj.DeepCopyObject().(client.Object)
-		access(patchBase).status.Conditions, access(patchBase).status.BoundAPIs = before.Conditions, before.BoundAPIs
+		*access(patchBase).status = *before
 		if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(patchBase)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("updating status: %w", err)
 		}
@@ -171,6 +187,94 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 	return nil
 }
 
+// reconcileRelated copies the binding's related resources (SYNC-R).
+func (r *Reconciler) reconcileRelated(ctx context.Context, b binding, before *kbindv1alpha1.BindingStatus, o *observation) error {
+	if len(b.spec.RelatedResources) == 0 {
+		b.status.RelatedResources = nil
+		if before.RelatedResources == nil {
+			return nil // never copied anything: nothing to clean up
+		}
+		return r.cleanupRelated(ctx, b)
+	}
+	if o.connProblem != "" || o.session == nil {
+		return nil
+	}
+	r.watchRelatedSources(o.session, b.spec.RelatedResources)
+	res, err := r.Related.Sync(ctx, r.relatedBinding(b, o.clusterUID), related.Sides{Consumer: r.Direct, Provider: o.session.Client})
+	if err != nil {
+		return fmt.Errorf("copying related resources: %w", err)
+	}
+	b.status.RelatedResources = &res.Status
+	o.instanceForbidden = append(o.instanceForbidden, res.Forbidden...)
+	return nil
+}
+
+func (r *Reconciler) relatedBinding(b binding, clusterUID string) related.Binding {
+	ns := ""
+	if r.Namespaced {
+		ns = b.obj.GetNamespace()
+	}
+	return related.Binding{Object: b.obj, UID: string(b.obj.GetUID()), Namespace: ns, Entries: b.spec.RelatedResources, ClusterUID: clusterUID}
+}
+
+// cleanupRelated deletes every related copy of the binding (entries
+// removed, or the binding deleting).
+func (r *Reconciler) cleanupRelated(ctx context.Context, b binding) error {
+	conn := &kbindv1alpha1.Connection{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: b.spec.ConnectionRef.Name}, conn); err != nil || conn.Status.LocalClusterUID == "" {
+		return client.IgnoreNotFound(err)
+	}
+	sides := related.Sides{Consumer: r.Direct}
+	if sess, ok := r.Sessions.Get(conn.Name); ok {
+		sides.Provider = sess.Client
+	}
+	return r.Related.Cleanup(ctx, r.relatedBinding(b, conn.Status.LocalClusterUID), sides)
+}
+
+// watchRelatedSources registers, once per provider session, watches on the
+// provider Secrets and ConfigMaps so that a changed FromProvider source is
+// copied within seconds (SYNC-R2), not only at the resync.
+func (r *Reconciler) watchRelatedSources(sess *session.Session, entries []kbindv1alpha1.RelatedResource) {
+	fromProvider := false
+	for _, e := range entries {
+		fromProvider = fromProvider || e.Direction == kbindv1alpha1.FromProvider
+	}
+	if !fromProvider || r.Trigger == nil {
+		return
+	}
+	r.watchMu.Lock()
+	if r.watching == nil {
+		r.watching = map[*session.Session]bool{}
+	}
+	if r.watching[sess] {
+		r.watchMu.Unlock()
+		return
+	}
+	r.watching[sess] = true
+	r.watchMu.Unlock()
+	connection := sess.Connection
+	sess.Go(func(ctx context.Context) {
+		defer func() {
+			r.watchMu.Lock()
+			delete(r.watching, sess)
+			r.watchMu.Unlock()
+		}()
+		for _, obj := range []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}} {
+			inf, err := sess.Cache().GetInformer(ctx, obj)
+			if err != nil {
+				log.FromContext(ctx).Info("No provider watch for related resources; the binding resync copies them", "error", err.Error())
+				continue
+			}
+			_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+				AddFunc:    func(any) { r.Trigger(connection) },
+				UpdateFunc: func(any, any) { r.Trigger(connection) },
+				DeleteFunc: func(any) { r.Trigger(connection) },
+			})
+		}
+		<-ctx.Done()
+	})
+}
+
 // countObjects counts the consumer objects of a CRD in the binding's scope,
 // from the cache.
 func (r *Reconciler) countObjects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, namespace string) (int32, error) {
@@ -213,6 +317,9 @@ type observation struct {
 	problems      []string
 	pending       []string
 	bound         []kbindv1alpha1.BoundAPI
+	// session and clusterUID are the Connection's, when usable.
+	session    *session.Session
+	clusterUID string
 	// notSyncing lists bound APIs whose syncer does not run (yet).
 	notSyncing []string
 	// conflicts counts skipped objects; ownedByAnother how many of them
@@ -245,6 +352,7 @@ func (r *Reconciler) observe(ctx context.Context, b binding) (observation, error
 		o.connProblem = fmt.Sprintf("Connection %q has no provider session yet", o.connection)
 		return o, nil
 	}
+	o.session, o.clusterUID = sess, conn.Status.LocalClusterUID
 	exports := map[string]kbindv1alpha1.ExportedAPI{}
 	for _, e := range conn.Status.ExportedAPIs {
 		exports[e.Name] = e
@@ -350,6 +458,9 @@ func (r *Reconciler) finalize(ctx context.Context, b binding) (ctrl.Result, erro
 			}
 		}
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	if err := r.cleanupRelated(ctx, b); err != nil {
+		return ctrl.Result{}, fmt.Errorf("deleting related copies: %w", err)
 	}
 	if !r.Namespaced {
 		if err := r.unbindCRDs(ctx, b); err != nil {

@@ -148,6 +148,19 @@ type BoundAPI struct {
 	Instances *InstanceCounts `json:"instances,omitempty"`
 }
 
+// RelatedStatus summarizes the related Secrets and ConfigMaps a binding
+// copies.
+type RelatedStatus struct {
+	// Copies is the number of copies this binding keeps in sync.
+	Copies int32 `json:"copies"`
+	// Conflicts counts targets that exist and are not this binding's; they
+	// are left untouched.
+	Conflicts int32 `json:"conflicts"`
+	// Skipped counts sources that are never copied (service-account
+	// tokens) or that the target side refused.
+	Skipped int32 `json:"skipped"`
+}
+
 // BindingStatus is the observed state shared by ClusterBinding and Binding.
 type BindingStatus struct {
 	// BoundAPIs is the state of each bound API, sorted by name.
@@ -155,6 +168,10 @@ type BindingStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	BoundAPIs []BoundAPI `json:"boundAPIs,omitempty"`
+
+	// RelatedResources summarizes the related-resource copies.
+	// +optional
+	RelatedResources *RelatedStatus `json:"relatedResources,omitempty"`
 
 	// Conditions: Ready, Synced, Conflicts, PermissionDenied.
 	// +optional

@@ -1,0 +1,284 @@
+package related_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine"
+	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/related"
+)
+
+var env *enginetest.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	var stop func()
+	// A long resync: changes must arrive through watches (SYNC-R2).
+	env, stop, err = enginetest.Start(enginetest.Options{Engine: engine.Options{BindingResync: time.Minute}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx := context.Background()
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "provider"},
+			Data: map[string][]byte{"kubeconfig": env.Pair.Provider.Kubeconfig}},
+		&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"},
+			Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"}}},
+	} {
+		if err := env.Consumer.Create(ctx, o); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+func ns(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustCreate(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if obj.GetNamespace() != "" {
+		ns(t, c, obj.GetNamespace())
+	}
+	if err := c.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// binding creates a Binding in namespace with the related entries; it
+// binds no API of its own beyond a placeholder it does not need.
+func binding(t *testing.T, namespace, name string, entries ...kbindv1alpha1.RelatedResource) *kbindv1alpha1.Binding {
+	t.Helper()
+	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef:    kbindv1alpha1.ConnectionReference{Name: "provider"},
+		APIs:             []kbindv1alpha1.APIReference{{Name: "none.example.org"}},
+		RelatedResources: entries,
+	}}
+	mustCreate(t, env.Consumer, b)
+	return b
+}
+
+func secret(namespace, name string, labels map[string]string, data string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
+		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"key": []byte(data)}}
+}
+
+func waitSecret(t *testing.T, c client.Client, namespace, name string, check func(*corev1.Secret) error) {
+	t.Helper()
+	enginetest.Eventually(t, "secret "+namespace+"/"+name, func() error {
+		s := &corev1.Secret{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+			return err
+		}
+		return check(s)
+	})
+}
+
+func waitAbsent(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	enginetest.Eventually(t, "gone: "+obj.GetNamespace()+"/"+obj.GetName(), func() error {
+		err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+}
+
+func data(want string) func(*corev1.Secret) error {
+	return func(s *corev1.Secret) error {
+		if string(s.Data["key"]) != want {
+			return fmt.Errorf("data %q", s.Data["key"])
+		}
+		return nil
+	}
+}
+
+func TestFromProviderSecretsAndRotation(t *testing.T) {
+	ctx := context.Background()
+	src := secret("rel-a", "db-credentials", map[string]string{"app": "db"}, "v1")
+	mustCreate(t, env.Provider, src)
+	mustCreate(t, env.Provider, secret("rel-a", "unrelated", nil, "x"))
+	b := binding(t, "rel-a", "related", kbindv1alpha1.RelatedResource{
+		Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromProvider,
+		Selector: kbindv1alpha1.RelatedResourceSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+	})
+	waitSecret(t, env.Consumer, "rel-a", "db-credentials", func(s *corev1.Secret) error {
+		if string(s.Data["key"]) != "v1" || s.Type != corev1.SecretTypeOpaque || s.Labels[kbindv1alpha1.ManagedLabel] != "true" ||
+			!strings.HasPrefix(s.Annotations[kbindv1alpha1.RelatedBindingAnnotation], string(b.UID)+"/") || s.Labels["app"] != "" {
+			return fmt.Errorf("copy %+v", s.ObjectMeta)
+		}
+		return nil
+	})
+	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: "rel-a", Name: "unrelated"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("an unselected Secret was copied: %v", err)
+	}
+
+	// Rotation arrives through the provider watch, well under 5 s.
+	src.Data["key"] = []byte("v2")
+	if err := env.Provider.Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	rotated := time.Now()
+	waitSecret(t, env.Consumer, "rel-a", "db-credentials", data("v2"))
+	if took := time.Since(rotated); took > 5*time.Second {
+		t.Errorf("rotation took %s", took)
+	} else {
+		t.Logf("rotation took %s", took)
+	}
+
+	// A source that stops matching loses its copy; so does a deleted one.
+	src.Labels = nil
+	if err := env.Provider.Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-a", Name: "db-credentials"}})
+
+	// Binding deletion deletes every copy.
+	mustCreate(t, env.Provider, secret("rel-a", "second", map[string]string{"app": "db"}, "s"))
+	waitSecret(t, env.Consumer, "rel-a", "second", data("s"))
+	if err := env.Consumer.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-a", Name: "second"}})
+}
+
+func TestFromConsumerConfigMapsNamesAndEntries(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []string{"settings", "extra", "other"} {
+		mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-b", Name: n, Labels: map[string]string{"tier": "web"}},
+			Data: map[string]string{"k": n}, BinaryData: map[string][]byte{"b": {0, 1, 2}}, Immutable: ptr.To(n == "settings")})
+	}
+	byName := kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceConfigMaps, Direction: kbindv1alpha1.FromConsumer,
+		Selector: kbindv1alpha1.RelatedResourceSelector{Names: []string{"settings"}}}
+	byBoth := kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceConfigMaps, Direction: kbindv1alpha1.FromConsumer,
+		Selector: kbindv1alpha1.RelatedResourceSelector{Names: []string{"extra", "missing"},
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "web"}}}}
+	b := binding(t, "rel-b", "related", byName, byBoth)
+	enginetest.Eventually(t, "configmaps on the provider", func() error {
+		for _, n := range []string{"settings", "extra"} {
+			cm := &corev1.ConfigMap{}
+			if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-b", Name: n}, cm); err != nil {
+				return err
+			}
+			if cm.Data["k"] != n || len(cm.BinaryData["b"]) != 3 || (n == "settings") != (cm.Immutable != nil && *cm.Immutable) {
+				return fmt.Errorf("copy of %s: %+v", n, cm)
+			}
+		}
+		return nil
+	})
+	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-b", Name: "other"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("an unselected ConfigMap was copied: %v", err)
+	}
+	// Removing the second entry deletes its copies only.
+	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	b.Spec.RelatedResources = []kbindv1alpha1.RelatedResource{byName}
+	if err := env.Consumer.Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	waitAbsent(t, env.Provider, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-b", Name: "extra"}})
+	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-b", Name: "settings"}, &corev1.ConfigMap{}); err != nil {
+		t.Errorf("the first entry's copy went with the second entry: %v", err)
+	}
+	// An immutable source changed by recreation replaces its copy.
+	settings := &corev1.ConfigMap{}
+	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: "rel-b", Name: "settings"}, settings); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Consumer.Delete(ctx, settings); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-b", Name: "settings"},
+		Data: map[string]string{"k": "recreated"}, Immutable: ptr.To(true)})
+	enginetest.Eventually(t, "the immutable copy replaced", func() error {
+		cm := &corev1.ConfigMap{}
+		if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-b", Name: "settings"}, cm); err != nil {
+			return err
+		}
+		if cm.Data["k"] != "recreated" {
+			return fmt.Errorf("data %v", cm.Data)
+		}
+		return nil
+	})
+}
+
+func TestForeignTargetsTokensAndEmptySelector(t *testing.T) {
+	ctx := context.Background()
+	// The provider already has an unmanaged Secret of the same name.
+	foreign := secret("rel-c", "shared", nil, "provider-owned")
+	mustCreate(t, env.Provider, foreign)
+	mustCreate(t, env.Consumer, secret("rel-c", "shared", nil, "consumer"))
+	mustCreate(t, env.Consumer, secret("rel-c", "plain", nil, "p"))
+	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-c", Name: "sa-token",
+		Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
+		Type: corev1.SecretTypeServiceAccountToken, Data: map[string][]byte{"token": []byte("t")}}
+	mustCreate(t, env.Consumer, token)
+	// An empty selector selects every Secret in scope.
+	b := binding(t, "rel-c", "related", kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromConsumer})
+	waitSecret(t, env.Provider, "rel-c", "plain", data("p"))
+	enginetest.Eventually(t, "related status", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		r := b.Status.RelatedResources
+		if r == nil || r.Copies != 1 || r.Conflicts != 1 || r.Skipped != 1 {
+			return fmt.Errorf("related status %+v", r)
+		}
+		return nil
+	})
+	got := &corev1.Secret{}
+	if err := env.Provider.Get(ctx, client.ObjectKeyFromObject(foreign), got); err != nil || string(got.Data["key"]) != "provider-owned" {
+		t.Errorf("the foreign target was touched: %v %q", err, got.Data["key"])
+	}
+	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-c", Name: "sa-token"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a service-account token was copied: %v", err)
+	}
+	enginetest.Eventually(t, "Warning Events", func() error {
+		var events corev1.EventList
+		if err := env.Consumer.List(ctx, &events, client.InNamespace("rel-c")); err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, e := range events.Items {
+			seen[e.Reason] = true
+			if strings.Contains(e.Message, "provider-owned") || strings.Contains(e.Message, "consumer") && e.Reason == "" {
+				return fmt.Errorf("an Event carries Secret data: %s", e.Message)
+			}
+		}
+		if !seen["RelatedConflict"] || !seen["RelatedSkipped"] {
+			return fmt.Errorf("events %v", seen)
+		}
+		return nil
+	})
+}
+
+func TestEntryIDFollowsContent(t *testing.T) {
+	a := kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromProvider}
+	b := a
+	b.Selector.Names = []string{"x"}
+	if related.EntryID(a) == related.EntryID(b) || related.EntryID(a) != related.EntryID(a) || len(related.EntryID(a)) != 10 {
+		t.Error("an entry's identity must follow its content")
+	}
+}
