@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -128,7 +129,11 @@ func (c *Copier) Sync(ctx context.Context, b Binding, sides Sides) (Result, erro
 			desired := copyOf(src, b, id)
 			claims[key] = claim{entry: id, target: target, obj: desired}
 			outcome, err := c.apply(ctx, target, desired, b, id)
+			var nsErr *namespaceError
 			switch {
+			case errors.As(err, &nsErr) && apierrors.IsForbidden(err):
+				res.Forbidden = append(res.Forbidden, fmt.Sprintf("create namespaces/%s (%s side)", src.GetNamespace(), targetSide(e)))
+				res.Status.Skipped++
 			case apierrors.IsForbidden(err):
 				res.Forbidden = append(res.Forbidden, fmt.Sprintf("write %s in namespace %s (%s side)", e.Resource, src.GetNamespace(), targetSide(e)))
 				res.Status.Skipped++
@@ -261,7 +266,7 @@ func (c *Copier) apply(ctx context.Context, target client.Client, desired client
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := ensureNamespace(ctx, target, desired.GetNamespace(), b.ClusterUID); err != nil {
-			return applied, err
+			return applied, &namespaceError{err}
 		}
 	case err != nil:
 		return applied, err
@@ -325,6 +330,12 @@ func immutable(obj client.Object) bool {
 	}
 	return false
 }
+
+// namespaceError is a failure to create the target namespace.
+type namespaceError struct{ err error }
+
+func (e *namespaceError) Error() string { return "creating the target namespace: " + e.err.Error() }
+func (e *namespaceError) Unwrap() error { return e.err }
 
 func ensureNamespace(ctx context.Context, c client.Client, name, clusterUID string) error {
 	ns := &corev1.Namespace{}

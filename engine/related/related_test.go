@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -18,6 +19,7 @@ import (
 	"github.com/kbind/kbind/engine"
 	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/related"
+	"github.com/kbind/kbind/engine/testenv"
 )
 
 var env *enginetest.Env
@@ -281,4 +283,54 @@ func TestEntryIDFollowsContent(t *testing.T) {
 	if related.EntryID(a) == related.EntryID(b) || related.EntryID(a) != related.EntryID(a) || len(related.EntryID(a)) != 10 {
 		t.Error("an entry's identity must follow its content")
 	}
+}
+
+func TestForbiddenTargetNamespace(t *testing.T) {
+	ctx := context.Background()
+	user, err := env.Pair.Provider.AddUser("related-limited")
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "related-limited"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
+	}}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "related-limited"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: user.Name, APIGroup: "rbac.authorization.k8s.io"}}}
+	for _, o := range []client.Object{role, crb} {
+		mustCreate(t, env.Provider, o)
+	}
+	kc, err := testenv.KubeconfigFor("provider", user.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "limited"}, Data: map[string][]byte{"kubeconfig": kc}})
+	mustCreate(t, env.Consumer, &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "limited"},
+		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "limited"}}})
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-d", Name: "cfg"}, Data: map[string]string{"a": "b"}})
+	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-d", Name: "related"}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef:    kbindv1alpha1.ConnectionReference{Name: "limited"},
+		APIs:             []kbindv1alpha1.APIReference{{Name: "none.example.org"}},
+		RelatedResources: []kbindv1alpha1.RelatedResource{{Resource: kbindv1alpha1.RelatedResourceConfigMaps, Direction: kbindv1alpha1.FromConsumer}},
+	}}
+	mustCreate(t, env.Consumer, b)
+	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
+		"create namespaces/rel-d (provider side)")
+	// Once the namespace exists, the copy is made (at the next reconcile:
+	// here a spec change, in production also the resync) and the condition
+	// clears.
+	ns(t, env.Provider, "rel-d")
+	enginetest.Eventually(t, "a spec change", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		b.Spec.RelatedResources[0].Selector.Names = []string{"cfg"}
+		return env.Consumer.Update(ctx, b)
+	})
+	enginetest.Eventually(t, "the copy", func() error {
+		return env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-d", Name: "cfg"}, &corev1.ConfigMap{})
+	})
+	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
 }
