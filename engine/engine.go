@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -156,12 +157,17 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 		return nil, fmt.Errorf("consumer client: %w", err)
 	}
 	copier := &related.Copier{Events: mgr.GetEventRecorder("kbind-konnector")}
+	consumerMetadata, err := metadata.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("consumer metadata client: %w", err)
+	}
 	for i, namespaced := range []bool{false, true} {
 		if err := (&binding.Reconciler{
 			Client: mgr.GetClient(), Sessions: sessions, Installer: installer,
 			Namespaced: namespaced, Resync: opts.BindingResync,
 			Syncers: registry, Results: results, Triggers: triggers.channels[i],
 			Related: copier, Direct: direct, Trigger: func(c string) { triggers.fire(c, schema.GroupKind{}) },
+			ConsumerMetadata: consumerMetadata, Stop: ctx.Done(),
 		}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the binding controllers: %w", err)
 		}

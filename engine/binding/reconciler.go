@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,8 +64,16 @@ type Reconciler struct {
 	Direct  client.Client
 	Trigger func(connection string)
 
-	watchMu  sync.Mutex
-	watching map[*session.Session]bool
+	// ConsumerMetadata watches consumer Secret and ConfigMap metadata (no
+	// payloads) for FromConsumer sources.
+	ConsumerMetadata metadata.Interface
+	// Stop ends the metadata watch (the engine's lifetime).
+	Stop <-chan struct{}
+
+	watchMu          sync.Mutex
+	watching         map[*session.Session]bool
+	consumerWatch    sync.Once
+	fromConsumerConn map[string]bool
 }
 
 // binding gives uniform access to a ClusterBinding or Binding.
@@ -200,6 +210,7 @@ func (r *Reconciler) reconcileRelated(ctx context.Context, b binding, before *kb
 		return nil
 	}
 	r.watchRelatedSources(o.session, b.spec.RelatedResources)
+	r.watchConsumerSources(ctx, o.connection, b.spec.RelatedResources)
 	res, err := r.Related.Sync(ctx, r.relatedBinding(b, o.clusterUID), related.Sides{Consumer: r.Direct, Provider: o.session.Client})
 	if err != nil {
 		return fmt.Errorf("copying related resources: %w", err)
@@ -273,6 +284,50 @@ func (r *Reconciler) watchRelatedSources(sess *session.Session, entries []kbindv
 		}
 		<-ctx.Done()
 	})
+}
+
+// watchConsumerSources starts, once, a metadata-only watch on consumer
+// Secrets and ConfigMaps (payloads are never cached) that re-queues the
+// bindings of Connections with FromConsumer entries, so that a changed
+// consumer source is copied within seconds (SYNC-R2).
+func (r *Reconciler) watchConsumerSources(ctx context.Context, connection string, entries []kbindv1alpha1.RelatedResource) {
+	fromConsumer := false
+	for _, e := range entries {
+		fromConsumer = fromConsumer || e.Direction == kbindv1alpha1.FromConsumer
+	}
+	if !fromConsumer || r.Trigger == nil || r.ConsumerMetadata == nil {
+		return
+	}
+	r.watchMu.Lock()
+	if r.fromConsumerConn == nil {
+		r.fromConsumerConn = map[string]bool{}
+	}
+	r.fromConsumerConn[connection] = true
+	r.watchMu.Unlock()
+	r.consumerWatch.Do(func() {
+		factory := metadatainformer.NewSharedInformerFactory(r.ConsumerMetadata, 0)
+		handler := toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { r.triggerFromConsumer() },
+			UpdateFunc: func(any, any) { r.triggerFromConsumer() },
+			DeleteFunc: func(any) { r.triggerFromConsumer() },
+		}
+		for _, gvr := range []schema.GroupVersionResource{{Version: "v1", Resource: "secrets"}, {Version: "v1", Resource: "configmaps"}} {
+			_, _ = factory.ForResource(gvr).Informer().AddEventHandler(handler)
+		}
+		factory.Start(r.Stop)
+	})
+}
+
+func (r *Reconciler) triggerFromConsumer() {
+	r.watchMu.Lock()
+	conns := make([]string, 0, len(r.fromConsumerConn))
+	for c := range r.fromConsumerConn {
+		conns = append(conns, c)
+	}
+	r.watchMu.Unlock()
+	for _, c := range conns {
+		r.Trigger(c)
+	}
 }
 
 // countObjects counts the consumer objects of a CRD in the binding's scope,

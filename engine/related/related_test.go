@@ -276,6 +276,30 @@ func TestForeignTargetsTokensAndEmptySelector(t *testing.T) {
 	})
 }
 
+func TestFromConsumerRotation(t *testing.T) {
+	ctx := context.Background()
+	src := secret("rel-e", "api-key", map[string]string{"share": "yes"}, "k1")
+	mustCreate(t, env.Consumer, src)
+	binding(t, "rel-e", "related", kbindv1alpha1.RelatedResource{
+		Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromConsumer,
+		Selector: kbindv1alpha1.RelatedResourceSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"share": "yes"}}},
+	})
+	waitSecret(t, env.Provider, "rel-e", "api-key", data("k1"))
+	// The resync here is a minute: the change arrives through the
+	// metadata-only watch on consumer Secrets.
+	src.Data["key"] = []byte("k2")
+	if err := env.Consumer.Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	changed := time.Now()
+	waitSecret(t, env.Provider, "rel-e", "api-key", data("k2"))
+	if took := time.Since(changed); took > 5*time.Second {
+		t.Errorf("FromConsumer rotation took %s", took)
+	} else {
+		t.Logf("FromConsumer rotation took %s", took)
+	}
+}
+
 func TestEntryIDFollowsContent(t *testing.T) {
 	a := kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromProvider}
 	b := a
