@@ -156,13 +156,21 @@ func TestFromProviderSecretsAndRotation(t *testing.T) {
 	}
 	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-a", Name: "db-credentials"}})
 
-	// Binding deletion deletes every copy.
-	mustCreate(t, env.Provider, secret("rel-a", "second", map[string]string{"app": "db"}, "s"))
+	second := secret("rel-a", "second", map[string]string{"app": "db"}, "s")
+	mustCreate(t, env.Provider, second)
 	waitSecret(t, env.Consumer, "rel-a", "second", data("s"))
-	if err := env.Consumer.Delete(ctx, b); err != nil {
+	if err := env.Provider.Delete(ctx, second); err != nil {
 		t.Fatal(err)
 	}
 	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-a", Name: "second"}})
+
+	// Binding deletion deletes every copy.
+	mustCreate(t, env.Provider, secret("rel-a", "third", map[string]string{"app": "db"}, "t"))
+	waitSecret(t, env.Consumer, "rel-a", "third", data("t"))
+	if err := env.Consumer.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-a", Name: "third"}})
 }
 
 func TestFromConsumerConfigMapsNamesAndEntries(t *testing.T) {
