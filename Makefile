@@ -51,16 +51,28 @@ lint: ## Static checks: gofmt, go vet, and staticcheck-style vet analyzers on ev
 build: ## Build the binaries into bin/.
 	@mkdir -p bin
 	@for b in $(BINARIES); do echo "go build -o bin/$$b ./$$b/cmd/$$b"; (cd $$b && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/$$b ./cmd/$$b); done
+	@echo "go build -o bin/quickstart ./e2e/cmd/quickstart"; cd e2e && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/quickstart ./cmd/quickstart
+
+QUICKSTART_FLAGS ?=
+
+.PHONY: quickstart
+quickstart: build ## Run the demo: provider + consumer clusters, the konnector, a Widget synced both ways (QUICKSTART_FLAGS=--check|--detach).
+	@assets=$$(tools/controlplane/build.sh); KUBEBUILDER_ASSETS=$$assets bin/quickstart $(QUICKSTART_FLAGS)
+
+.PHONY: quickstart-down
+quickstart-down: ## Stop what `make quickstart QUICKSTART_FLAGS=--detach` left running.
+	@if [ -x bin/quickstart ]; then bin/quickstart --down; else echo "quickstart: nothing is running"; fi
 
 .PHONY: build-all
 build-all: ## go build ./... in every module.
 	@for m in $(CODE_MODULES); do echo "go build ./$$m/..."; (cd $$m && $(GO) build ./...); done
 
 .PHONY: test
-test: build-all ## Every module's tests: unit, envtest and e2e, against real control planes.
+test: build-all build ## Every module's tests (unit, envtest, e2e) against real control planes, then the quickstart --check.
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
 	  echo "control plane binaries: $$assets"; \
-	  for m in $(CODE_MODULES); do echo "== go test ./$$m/..."; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done
+	  for m in $(CODE_MODULES); do echo "== go test ./$$m/..."; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done; \
+	  echo "== quickstart --check"; bin/quickstart --check
 
 .PHONY: clean
 clean: ## Remove build outputs (the control plane cache stays).

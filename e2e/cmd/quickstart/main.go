@@ -1,0 +1,353 @@
+// Command quickstart runs kbind's demo on one machine: a provider and a
+// consumer cluster (local control planes; kind is used by the e2e suites
+// where Docker exists), the example Widget API exported by the provider, the
+// one-file setup applied on the consumer, the konnector as a host process,
+// and a Widget that travels up with its status coming back.
+//
+//	make quickstart                                   # interactive; Ctrl-C tears down
+//	make quickstart QUICKSTART_FLAGS=--check          # unattended, verifies each step
+//	make quickstart QUICKSTART_FLAGS=--detach         # leaves everything running
+//	make quickstart-down                              # stops what --detach left
+//
+// The kubeconfig with the contexts "provider" and "consumer" is always
+// .quickstart/kubeconfig.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kbind/kbind/engine/testenv"
+)
+
+const dir = ".quickstart"
+
+func main() {
+	check := flag.Bool("check", false, "run unattended, verify each step, tear down, exit non-zero on any failure")
+	detach := flag.Bool("detach", false, "run unattended and leave the clusters and the konnector running in the background")
+	down := flag.Bool("down", false, "stop what --detach left running")
+	konnector := flag.String("konnector", "bin/konnector", "the konnector binary")
+	flag.Parse()
+
+	var err error
+	switch {
+	case *down:
+		err = stopDetached()
+	case *detach && os.Getenv("KBIND_QUICKSTART_CHILD") == "":
+		err = startDetached()
+	default:
+		err = run(*konnector, *check, *detach)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "\nquickstart: FAILED: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type demo struct {
+	kubeconfig string
+	out        io.Writer
+	check      bool
+}
+
+func (d *demo) step(format string, args ...any) {
+	fmt.Fprintf(d.out, "\n==> "+format+"\n", args...)
+}
+
+// kubectl runs the project's kubectl against the quickstart kubeconfig,
+// echoing the command as a user would type it.
+func (d *demo) kubectl(ctx context.Context, args ...string) (string, error) {
+	fmt.Fprintf(d.out, "$ kubectl %s\n", strings.Join(args, " "))
+	out, err := testenv.Kubectl(ctx, d.kubeconfig, args...)
+	fmt.Fprint(d.out, indent(out))
+	return out, err
+}
+
+func indent(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
+}
+
+// poll retries fn every 200 ms until it succeeds or the timeout passes.
+func poll(ctx context.Context, timeout time.Duration, what string, fn func() error) error {
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = fn(); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func run(konnectorBin string, check, detached bool) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if _, err := os.Stat(konnectorBin); err != nil {
+		return fmt.Errorf("%s missing: run `make build` (make quickstart does)", konnectorBin)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(dir)
+	d := &demo{kubeconfig: filepath.Join(abs, "kubeconfig"), out: os.Stdout, check: check}
+
+	d.step("Starting a provider and a consumer cluster (local control planes in %s)", dir)
+	for _, c := range []string{"consumer", "provider"} {
+		_ = os.RemoveAll(filepath.Join(abs, c))
+	}
+	pair, err := testenv.StartPair(testenv.PairOptions{Dir: abs})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		d.step("Tearing down")
+		_ = pair.Stop()
+	}()
+	fmt.Fprintf(d.out, "kubeconfig with contexts provider and consumer: %s\n", filepath.Join(dir, "kubeconfig"))
+
+	d.step("Exporting the example Widget API on the provider")
+	if _, err := d.kubectl(ctx, "--context=provider", "apply", "-f", "examples/widgets-crd.yaml"); err != nil {
+		return err
+	}
+	if _, err := d.kubectl(ctx, "--context=provider", "get", "crds", "-l", "core.kbind.io/exported=true"); err != nil {
+		return err
+	}
+
+	d.step("Applying one file on the consumer: Secret kbind/demo-provider-kubeconfig, Connection demo-provider, ClusterBinding widgets")
+	manifest, err := os.ReadFile("examples/quickstart.yaml")
+	if err != nil {
+		return err
+	}
+	kc := strings.ReplaceAll(strings.TrimSpace(string(pair.Provider.Kubeconfig)), "\n", "\n    ")
+	applied := filepath.Join(abs, "quickstart.yaml")
+	if err := os.WriteFile(applied, []byte(strings.Replace(string(manifest), "KUBECONFIG_PLACEHOLDER", kc, 1)), 0o600); err != nil {
+		return err
+	}
+	if _, err := d.kubectl(ctx, "--context=consumer", "create", "namespace", "kbind"); err != nil {
+		return err
+	}
+	if _, err := d.kubectl(ctx, "--context=consumer", "apply", "-f", filepath.Join(dir, "quickstart.yaml")); err != nil {
+		return err
+	}
+
+	d.step("Running the konnector against the consumer")
+	logPath := filepath.Join(abs, "konnector.log")
+	var logOut io.Writer = os.Stdout
+	if check || detached {
+		f, err := os.Create(logPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logOut = f
+		fmt.Fprintf(d.out, "konnector log: %s\n", filepath.Join(dir, "konnector.log"))
+	}
+	k := exec.CommandContext(ctx, konnectorBin, "--kubeconfig", pair.Consumer.KubeconfigPath,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0")
+	k.Stdout, k.Stderr = logOut, logOut
+	k.Cancel = func() error { return k.Process.Signal(os.Interrupt) }
+	k.WaitDelay = 10 * time.Second
+	if err := k.Start(); err != nil {
+		return err
+	}
+	defer func() { cancel(); _ = k.Wait() }()
+
+	if _, err := d.kubectl(ctx, "--context=consumer", "wait", "--for=condition=Ready", "connection/demo-provider", "--timeout=90s"); err != nil {
+		return err
+	}
+	if _, err := d.kubectl(ctx, "--context=consumer", "wait", "--for=condition=Ready", "clusterbinding/widgets", "--timeout=90s"); err != nil {
+		return err
+	}
+	if _, err := d.kubectl(ctx, "--context=consumer", "get", "connections,clusterbindings"); err != nil {
+		return err
+	}
+
+	d.step("Creating default/my-widget on the consumer")
+	if _, err := d.kubectl(ctx, "--context=consumer", "apply", "-f", "examples/my-widget.yaml"); err != nil {
+		return err
+	}
+	d.step("The copy on the provider, with kbind's ownership markers")
+	err = poll(ctx, 30*time.Second, "the provider copy of default/my-widget", func() error {
+		_, err := testenv.Kubectl(ctx, d.kubeconfig, "--context=provider", "-n", "default", "get", "widget", "my-widget")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	out, err := d.kubectl(ctx, "--context=provider", "-n", "default", "get", "widget", "my-widget", "-o",
+		`jsonpath={.metadata.annotations}{"\n"}{.spec}{"\n"}`)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(out, "core.kbind.io/consumer-object-uid") || !strings.Contains(out, `"color":"blue"`) {
+		return fmt.Errorf("the provider copy lacks the markers or the spec:\n%s", out)
+	}
+
+	d.step("A status patched on the provider (the demo has no Widget controller) arrives on the consumer")
+	if _, err := d.kubectl(ctx, "--context=provider", "-n", "default", "patch", "widget", "my-widget",
+		"--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Ready"}}`); err != nil {
+		return err
+	}
+	err = poll(ctx, 30*time.Second, "the status on the consumer", func() error {
+		out, err := testenv.Kubectl(ctx, d.kubeconfig, "--context=consumer", "-n", "default", "get", "widget", "my-widget", "-o", "jsonpath={.status.phase}")
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(out) != "Ready" {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := d.kubectl(ctx, "--context=consumer", "-n", "default", "get", "widgets"); err != nil {
+		return err
+	}
+
+	if check {
+		d.step("Deleting the consumer Widget removes the provider copy first")
+		if _, err := d.kubectl(ctx, "--context=consumer", "-n", "default", "delete", "widget", "my-widget", "--timeout=60s"); err != nil {
+			return err
+		}
+		out, err := testenv.Kubectl(ctx, d.kubeconfig, "--context=provider", "-n", "default", "get", "widget", "my-widget", "--ignore-not-found")
+		if err != nil || strings.TrimSpace(out) != "" {
+			return fmt.Errorf("the provider copy is still there: %v %s", err, out)
+		}
+		d.step("Quickstart check passed")
+		return nil
+	}
+
+	kubectl, _ := testenv.KubectlPath()
+	fmt.Fprintf(d.out, `
+==> Try next (the kubectl kbind built, the quickstart kubeconfig):
+  export KUBECONFIG=%s
+  alias kubectl=%s
+  kubectl --context=consumer get connections,clusterbindings
+  kubectl --context=consumer get connection demo-provider -o yaml
+  kubectl --context=consumer -n default get widgets
+  kubectl --context=provider -n default get widget my-widget -o yaml
+  kubectl --context=provider get leases -A -l core.kbind.io/managed=true
+  kubectl --context=consumer -n default delete widget my-widget
+`, d.kubeconfig, kubectl)
+	if detached {
+		fmt.Fprintf(d.out, "\nRunning in the background; stop it with: make quickstart-down\n")
+		markReady()
+	} else {
+		fmt.Fprintf(d.out, "\nThe konnector logs above. Press Ctrl-C to tear everything down.\n")
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// Detached mode: the quickstart re-runs itself in a new session with its
+// output in .quickstart/quickstart.log, waits until the demo is up, and
+// leaves it running; quickstart-down signals it to tear down.
+
+func pidFile() string   { return filepath.Join(dir, "quickstart.pid") }
+func readyFile() string { return filepath.Join(dir, "ready") }
+
+func markReady() { _ = os.WriteFile(readyFile(), []byte("ready\n"), 0o644) }
+
+func startDetached() error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if pid, ok := runningPid(); ok {
+		return fmt.Errorf("a detached quickstart already runs (pid %d); stop it with make quickstart-down", pid)
+	}
+	_ = os.Remove(readyFile())
+	logf, err := os.Create(filepath.Join(dir, "quickstart.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, os.Args[1:]...)
+	cmd.Env = append(os.Environ(), "KBIND_QUICKSTART_CHILD=1")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if err := os.WriteFile(pidFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	fmt.Printf("quickstart: starting in the background (log: %s)\n", filepath.Join(dir, "quickstart.log"))
+	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); {
+		select {
+		case err := <-exited:
+			_ = os.Remove(pidFile())
+			return fmt.Errorf("the detached quickstart exited (%v); see %s", err, filepath.Join(dir, "quickstart.log"))
+		case <-time.After(500 * time.Millisecond):
+		}
+		if _, err := os.Stat(readyFile()); err == nil {
+			data, _ := os.ReadFile(filepath.Join(dir, "quickstart.log"))
+			fmt.Print(string(data))
+			return nil
+		}
+	}
+	return errors.New("the detached quickstart did not come up within 10 minutes")
+}
+
+func runningPid() (int, bool) {
+	data, err := os.ReadFile(pidFile())
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0, false
+	}
+	if syscall.Kill(pid, 0) != nil {
+		return 0, false
+	}
+	return pid, true
+}
+
+func stopDetached() error {
+	pid, ok := runningPid()
+	if !ok {
+		fmt.Println("quickstart: nothing is running")
+		_ = os.Remove(pidFile())
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil {
+			_ = os.Remove(pidFile())
+			_ = os.Remove(readyFile())
+			fmt.Println("quickstart: stopped")
+			return nil
+		}
+	}
+	return fmt.Errorf("pid %d did not stop within 60 s", pid)
+}
