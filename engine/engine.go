@@ -28,6 +28,7 @@ import (
 	"github.com/kbind/kbind/engine/connection"
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/metrics"
 	"github.com/kbind/kbind/engine/related"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
@@ -148,6 +149,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	}
 	triggers := newTriggers(ctx, 2)
 	results := syncer.NewResults(triggers.fire)
+	metrics.AddConflictSource(results)
 	registry := &syncer.Registry{
 		Consumer: mgr.GetClient(), Cache: mgr.GetCache(), Sessions: sessions,
 		Events: mgr.GetEventRecorder("kbind-konnector"), Results: results, Workers: opts.Workers, Base: ctx,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -51,13 +52,13 @@ func freePort(t *testing.T) string {
 
 // startKonnector runs the binary against the consumer and returns its
 // probe address and log.
-func startKonnector(t *testing.T, kubeconfig string, args ...string) (probeAddr string, log *enginetest.SyncBuffer) {
+func startKonnector(t *testing.T, kubeconfig string, args ...string) (probeAddr, metricsAddr string, log *enginetest.SyncBuffer) {
 	t.Helper()
-	probeAddr = freePort(t)
+	probeAddr, metricsAddr = freePort(t), freePort(t)
 	log = &enginetest.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, konnectorBin, append([]string{
-		"--kubeconfig", kubeconfig, "--health-probe-bind-address", probeAddr, "--metrics-bind-address", "0",
+		"--kubeconfig", kubeconfig, "--health-probe-bind-address", probeAddr, "--metrics-bind-address", metricsAddr,
 	}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -70,7 +71,7 @@ func startKonnector(t *testing.T, kubeconfig string, args ...string) (probeAddr 
 			t.Logf("konnector log:\n%s", log.String())
 		}
 	})
-	return probeAddr, log
+	return probeAddr, metricsAddr, log
 }
 
 func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
@@ -106,7 +107,7 @@ func TestConnectionThroughTheBinary(t *testing.T) {
 	if _, err := testenv.Kubectl(ctx, kc, "--context=consumer", "create", "namespace", "kbind"); err != nil {
 		t.Fatal(err)
 	}
-	probe, log := startKonnector(t, pair.Consumer.KubeconfigPath)
+	probe, metricsAddr, log := startKonnector(t, pair.Consumer.KubeconfigPath)
 	eventually(t, 30*time.Second, "/readyz", func() error {
 		for _, path := range []string{"/healthz", "/readyz"} {
 			resp, err := http.Get("http://" + probe + path)
@@ -198,6 +199,28 @@ func TestConnectionThroughTheBinary(t *testing.T) {
 		}
 		return nil
 	})
+	// kbind's metrics (docs/metrics.md).
+	eventually(t, 10*time.Second, "kbind metrics", func() error {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, want := range []string{
+			`kbind_sync_duration_seconds_bucket{direction="up"`,
+			`kbind_sync_duration_seconds_bucket{direction="down"`,
+			`kbind_syncs_total{api="Widget.example.org",connection="demo-provider",result="synced"}`,
+			`kbind_connection_ready{connection="demo-provider"} 1`,
+			`kbind_heartbeat_age_seconds{connection="demo-provider"}`,
+		} {
+			if !strings.Contains(string(body), want) {
+				return fmt.Errorf("/metrics lacks %s", want)
+			}
+		}
+		return nil
+	})
+
 	// Deleting the consumer Widget removes the provider copy first.
 	if out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "-n", "default", "delete", "widget", "my-widget", "--timeout=60s"); err != nil {
 		t.Fatalf("%v: %s", err, out)

@@ -33,6 +33,7 @@ import (
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/kubeconfig"
+	"github.com/kbind/kbind/engine/metrics"
 	"github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
 )
@@ -78,10 +79,24 @@ type probe struct {
 }
 
 type heartbeatState struct {
-	session *session.Session
-	known   bool
-	err     error
-	lease   heartbeat.Lease
+	session     *session.Session
+	known       bool
+	err         error
+	lease       heartbeat.Lease
+	lastRenewal time.Time
+}
+
+// LastRenewals implements metrics.HeartbeatSource.
+func (r *Reconciler) LastRenewals() map[string]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]time.Time{}
+	for name, hb := range r.heartbeats {
+		if !hb.lastRenewal.IsZero() {
+			out[name] = hb.lastRenewal
+		}
+	}
+	return out
 }
 
 func (r *Reconciler) init() {
@@ -136,6 +151,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	decided := desiredConditions(obs)
 	apply(&conn.Status.Conditions, decided, conn.Generation)
 	ready := isReady(decided)
+	metrics.ConnectionReady.WithLabelValues(conn.Name).Set(map[bool]float64{true: 1, false: 0}[ready])
 	if ready {
 		conn.Status.ActiveSchemaSource = obs.discovery.Source
 		conn.Status.ExportedAPIs = obs.discovery.Exports
@@ -330,7 +346,7 @@ func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *sessi
 		return
 	}
 	prev := r.heartbeats[conn.Name]
-	r.heartbeats[conn.Name] = heartbeatState{session: sess, lease: lease, known: prev.known, err: prev.err}
+	r.heartbeats[conn.Name] = heartbeatState{session: sess, lease: lease, known: prev.known, err: prev.err, lastRenewal: prev.lastRenewal}
 	name := conn.Name
 	sess.Go(func(ctx context.Context) {
 		heartbeat.Run(ctx, sess.Client, lease, r.HeartbeatInterval, func(err error) {
@@ -342,6 +358,9 @@ func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *sessi
 			}
 			changed := !hb.known || errString(hb.err) != errString(err)
 			hb.known, hb.err = true, err
+			if err == nil {
+				hb.lastRenewal = time.Now()
+			}
 			r.heartbeats[name] = hb
 			r.mu.Unlock()
 			if changed {
@@ -394,6 +413,7 @@ func (r *Reconciler) forget(name string) {
 	r.mu.Unlock()
 	r.backoff.Forget(name)
 	r.Installer.Forget(name, "")
+	metrics.ConnectionReady.DeleteLabelValues(name)
 }
 
 func (r *Reconciler) ensureFinalizer(ctx context.Context, obj client.Object, connection string) error {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/metrics"
 )
 
 // SetupWithManager wires the reconciler: Connections (spec and deletion
@@ -22,6 +23,7 @@ import (
 // triggers (heartbeat results, Secret siblings).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
+	metrics.AddHeartbeatSource(r)
 	deleting := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !e.ObjectNew.GetDeletionTimestamp().IsZero()
 	}}

@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"sort"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/metrics"
 )
 
 // State is the engine's own per-object sync result.
@@ -60,6 +62,7 @@ func (r *Results) set(t Target, key types.NamespacedName, res Result) bool {
 	changed := !had || old != res
 	m[key] = res
 	r.mu.Unlock()
+	metrics.Syncs.WithLabelValues(t.Connection, t.GVK.GroupKind().String(), strings.ToLower(string(res.State))).Inc()
 	if changed && r.onChange != nil {
 		r.onChange(t.Connection, t.GVK.GroupKind())
 	}
@@ -136,6 +139,24 @@ func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace st
 	sort.Strings(s.Forbidden)
 	sort.Strings(s.Failures)
 	return s
+}
+
+// Conflicts implements metrics.ConflictSource.
+func (r *Results) Conflicts(fn func(connection, api, reason string, n int)) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for key, m := range r.byAPI {
+		counts := map[kbindv1alpha1.Reason]int{}
+		for _, res := range m {
+			if res.State == StateConflict {
+				counts[res.Conflict]++
+			}
+		}
+		connection, api, _ := strings.Cut(key, "/")
+		for reason, n := range counts {
+			fn(connection, api, string(reason), n)
+		}
+	}
 }
 
 func fromUnstructured(m map[string]any, out any) error {

@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/metrics"
 )
 
 // Event reasons on consumer objects (beyond the condition reasons).
@@ -81,10 +83,12 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 	desired := s.desiredCopy(cobj)
 	if !exists || !upToDate(pobj, desired) {
 		applied := desired.DeepCopy()
+		start := time.Now()
 		if err := s.session.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied),
 			client.FieldOwner(kbindv1alpha1.FieldManager), client.ForceOwnership); err != nil {
 			return s.failed(ctx, cobj, err, "apply", s.target.GVK.Kind+" "+key.String())
 		}
+		metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(time.Since(start).Seconds())
 		if verdict.Adopt {
 			log.FromContext(ctx).Info("Adopted an unmarked provider object (conflictPolicy Adopt)")
 		}
@@ -293,9 +297,11 @@ func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstru
 	}
 	updated := cobj.DeepCopy()
 	updated.Object["status"] = runtimeDeepCopy(pstatus)
+	start := time.Now()
 	if err := s.consumer.Status().Update(ctx, updated); err != nil {
 		return err
 	}
+	metrics.SyncDuration.WithLabelValues(metrics.DirectionDown).Observe(time.Since(start).Seconds())
 	return nil
 }
 

@@ -1,0 +1,104 @@
+// Package metrics holds kbind's Prometheus metrics (spec §6). They are
+// registered with controller-runtime's registry, so the konnector serves
+// them on its metrics endpoint next to controller-runtime's own.
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Directions of SyncDuration.
+const (
+	DirectionUp   = "up"   // spec up: consumer → provider
+	DirectionDown = "down" // status down: provider → consumer
+)
+
+var (
+	// SyncDuration is the duration of the provider write of a spec up, or
+	// of the consumer write of a status down.
+	SyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kbind_sync_duration_seconds",
+		Help:    "Duration of one sync write, by direction: up (spec to the provider) or down (status to the consumer).",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"direction"})
+
+	// Syncs counts per-object sync outcomes.
+	Syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kbind_syncs_total",
+		Help: "Per-object sync outcomes, by connection, API and result (synced, pending, failed, conflict).",
+	}, []string{"connection", "api", "result"})
+
+	// ConnectionReady is 1 while a Connection is Ready.
+	ConnectionReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kbind_connection_ready",
+		Help: "1 while the Connection is Ready, else 0.",
+	}, []string{"connection"})
+)
+
+var (
+	conflictsDesc    = prometheus.NewDesc("kbind_conflicts", "Consumer objects skipped because their provider object belongs to someone else, by connection, API and reason.", []string{"connection", "api", "reason"}, nil)
+	heartbeatAgeDesc = prometheus.NewDesc("kbind_heartbeat_age_seconds", "Seconds since the Connection's heartbeat Lease was last renewed.", []string{"connection"}, nil)
+)
+
+// ConflictSource reports current conflict counts.
+type ConflictSource interface {
+	// Conflicts calls fn for every (connection, API, reason) with conflicts.
+	Conflicts(fn func(connection, api, reason string, n int))
+}
+
+// HeartbeatSource reports the last successful renewal per Connection.
+type HeartbeatSource interface {
+	LastRenewals() map[string]time.Time
+}
+
+type collector struct {
+	mu         sync.Mutex
+	conflicts  []ConflictSource
+	heartbeats []HeartbeatSource
+}
+
+var state = &collector{}
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(SyncDuration, Syncs, ConnectionReady, state)
+}
+
+// AddConflictSource registers a source of kbind_conflicts.
+func AddConflictSource(s ConflictSource) {
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	state.conflicts = append(state.conflicts, s)
+}
+
+// AddHeartbeatSource registers a source of kbind_heartbeat_age_seconds.
+func AddHeartbeatSource(s HeartbeatSource) {
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	state.heartbeats = append(state.heartbeats, s)
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- conflictsDesc
+	ch <- heartbeatAgeDesc
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	conflicts, heartbeats := append([]ConflictSource{}, c.conflicts...), append([]HeartbeatSource{}, c.heartbeats...)
+	c.mu.Unlock()
+	for _, s := range conflicts {
+		s.Conflicts(func(connection, api, reason string, n int) {
+			ch <- prometheus.MustNewConstMetric(conflictsDesc, prometheus.GaugeValue, float64(n), connection, api, reason)
+		})
+	}
+	now := time.Now()
+	for _, s := range heartbeats {
+		for connection, last := range s.LastRenewals() {
+			ch <- prometheus.MustNewConstMetric(heartbeatAgeDesc, prometheus.GaugeValue, now.Sub(last).Seconds(), connection)
+		}
+	}
+}
