@@ -149,6 +149,10 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	}
 	triggers := newTriggers(ctx, 2)
 	results := syncer.NewResults(triggers.fire)
+	// A new or stopped provider session (credential rotation, Ready lost)
+	// re-checks the Connection's bindings at once, so syncers restart on the
+	// new session without waiting for the resync.
+	sessions.Subscribe(func(connection string) { triggers.fire(connection, schema.GroupKind{}) })
 	metrics.AddConflictSource(results)
 	registry := &syncer.Registry{
 		Consumer: mgr.GetClient(), Cache: mgr.GetCache(), Sessions: sessions,

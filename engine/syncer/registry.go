@@ -223,7 +223,9 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 			return 0, err
 		}
 	}
+	// A Syncer that is never started, for its release logic.
 	s := New(Options{Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session, Events: r.Events, Results: r.Results})
+	defer s.queue.ShutDown()
 	s.target.GVK = gvk
 	objs := s.newList()
 	var opts []client.ListOption
