@@ -74,6 +74,13 @@ test: build-all build ## Every module's tests (unit, envtest, e2e) against real 
 	  for m in $(CODE_MODULES); do echo "== go test ./$$m/..."; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done; \
 	  echo "== quickstart --check"; bin/quickstart --check
 
+IMAGE ?= ghcr.io/kbind/konnector:dev
+
+.PHONY: image
+image: ## Build the konnector image with Docker (IMAGE=...). Docker is optional; nothing else needs it.
+	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine"; exit 1; }
+	docker build -t $(IMAGE) .
+
 .PHONY: clean
 clean: ## Remove build outputs (the control plane cache stays).
 	rm -rf bin
