@@ -26,6 +26,7 @@ controlplane: ## Build (once) etcd, kube-apiserver and kubectl for tests; prints
 generate: ## Generate deepcopy code and CRD YAML from the API types.
 	$(CONTROLGEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLGEN) crd:crdVersions=v1 paths=./api/core/... output:crd:artifacts:config=api/crds
+	rm -f charts/konnector/files/crds/*.yaml && cp api/crds/*.yaml charts/konnector/files/crds/
 
 .PHONY: fmt
 fmt: ## gofmt every module.
@@ -33,8 +34,8 @@ fmt: ## gofmt every module.
 
 .PHONY: verify
 verify: generate ## Regenerate and fail on any diff; gofmt, go vet and go mod tidy on every module.
-	@if [ -n "$$(git status --porcelain -- api)" ]; then \
-	  echo "generated files are out of date; run 'make generate' and commit:"; git status --porcelain -- api; git --no-pager diff --stat -- api; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- api charts)" ]; then \
+	  echo "generated files are out of date; run 'make generate' and commit:"; git status --porcelain -- api charts; git --no-pager diff --stat -- api charts; exit 1; fi
 	@unformatted=$$(gofmt -l $(MODULES) tools/controlplane); if [ -n "$$unformatted" ]; then \
 	  echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	@for m in $(CODE_MODULES); do echo "go vet ./$$m/..."; (cd $$m && $(GO) vet ./...); done

@@ -1,0 +1,326 @@
+package chart
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint/support"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/testenv"
+)
+
+const chartDir = "../../charts/konnector"
+
+func load(t *testing.T) *chart.Chart {
+	t.Helper()
+	c, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// render renders the chart as `helm install konnector charts/konnector -n
+// kbind` would, without a cluster, and returns the manifests by kind/name.
+func render(t *testing.T, values map[string]any) (map[string]map[string]any, error) {
+	t.Helper()
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun, install.ClientOnly, install.ReleaseName, install.Namespace = true, true, "konnector", "kbind"
+	install.KubeVersion = &chartutil.KubeVersion{Version: testenv.KubernetesVersion, Major: "1", Minor: "37"}
+	rel, err := install.Run(load(t), values)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]any{}
+	for _, doc := range strings.Split(rel.Manifest, "\n---") {
+		obj := map[string]any{}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("rendered manifest does not parse: %v\n%s", err, doc)
+		}
+		if len(obj) == 0 {
+			continue
+		}
+		md := obj["metadata"].(map[string]any)
+		key := fmt.Sprintf("%s/%s", obj["kind"], md["name"])
+		if ns, ok := md["namespace"]; ok {
+			key += "@" + ns.(string)
+		}
+		out[key] = obj
+	}
+	return out, nil
+}
+
+func args(t *testing.T, objs map[string]map[string]any) string {
+	t.Helper()
+	d := objs["Deployment/konnector@kbind"]
+	if d == nil {
+		t.Fatalf("no Deployment konnector in kbind; rendered %v", keys(objs))
+	}
+	containers := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)
+	c := containers[0].(map[string]any)
+	if c["name"] != "konnector" {
+		t.Errorf("container %v", c["name"])
+	}
+	var out []string
+	for _, a := range c["args"].([]any) {
+		out = append(out, a.(string))
+	}
+	return strings.Join(out, " ")
+}
+
+func keys(m map[string]map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestLint(t *testing.T) {
+	lint := action.NewLint()
+	lint.Strict = true
+	res := lint.Run([]string{chartDir}, nil)
+	for _, m := range res.Messages {
+		if m.Severity >= support.WarningSev {
+			t.Errorf("helm lint: %s", m)
+		}
+	}
+	for _, err := range res.Errors {
+		t.Errorf("helm lint: %v", err)
+	}
+}
+
+func TestRenderDefaults(t *testing.T) {
+	objs, err := render(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := args(t, objs)
+	for _, want := range []string{"--namespace=kbind", "--secret-namespaces=kbind", "--leader-elect=false", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("args %q lack %s", a, want)
+		}
+	}
+	labels := objs["Deployment/konnector@kbind"]["metadata"].(map[string]any)["labels"].(map[string]any)
+	if labels["app.kubernetes.io/instance"] != "konnector" || labels["app.kubernetes.io/name"] != "konnector" {
+		t.Errorf("labels %v", labels)
+	}
+	for _, k := range []string{"ServiceAccount/konnector@kbind", "ClusterRole/konnector", "ClusterRoleBinding/konnector",
+		"Role/konnector-leader-election@kbind", "RoleBinding/konnector-leader-election@kbind", "Role/konnector-secrets@kbind",
+		"CustomResourceDefinition/connections.core.kbind.io"} {
+		if objs[k] == nil {
+			t.Errorf("%s not rendered; rendered %v", k, keys(objs))
+		}
+	}
+	crd := objs["CustomResourceDefinition/connections.core.kbind.io"]
+	if crd["metadata"].(map[string]any)["annotations"].(map[string]any)["helm.sh/resource-policy"] != "keep" {
+		t.Error("CRDs must be kept on uninstall")
+	}
+	if !strings.Contains(fmt.Sprint(objs["ClusterRole/konnector"]["rules"]), "apiGroups:[*]") {
+		t.Errorf("default bound groups should be *: %v", objs["ClusterRole/konnector"]["rules"])
+	}
+}
+
+func TestRenderOptions(t *testing.T) {
+	objs, err := render(t, map[string]any{
+		"replicaCount":        2,
+		"rbac":                map[string]any{"boundResourceGroups": []any{"example.org"}},
+		"installCRDs":         false,
+		"metrics":             map[string]any{"service": map[string]any{"enabled": true}},
+		"podDisruptionBudget": map[string]any{"enabled": true},
+		"secretNamespaces":    []any{"kbind", "platform"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := args(t, objs); !strings.Contains(a, "--leader-elect=true") || !strings.Contains(a, "--secret-namespaces=kbind,platform") {
+		t.Errorf("more than one replica must force leader election: %s", a)
+	}
+	rules := fmt.Sprint(objs["ClusterRole/konnector"]["rules"])
+	if strings.Contains(rules, "apiGroups:[*]") || !strings.Contains(rules, "apiGroups:[example.org]") {
+		t.Errorf("narrowed bound groups: %s", rules)
+	}
+	if !strings.Contains(rules, "resources:[secrets configmaps]") {
+		t.Errorf("narrowing bound groups must keep the related Secret/ConfigMap rules: %s", rules)
+	}
+	for _, k := range []string{"Service/konnector-metrics@kbind", "PodDisruptionBudget/konnector@kbind", "Role/konnector-secrets@platform"} {
+		if objs[k] == nil {
+			t.Errorf("%s not rendered", k)
+		}
+	}
+	if objs["CustomResourceDefinition/connections.core.kbind.io"] != nil {
+		t.Error("installCRDs=false still renders CRDs")
+	}
+}
+
+func TestSchemaRejectsBadValues(t *testing.T) {
+	for name, values := range map[string]map[string]any{
+		"typo":         {"replicas": 2},
+		"wrong type":   {"replicaCount": "two"},
+		"bad policy":   {"image": map[string]any{"pullPolicy": "Sometimes"}},
+		"zero workers": {"workers": 0},
+		"empty groups": {"rbac": map[string]any{"boundResourceGroups": []any{}}},
+		"bad timeout":  {"provider": map[string]any{"timeout": "soon"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := render(t, values); err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
+				t.Errorf("expected a schema error, got %v", err)
+			}
+		})
+	}
+}
+
+// TestChartOnARealAPIServer applies the rendered chart to a real consumer
+// API server and runs the konnector binary impersonating the chart's
+// ServiceAccount: a missing RBAC rule fails the sync below.
+func TestChartOnARealAPIServer(t *testing.T) {
+	ctx := context.Background()
+	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
+		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
+	}})
+	kc := pair.KubeconfigPath
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun, install.ClientOnly, install.ReleaseName, install.Namespace = true, true, "konnector", "kbind"
+	install.KubeVersion = &chartutil.KubeVersion{Version: testenv.KubernetesVersion, Major: "1", Minor: "37"}
+	// The consumer already has the CRDs (testenv installs them). The bound
+	// groups are narrowed, so the related rules must come from their own
+	// switch.
+	rel, err := install.Run(load(t), map[string]any{"installCRDs": false, "rbac": map[string]any{"boundResourceGroups": []any{"example.org"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(t.TempDir(), "konnector.yaml")
+	if err := os.WriteFile(manifest, []byte(rel.Manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--context=consumer", "create", "namespace", "kbind"},
+		{"--context=consumer", "apply", "-f", manifest},
+	} {
+		if out, err := testenv.Kubectl(ctx, kc, args...); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "-n", "kbind", "get", "deployment", "-l", "app.kubernetes.io/instance=konnector", "-o", "name")
+	if err != nil || strings.TrimSpace(out) != "deployment.apps/konnector" {
+		t.Fatalf("the guide's deployment lookup: %v %q", err, out)
+	}
+
+	// The konnector as the chart's ServiceAccount.
+	cfg, err := clientcmd.LoadFromFile(pair.Consumer.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range cfg.AuthInfos {
+		u.Impersonate = "system:serviceaccount:kbind:konnector"
+	}
+	asSA := filepath.Join(t.TempDir(), "as-sa.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, asSA); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "konnector")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/kbind/kbind/konnector/cmd/konnector").CombinedOutput(); err != nil {
+		t.Fatalf("building the konnector: %v\n%s", err, out)
+	}
+	log := &enginetest.SyncBuffer{}
+	kctx, cancel := context.WithCancel(ctx)
+	k := exec.CommandContext(kctx, bin, "--kubeconfig", asSA, "--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0")
+	k.Stdout, k.Stderr = log, log
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = k.Wait()
+		if t.Failed() {
+			t.Logf("konnector log:\n%s", log.String())
+		}
+	}()
+
+	setup := fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: provider, namespace: kbind}
+stringData:
+  kubeconfig: |
+    %s
+---
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: provider}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: provider}
+---
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: widgets}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - {resource: configmaps, direction: FromConsumer, selector: {names: [widget-config]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: widget-config, namespace: default}
+data: {color: blue}
+`, strings.ReplaceAll(strings.TrimSpace(string(pair.Provider.Kubeconfig)), "\n", "\n    "))
+	file := filepath.Join(t.TempDir(), "setup.yaml")
+	if err := os.WriteFile(file, []byte(setup), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "apply", "-f", file); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, args := range [][]string{
+		{"--context=consumer", "wait", "--for=condition=Ready", "connection/provider", "--timeout=60s"},
+		{"--context=consumer", "wait", "--for=condition=Ready", "clusterbinding/widgets", "--timeout=60s"},
+		{"--context=consumer", "wait", "--for=condition=Established", "crd/widgets.example.org", "--timeout=60s"},
+	} {
+		if out, err := testenv.Kubectl(ctx, kc, args...); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	widget := filepath.Join(t.TempDir(), "widget.yaml")
+	if err := os.WriteFile(widget, []byte("apiVersion: example.org/v1alpha1\nkind: Widget\nmetadata: {name: w, namespace: default}\nspec: {a: b}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "apply", "-f", widget); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	enginetest.EventuallyWithin(t, 60*time.Second, "the Widget and the ConfigMap on the provider", func() error {
+		for _, what := range [][]string{{"widget", "w"}, {"configmap", "widget-config"}} {
+			if _, err := testenv.Kubectl(ctx, kc, "--context=provider", "-n", "default", "get", what[0], what[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// The Lease is written with the provider credential, not the chart's RBAC.
+	if strings.Contains(log.String(), "forbidden") {
+		t.Errorf("the chart's RBAC refused the konnector something:\n%s", grepLines(log.String(), "forbidden"))
+	}
+}
+
+func grepLines(s, word string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, word) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
