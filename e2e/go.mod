@@ -61,7 +61,7 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/streaming v0.37.2 // indirect
-	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
+	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/controller-runtime v0.25.2 // indirect
 	sigs.k8s.io/e2e-framework v0.7.0
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
@@ -74,6 +74,7 @@ require (
 	github.com/kbind/kbind/engine v0.0.0-00010101000000-000000000000
 	helm.sh/helm/v3 v3.21.4
 	k8s.io/api v0.37.2
+	k8s.io/cli-runtime v0.36.2
 	k8s.io/client-go v0.37.2
 )
 
@@ -136,7 +137,6 @@ require (
 	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apiserver v0.37.2 // indirect
-	k8s.io/cli-runtime v0.36.2 // indirect
 	k8s.io/kubectl v0.36.2 // indirect
 	oras.land/oras-go/v2 v2.6.1 // indirect
 	sigs.k8s.io/kustomize/api v0.21.1 // indirect

@@ -16,7 +16,9 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint/support"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kbind/kbind/engine/enginetest"
@@ -193,27 +195,21 @@ func TestChartOnARealAPIServer(t *testing.T) {
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
 	}})
 	kc := pair.KubeconfigPath
-	install := action.NewInstall(&action.Configuration{})
-	install.DryRun, install.ClientOnly, install.ReleaseName, install.Namespace = true, true, "konnector", "kbind"
-	install.KubeVersion = &chartutil.KubeVersion{Version: testenv.KubernetesVersion, Major: "1", Minor: "37"}
-	// The consumer already has the CRDs (testenv installs them). The bound
-	// groups are narrowed, so the related rules must come from their own
-	// switch.
-	rel, err := install.Run(load(t), map[string]any{"installCRDs": false, "rbac": map[string]any{"boundResourceGroups": []any{"example.org"}}})
-	if err != nil {
+	// `helm install konnector charts/konnector -n kbind --create-namespace`,
+	// through the Helm SDK against the consumer. The consumer already has
+	// the CRDs (testenv installs them). The bound groups are narrowed, so
+	// the related rules must come from their own switch.
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig, flags.Context = &kc, ptr.To("consumer")
+	flags.Namespace = ptr.To("kbind")
+	cfg := &action.Configuration{}
+	if err := cfg.Init(flags, "kbind", "secret", func(string, ...any) {}); err != nil {
 		t.Fatal(err)
 	}
-	manifest := filepath.Join(t.TempDir(), "konnector.yaml")
-	if err := os.WriteFile(manifest, []byte(rel.Manifest), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, args := range [][]string{
-		{"--context=consumer", "create", "namespace", "kbind"},
-		{"--context=consumer", "apply", "-f", manifest},
-	} {
-		if out, err := testenv.Kubectl(ctx, kc, args...); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
+	install := action.NewInstall(cfg)
+	install.ReleaseName, install.Namespace, install.CreateNamespace = "konnector", "kbind", true
+	if _, err := install.Run(load(t), map[string]any{"installCRDs": false, "rbac": map[string]any{"boundResourceGroups": []any{"example.org"}}}); err != nil {
+		t.Fatalf("helm install: %v", err)
 	}
 	out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "-n", "kbind", "get", "deployment", "-l", "app.kubernetes.io/instance=konnector", "-o", "name")
 	if err != nil || strings.TrimSpace(out) != "deployment.apps/konnector" {
@@ -221,15 +217,15 @@ func TestChartOnARealAPIServer(t *testing.T) {
 	}
 
 	// The konnector as the chart's ServiceAccount.
-	cfg, err := clientcmd.LoadFromFile(pair.Consumer.KubeconfigPath)
+	kubeconfig, err := clientcmd.LoadFromFile(pair.Consumer.KubeconfigPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, u := range cfg.AuthInfos {
+	for _, u := range kubeconfig.AuthInfos {
 		u.Impersonate = "system:serviceaccount:kbind:konnector"
 	}
 	asSA := filepath.Join(t.TempDir(), "as-sa.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, asSA); err != nil {
+	if err := clientcmd.WriteToFile(*kubeconfig, asSA); err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "konnector")
