@@ -28,6 +28,9 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
 	"github.com/kbind/kbind/engine/testenv"
 )
 
@@ -38,6 +41,7 @@ func main() {
 	detach := flag.Bool("detach", false, "run unattended and leave the clusters and the konnector running in the background")
 	down := flag.Bool("down", false, "stop what --detach left running")
 	konnector := flag.String("konnector", "bin/konnector", "the konnector binary")
+	clusters := flag.String("clusters", envOr("KBIND_QUICKSTART_CLUSTERS", "auto"), "auto (kind when `docker info` and `kind` work, else local control planes), kind or local [env KBIND_QUICKSTART_CLUSTERS]")
 	flag.Parse()
 
 	var err error
@@ -47,7 +51,7 @@ func main() {
 	case *detach && os.Getenv("KBIND_QUICKSTART_CHILD") == "":
 		err = startDetached()
 	default:
-		err = run(*konnector, *check, *detach)
+		err = run(*konnector, *clusters, *check, *detach)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "\nquickstart: FAILED: %v\n", err)
@@ -100,7 +104,90 @@ func poll(ctx context.Context, timeout time.Duration, what string, fn func() err
 	}
 }
 
-func run(konnectorBin string, check, detached bool) error {
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// pair is the demo's two clusters, whichever provider started them.
+type pair struct {
+	providerKubeconfig []byte // what the Connection's Secret holds
+	consumerKubeconfig string // what the konnector runs with
+	stop               func() error
+}
+
+// kindAvailable reports whether Docker runs and kind is installed.
+func kindAvailable(ctx context.Context) bool {
+	if exec.CommandContext(ctx, "docker", "info").Run() != nil {
+		return false
+	}
+	return exec.CommandContext(ctx, "kind", "version").Run() == nil
+}
+
+// startLocal starts two local control planes and writes the kubeconfig
+// with both contexts.
+func startLocal(abs string) (*pair, error) {
+	p, err := testenv.StartPair(testenv.PairOptions{Dir: abs})
+	if err != nil {
+		return nil, err
+	}
+	return &pair{providerKubeconfig: p.Provider.Kubeconfig, consumerKubeconfig: p.Consumer.KubeconfigPath, stop: p.Stop}, nil
+}
+
+// startKind creates two kind clusters, writes .quickstart/kubeconfig with
+// the contexts provider and consumer, and installs the kbind CRDs on the
+// consumer. The konnector runs on the host, where kind's API server
+// addresses are reachable.
+func startKind(ctx context.Context, abs string) (*pair, error) {
+	names := map[string]string{"provider": "kbind-provider", "consumer": "kbind-consumer"}
+	files := map[string]string{}
+	for ctxName, cluster := range names {
+		files[ctxName] = filepath.Join(abs, ctxName+".kubeconfig")
+		cmd := exec.CommandContext(ctx, "kind", "create", "cluster", "--name", cluster, "--kubeconfig", files[ctxName], "--wait", "120s")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("kind create cluster %s: %w", cluster, err)
+		}
+	}
+	stop := func() error {
+		var errs []error
+		for _, cluster := range names {
+			errs = append(errs, exec.Command("kind", "delete", "cluster", "--name", cluster).Run())
+		}
+		return errors.Join(errs...)
+	}
+	merged := clientcmdapi.NewConfig()
+	for ctxName, file := range files {
+		kc, err := clientcmd.LoadFromFile(file)
+		if err != nil {
+			_ = stop()
+			return nil, err
+		}
+		src := kc.Contexts[kc.CurrentContext]
+		merged.Clusters[ctxName] = kc.Clusters[src.Cluster]
+		merged.AuthInfos[ctxName] = kc.AuthInfos[src.AuthInfo]
+		merged.Contexts[ctxName] = &clientcmdapi.Context{Cluster: ctxName, AuthInfo: ctxName}
+	}
+	merged.CurrentContext = "consumer"
+	if err := clientcmd.WriteToFile(*merged, filepath.Join(abs, "kubeconfig")); err != nil {
+		_ = stop()
+		return nil, err
+	}
+	provider, err := os.ReadFile(files["provider"])
+	if err != nil {
+		_ = stop()
+		return nil, err
+	}
+	if out, err := testenv.Kubectl(ctx, filepath.Join(abs, "kubeconfig"), "--context=consumer", "apply", "-f", "api/crds/"); err != nil {
+		_ = stop()
+		return nil, fmt.Errorf("installing the kbind CRDs: %w: %s", err, out)
+	}
+	return &pair{providerKubeconfig: provider, consumerKubeconfig: files["consumer"], stop: stop}, nil
+}
+
+func run(konnectorBin, clusters string, check, detached bool) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if _, err := os.Stat(konnectorBin); err != nil {
@@ -112,17 +199,28 @@ func run(konnectorBin string, check, detached bool) error {
 	abs, _ := filepath.Abs(dir)
 	d := &demo{kubeconfig: filepath.Join(abs, "kubeconfig"), out: os.Stdout, check: check}
 
-	d.step("Starting a provider and a consumer cluster (local control planes in %s)", dir)
-	for _, c := range []string{"consumer", "provider"} {
-		_ = os.RemoveAll(filepath.Join(abs, c))
+	useKind := clusters == "kind" || (clusters == "auto" && kindAvailable(ctx))
+	var clusterPair *pair
+	var err error
+	if useKind {
+		d.step("Starting a provider and a consumer cluster with kind")
+		clusterPair, err = startKind(ctx, abs)
+	} else {
+		if clusters != "local" && clusters != "auto" {
+			return fmt.Errorf("--clusters must be auto, kind or local, not %q", clusters)
+		}
+		d.step("Starting a provider and a consumer cluster (local control planes in %s)", dir)
+		for _, c := range []string{"consumer", "provider"} {
+			_ = os.RemoveAll(filepath.Join(abs, c))
+		}
+		clusterPair, err = startLocal(abs)
 	}
-	pair, err := testenv.StartPair(testenv.PairOptions{Dir: abs})
 	if err != nil {
 		return err
 	}
 	defer func() {
 		d.step("Tearing down")
-		_ = pair.Stop()
+		_ = clusterPair.stop()
 	}()
 	fmt.Fprintf(d.out, "kubeconfig with contexts provider and consumer: %s\n", filepath.Join(dir, "kubeconfig"))
 
@@ -139,7 +237,7 @@ func run(konnectorBin string, check, detached bool) error {
 	if err != nil {
 		return err
 	}
-	kc := strings.ReplaceAll(strings.TrimSpace(string(pair.Provider.Kubeconfig)), "\n", "\n    ")
+	kc := strings.ReplaceAll(strings.TrimSpace(string(clusterPair.providerKubeconfig)), "\n", "\n    ")
 	applied := filepath.Join(abs, "quickstart.yaml")
 	if err := os.WriteFile(applied, []byte(strings.Replace(string(manifest), "KUBECONFIG_PLACEHOLDER", kc, 1)), 0o600); err != nil {
 		return err
@@ -163,7 +261,7 @@ func run(konnectorBin string, check, detached bool) error {
 		logOut = f
 		fmt.Fprintf(d.out, "konnector log: %s\n", filepath.Join(dir, "konnector.log"))
 	}
-	k := exec.CommandContext(ctx, konnectorBin, "--kubeconfig", pair.Consumer.KubeconfigPath,
+	k := exec.CommandContext(ctx, konnectorBin, "--kubeconfig", clusterPair.consumerKubeconfig,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0")
 	k.Stdout, k.Stderr = logOut, logOut
 	k.Cancel = func() error { return k.Process.Signal(os.Interrupt) }
