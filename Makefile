@@ -75,6 +75,12 @@ test: build-all build ## Every module's tests (unit, envtest, e2e) against real 
 	  for m in $(CODE_MODULES); do echo "== go test ./$$m/..."; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done; \
 	  echo "== quickstart --check"; bin/quickstart --check
 
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: build ## Measure latency, throughput vs. the direct-create limit, idle/restart writes, RSS, deletion (BENCH_FLAGS="--n 1000 --json out.json").
+	@assets=$$(tools/controlplane/build.sh); cd e2e && KUBEBUILDER_ASSETS=$$assets $(GO) run ./cmd/bench --konnector ../bin/konnector $(BENCH_FLAGS)
+
 IMAGE ?= ghcr.io/kbind/konnector:dev
 
 .PHONY: image

@@ -1,0 +1,565 @@
+// Command bench measures the konnector against two local control planes:
+// spec-up and status-down latency, throughput next to the direct-create
+// limit with the same QPS, idle writes, writes after a restart, peak RSS and
+// deletion throughput, for N namespaced objects over 10 namespaces and 2
+// APIs. `make bench` runs it; it is not part of `make test`.
+//
+//	make bench                               # N = 100, 1000, 10000
+//	make bench BENCH_FLAGS="--n 1000"        # one size
+//	make bench BENCH_FLAGS="--json out.json" # the table as JSON too
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/testenv"
+)
+
+// Run is one row of the table.
+type Run struct {
+	N               int     `json:"n"`
+	ThroughputPerS  float64 `json:"throughput_per_s"`
+	LimitPerS       float64 `json:"limit_per_s"`
+	ThroughputRatio float64 `json:"throughput_ratio"`
+	SpecUpP50Ms     float64 `json:"spec_up_p50_ms"`
+	SpecUpP99Ms     float64 `json:"spec_up_p99_ms"`
+	StatusDownP50Ms float64 `json:"status_down_p50_ms"`
+	StatusDownP99Ms float64 `json:"status_down_p99_ms"`
+	IdleWrites      int     `json:"idle_writes"`
+	RestartWrites   int     `json:"restart_writes"`
+	PeakRSSMiB      float64 `json:"peak_rss_mib"`
+	DeletePerS      float64 `json:"delete_per_s"`
+}
+
+var gvrs = []schema.GroupVersionResource{
+	{Group: "bench.example.org", Version: "v1alpha1", Resource: "alphas"},
+	{Group: "bench.example.org", Version: "v1alpha1", Resource: "betas"},
+}
+
+const namespaces = 10
+
+type bench struct {
+	pair               *testenv.Pair
+	consumer, provider dynamic.Interface
+	providerLimited    dynamic.Interface
+	konnectorBin       string
+	qps                float32
+	burst              int
+	workers            int
+	idle               time.Duration
+	konnector          *exec.Cmd
+	peakRSS            float64
+	log                *os.File
+}
+
+func main() {
+	var sizes string
+	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
+	flag.StringVar(&sizes, "n", "100,1000,10000", "object counts to run, comma-separated")
+	qps := flag.Float64("provider-qps", 50, "provider QPS of the konnector and of the direct-create limit")
+	burst := flag.Int("provider-burst", 100, "provider burst of the konnector and of the limit")
+	workers := flag.Int("workers", 4, "konnector sync workers per API")
+	idle := flag.Duration("idle", 60*time.Second, "idle window in which writes are counted")
+	bin := flag.String("konnector", "bin/konnector", "the konnector binary")
+	flag.Parse()
+
+	if err := run(sizes, *jsonOut, float32(*qps), *burst, *workers, *idle, *bin); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Duration, bin string) error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "kbind-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, g := range gvrs {
+		kind := strings.ToUpper(g.Resource[:1]) + strings.TrimSuffix(g.Resource[1:], "s")
+		crds = append(crds, enginetest.CRD(g.Resource, strings.TrimSuffix(g.Resource, "s"), kind, g.Group, apiextensionsv1.NamespaceScoped, true))
+	}
+	pair, err := testenv.StartPair(testenv.PairOptions{Dir: dir, ProviderCRDs: crds})
+	if err != nil {
+		return err
+	}
+	defer pair.Stop()
+	b := &bench{pair: pair, konnectorBin: bin, qps: qps, burst: burst, workers: workers, idle: idle}
+	fast := func(c *rest.Config) *rest.Config { c = rest.CopyConfig(c); c.QPS, c.Burst = 2000, 4000; return c }
+	if b.consumer, err = dynamic.NewForConfig(fast(pair.Consumer.Config)); err != nil {
+		return err
+	}
+	if b.provider, err = dynamic.NewForConfig(fast(pair.Provider.Config)); err != nil {
+		return err
+	}
+	limited := rest.CopyConfig(pair.Provider.Config)
+	limited.QPS, limited.Burst = qps, burst
+	if b.providerLimited, err = dynamic.NewForConfig(limited); err != nil {
+		return err
+	}
+	if b.log, err = os.Create(filepath.Join(dir, "konnector.log")); err != nil {
+		return err
+	}
+	if err := b.setup(ctx); err != nil {
+		return err
+	}
+	defer b.stopKonnector(syscall.SIGTERM)
+
+	var runs []Run
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad --n value %q", s)
+		}
+		fmt.Fprintf(os.Stderr, "bench: N=%d ...\n", n)
+		r, err := b.runN(ctx, n)
+		if err != nil {
+			return fmt.Errorf("N=%d: %w", n, err)
+		}
+		runs = append(runs, r)
+	}
+	printTable(runs, qps, burst, workers)
+	if jsonOut != "" {
+		data, _ := json.MarshalIndent(map[string]any{"runs": runs}, "", "  ")
+		if err := os.WriteFile(jsonOut, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) setup(ctx context.Context) error {
+	cs := kubernetes.NewForConfigOrDie(b.pair.Consumer.Config)
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kbind"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: provider, namespace: kbind}
+stringData:
+  kubeconfig: |
+    %s
+---
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: provider}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: provider}
+---
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: bench}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: alphas.bench.example.org}, {name: betas.bench.example.org}]
+`, strings.ReplaceAll(strings.TrimSpace(string(b.pair.Provider.Kubeconfig)), "\n", "\n    "))
+	file := filepath.Join(b.pair.Dir, "setup.yaml")
+	if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
+		return err
+	}
+	if out, err := testenv.Kubectl(ctx, b.pair.KubeconfigPath, "--context=consumer", "apply", "-f", file); err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	if err := b.startKonnector(); err != nil {
+		return err
+	}
+	for _, args := range [][]string{
+		{"--context=consumer", "wait", "--for=condition=Synced", "clusterbinding/bench", "--timeout=120s"},
+	} {
+		if out, err := testenv.Kubectl(ctx, b.pair.KubeconfigPath, args...); err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+	}
+	return nil
+}
+
+func (b *bench) startKonnector() error {
+	b.konnector = exec.Command(b.konnectorBin, "--kubeconfig", b.pair.Consumer.KubeconfigPath,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0",
+		"--provider-qps", fmt.Sprint(b.qps), "--provider-burst", fmt.Sprint(b.burst),
+		"--consumer-qps", fmt.Sprint(b.qps), "--consumer-burst", fmt.Sprint(b.burst),
+		"--workers", fmt.Sprint(b.workers))
+	b.konnector.Stdout, b.konnector.Stderr = b.log, b.log
+	return b.konnector.Start()
+}
+
+func (b *bench) stopKonnector(sig syscall.Signal) {
+	if b.konnector == nil || b.konnector.Process == nil {
+		return
+	}
+	b.sampleRSS()
+	_ = b.konnector.Process.Signal(sig)
+	_, _ = b.konnector.Process.Wait()
+	b.konnector = nil
+}
+
+// sampleRSS records the konnector's peak resident set (VmHWM).
+func (b *bench) sampleRSS() {
+	if b.konnector == nil || b.konnector.Process == nil {
+		return
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.konnector.Process.Pid))
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			if mib := kb / 1024; mib > b.peakRSS {
+				b.peakRSS = mib
+			}
+		}
+	}
+}
+
+// recorder counts watch events and remembers when each key was first seen
+// in a state.
+type recorder struct {
+	mu     sync.Mutex
+	seen   map[string]time.Time
+	writes int
+}
+
+func newRecorder() *recorder { return &recorder{seen: map[string]time.Time{}} }
+
+// watch records events of gvr from now on: it lists first and watches from
+// the list's resourceVersion, so existing objects are not counted.
+func (r *recorder) watch(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, match func(watch.EventType, *unstructured.Unstructured) bool) error {
+	list, err := c.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return err
+	}
+	w, err := c.Resource(gvr).Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			key := gvr.Resource + "/" + u.GetNamespace() + "/" + u.GetName()
+			r.mu.Lock()
+			r.writes++
+			if _, ok := r.seen[key]; !ok && match(ev.Type, u) {
+				r.seen[key] = now
+			}
+			r.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+func (r *recorder) count(prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for k := range r.seen {
+		if strings.Contains(k, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *recorder) times() map[string]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]time.Time, len(r.seen))
+	for k, v := range r.seen {
+		out[k] = v
+	}
+	return out
+}
+
+func (r *recorder) writeCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writes
+}
+
+func waitFor(timeout time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+func object(gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gvr.GroupVersion().String(),
+		"kind":       strings.ToUpper(gvr.Resource[:1]) + strings.TrimSuffix(gvr.Resource[1:], "s"),
+		"spec":       map[string]any{"size": int64(len(name))},
+	}}
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// keys lists the N objects of a run: spread over 10 namespaces and 2 APIs.
+type key struct {
+	gvr      schema.GroupVersionResource
+	ns, name string
+}
+
+func keysFor(prefix string, n int) []key {
+	out := make([]key, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, key{gvr: gvrs[i%2], ns: fmt.Sprintf("%s-%d", prefix, i%namespaces), name: fmt.Sprintf("obj-%d", i)})
+	}
+	return out
+}
+
+func (k key) id() string { return k.gvr.Resource + "/" + k.ns + "/" + k.name }
+
+// createAll creates objects with 16 parallel writers and returns when each
+// create returned.
+func createAll(ctx context.Context, c dynamic.Interface, keys []key) (map[string]time.Time, error) {
+	created := make(map[string]time.Time, len(keys))
+	var mu sync.Mutex
+	var firstErr error
+	work := make(chan key)
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range work {
+				start := time.Now()
+				_, err := c.Resource(k.gvr).Namespace(k.ns).Create(ctx, object(k.gvr, k.ns, k.name), metav1.CreateOptions{})
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				created[k.id()] = start
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, k := range keys {
+		work <- k
+	}
+	close(work)
+	wg.Wait()
+	return created, firstErr
+}
+
+func ensureNamespaces(ctx context.Context, cfg *rest.Config, prefix string) error {
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	for i := 0; i < namespaces; i++ {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i)}}, metav1.CreateOptions{})
+		if err != nil && !strings.Contains(err.Error(), "already exists") {
+			return err
+		}
+	}
+	return nil
+}
+
+func percentiles(created, seen map[string]time.Time) (p50, p99 float64) {
+	var lat []float64
+	for k, t0 := range created {
+		if t1, ok := seen[k]; ok {
+			lat = append(lat, float64(t1.Sub(t0).Microseconds())/1000)
+		}
+	}
+	if len(lat) == 0 {
+		return 0, 0
+	}
+	sort.Float64s(lat)
+	at := func(q float64) float64 { return lat[int(q*float64(len(lat)-1))] }
+	return at(0.50), at(0.99)
+}
+
+func (b *bench) runN(ctx context.Context, n int) (Run, error) {
+	r := Run{N: n}
+	prefix := fmt.Sprintf("n%d", n)
+	keys := keysFor(prefix, n)
+	timeout := 10*time.Minute + time.Duration(n)*50*time.Millisecond
+	if err := ensureNamespaces(ctx, b.pair.Consumer.Config, prefix); err != nil {
+		return r, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// Spec up: consumer creates → provider ADDED events.
+	up := newRecorder()
+	for _, g := range gvrs {
+		if err := up.watch(wctx, b.provider, g, func(t watch.EventType, u *unstructured.Unstructured) bool {
+			return strings.HasPrefix(u.GetNamespace(), prefix+"-")
+		}); err != nil {
+			return r, err
+		}
+	}
+	start := time.Now()
+	created, err := createAll(ctx, b.consumer, keys)
+	if err != nil {
+		return r, err
+	}
+	if err := waitFor(timeout, "every object on the provider", func() bool { b.sampleRSS(); return up.count(prefix+"-") >= n }); err != nil {
+		return r, err
+	}
+	r.ThroughputPerS = float64(n) / time.Since(start).Seconds()
+	r.SpecUpP50Ms, r.SpecUpP99Ms = percentiles(created, up.times())
+
+	// Status down: provider status patches → consumer events with status.
+	down := newRecorder()
+	for _, g := range gvrs {
+		if err := down.watch(wctx, b.consumer, g, func(t watch.EventType, u *unstructured.Unstructured) bool {
+			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+			return strings.HasPrefix(u.GetNamespace(), prefix+"-") && phase == "Ready"
+		}); err != nil {
+			return r, err
+		}
+	}
+	patched := make(map[string]time.Time, n)
+	var pmu sync.Mutex
+	work := make(chan key)
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range work {
+				t0 := time.Now()
+				_, err := b.provider.Resource(k.gvr).Namespace(k.ns).Patch(ctx, k.name, "application/merge-patch+json",
+					[]byte(`{"status":{"phase":"Ready"}}`), metav1.PatchOptions{}, "status")
+				if err == nil {
+					pmu.Lock()
+					patched[k.id()] = t0
+					pmu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, k := range keys {
+		work <- k
+	}
+	close(work)
+	wg.Wait()
+	if err := waitFor(timeout, "every status on the consumer", func() bool { b.sampleRSS(); return down.count(prefix+"-") >= n }); err != nil {
+		return r, err
+	}
+	r.StatusDownP50Ms, r.StatusDownP99Ms = percentiles(patched, down.times())
+
+	// The limit: the same N objects created directly on the provider by a
+	// plain client with the konnector's provider QPS.
+	if err := ensureNamespaces(ctx, b.pair.Provider.Config, "limit-"+prefix); err != nil {
+		return r, err
+	}
+	limitStart := time.Now()
+	if _, err := createAll(ctx, b.providerLimited, keysFor("limit-"+prefix, n)); err != nil {
+		return r, err
+	}
+	r.LimitPerS = float64(n) / time.Since(limitStart).Seconds()
+	r.ThroughputRatio = r.ThroughputPerS / r.LimitPerS
+	for _, g := range gvrs {
+		for i := 0; i < namespaces; i++ {
+			_ = b.provider.Resource(g).Namespace(fmt.Sprintf("limit-%s-%d", prefix, i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		}
+	}
+
+	// Idle: writes to the synced objects on both sides after convergence.
+	time.Sleep(5 * time.Second) // let the last status counts settle before the window opens
+	idle := newRecorder()
+	for _, c := range []dynamic.Interface{b.consumer, b.provider} {
+		for _, g := range gvrs {
+			if err := idle.watch(wctx, c, g, func(watch.EventType, *unstructured.Unstructured) bool { return false }); err != nil {
+				return r, err
+			}
+		}
+	}
+	time.Sleep(b.idle)
+	r.IdleWrites = idle.writeCount()
+
+	// Restart: a converged konnector killed and started again.
+	b.stopKonnector(syscall.SIGKILL)
+	restart := newRecorder()
+	for _, c := range []dynamic.Interface{b.consumer, b.provider} {
+		for _, g := range gvrs {
+			if err := restart.watch(wctx, c, g, func(watch.EventType, *unstructured.Unstructured) bool { return false }); err != nil {
+				return r, err
+			}
+		}
+	}
+	if err := b.startKonnector(); err != nil {
+		return r, err
+	}
+	time.Sleep(30 * time.Second)
+	b.sampleRSS()
+	r.RestartWrites = restart.writeCount()
+
+	// Deletion: every consumer object; done when the last one is gone
+	// (each waits for its provider copy).
+	delStart := time.Now()
+	for _, g := range gvrs {
+		for i := 0; i < namespaces; i++ {
+			if err := b.consumer.Resource(g).Namespace(fmt.Sprintf("%s-%d", prefix, i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+				return r, err
+			}
+		}
+	}
+	if err := waitFor(timeout, "every consumer object deleted", func() bool {
+		b.sampleRSS()
+		total := 0
+		for _, g := range gvrs {
+			for i := 0; i < namespaces; i++ {
+				l, err := b.consumer.Resource(g).Namespace(fmt.Sprintf("%s-%d", prefix, i)).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false
+				}
+				total += len(l.Items)
+			}
+		}
+		return total == 0
+	}); err != nil {
+		return r, err
+	}
+	r.DeletePerS = float64(n) / time.Since(delStart).Seconds()
+	r.PeakRSSMiB = b.peakRSS
+	return r, nil
+}
+
+func printTable(runs []Run, qps float32, burst, workers int) {
+	fmt.Printf("\nkbind bench: provider QPS %.0f, burst %d, %d workers per API, 10 namespaces, 2 APIs\n\n", qps, burst, workers)
+	fmt.Printf("%8s %12s %10s %7s %10s %10s %12s %12s %6s %9s %9s %9s %10s\n",
+		"N", "objects/s", "limit/s", "ratio", "up p50ms", "up p99ms", "down p50ms", "down p99ms", "idle", "restart", "RSS MiB", "MiB/1000", "delete/s")
+	for _, r := range runs {
+		fmt.Printf("%8d %12.1f %10.1f %7.2f %10.0f %10.0f %12.0f %12.0f %6d %9d %9.0f %9.1f %10.1f\n",
+			r.N, r.ThroughputPerS, r.LimitPerS, r.ThroughputRatio, r.SpecUpP50Ms, r.SpecUpP99Ms,
+			r.StatusDownP50Ms, r.StatusDownP99Ms, r.IdleWrites, r.RestartWrites, r.PeakRSSMiB,
+			r.PeakRSSMiB/float64(r.N)*1000, r.DeletePerS)
+	}
+}
