@@ -67,10 +67,10 @@ func (o *Options) defaults() error {
 		return errors.New("engine: at least one Secret namespace is required")
 	}
 	if o.ProviderQPS <= 0 {
-		o.ProviderQPS = 50
+		o.ProviderQPS = 100
 	}
 	if o.ProviderBurst <= 0 {
-		o.ProviderBurst = 100
+		o.ProviderBurst = 200
 	}
 	if o.ProviderTimeout <= 0 {
 		o.ProviderTimeout = 30 * time.Second

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -185,6 +186,10 @@ func (m *Manager) notify(connection string) {
 func (m *Manager) build(connection, hash, namespace string, base *rest.Config) (*Session, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = m.opts.QPS, m.opts.Burst
+	// One token bucket for every request of the session (controller-runtime
+	// builds a REST client per API, each of which would otherwise get its
+	// own QPS budget).
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(m.opts.QPS, m.opts.Burst)
 	cfg.UserAgent = m.opts.UserAgent
 	// Watches must outlive the request timeout; only one-shot requests get it.
 	direct := rest.CopyConfig(cfg)

@@ -60,8 +60,8 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 			}
 			return false, fmt.Errorf("adding finalizer %s: %w", kbindv1alpha1.SyncerFinalizer, err)
 		}
-		s.results.set(s.target, key, Result{State: StatePending})
-		return false, nil
+		// Go on with the patched object: no round trip through the informer
+		// before the first provider write.
 	}
 
 	if exists && !pobj.GetDeletionTimestamp().IsZero() {

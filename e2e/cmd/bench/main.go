@@ -70,6 +70,7 @@ type bench struct {
 	burst              int
 	workers            int
 	idle               time.Duration
+	rate               float64
 	konnector          *exec.Cmd
 	peakRSS            float64
 	log                *os.File
@@ -79,20 +80,21 @@ func main() {
 	var sizes string
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
 	flag.StringVar(&sizes, "n", "100,1000,10000", "object counts to run, comma-separated")
-	qps := flag.Float64("provider-qps", 50, "provider QPS of the konnector and of the direct-create limit")
-	burst := flag.Int("provider-burst", 100, "provider burst of the konnector and of the limit")
+	qps := flag.Float64("provider-qps", 100, "provider QPS of the konnector and of the direct-create limit")
+	burst := flag.Int("provider-burst", 200, "provider burst of the konnector and of the limit")
 	workers := flag.Int("workers", 4, "konnector sync workers per API")
 	idle := flag.Duration("idle", 60*time.Second, "idle window in which writes are counted")
+	rate := flag.Float64("rate", 0, "create consumer objects at this many per second (0: as fast as possible); spec-up latency is measured at this rate")
 	bin := flag.String("konnector", "bin/konnector", "the konnector binary")
 	flag.Parse()
 
-	if err := run(sizes, *jsonOut, float32(*qps), *burst, *workers, *idle, *bin); err != nil {
+	if err := run(sizes, *jsonOut, float32(*qps), *burst, *workers, *idle, *rate, *bin); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Duration, bin string) error {
+func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Duration, rate float64, bin string) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "kbind-bench-")
 	if err != nil {
@@ -109,7 +111,7 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 		return err
 	}
 	defer pair.Stop()
-	b := &bench{pair: pair, konnectorBin: bin, qps: qps, burst: burst, workers: workers, idle: idle}
+	b := &bench{pair: pair, konnectorBin: bin, qps: qps, burst: burst, workers: workers, idle: idle, rate: rate}
 	fast := func(c *rest.Config) *rest.Config { c = rest.CopyConfig(c); c.QPS, c.Burst = 2000, 4000; return c }
 	if b.consumer, err = dynamic.NewForConfig(fast(pair.Consumer.Config)); err != nil {
 		return err
@@ -143,7 +145,7 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 		}
 		runs = append(runs, r)
 	}
-	printTable(runs, qps, burst, workers)
+	printTable(runs, qps, burst, workers, rate)
 	if jsonOut != "" {
 		data, _ := json.MarshalIndent(map[string]any{"runs": runs}, "", "  ")
 		if err := os.WriteFile(jsonOut, data, 0o644); err != nil {
@@ -347,7 +349,7 @@ func (k key) id() string { return k.gvr.Resource + "/" + k.ns + "/" + k.name }
 
 // createAll creates objects with 16 parallel writers and returns when each
 // create returned.
-func createAll(ctx context.Context, c dynamic.Interface, keys []key) (map[string]time.Time, error) {
+func createAll(ctx context.Context, c dynamic.Interface, keys []key, rate float64) (map[string]time.Time, error) {
 	created := make(map[string]time.Time, len(keys))
 	var mu sync.Mutex
 	var firstErr error
@@ -369,7 +371,13 @@ func createAll(ctx context.Context, c dynamic.Interface, keys []key) (map[string
 			}
 		}()
 	}
-	for _, k := range keys {
+	start := time.Now()
+	for i, k := range keys {
+		if rate > 0 {
+			if d := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		work <- k
 	}
 	close(work)
@@ -424,7 +432,7 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 		}
 	}
 	start := time.Now()
-	created, err := createAll(ctx, b.consumer, keys)
+	created, err := createAll(ctx, b.consumer, keys, b.rate)
 	if err != nil {
 		return r, err
 	}
@@ -480,7 +488,7 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 		return r, err
 	}
 	limitStart := time.Now()
-	if _, err := createAll(ctx, b.providerLimited, keysFor("limit-"+prefix, n)); err != nil {
+	if _, err := createAll(ctx, b.providerLimited, keysFor("limit-"+prefix, n), 0); err != nil {
 		return r, err
 	}
 	r.LimitPerS = float64(n) / time.Since(limitStart).Seconds()
@@ -552,8 +560,12 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	return r, nil
 }
 
-func printTable(runs []Run, qps float32, burst, workers int) {
+func printTable(runs []Run, qps float32, burst, workers int, rate float64) {
 	fmt.Printf("\nkbind bench: provider QPS %.0f, burst %d, %d workers per API, 10 namespaces, 2 APIs\n\n", qps, burst, workers)
+	if rate > 0 {
+		fmt.Printf("consumer objects created at %.0f/s\n", rate)
+	}
+	fmt.Println("objects/s: consumer creates until every copy is on the provider; limit/s: the same creates straight to the provider with the same QPS")
 	fmt.Printf("%8s %12s %10s %7s %10s %10s %12s %12s %6s %9s %9s %9s %10s\n",
 		"N", "objects/s", "limit/s", "ratio", "up p50ms", "up p99ms", "down p50ms", "down p99ms", "idle", "restart", "RSS MiB", "MiB/1000", "delete/s")
 	for _, r := range runs {

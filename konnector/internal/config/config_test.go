@@ -32,8 +32,8 @@ func TestLoadPrecedence(t *testing.T) {
 		check: func(t *testing.T, c *Config) {
 			want := &Config{
 				Namespace: "kbind", SecretNamespaces: []string{"kbind"},
-				ProviderQPS: 50, ProviderBurst: 100, ProviderTimeout: 30 * time.Second,
-				ConsumerQPS: 50, ConsumerBurst: 100, DiscoveryInterval: 30 * time.Second, BindingResync: 30 * time.Second, Workers: 4,
+				ProviderQPS: 100, ProviderBurst: 200, ProviderTimeout: 30 * time.Second,
+				ConsumerQPS: 100, ConsumerBurst: 200, DiscoveryInterval: 30 * time.Second, BindingResync: 30 * time.Second, Workers: 4,
 				MetricsAddr: ":8080", ProbeAddr: ":8081", LeaderElectionNamespace: "kbind",
 			}
 			if !reflect.DeepEqual(c, want) {
