@@ -2,6 +2,9 @@ package syncer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -81,7 +84,8 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 		}
 	}
 	desired := s.desiredCopy(cobj)
-	if !exists || !upToDate(pobj, desired) {
+	digest := digestOf(desired)
+	if last, ok := s.applied.Load(key); (!exists || !upToDate(pobj, desired)) && !(ok && last == digest) {
 		applied := desired.DeepCopy()
 		start := time.Now()
 		if err := s.session.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied),
@@ -89,10 +93,16 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 			return s.failed(ctx, cobj, err, "apply", s.target.GVK.Kind+" "+key.String())
 		}
 		metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(time.Since(start).Seconds())
+		s.applied.Store(key, digest)
 		if verdict.Adopt {
 			log.FromContext(ctx).Info("Adopted an unmarked provider object (conflictPolicy Adopt)")
 		}
 		pobj, exists = applied, true
+	} else if !exists {
+		// Applied a moment ago; the provider informer has not reported it
+		// yet. Its event brings the object back.
+		s.results.set(s.target, key, Result{State: StatePending})
+		return false, nil
 	}
 	if err := s.statusDown(ctx, cobj, pobj); err != nil {
 		if isConflictOrGone(err) {
@@ -148,6 +158,16 @@ func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured) *unstructured.Unst
 		u.Object["spec"] = runtimeDeepCopy(spec)
 	}
 	return u
+}
+
+// digestOf identifies a desired copy.
+func digestOf(u *unstructured.Unstructured) string {
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 func runtimeDeepCopy(v any) any {

@@ -80,6 +80,11 @@ type Syncer struct {
 
 	mu    sync.RWMutex
 	scope Scope
+
+	// applied remembers, per key, the desired copy last applied until the
+	// provider informer reports on that object: a sync that runs before the
+	// cache has caught up does not apply the same thing twice.
+	applied sync.Map // types.NamespacedName → string (digest of the desired copy)
 }
 
 // Options build a Syncer.
@@ -170,6 +175,12 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 		UpdateFunc: func(_, obj any) { s.enqueueObject(obj) },
 		DeleteFunc: func(obj any) { s.enqueueObject(obj) },
 	}
+	// Provider events also mean the cache caught up with our last apply.
+	providerHandler := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.forgetApplied(obj); s.enqueueObject(obj) },
+		UpdateFunc: func(_, obj any) { s.forgetApplied(obj); s.enqueueObject(obj) },
+		DeleteFunc: func(obj any) { s.forgetApplied(obj); s.enqueueObject(obj) },
+	}
 	cinf, err := s.ccache.GetInformer(ctx, s.newObject())
 	if err != nil {
 		return fmt.Errorf("consumer informer: %w", err)
@@ -183,7 +194,7 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("provider informer: %w", err)
 	}
-	preg, err := pinf.AddEventHandler(handler)
+	preg, err := pinf.AddEventHandler(providerHandler)
 	if err != nil {
 		return err
 	}
@@ -231,6 +242,15 @@ func (s *Syncer) enqueueObject(obj any) {
 	}
 	// Identity mapping: the same namespace/name on both sides.
 	s.queue.Add(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+}
+
+func (s *Syncer) forgetApplied(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if o, ok := obj.(metav1.Object); ok {
+		s.applied.Delete(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+	}
 }
 
 func (s *Syncer) enqueueAll(ctx context.Context) {
