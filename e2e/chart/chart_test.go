@@ -247,19 +247,7 @@ func TestChartOnARealAPIServer(t *testing.T) {
 		}
 	}()
 
-	setup := fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: provider, namespace: kbind}
-stringData:
-  kubeconfig: |
-    %s
----
-apiVersion: core.kbind.io/v1alpha1
-kind: Connection
-metadata: {name: provider}
-spec:
-  kubeconfigSecretRef: {namespace: kbind, name: provider}
----
+	setup := enginetest.ConnectionManifest("provider", pair.Provider.Kubeconfig) + `---
 apiVersion: core.kbind.io/v1alpha1
 kind: ClusterBinding
 metadata: {name: widgets}
@@ -273,7 +261,7 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {name: widget-config, namespace: default}
 data: {color: blue}
-`, strings.ReplaceAll(strings.TrimSpace(string(pair.Provider.Kubeconfig)), "\n", "\n    "))
+`
 	file := filepath.Join(t.TempDir(), "setup.yaml")
 	if err := os.WriteFile(file, []byte(setup), 0o600); err != nil {
 		t.Fatal(err)

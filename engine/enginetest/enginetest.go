@@ -262,3 +262,23 @@ func CRD(plural, singular, kind, group string, scope apiextensionsv1.ResourceSco
 	}
 	return crd
 }
+
+// ConnectionManifest is the YAML of a kubeconfig Secret (namespace "kbind",
+// named after the Connection) holding kubeconfig, and of the Connection
+// using it — what an operator applies, ready for more documents after it.
+func ConnectionManifest(connection string, kubeconfig []byte) string {
+	indented := strings.ReplaceAll(strings.TrimSpace(string(kubeconfig)), "\n", "\n    ")
+	return fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: %[1]s, namespace: kbind}
+stringData:
+  kubeconfig: |
+    %[2]s
+---
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: %[1]s}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: %[1]s}
+`, connection, indented)
+}

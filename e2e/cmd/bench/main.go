@@ -160,26 +160,14 @@ func (b *bench) setup(ctx context.Context) error {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kbind"}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	manifest := fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: provider, namespace: kbind}
-stringData:
-  kubeconfig: |
-    %s
----
-apiVersion: core.kbind.io/v1alpha1
-kind: Connection
-metadata: {name: provider}
-spec:
-  kubeconfigSecretRef: {namespace: kbind, name: provider}
----
+	manifest := enginetest.ConnectionManifest("provider", b.pair.Provider.Kubeconfig) + `---
 apiVersion: core.kbind.io/v1alpha1
 kind: ClusterBinding
 metadata: {name: bench}
 spec:
   connectionRef: {name: provider}
   apis: [{name: alphas.bench.example.org}, {name: betas.bench.example.org}]
-`, strings.ReplaceAll(strings.TrimSpace(string(b.pair.Provider.Kubeconfig)), "\n", "\n    "))
+`
 	file := filepath.Join(b.pair.Dir, "setup.yaml")
 	if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
 		return err
