@@ -442,7 +442,6 @@ func TestOpenAPISource(t *testing.T) {
 }
 
 func TestPullPolicyAllAndForbiddenSchemaRead(t *testing.T) {
-	ctx := context.Background()
 	provider := testenv.StartClusterT(t, "all", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("everythings", "everything", "Everything", "all.example.org", ns, true),
 	}})
@@ -458,18 +457,10 @@ func TestPullPolicyAllAndForbiddenSchemaRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "list-only"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
-		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"list"}},
-	}}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "list-only"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "list-only"},
-		Subjects: []rbacv1.Subject{{Kind: "User", Name: "list-only", APIGroup: "rbac.authorization.k8s.io"}}}
-	for _, o := range []client.Object{role, crb} {
-		if err := pc.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	enginetest.Grant(t, pc, "list-only", user.Name,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
+		rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"list"}},
+	)
 	kc, err := testenv.KubeconfigFor("all", user.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -89,27 +89,8 @@ func waitCondition(t *testing.T, name string, typ kbindv1alpha1.ConditionType, s
 	return conn
 }
 
-// grantProvider creates a ClusterRole named name with rules and binds it
-// to a provider user.
-func grantProvider(t *testing.T, name, user string, rules ...rbacv1.PolicyRule) (cleanup func()) {
+// grantProvider grants rules on the provider to user.
+func grantProvider(t *testing.T, name, user string, rules ...rbacv1.PolicyRule) (revoke func()) {
 	t.Helper()
-	ctx := context.Background()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "kbind-test-" + name}, Rules: rules}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "kbind-test-" + name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user, APIGroup: "rbac.authorization.k8s.io"}},
-	}
-	for _, obj := range []client.Object{role, binding} {
-		if err := provider.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return func() {
-		for _, obj := range []client.Object{binding, role} {
-			if err := provider.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	return enginetest.Grant(t, provider, name, user, rules...)
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -281,4 +282,29 @@ metadata: {name: %[1]s}
 spec:
   kubeconfigSecretRef: {namespace: kbind, name: %[1]s}
 `, connection, indented)
+}
+
+// Grant creates a ClusterRole "kbind-test-<name>" with rules on the cluster
+// c talks to and binds it to user; revoke deletes both.
+func Grant(t testing.TB, c client.Client, name, user string, rules ...rbacv1.PolicyRule) (revoke func()) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "kbind-test-" + name}, Rules: rules}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kbind-test-" + name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user, APIGroup: "rbac.authorization.k8s.io"}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func() {
+		for _, obj := range []client.Object{binding, role} {
+			if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }

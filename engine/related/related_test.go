@@ -323,17 +323,11 @@ func TestForbiddenTargetNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "related-limited"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
-	}}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "related-limited"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "User", Name: user.Name, APIGroup: "rbac.authorization.k8s.io"}}}
-	for _, o := range []client.Object{role, crb} {
-		mustCreate(t, env.Provider, o)
-	}
+	enginetest.Grant(t, env.Provider, "related-limited", user.Name,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
+	)
 	kc, err := testenv.KubeconfigFor("provider", user.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -666,22 +666,14 @@ func TestProviderNamespaceForbidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "no-namespaces"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}},
-		{APIGroups: []string{"example.org"}, Resources: []string{"guardeds", "guardeds/status"}, Verbs: []string{"*"}},
-	}}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "no-namespaces"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "User", Name: user.Name, APIGroup: "rbac.authorization.k8s.io"}}}
+	enginetest.Grant(t, env.Provider, "no-namespaces", user.Name,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}},
+		rbacv1.PolicyRule{APIGroups: []string{"example.org"}, Resources: []string{"guardeds", "guardeds/status"}, Verbs: []string{"*"}},
+	)
 	kc, err := testenv.KubeconfigFor("provider", user.Config)
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, o := range []client.Object{role, crb} {
-		if err := env.Provider.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
 	}
 	for _, o := range []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "restricted"}, Data: map[string][]byte{"kubeconfig": kc}},
