@@ -335,10 +335,10 @@ func keysFor(prefix string, n int) []key {
 
 func (k key) id() string { return k.gvr.Resource + "/" + k.ns + "/" + k.name }
 
-// createAll creates objects with 16 parallel writers and returns when each
-// create returned.
-func createAll(ctx context.Context, c dynamic.Interface, keys []key, rate float64) (map[string]time.Time, error) {
-	created := make(map[string]time.Time, len(keys))
+// forEach runs fn for every key with 16 parallel writers, at rate keys
+// per second (0: as fast as they go), and returns when each call started.
+func forEach(keys []key, rate float64, fn func(key) error) (map[string]time.Time, error) {
+	started := make(map[string]time.Time, len(keys))
 	var mu sync.Mutex
 	var firstErr error
 	work := make(chan key)
@@ -348,13 +348,13 @@ func createAll(ctx context.Context, c dynamic.Interface, keys []key, rate float6
 		go func() {
 			defer wg.Done()
 			for k := range work {
-				start := time.Now()
-				_, err := c.Resource(k.gvr).Namespace(k.ns).Create(ctx, object(k.gvr, k.ns, k.name), metav1.CreateOptions{})
+				t0 := time.Now()
+				err := fn(k)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
 				}
-				created[k.id()] = start
+				started[k.id()] = t0
 				mu.Unlock()
 			}
 		}()
@@ -370,7 +370,15 @@ func createAll(ctx context.Context, c dynamic.Interface, keys []key, rate float6
 	}
 	close(work)
 	wg.Wait()
-	return created, firstErr
+	return started, firstErr
+}
+
+// createAll creates the objects of keys through c.
+func createAll(ctx context.Context, c dynamic.Interface, keys []key, rate float64) (map[string]time.Time, error) {
+	return forEach(keys, rate, func(k key) error {
+		_, err := c.Resource(k.gvr).Namespace(k.ns).Create(ctx, object(k.gvr, k.ns, k.name), metav1.CreateOptions{})
+		return err
+	})
 }
 
 func ensureNamespaces(ctx context.Context, cfg *rest.Config, prefix string) error {
@@ -397,6 +405,20 @@ func percentiles(created, seen map[string]time.Time) (p50, p99 float64) {
 	sort.Float64s(lat)
 	at := func(q float64) float64 { return lat[int(q*float64(len(lat)-1))] }
 	return at(0.50), at(0.99)
+}
+
+// countWrites starts counting every write to the synced objects of both
+// clusters.
+func (b *bench) countWrites(ctx context.Context) (*recorder, error) {
+	rec := newRecorder()
+	for _, c := range []dynamic.Interface{b.consumer, b.provider} {
+		for _, g := range gvrs {
+			if err := rec.watch(ctx, c, g, func(watch.EventType, *unstructured.Unstructured) bool { return false }); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rec, nil
 }
 
 func (b *bench) runN(ctx context.Context, n int) (Run, error) {
@@ -440,31 +462,14 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 			return r, err
 		}
 	}
-	patched := make(map[string]time.Time, n)
-	var pmu sync.Mutex
-	work := make(chan key)
-	var wg sync.WaitGroup
-	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range work {
-				t0 := time.Now()
-				_, err := b.provider.Resource(k.gvr).Namespace(k.ns).Patch(ctx, k.name, "application/merge-patch+json",
-					[]byte(`{"status":{"phase":"Ready"}}`), metav1.PatchOptions{}, "status")
-				if err == nil {
-					pmu.Lock()
-					patched[k.id()] = t0
-					pmu.Unlock()
-				}
-			}
-		}()
+	patched, err := forEach(keys, 0, func(k key) error {
+		_, err := b.provider.Resource(k.gvr).Namespace(k.ns).Patch(ctx, k.name, "application/merge-patch+json",
+			[]byte(`{"status":{"phase":"Ready"}}`), metav1.PatchOptions{}, "status")
+		return err
+	})
+	if err != nil {
+		return r, err
 	}
-	for _, k := range keys {
-		work <- k
-	}
-	close(work)
-	wg.Wait()
 	if err := waitFor(timeout, "every status on the consumer", func() bool { b.sampleRSS(); return down.count(prefix+"-") >= n }); err != nil {
 		return r, err
 	}
@@ -489,26 +494,18 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 
 	// Idle: writes to the synced objects on both sides after convergence.
 	time.Sleep(5 * time.Second) // let the last status counts settle before the window opens
-	idle := newRecorder()
-	for _, c := range []dynamic.Interface{b.consumer, b.provider} {
-		for _, g := range gvrs {
-			if err := idle.watch(wctx, c, g, func(watch.EventType, *unstructured.Unstructured) bool { return false }); err != nil {
-				return r, err
-			}
-		}
+	idle, err := b.countWrites(wctx)
+	if err != nil {
+		return r, err
 	}
 	time.Sleep(b.idle)
 	r.IdleWrites = idle.writeCount()
 
 	// Restart: a converged konnector killed and started again.
 	b.stopKonnector(syscall.SIGKILL)
-	restart := newRecorder()
-	for _, c := range []dynamic.Interface{b.consumer, b.provider} {
-		for _, g := range gvrs {
-			if err := restart.watch(wctx, c, g, func(watch.EventType, *unstructured.Unstructured) bool { return false }); err != nil {
-				return r, err
-			}
-		}
+	restart, err := b.countWrites(wctx)
+	if err != nil {
+		return r, err
 	}
 	if err := b.startKonnector(); err != nil {
 		return r, err
