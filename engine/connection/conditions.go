@@ -18,8 +18,9 @@ import (
 type observation struct {
 	// secretErr is the kubeconfig Secret problem, nil when usable.
 	secretErr error
-	// probed is true when identity and discovery were attempted.
-	probed bool
+	// probed is true when identity and discovery were attempted; fresh
+	// when they ran in this reconcile (not remembered from an earlier one).
+	probed, fresh bool
 	// identityErr is the provider identity read error.
 	identityErr error
 	// identityChanged describes a pinned UID mismatch.

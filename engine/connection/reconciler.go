@@ -142,7 +142,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		next = r.observe(ctx, conn, sess, parsed, &obs)
 	}
 	r.heartbeatInto(conn.Name, &obs)
-	if obs.discovery != nil && obs.discoveryErr == nil && obs.identityErr == nil && obs.identityChanged == "" &&
+	// pullPolicy All installs once per discovery pass, not on every
+	// reconcile (heartbeat results and binding changes trigger many).
+	if obs.fresh && obs.discovery != nil && obs.discoveryErr == nil && obs.identityErr == nil && obs.identityChanged == "" &&
 		conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyAll {
 		r.installAll(ctx, conn, sess, obs.discovery)
 	}
@@ -259,6 +261,7 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 	failed := p.identityErr != nil || p.discovErr != nil
 	if !ok || p.hash != sess.Hash || failed || time.Since(p.at) >= r.DiscoveryInterval {
 		p = r.probe(ctx, conn, sess)
+		obs.fresh = true
 		r.mu.Lock()
 		r.probes[conn.Name] = p
 		r.mu.Unlock()
