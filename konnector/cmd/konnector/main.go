@@ -57,6 +57,7 @@ func run(ctx context.Context) error {
 		ProviderTimeout:   cfg.ProviderTimeout,
 		DiscoveryInterval: cfg.DiscoveryInterval,
 		BindingResync:     cfg.BindingResync,
+		HeartbeatInterval: cfg.HeartbeatInterval,
 		Workers:           cfg.Workers,
 		InCluster:         os.Getenv("KUBERNETES_SERVICE_HOST") != "" && cfg.Kubeconfig == "",
 	}

@@ -37,6 +37,7 @@ type Config struct {
 
 	DiscoveryInterval time.Duration
 	BindingResync     time.Duration
+	HeartbeatInterval time.Duration
 	Workers           int
 
 	MetricsAddr string
@@ -60,6 +61,7 @@ const (
 	keyConsumerBurst           = "consumer-burst"
 	keyDiscoveryInterval       = "discovery-interval"
 	keyBindingResync           = "binding-resync"
+	keyHeartbeatInterval       = "heartbeat-interval"
 	keyWorkers                 = "workers"
 	keyMetricsAddr             = "metrics-bind-address"
 	keyProbeAddr               = "health-probe-bind-address"
@@ -84,6 +86,7 @@ func FlagSet(name string) *pflag.FlagSet {
 	fs.Int(keyConsumerBurst, 200, "Burst of the consumer client.")
 	fs.Duration(keyDiscoveryInterval, 30*time.Second, "How often each Connection re-reads the provider's exported APIs.")
 	fs.Duration(keyBindingResync, 30*time.Second, "How often every ClusterBinding and Binding is re-checked, as a backstop to watches.")
+	fs.Duration(keyHeartbeatInterval, 30*time.Second, "How often each Connection's heartbeat Lease on the provider is renewed (leaseDurationSeconds stays 60).")
 	fs.Int(keyWorkers, 4, "Sync workers per bound API.")
 	fs.String(keyMetricsAddr, ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.String(keyProbeAddr, ":8081", "Address of /healthz and /readyz.")
@@ -162,6 +165,7 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), usa
 		ConsumerBurst:           v.GetInt(keyConsumerBurst),
 		DiscoveryInterval:       v.GetDuration(keyDiscoveryInterval),
 		BindingResync:           v.GetDuration(keyBindingResync),
+		HeartbeatInterval:       v.GetDuration(keyHeartbeatInterval),
 		Workers:                 v.GetInt(keyWorkers),
 		MetricsAddr:             v.GetString(keyMetricsAddr),
 		ProbeAddr:               v.GetString(keyProbeAddr),
@@ -234,6 +238,9 @@ func (c *Config) validate() error {
 	}
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--%s must be at least 1", keyWorkers))
+	}
+	if c.HeartbeatInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--%s must be at least 1s", keyHeartbeatInterval))
 	}
 	if c.BindingResync < time.Second {
 		errs = append(errs, fmt.Errorf("--%s must be at least 1s", keyBindingResync))

@@ -107,6 +107,7 @@ func TestLoadRejects(t *testing.T) {
 		{"missing file", []string{"--config", "/nonexistent.yaml"}, nil, "reading config file /nonexistent.yaml"},
 		{"zero qps", []string{"--provider-qps=0"}, nil, "--provider-qps and --consumer-qps must be positive"},
 		{"tiny discovery interval", []string{"--discovery-interval=10ms"}, nil, "--discovery-interval must be at least 1s"},
+		{"tiny heartbeat interval", []string{"--heartbeat-interval=100ms"}, nil, "--heartbeat-interval must be at least 1s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
