@@ -26,6 +26,7 @@ type Tracker struct {
 type observation struct {
 	renewTime string    // the holder's value, compared only for equality
 	changedAt time.Time // backend clock when renewTime last changed
+	renewed   bool      // renewTime changed at least once since first seen
 }
 
 // NewTracker returns a Tracker that calls a Lease stale once its renewTime
@@ -40,10 +41,11 @@ func NewTracker(clk clock.PassiveClock, staleAfter time.Duration) *Tracker {
 func (t *Tracker) Observe(key, renewTime string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if o, ok := t.seen[key]; ok && o.renewTime == renewTime {
+	o, ok := t.seen[key]
+	if ok && o.renewTime == renewTime {
 		return
 	}
-	t.seen[key] = observation{renewTime: renewTime, changedAt: t.clock.Now()}
+	t.seen[key] = observation{renewTime: renewTime, changedAt: t.clock.Now(), renewed: ok}
 }
 
 // Forget drops a Lease that no longer exists.
@@ -65,6 +67,10 @@ type State struct {
 	StaleSince time.Time
 	// Age is how long ago the backend last saw renewTime change.
 	Age time.Duration
+	// Renewed is true once the backend has seen renewTime change at least
+	// once since it first saw the Lease: proof of a live holder, as opposed
+	// to a Lease that merely looks fresh to a restarted backend.
+	Renewed bool
 }
 
 // State returns the verdict for key now.
@@ -83,6 +89,7 @@ func (t *Tracker) State(key string) State {
 		LastChange: o.changedAt,
 		StaleSince: since,
 		Age:        now.Sub(o.changedAt),
+		Renewed:    o.renewed,
 	}
 }
 
