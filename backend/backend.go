@@ -1,0 +1,213 @@
+// Package backend wires kbind's optional provider-side backend: the
+// liveness controller that judges heartbeat Leases (spec BE-1, BE-2) and,
+// when enabled, the reaper that deletes what stale consumers left behind
+// (BE-3). The binary (cmd/backend) turns configuration into Options; the
+// integration tests run the same wiring in-process.
+package backend
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/backend/liveness"
+	"github.com/kbind/kbind/backend/reaper"
+)
+
+// EventSource is the reporting component of the backend's Events.
+const EventSource = "kbind-backend"
+
+// Options configure the backend.
+type Options struct {
+	// StaleAfter is the stale window (BE-1).
+	StaleAfter time.Duration
+	// Reap enables the reaper; off means report only.
+	Reap bool
+	// ReapInterval is how soon an unfinished reaping is looked at again.
+	ReapInterval time.Duration
+	// Clock is the backend's own clock; the real one when nil.
+	Clock clock.Clock
+}
+
+// AddToScheme registers the kinds the backend reads.
+func AddToScheme(s *runtime.Scheme) error {
+	if err := coordinationv1.AddToScheme(s); err != nil {
+		return err
+	}
+	return corev1.AddToScheme(s)
+}
+
+// leaseSelector selects kbind's heartbeat Leases.
+func leaseSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue})
+}
+
+// ConfigureCache restricts the manager's cache to what the backend watches:
+// Leases labelled core.kbind.io/managed=true, without managedFields.
+func ConfigureCache(opts *cache.Options) {
+	if opts.ByObject == nil {
+		opts.ByObject = map[client.Object]cache.ByObject{}
+	}
+	opts.ByObject[&coordinationv1.Lease{}] = cache.ByObject{Label: leaseSelector()}
+	opts.DefaultTransform = cache.TransformStripManagedFields()
+}
+
+// Setup adds the liveness controller (and the reaper when enabled) to mgr,
+// whose cache must be configured with ConfigureCache.
+func Setup(mgr ctrl.Manager, opts Options) (*liveness.Controller, error) {
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	c := &liveness.Controller{
+		Client:       mgr.GetClient(),
+		Tracker:      liveness.NewTracker(clk, opts.StaleAfter),
+		Clock:        clk,
+		Events:       mgr.GetEventRecorder(EventSource),
+		ReapInterval: opts.ReapInterval,
+	}
+	if opts.Reap {
+		r, err := NewReaper(mgr.GetConfig())
+		if err != nil {
+			return nil, err
+		}
+		r.Events = mgr.GetEventRecorder(EventSource)
+		c.Reaper = r
+	}
+	if err := c.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the liveness controller: %w", err)
+	}
+	return c, nil
+}
+
+// NewReaper returns a reaper talking to the cluster of cfg.
+func NewReaper(cfg *rest.Config) (*reaper.Reaper, error) {
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the metadata client: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the discovery client: %w", err)
+	}
+	return &reaper.Reaper{Metadata: md, Discovery: dc}, nil
+}
+
+// DryRun watches the heartbeat Leases for the stale window on its own
+// clock, then writes one line per object that reaping would delete to out
+// ("would delete <resource.group> [<namespace>/]<name> (consumer <uid>)") and
+// returns. It writes nothing to the cluster: no annotation, no Event.
+func DryRun(ctx context.Context, cfg *rest.Config, opts Options, out io.Writer) error {
+	logger := log.FromContext(ctx)
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	tracker := liveness.NewTracker(clk, opts.StaleAfter)
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		return err
+	}
+	cacheOpts := cache.Options{Scheme: scheme}
+	ConfigureCache(&cacheOpts)
+	leases, err := cache.New(cfg, cacheOpts)
+	if err != nil {
+		return fmt.Errorf("creating the Lease cache: %w", err)
+	}
+	inf, err := leases.GetInformer(ctx, &coordinationv1.Lease{})
+	if err != nil {
+		return fmt.Errorf("watching Leases: %w", err)
+	}
+	observe := func(obj any) {
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			renew := ""
+			if l.Spec.RenewTime != nil {
+				renew = l.Spec.RenewTime.UTC().String()
+			}
+			tracker.Observe(l.Namespace+"/"+l.Name, renew)
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+	}); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = leases.Start(cctx) }()
+	if !leases.WaitForCacheSync(cctx) {
+		return fmt.Errorf("the Lease cache did not sync")
+	}
+	logger.Info("Dry run: watching heartbeat Leases for the stale window before judging them (nothing will be changed)", "staleAfter", opts.StaleAfter.String())
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-clk.After(opts.StaleAfter):
+	}
+
+	var list coordinationv1.LeaseList
+	if err := leases.List(ctx, &list); err != nil {
+		return fmt.Errorf("listing Leases: %w", err)
+	}
+	byConsumer := map[string][]liveness.State{}
+	for i := range list.Items {
+		l := &list.Items[i]
+		uid, err := liveness.ConsumerUID(l.Labels, l.Annotations)
+		if err != nil {
+			logger.Info("Ignoring a managed Lease that names no consumer cluster", "namespace", l.Namespace, "name", l.Name, "problem", err.Error())
+			continue
+		}
+		observe(l)
+		byConsumer[uid] = append(byConsumer[uid], tracker.State(l.Namespace+"/"+l.Name))
+	}
+	uids := make([]string, 0, len(byConsumer))
+	for uid := range byConsumer {
+		uids = append(uids, uid)
+	}
+	sort.Strings(uids)
+	r, err := NewReaper(cfg)
+	if err != nil {
+		return err
+	}
+	stale := 0
+	for _, uid := range uids {
+		if liveness.Live(byConsumer[uid]) {
+			logger.Info("Consumer is live; nothing to reap", "consumerClusterUID", uid)
+			continue
+		}
+		stale++
+		plan, err := r.Plan(ctx, uid)
+		if err != nil {
+			return fmt.Errorf("planning consumer %s: %w", uid, err)
+		}
+		for _, o := range plan.Objects() {
+			fmt.Fprintf(out, "would delete %s (consumer %s)\n", o, uid)
+		}
+		for ns, blocking := range plan.Kept {
+			logger.Info("Would keep a namespace created for the consumer: it holds other objects", "consumerClusterUID", uid, "namespace", ns, "objects", len(blocking))
+		}
+		if len(plan.Unlisted) > 0 {
+			logger.Info("Could not list some resources (forbidden); their objects are not in the list", "consumerClusterUID", uid, "resources", plan.Unlisted)
+		}
+	}
+	logger.Info("Dry run done", "consumers", len(uids), "stale", stale)
+	return nil
+}

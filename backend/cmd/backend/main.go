@@ -1,0 +1,117 @@
+// Command backend is kbind's optional provider-side component. It runs
+// against the provider cluster, judges the konnectors' heartbeat Leases by
+// its own clock, marks and reports stale consumers and, with --reap, deletes
+// what they left behind. See docs/backend.md for every option.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/backend"
+	"github.com/kbind/kbind/backend/internal/config"
+)
+
+func main() {
+	if err := run(ctrl.SetupSignalHandler()); err != nil {
+		if errors.Is(err, config.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "backend: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	cfg, err := config.Load("backend", os.Args[1:], os.LookupEnv, os.Stdout)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New())
+	logger := ctrl.Log.WithName("backend")
+
+	restConfig, err := providerConfig(cfg)
+	if err != nil {
+		return err
+	}
+	opts := backend.Options{StaleAfter: cfg.StaleAfter, Reap: cfg.Reap, ReapInterval: cfg.ReapInterval}
+	if cfg.StaleAfter < 2*heartbeatInterval {
+		logger.Info("WARNING: --stale-after is shorter than two konnector heartbeat intervals; live consumers may be judged stale",
+			"staleAfter", cfg.StaleAfter.String(), "heartbeatInterval", heartbeatInterval.String())
+	}
+	if cfg.DryRun {
+		// Logs go to stderr; the list of objects to stdout.
+		return backend.DryRun(log.IntoContext(ctx, logger.WithName("dry-run")), restConfig, opts, os.Stdout)
+	}
+
+	scheme := runtime.NewScheme()
+	if err := backend.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cacheOpts := cache.Options{}
+	backend.ConfigureCache(&cacheOpts)
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		HealthProbeBindAddress:  cfg.ProbeAddr,
+		LeaderElection:          cfg.LeaderElect,
+		LeaderElectionID:        kbindv1alpha1.BackendLeaderElectionID,
+		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("informers not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if _, err := backend.Setup(mgr, opts); err != nil {
+		return err
+	}
+	logger.Info("starting", "staleAfter", cfg.StaleAfter.String(), "reap", cfg.Reap, "leaderElect", cfg.LeaderElect)
+	return mgr.Start(ctx)
+}
+
+// heartbeatInterval is how often the konnector renews its Lease (spec HB-1).
+const heartbeatInterval = 30 * time.Second
+
+// providerConfig is the provider cluster's client configuration with the
+// configured QPS, burst and timeout: --kubeconfig, else in-cluster.
+func providerConfig(cfg *config.Config) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading the provider cluster configuration (set --kubeconfig when running outside a Pod): %w", err)
+	}
+	rc.QPS, rc.Burst, rc.Timeout = cfg.QPS, cfg.Burst, cfg.Timeout
+	rc.UserAgent = "kbind-backend"
+	return rc, nil
+}

@@ -1,0 +1,330 @@
+package liveness
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// Event reasons on heartbeat Leases.
+const (
+	ReasonStale         = "HeartbeatStale"
+	ReasonRenewed       = "HeartbeatRenewed"
+	ReasonReaping       = "ReapingConsumer"
+	ReasonReapingPaused = "ReapingWaiting"
+)
+
+// Reaper deletes what a stale consumer left on the provider (spec BE-3).
+// Reap runs one stateless pass for the consumer and reports done once
+// nothing of it is left, its Leases included. stillStale is asked between
+// deletions; when it returns false the pass stops at once.
+type Reaper interface {
+	Reap(ctx context.Context, consumerUID string, stillStale func() bool) (done bool, err error)
+}
+
+// Controller watches heartbeat Leases and judges each consumer cluster (BE-1):
+// it marks stale Leases (annotation and Event), clears the mark when they
+// renew, exports metrics, and hands a consumer whose every Lease is stale to
+// the Reaper (nil: report only). Requests are keyed by consumer cluster UID.
+type Controller struct {
+	// Client reads Leases (from the manager's cache) and patches them.
+	Client  client.Client
+	Tracker *Tracker
+	Clock   clock.PassiveClock
+	Events  events.EventRecorder
+	// Reaper is nil when reaping is off.
+	Reaper Reaper
+	// ReapInterval is how soon a consumer whose reaping is not finished
+	// (finalizers, refused deletions) is looked at again.
+	ReapInterval time.Duration
+
+	mu        sync.Mutex
+	keys      map[string]map[string]bool // consumer UID → Lease keys tracked
+	live      map[string]bool            // consumer UID → verdict, for metrics
+	badLogged map[string]string          // Lease key → problem already logged
+}
+
+// SetupWithManager wires the controller: Lease events (the manager's cache
+// must select Leases labelled core.kbind.io/managed=true) map to the
+// consumer cluster UID they carry.
+func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
+	c.init()
+	register(c)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("liveness").
+		WatchesRawSource(source.Kind(mgr.GetCache(), &coordinationv1.Lease{}, c.handler())).
+		Complete(c)
+}
+
+func (c *Controller) init() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys == nil {
+		c.keys, c.live, c.badLogged = map[string]map[string]bool{}, map[string]bool{}, map[string]string{}
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.ReapInterval <= 0 {
+		c.ReapInterval = 30 * time.Second
+	}
+}
+
+func leaseKey(l metav1.Object) string { return l.GetNamespace() + "/" + l.GetName() }
+
+// handler maps a Lease to its consumer. A Lease that carries no consumer UID
+// label cannot be attributed: it is logged once and ignored.
+func (c *Controller) handler() handler.TypedEventHandler[*coordinationv1.Lease, reconcile.Request] {
+	enqueue := func(ctx context.Context, l *coordinationv1.Lease, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		uid := l.Labels[kbindv1alpha1.ConsumerClusterUIDLabel]
+		if uid == "" {
+			_, err := ConsumerUID(l.Labels, l.Annotations)
+			c.logBadOnce(ctx, l, err)
+			return
+		}
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: uid}})
+	}
+	return handler.TypedFuncs[*coordinationv1.Lease, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*coordinationv1.Lease], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*coordinationv1.Lease], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if uid := e.ObjectOld.Labels[kbindv1alpha1.ConsumerClusterUIDLabel]; uid != "" && uid != e.ObjectNew.Labels[kbindv1alpha1.ConsumerClusterUIDLabel] {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: uid}})
+			}
+			enqueue(ctx, e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*coordinationv1.Lease], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			c.Tracker.Forget(leaseKey(e.Object))
+			c.forgetBad(leaseKey(e.Object))
+			if uid := e.Object.Labels[kbindv1alpha1.ConsumerClusterUIDLabel]; uid != "" {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: uid}})
+			}
+		},
+	}
+}
+
+// logBadOnce logs a Lease that cannot be attributed to a consumer, once per
+// Lease and problem, so a bad Lease never becomes a hot loop of log lines.
+func (c *Controller) logBadOnce(ctx context.Context, l *coordinationv1.Lease, problem error) {
+	key := leaseKey(l)
+	c.mu.Lock()
+	logged := c.badLogged[key] == problem.Error()
+	c.badLogged[key] = problem.Error()
+	c.mu.Unlock()
+	if !logged {
+		log.FromContext(ctx).Info("Ignoring a managed Lease that names no consumer cluster", "namespace", l.Namespace, "name", l.Name, "problem", problem.Error())
+	}
+}
+
+func (c *Controller) forgetBad(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.badLogged, key)
+}
+
+// leasesOf reads a consumer's attributable Leases from the cache and records
+// what their renewTime is now.
+func (c *Controller) leasesOf(ctx context.Context, uid string) ([]coordinationv1.Lease, error) {
+	var list coordinationv1.LeaseList
+	if err := c.Client.List(ctx, &list, client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{
+		kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
+		kbindv1alpha1.ConsumerClusterUIDLabel: uid,
+	})}); err != nil {
+		return nil, fmt.Errorf("listing the Leases of consumer %s: %w", uid, err)
+	}
+	var out []coordinationv1.Lease
+	for i := range list.Items {
+		l := &list.Items[i]
+		if got, err := ConsumerUID(l.Labels, l.Annotations); err != nil || got != uid {
+			if err == nil {
+				err = fmt.Errorf("belongs to consumer %s", got)
+			}
+			c.logBadOnce(ctx, l, err)
+			continue
+		}
+		c.forgetBad(leaseKey(l))
+		c.Tracker.Observe(leaseKey(l), renewTimeOf(l))
+		out = append(out, *l)
+	}
+	sort.Slice(out, func(i, j int) bool { return leaseKey(&out[i]) < leaseKey(&out[j]) })
+	return out, nil
+}
+
+func renewTimeOf(l *coordinationv1.Lease) string {
+	if l.Spec.RenewTime == nil {
+		return ""
+	}
+	return l.Spec.RenewTime.UTC().Format(metav1.RFC3339Micro)
+}
+
+// Reconcile judges one consumer cluster.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	uid := req.Name
+	logger := log.FromContext(ctx).WithValues("consumerClusterUID", uid)
+	ctx = log.IntoContext(ctx, logger)
+
+	leases, err := c.leasesOf(ctx, uid)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	c.track(uid, leases)
+	if len(leases) == 0 {
+		return reconcile.Result{}, nil
+	}
+
+	states := make([]State, len(leases))
+	for i := range leases {
+		l := &leases[i]
+		states[i] = c.Tracker.State(leaseKey(l))
+		if err := c.mark(ctx, l, states[i]); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	live := Live(states)
+	c.setVerdict(uid, live)
+
+	if next, ok := NextTransition(states, c.Clock.Now()); ok {
+		// Some Lease is still live: look again exactly when it would turn
+		// stale. A renewal before then arrives as a watch event.
+		return reconcile.Result{RequeueAfter: next}, nil
+	}
+	if live || c.Reaper == nil {
+		return reconcile.Result{}, nil
+	}
+
+	c.event(&leases[0], corev1.EventTypeWarning, ReasonReaping, "Reap", "every heartbeat Lease of consumer cluster %s is stale; deleting what it left on this cluster", uid)
+	done, err := c.Reaper.Reap(ctx, uid, func() bool { return c.stillStale(ctx, uid) })
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("reaping consumer %s: %w", uid, err)
+	}
+	if !done {
+		logger.V(1).Info("Reaping not finished; looking again later", "after", c.ReapInterval.String())
+		return reconcile.Result{RequeueAfter: c.ReapInterval}, nil
+	}
+	logger.Info("Reaped stale consumer")
+	return reconcile.Result{}, nil
+}
+
+// stillStale re-reads the consumer's Leases from the cache (which the watch
+// keeps current) between deletions: a renewal or a new Lease stops reaping.
+func (c *Controller) stillStale(ctx context.Context, uid string) bool {
+	leases, err := c.leasesOf(ctx, uid)
+	if err != nil || len(leases) == 0 {
+		return err == nil // all Leases gone is not a renewal; an error is not proof of staleness
+	}
+	states := make([]State, len(leases))
+	for i := range leases {
+		states[i] = c.Tracker.State(leaseKey(&leases[i]))
+	}
+	return !Live(states)
+}
+
+// mark keeps the stale-since annotation in line with the Lease's state.
+func (c *Controller) mark(ctx context.Context, l *coordinationv1.Lease, s State) error {
+	current, present := l.Annotations[kbindv1alpha1.StaleSinceAnnotation]
+	var value any
+	switch StaleSinceAction(current, present, s) {
+	case Keep:
+		return nil
+	case Mark:
+		value = StaleSinceValue(s.StaleSince)
+	case Clear:
+		value = nil // JSON merge patch: null deletes the key
+	}
+	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{kbindv1alpha1.StaleSinceAnnotation: value}}}
+	data, err := jsonMarshal(patch)
+	if err != nil {
+		return err
+	}
+	if err := c.Client.Patch(ctx, l, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return fmt.Errorf("annotating Lease %s: %w", leaseKey(l), client.IgnoreNotFound(err))
+	}
+	logger := log.FromContext(ctx).WithValues("namespace", l.Namespace, "name", l.Name)
+	if value != nil {
+		logger.Info("Heartbeat Lease is stale", "staleSince", value, "lastRenewalSeen", s.LastChange.UTC().Format(time.RFC3339))
+		c.event(l, corev1.EventTypeWarning, ReasonStale, "Judge", "no renewal seen since %s (stale after %s on the backend's clock)",
+			s.LastChange.UTC().Format(time.RFC3339), s.StaleSince.Sub(s.LastChange))
+	} else {
+		logger.Info("Heartbeat Lease renewed again")
+		c.event(l, corev1.EventTypeNormal, ReasonRenewed, "Judge", "renewal seen again; no longer stale")
+	}
+	return nil
+}
+
+func (c *Controller) event(l *coordinationv1.Lease, typ, reason, action, format string, args ...any) {
+	if c.Events == nil {
+		return
+	}
+	c.Events.Eventf(l, nil, typ, reason, action, format, args...)
+}
+
+// track remembers which Leases a consumer has, forgetting vanished ones.
+func (c *Controller) track(uid string, leases []coordinationv1.Lease) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := map[string]bool{}
+	for i := range leases {
+		now[leaseKey(&leases[i])] = true
+	}
+	for k := range c.keys[uid] {
+		if !now[k] {
+			c.Tracker.Forget(k)
+		}
+	}
+	if len(now) == 0 {
+		delete(c.keys, uid)
+		delete(c.live, uid)
+	} else {
+		c.keys[uid] = now
+	}
+	updateConsumerGauge(c.live)
+}
+
+func (c *Controller) setVerdict(uid string, live bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live[uid] = live
+	updateConsumerGauge(c.live)
+}
+
+// renewalAges is, per consumer, the time since the backend last saw any of
+// its Leases renew.
+func (c *Controller) renewalAges() map[string]time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]time.Duration{}
+	for uid, keys := range c.keys {
+		first := true
+		for k := range keys {
+			s := c.Tracker.State(k)
+			if !s.Known {
+				continue
+			}
+			if first || s.Age < out[uid] {
+				out[uid], first = s.Age, false
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,72 @@
+package liveness
+
+import (
+	"encoding/json"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	consumers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kbind_backend_consumers",
+		Help: "Consumer clusters with heartbeat Leases on this provider, by state (live: some Lease renews; stale: every Lease is stale).",
+	}, []string{"state"})
+
+	renewalAgeDesc = prometheus.NewDesc("kbind_backend_consumer_renewal_age_seconds",
+		"Seconds since the backend last saw any heartbeat Lease of the consumer cluster renew (its own clock; restarts start at 0).",
+		[]string{"consumer_cluster_uid"}, nil)
+
+	ages = &ageCollector{}
+)
+
+func init() {
+	metrics.Registry.MustRegister(consumers, ages)
+}
+
+func updateConsumerGauge(verdicts map[string]bool) {
+	live, stale := 0, 0
+	for _, l := range verdicts {
+		if l {
+			live++
+		} else {
+			stale++
+		}
+	}
+	consumers.WithLabelValues("live").Set(float64(live))
+	consumers.WithLabelValues("stale").Set(float64(stale))
+}
+
+// ageCollector computes renewal ages at scrape time, so they never go stale
+// between reconciles.
+type ageCollector struct {
+	mu      sync.Mutex
+	sources []*Controller
+}
+
+func register(c *Controller) {
+	ages.mu.Lock()
+	defer ages.mu.Unlock()
+	ages.sources = append(ages.sources, c)
+}
+
+func (a *ageCollector) Describe(ch chan<- *prometheus.Desc) { ch <- renewalAgeDesc }
+
+func (a *ageCollector) Collect(ch chan<- prometheus.Metric) {
+	a.mu.Lock()
+	sources := append([]*Controller(nil), a.sources...)
+	a.mu.Unlock()
+	seen := map[string]bool{}
+	for _, c := range sources {
+		for uid, age := range c.renewalAges() {
+			if seen[uid] {
+				continue
+			}
+			seen[uid] = true
+			ch <- prometheus.MustNewConstMetric(renewalAgeDesc, prometheus.GaugeValue, age.Seconds(), uid)
+		}
+	}
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

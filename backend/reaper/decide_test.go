@@ -1,0 +1,145 @@
+package reaper
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+func TestPhaseOf(t *testing.T) {
+	cases := []struct {
+		group, resource string
+		want            Phase
+	}{
+		{"example.org", "widgets", PhaseCopies},
+		{"databases.acme.io", "postgreses", PhaseCopies},
+		{"", "secrets", PhaseRelated},
+		{"", "configmaps", PhaseRelated},
+		{"", "namespaces", PhaseNamespaces},
+		{"coordination.k8s.io", "leases", PhaseLeases},
+		{"", "pods", PhaseNone},
+		{"apps", "deployments", PhaseNone},
+		{"rbac.authorization.k8s.io", "roles", PhaseNone},
+		{"apiextensions.k8s.io", "customresourcedefinitions", PhaseNone},
+		{"core.kbind.io", "connections", PhaseNone},
+		{"autoscaling", "horizontalpodautoscalers", PhaseNone},
+	}
+	for _, tc := range cases {
+		if got := PhaseOf(tc.group, tc.resource); got != tc.want {
+			t.Errorf("PhaseOf(%q, %q) = %v, want %v", tc.group, tc.resource, got, tc.want)
+		}
+	}
+}
+
+func TestOwned(t *testing.T) {
+	const uid = "consumer-a"
+	marks := func(labelUID, annUID string, extra ...string) (map[string]string, map[string]string) {
+		l := map[string]string{kbindv1alpha1.ManagedLabel: "true"}
+		if labelUID != "" {
+			l[kbindv1alpha1.ConsumerClusterUIDLabel] = labelUID
+		}
+		a := map[string]string{}
+		if annUID != "" {
+			a[kbindv1alpha1.ConsumerClusterUIDAnnotation] = annUID
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			a[extra[i]] = extra[i+1]
+		}
+		return l, a
+	}
+	objUID := kbindv1alpha1.ConsumerObjectUIDAnnotation
+	related := kbindv1alpha1.RelatedBindingAnnotation
+	cases := []struct {
+		name  string
+		phase Phase
+		l, a  map[string]string
+		want  bool
+	}{
+		{"copy with both markers", PhaseCopies, nil, nil, true},
+		{"copy without object uid", PhaseCopies, nil, nil, false},
+		{"copy of another consumer (label)", PhaseCopies, nil, nil, false},
+		{"copy of another consumer (annotation)", PhaseCopies, nil, nil, false},
+		{"unmarked copy", PhaseCopies, map[string]string{}, map[string]string{}, false},
+		{"related copy", PhaseRelated, nil, nil, true},
+		{"related copy without binding", PhaseRelated, nil, nil, false},
+		{"namespace", PhaseNamespaces, nil, nil, true},
+		{"lease", PhaseLeases, nil, nil, true},
+		{"not managed", PhaseLeases, map[string]string{kbindv1alpha1.ConsumerClusterUIDLabel: uid}, map[string]string{kbindv1alpha1.ConsumerClusterUIDAnnotation: uid}, false},
+		{"phase none never owned", PhaseNone, nil, nil, false},
+	}
+	cases[0].l, cases[0].a = marks(uid, uid, objUID, "o1")
+	cases[1].l, cases[1].a = marks(uid, uid)
+	cases[2].l, cases[2].a = marks("consumer-b", uid, objUID, "o1")
+	cases[3].l, cases[3].a = marks(uid, "consumer-b", objUID, "o1")
+	cases[5].l, cases[5].a = marks(uid, uid, related, "b1/0")
+	cases[6].l, cases[6].a = marks(uid, uid)
+	cases[7].l, cases[7].a = marks(uid, uid)
+	cases[8].l, cases[8].a = marks(uid, uid)
+	cases[10].l, cases[10].a = marks(uid, uid, objUID, "o1")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Owned(tc.phase, uid, tc.l, tc.a); got != tc.want {
+				t.Errorf("Owned = %v, want %v (labels %v, annotations %v)", got, tc.want, tc.l, tc.a)
+			}
+		})
+	}
+	if Owned(PhaseLeases, "", map[string]string{kbindv1alpha1.ManagedLabel: "true"}, nil) {
+		t.Error("an empty consumer UID must own nothing")
+	}
+}
+
+func TestBlocking(t *testing.T) {
+	res := func(group, resource string) Resource {
+		return Resource{GVR: schema.GroupVersionResource{Group: group, Version: "v1", Resource: resource}}
+	}
+	obj := func(r Resource, name string) Object { return Object{Resource: r, Namespace: "team-a", Name: name} }
+	cm, sa, ev, lease, widget := res("", "configmaps"), res("", "serviceaccounts"), res("events.k8s.io", "events"), res("coordination.k8s.io", "leases"), res("example.org", "widgets")
+	mine := obj(lease, "demo-abc")
+	removable := func(o Object) bool { return o.Key() == mine.Key() }
+	cases := []struct {
+		name     string
+		contents []Object
+		want     int
+	}{
+		{"empty", nil, 0},
+		{"only what Kubernetes puts there", []Object{obj(cm, "kube-root-ca.crt"), obj(sa, "default"), obj(ev, "x")}, 0},
+		{"the consumer's own Lease", []Object{mine}, 0},
+		{"someone else's ConfigMap", []Object{obj(cm, "kube-root-ca.crt"), obj(cm, "app-config")}, 1},
+		{"another consumer's copy", []Object{mine, obj(widget, "w-of-b")}, 1},
+		{"another service account", []Object{obj(sa, "builder")}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Blocking(tc.contents, removable); len(got) != tc.want {
+				t.Errorf("blocking %v, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPhaseVerdict(t *testing.T) {
+	cases := []struct {
+		left, refused int
+		want          Verdict
+	}{
+		{0, 0, Done}, {2, 0, Waiting}, {0, 1, Blocked}, {1, 1, Waiting},
+	}
+	for _, tc := range cases {
+		if got := PhaseVerdict(tc.left, tc.refused); got != tc.want {
+			t.Errorf("PhaseVerdict(%d, %d) = %v, want %v", tc.left, tc.refused, got, tc.want)
+		}
+	}
+}
+
+func TestObjectNames(t *testing.T) {
+	w := Object{Resource: Resource{GVR: schema.GroupVersionResource{Group: "example.org", Version: "v1", Resource: "widgets"}, Kind: "Widget"}, Namespace: "team-a", Name: "w1"}
+	ns := Object{Resource: Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, Kind: "Namespace"}, Name: "team-a"}
+	if w.String() != "widgets.example.org team-a/w1" || ns.String() != "namespaces team-a" {
+		t.Errorf("String: %q %q", w, ns)
+	}
+	if w.Resource.KindName() != "Widget.example.org" || ns.Resource.KindName() != "Namespace" {
+		t.Errorf("KindName: %q %q", w.Resource.KindName(), ns.Resource.KindName())
+	}
+}
