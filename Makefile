@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 MODULES := api engine konnector backend e2e tools
 # Modules that hold Go packages (tools only pins `go tool` dependencies).
 CODE_MODULES := api engine konnector backend e2e
-BINARIES := konnector
+BINARIES := konnector backend
 GO ?= go
 # Test timeout per module; the e2e suites are the long ones.
 TEST_TIMEOUT ?= 20m
