@@ -1,0 +1,267 @@
+// Package backendtest starts a real provider API server (etcd and
+// kube-apiserver from KUBEBUILDER_ASSETS, else the kbind control plane
+// cache that tools/controlplane/build.sh fills) for the backend's
+// integration tests, and writes the objects a konnector would: heartbeat
+// Leases, provider copies, related copies and namespaces, with kbind's
+// markers. The backend module must not import the engine, so this is its
+// own small harness.
+package backendtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// KubernetesVersion is the version tools/controlplane/build.sh builds.
+const KubernetesVersion = "v1.37.2"
+
+// Env is a running provider API server.
+type Env struct {
+	Config *rest.Config
+	Client client.Client
+	env    *envtest.Environment
+}
+
+func assetsDir() (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		base := os.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", err
+			}
+			base = filepath.Join(home, ".cache")
+		}
+		dir = filepath.Join(base, "kbind", "k8s", KubernetesVersion)
+	}
+	for _, b := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return "", fmt.Errorf("control plane binary %s missing in %s; run `make controlplane` or set KUBEBUILDER_ASSETS: %w", b, dir, err)
+		}
+	}
+	return dir, nil
+}
+
+// Scheme holds the kinds the tests write.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, apiextensionsv1.AddToScheme, eventsv1.AddToScheme, rbacv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// Start starts a provider API server with the test CRDs (Widgets,
+// namespaced, and Gadgets, cluster-scoped, in example.org) and stops it when
+// the test ends.
+func Start(t testing.TB) *Env {
+	t.Helper()
+	assets, err := assetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDs: []*apiextensionsv1.CustomResourceDefinition{
+			CRD("widgets", "Widget", apiextensionsv1.NamespaceScoped),
+			CRD("gadgets", "Gadget", apiextensionsv1.ClusterScoped),
+		},
+	}
+	cfg, err := e.Start()
+	if err != nil {
+		_ = e.Stop()
+		t.Fatalf("starting the provider API server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Errorf("stopping the provider API server: %v", err)
+		}
+	})
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 200, 400
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Env{Config: cfg, Client: c, env: e}
+}
+
+// AddUser provisions a user with no permissions beyond its groups.
+func (e *Env) AddUser(t testing.TB, name string) *rest.Config {
+	t.Helper()
+	u, err := e.env.AddUser(envtest.User{Name: name}, &rest.Config{QPS: 200, Burst: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Config()
+}
+
+// CRD is an example.org CRD that preserves unknown fields.
+func CRD(plural, kind string, scope apiextensionsv1.ResourceScope) *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + ".example.org"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.org",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind, ListKind: kind + "List"},
+			Scope: scope,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1alpha1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true),
+				}},
+			}},
+		},
+	}
+}
+
+// Markers are the labels and annotations kbind puts on what it writes for
+// a consumer; objectUID adds ownership marker 2 of a provider copy.
+func Markers(consumer string) (map[string]string, map[string]string) {
+	return map[string]string{
+			kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
+			kbindv1alpha1.ConsumerClusterUIDLabel: consumer,
+		}, map[string]string{
+			kbindv1alpha1.ConsumerClusterUIDAnnotation: consumer,
+		}
+}
+
+// Namespace creates a namespace; a non-empty consumer marks it as created by
+// kbind for that consumer.
+func (e *Env) Namespace(t testing.TB, name, consumer string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if consumer != "" {
+		ns.Labels, ns.Annotations = Markers(consumer)
+	}
+	e.create(t, ns)
+}
+
+// Lease creates a heartbeat Lease the way the konnector does (HB-1) and
+// returns a function that renews it.
+func (e *Env) Lease(t testing.TB, namespace, name, consumer string) (renew func()) {
+	t.Helper()
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	l.Labels, l.Annotations = Markers(consumer)
+	l.Annotations[kbindv1alpha1.ConnectionAnnotation] = "provider"
+	now := metav1.NewMicroTime(time.Now())
+	l.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To(consumer), LeaseDurationSeconds: ptr.To[int32](60), AcquireTime: &now, RenewTime: &now}
+	e.create(t, l)
+	return func() { e.Renew(t, namespace, name) }
+}
+
+// Renew renews a Lease now, as the konnector does: read, stamp, update.
+func (e *Env) Renew(t testing.TB, namespace, name string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		l := &coordinationv1.Lease{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, l); err != nil {
+			return false, err
+		}
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec.RenewTime = &now
+		if err := e.Client.Update(ctx, l); apierrors.IsConflict(err) {
+			return false, nil // the backend annotated it meanwhile: read again
+		} else if err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Errorf("renewing Lease %s/%s: %v", namespace, name, err)
+	}
+}
+
+// Copy creates a provider copy of kind (Widget or Gadget) for consumer with
+// both ownership markers; an empty consumer makes an unmarked object.
+func (e *Env) Copy(t testing.TB, kind, namespace, name, consumer string, finalizers ...string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("example.org/v1alpha1")
+	u.SetKind(kind)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	if consumer != "" {
+		l, a := Markers(consumer)
+		a[kbindv1alpha1.ConsumerObjectUIDAnnotation] = "consumer-object-" + name
+		u.SetLabels(l)
+		u.SetAnnotations(a)
+	}
+	u.SetFinalizers(finalizers)
+	u.Object["spec"] = map[string]any{"size": int64(1)}
+	e.create(t, u)
+	return u
+}
+
+// Related creates a related ConfigMap or Secret copy for consumer.
+func (e *Env) Related(t testing.TB, kind, namespace, name, consumer string) {
+	t.Helper()
+	l, a := Markers(consumer)
+	a[kbindv1alpha1.RelatedBindingAnnotation] = "binding-uid/0"
+	meta := metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: l, Annotations: a}
+	switch kind {
+	case "Secret":
+		e.create(t, &corev1.Secret{ObjectMeta: meta, StringData: map[string]string{"password": "s3cr3t-never-logged"}})
+	default:
+		e.create(t, &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"color": "blue"}})
+	}
+}
+
+// Create creates any object.
+func (e *Env) Create(t testing.TB, obj client.Object) { t.Helper(); e.create(t, obj) }
+
+func (e *Env) create(t testing.TB, obj client.Object) {
+	t.Helper()
+	if err := e.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %T %s/%s: %v", obj, obj.GetNamespace(), obj.GetName(), err)
+	}
+}
+
+// Eventually polls check until it returns nil or the timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = check()
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not within %s: %v", what, timeout, last)
+	}
+}
+
+// Consistently polls check for the whole duration and fails on the first
+// error.
+func Consistently(t testing.TB, duration time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(duration)
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, duration+time.Second, true, func(context.Context) (bool, error) {
+		if err := check(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return time.Now().After(deadline), nil
+	})
+}
