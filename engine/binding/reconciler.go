@@ -394,7 +394,7 @@ func (r *Reconciler) observe(ctx context.Context, b binding) (observation, error
 		o.connProblem = fmt.Sprintf("Connection %q not found", o.connection)
 		return o, nil
 	}
-	if c := meta.FindStatusCondition(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady)); c == nil || c.Status != metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady)); !syncer.ConnectionUsable(conn) {
 		why := "no status yet"
 		if c != nil {
 			why = c.Reason + ": " + c.Message

@@ -10,6 +10,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,7 +66,7 @@ func (r *Registry) resolve(ctx context.Context, crdName string) (API, bool, erro
 	if err := r.Consumer.Get(ctx, client.ObjectKey{Name: connName}, conn); err != nil {
 		return API{}, false, client.IgnoreNotFound(err)
 	}
-	if !meta.IsStatusConditionTrue(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady)) || conn.Status.LocalClusterUID == "" {
+	if !ConnectionUsable(conn) {
 		return API{}, false, nil
 	}
 	sess, ok := r.Sessions.Get(connName)
@@ -91,6 +92,27 @@ func (r *Registry) resolve(ctx context.Context, crdName string) (API, bool, erro
 			ClusterUID: conn.Status.LocalClusterUID,
 		},
 	}, true, nil
+}
+
+// ConnectionUsable reports whether the syncers and bindings of a
+// Connection may use its provider session: when it is Ready, and while it
+// is deleting and only waits for its bindings (Ready=False,
+// DrainingBindings, still Connected) — those bindings must be able to
+// drain, and keep syncing until they are deleted (CONN-7, SYNC-D).
+func ConnectionUsable(conn *kbindv1alpha1.Connection) bool {
+	if conn.Status.LocalClusterUID == "" {
+		return false
+	}
+	ready := meta.FindStatusCondition(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady))
+	switch {
+	case ready == nil:
+		return false
+	case ready.Status == metav1.ConditionTrue:
+		return true
+	default:
+		return !conn.DeletionTimestamp.IsZero() && ready.Reason == string(kbindv1alpha1.ReasonDrainingBindings) &&
+			meta.IsStatusConditionTrue(conn.Status.Conditions, string(kbindv1alpha1.ConditionConnected))
+	}
 }
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {

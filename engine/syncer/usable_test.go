@@ -1,0 +1,45 @@
+package syncer
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+func TestConnectionUsable(t *testing.T) {
+	now := metav1.Now()
+	cond := func(typ kbindv1alpha1.ConditionType, status metav1.ConditionStatus, reason kbindv1alpha1.Reason) metav1.Condition {
+		return metav1.Condition{Type: string(typ), Status: status, Reason: string(reason)}
+	}
+	ready := cond(kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	draining := cond(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings)
+	connected := cond(kbindv1alpha1.ConditionConnected, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	disconnected := cond(kbindv1alpha1.ConditionConnected, metav1.ConditionFalse, kbindv1alpha1.ReasonPending)
+	for _, tc := range []struct {
+		name     string
+		uid      string
+		deleting bool
+		conds    []metav1.Condition
+		want     bool
+	}{
+		{"ready", "u", false, []metav1.Condition{connected, ready}, true},
+		{"no status yet", "", false, nil, false},
+		{"ready without a pinned consumer UID", "", false, []metav1.Condition{connected, ready}, false},
+		{"not ready", "u", false, []metav1.Condition{disconnected, cond(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending)}, false},
+		{"deleting, waiting for its bindings, connected", "u", true, []metav1.Condition{connected, draining}, true},
+		{"deleting, waiting for its bindings, provider lost", "u", true, []metav1.Condition{disconnected, draining}, false},
+		{"DrainingBindings without a deletionTimestamp", "u", false, []metav1.Condition{connected, draining}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := &kbindv1alpha1.Connection{Status: kbindv1alpha1.ConnectionStatus{LocalClusterUID: tc.uid, Conditions: tc.conds}}
+			if tc.deleting {
+				conn.DeletionTimestamp = &now
+			}
+			if got := ConnectionUsable(conn); got != tc.want {
+				t.Errorf("ConnectionUsable = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
