@@ -3,6 +3,7 @@ package connection
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -37,6 +38,8 @@ type observation struct {
 	heartbeat      error
 	heartbeatKnown bool
 	leaseRef       string
+	// leaseEvery is the heartbeat interval, for the message.
+	leaseEvery time.Duration
 	// lagging lists consumer CRDs whose schema lags the policy;
 	// schemaKnown is false before any CRD was handled.
 	lagging     []string
@@ -129,7 +132,7 @@ func withHeartbeat(out []condition, o observation) []condition {
 	switch {
 	case o.heartbeat == nil:
 		out = append(out, condition{kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
-			fmt.Sprintf("Lease %s is renewed every 30s", o.leaseRef)})
+			fmt.Sprintf("Lease %s is renewed every %s", o.leaseRef, o.leaseEvery)})
 	case apierrors.IsForbidden(o.heartbeat):
 		out = append(out, condition{kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, o.heartbeat.Error()})
 	default:

@@ -382,6 +382,7 @@ func (r *Reconciler) heartbeatInto(name string, obs *observation) {
 	}
 	obs.heartbeatKnown, obs.heartbeat = hb.known, hb.err
 	obs.leaseRef = hb.lease.Namespace + "/" + hb.lease.Name
+	obs.leaseEvery = r.HeartbeatInterval
 }
 
 func errString(err error) string {
