@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,10 +29,9 @@ import (
 
 // Event reasons on heartbeat Leases.
 const (
-	ReasonStale         = "HeartbeatStale"
-	ReasonRenewed       = "HeartbeatRenewed"
-	ReasonReaping       = "ReapingConsumer"
-	ReasonReapingPaused = "ReapingWaiting"
+	ReasonStale   = "HeartbeatStale"
+	ReasonRenewed = "HeartbeatRenewed"
+	ReasonReaping = "ReapingConsumer"
 )
 
 // Reaper deletes what a stale consumer left on the provider (spec BE-3).
@@ -61,6 +61,7 @@ type Controller struct {
 	mu        sync.Mutex
 	keys      map[string]map[string]bool // consumer UID → Lease keys tracked
 	live      map[string]bool            // consumer UID → verdict, for metrics
+	reaping   map[string]bool            // consumer UID → reaping announced (one Event per episode)
 	badLogged map[string]string          // Lease key → problem already logged
 }
 
@@ -80,7 +81,7 @@ func (c *Controller) init() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.keys == nil {
-		c.keys, c.live, c.badLogged = map[string]map[string]bool{}, map[string]bool{}, map[string]string{}
+		c.keys, c.live, c.badLogged, c.reaping = map[string]map[string]bool{}, map[string]bool{}, map[string]string{}, map[string]bool{}
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
@@ -213,7 +214,10 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 
-	c.event(&leases[0], corev1.EventTypeWarning, ReasonReaping, "Reap", "every heartbeat Lease of consumer cluster %s is stale; deleting what it left on this cluster", uid)
+	if c.announceReaping(uid) {
+		logger.Info("Every heartbeat Lease of the consumer is stale; reaping")
+		c.event(&leases[0], corev1.EventTypeWarning, ReasonReaping, "Reap", "every heartbeat Lease of consumer cluster %s is stale; deleting what it left on this cluster", uid)
+	}
 	done, err := c.Reaper.Reap(ctx, uid, func() bool { return c.stillStale(ctx, uid) })
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reaping consumer %s: %w", uid, err)
@@ -257,8 +261,10 @@ func (c *Controller) mark(ctx context.Context, l *coordinationv1.Lease, s State)
 	if err != nil {
 		return err
 	}
-	if err := c.Client.Patch(ctx, l, client.RawPatch(types.MergePatchType, data)); err != nil {
-		return fmt.Errorf("annotating Lease %s: %w", leaseKey(l), client.IgnoreNotFound(err))
+	if err := c.Client.Patch(ctx, l, client.RawPatch(types.MergePatchType, data)); apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile; its delete event requeues the consumer
+	} else if err != nil {
+		return fmt.Errorf("annotating Lease %s: %w", leaseKey(l), err)
 	}
 	logger := log.FromContext(ctx).WithValues("namespace", l.Namespace, "name", l.Name)
 	if value != nil {
@@ -295,16 +301,30 @@ func (c *Controller) track(uid string, leases []coordinationv1.Lease) {
 	if len(now) == 0 {
 		delete(c.keys, uid)
 		delete(c.live, uid)
+		delete(c.reaping, uid)
 	} else {
 		c.keys[uid] = now
 	}
 	updateConsumerGauge(c.live)
 }
 
+// announceReaping reports whether reaping the consumer starts now (as
+// opposed to a later pass of the same episode).
+func (c *Controller) announceReaping(uid string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := !c.reaping[uid]
+	c.reaping[uid] = true
+	return first
+}
+
 func (c *Controller) setVerdict(uid string, live bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.live[uid] = live
+	if live {
+		delete(c.reaping, uid)
+	}
 	updateConsumerGauge(c.live)
 }
 

@@ -1,0 +1,159 @@
+package liveness
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+type fakeReaper struct {
+	calls []string
+	stale []bool
+}
+
+func (f *fakeReaper) Reap(_ context.Context, uid string, stillStale func() bool) (bool, error) {
+	f.calls = append(f.calls, uid)
+	f.stale = append(f.stale, stillStale())
+	return false, nil
+}
+
+func testLease(name, uid, renew string, annotate bool) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kbind", Name: name,
+		Labels:      map[string]string{kbindv1alpha1.ManagedLabel: "true", kbindv1alpha1.ConsumerClusterUIDLabel: uid},
+		Annotations: map[string]string{}}}
+	if annotate {
+		l.Annotations[kbindv1alpha1.ConsumerClusterUIDAnnotation] = uid
+	}
+	t, err := time.Parse(time.RFC3339, renew)
+	if err != nil {
+		panic(err)
+	}
+	mt := metav1.NewMicroTime(t)
+	l.Spec.RenewTime = &mt
+	return l
+}
+
+// TestReconcileRequeuesExactlyAtTheTransition drives the controller with a
+// fake clock: it requeues at the exact moment a Lease would turn stale,
+// marks it with the backend's time, clears the mark on renewal, counts a
+// consumer with one live Lease as live, ignores a Lease without both
+// markers and hands an all-stale consumer to the reaper.
+func TestReconcileRequeuesExactlyAtTheTransition(t *testing.T) {
+	const window = 30 * time.Minute
+	start := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	scheme := runtime.NewScheme()
+	if err := coordinationv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	// The holder's clock is far in the future: irrelevant to the verdict.
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		testLease("a-1", "A", "2999-01-01T00:00:00Z", true),
+		testLease("b-1", "B", "2026-12-02T09:59:00Z", true),
+		testLease("b-2", "B", "2026-12-02T09:59:00Z", true),
+		testLease("c-1", "C", "2026-12-02T09:59:00Z", false), // no annotation: ignored
+	).Build()
+	reaper := &fakeReaper{}
+	c := &Controller{Client: cl, Tracker: NewTracker(clk, window), Clock: clk, Reaper: reaper, ReapInterval: time.Minute}
+	c.init()
+	ctx := context.Background()
+	reconcileUID := func(uid string) reconcile.Result {
+		t.Helper()
+		res, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: uid}})
+		if err != nil {
+			t.Fatalf("reconcile %s: %v", uid, err)
+		}
+		return res
+	}
+	annotation := func(name string) (string, bool) {
+		t.Helper()
+		l := &coordinationv1.Lease{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "kbind", Name: name}, l); err != nil {
+			t.Fatal(err)
+		}
+		v, ok := l.Annotations[kbindv1alpha1.StaleSinceAnnotation]
+		return v, ok
+	}
+	renew := func(name, at string) {
+		t.Helper()
+		l := &coordinationv1.Lease{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "kbind", Name: name}, l); err != nil {
+			t.Fatal(err)
+		}
+		ts, _ := time.Parse(time.RFC3339, at)
+		mt := metav1.NewMicroTime(ts)
+		l.Spec.RenewTime = &mt
+		if err := cl.Update(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, uid := range []string{"A", "B"} {
+		if res := reconcileUID(uid); res.RequeueAfter != window {
+			t.Errorf("%s: first requeue after %v, want exactly %v", uid, res.RequeueAfter, window)
+		}
+	}
+	if res := reconcileUID("C"); res.RequeueAfter != 0 {
+		t.Errorf("C has no attributable Lease; requeue %v", res.RequeueAfter)
+	}
+
+	clk.Step(window - 10*time.Second)
+	renew("b-1", "2026-12-02T10:29:00Z") // B renews one Lease
+	if res := reconcileUID("A"); res.RequeueAfter != 10*time.Second {
+		t.Errorf("A: requeue after %v, want exactly 10s", res.RequeueAfter)
+	}
+	if res := reconcileUID("B"); res.RequeueAfter != 10*time.Second {
+		t.Errorf("B: requeue after %v, want 10s (b-2's transition)", res.RequeueAfter)
+	}
+
+	clk.Step(10 * time.Second)
+	res := reconcileUID("A")
+	if v, ok := annotation("a-1"); !ok || v != "2026-12-02T10:30:00Z" {
+		t.Errorf("a-1 stale-since %q %v, want the backend's 10:30:00Z", v, ok)
+	}
+	if len(reaper.calls) != 1 || reaper.calls[0] != "A" || !reaper.stale[0] {
+		t.Errorf("reaper calls %v (still stale %v), want one for A", reaper.calls, reaper.stale)
+	}
+	if res.RequeueAfter != time.Minute {
+		t.Errorf("unfinished reaping requeues after %v, want the reap interval", res.RequeueAfter)
+	}
+	res = reconcileUID("B")
+	if _, ok := annotation("b-2"); !ok {
+		t.Error("b-2 is stale and not marked")
+	}
+	if _, ok := annotation("b-1"); ok {
+		t.Error("b-1 renewed and is marked")
+	}
+	if len(reaper.calls) != 1 {
+		t.Errorf("B has a live Lease and was handed to the reaper: %v", reaper.calls)
+	}
+	if want := window - 10*time.Second; res.RequeueAfter != want {
+		t.Errorf("B: requeue after %v, want %v (b-1's transition)", res.RequeueAfter, want)
+	}
+	if v, _ := c.renewalAges()["A"]; v != window {
+		t.Errorf("A renewal age %v, want %v", v, window)
+	}
+
+	// A comes back: the mark goes, reaping stops being asked for.
+	renew("a-1", "2999-01-01T00:00:30Z")
+	if res := reconcileUID("A"); res.RequeueAfter != window {
+		t.Errorf("A after renewal: requeue %v, want %v", res.RequeueAfter, window)
+	}
+	if v, ok := annotation("a-1"); ok {
+		t.Errorf("a-1 still marked %q after renewing", v)
+	}
+	if len(reaper.calls) != 1 {
+		t.Errorf("reaper called for a live consumer: %v", reaper.calls)
+	}
+}
