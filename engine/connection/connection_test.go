@@ -568,7 +568,19 @@ func TestDeletionDrainsBindingsAndReleasesSecret(t *testing.T) {
 	if err := consumer.Delete(ctx, b); err != nil {
 		t.Fatal(err)
 	}
+	firstLease := client.ObjectKey{Namespace: "kbind", Name: "first-" + getConnection(t, "first").Status.LocalClusterUID[:10]}
+	if err := provider.Get(ctx, firstLease, &coordinationv1.Lease{}); err != nil {
+		t.Fatalf("the heartbeat Lease before deletion: %v", err)
+	}
 	deleteConnection(t, "first")
+	// A Connection deleted on purpose takes its heartbeat Lease with it.
+	eventually(t, "the deleted Connection's Lease gone", func() error {
+		err := provider.Get(ctx, firstLease, &coordinationv1.Lease{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
 
 	// The Secret is still used by "second": it keeps its finalizer.
 	secret := &corev1.Secret{}

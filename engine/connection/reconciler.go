@@ -409,6 +409,32 @@ func (r *Reconciler) stopSession(name string) {
 	r.mu.Unlock()
 }
 
+// deleteLease stops the heartbeat of a Connection being deleted and
+// removes its Lease from the provider, so that a consumer that left on
+// purpose does not look stale to the backend. A failure (provider
+// unreachable or refusing) is logged and never blocks the deletion: the
+// backend reaps that Lease once it is stale.
+func (r *Reconciler) deleteLease(ctx context.Context, name string) {
+	r.mu.Lock()
+	hb, ok := r.heartbeats[name]
+	r.mu.Unlock()
+	if !ok || hb.session == nil {
+		return
+	}
+	r.stopSession(name)
+	ctx, cancel := context.WithTimeout(ctx, leaseDeleteTimeout)
+	defer cancel()
+	logger := log.FromContext(ctx).WithValues("lease", hb.lease.Namespace+"/"+hb.lease.Name)
+	if err := heartbeat.Delete(ctx, hb.session.Client, hb.lease); err != nil {
+		logger.Info("Heartbeat Lease not deleted; the backend reaps it once stale", "error", err.Error())
+		return
+	}
+	logger.V(1).Info("Deleted heartbeat Lease")
+}
+
+// leaseDeleteTimeout bounds the Lease deletion of a deleting Connection.
+const leaseDeleteTimeout = 10 * time.Second
+
 // forget drops everything held for a Connection that is gone.
 func (r *Reconciler) forget(name string) {
 	r.stopSession(name)
@@ -539,6 +565,7 @@ func (r *Reconciler) finalize(ctx context.Context, conn *kbindv1alpha1.Connectio
 		return ctrl.Result{}, r.patchStatus(ctx, before, conn)
 	}
 
+	r.deleteLease(ctx, conn.Name)
 	r.forget(conn.Name)
 	if err := r.releaseSecret(ctx, conn); err != nil {
 		return ctrl.Result{}, err

@@ -148,3 +148,24 @@ func Run(ctx context.Context, c client.Client, l Lease, interval time.Duration, 
 		}
 	}
 }
+
+// Delete removes the Lease (a Connection deleted on purpose is not a stale
+// consumer). A Lease already gone is not an error; one that is no longer
+// ours (another holder) is left alone.
+func Delete(ctx context.Context, c client.Client, l Lease) error {
+	lease := &coordinationv1.Lease{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return &Error{Verb: "get", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != l.LocalClusterUID {
+		return nil
+	}
+	err := c.Delete(ctx, lease, client.Preconditions{UID: &lease.UID, ResourceVersion: &lease.ResourceVersion})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return &Error{Verb: "delete", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}
+	}
+	return nil
+}
