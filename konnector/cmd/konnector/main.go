@@ -68,6 +68,7 @@ func run(ctx context.Context) error {
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
 		HealthProbeBindAddress:  cfg.ProbeAddr,
+		PprofBindAddress:        cfg.PprofAddr,
 		LeaderElection:          cfg.LeaderElect,
 		LeaderElectionID:        kbindv1alpha1.KonnectorLeaderElectionID,
 		LeaderElectionNamespace: cfg.LeaderElectionNamespace,

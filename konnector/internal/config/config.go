@@ -42,6 +42,7 @@ type Config struct {
 
 	MetricsAddr string
 	ProbeAddr   string
+	PprofAddr   string
 
 	LeaderElect             bool
 	LeaderElectionNamespace string
@@ -65,6 +66,7 @@ const (
 	keyWorkers                 = "workers"
 	keyMetricsAddr             = "metrics-bind-address"
 	keyProbeAddr               = "health-probe-bind-address"
+	keyPprofAddr               = "pprof-bind-address"
 	keyLeaderElect             = "leader-elect"
 	keyLeaderElectionNamespace = "leader-election-namespace"
 )
@@ -90,6 +92,7 @@ func FlagSet(name string) *pflag.FlagSet {
 	fs.Int(keyWorkers, 4, "Sync workers per bound API.")
 	fs.String(keyMetricsAddr, ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.String(keyProbeAddr, ":8081", "Address of /healthz and /readyz.")
+	fs.String(keyPprofAddr, "0", "Address of Go's /debug/pprof endpoints, for profiling; 0 disables them.")
 	fs.Bool(keyLeaderElect, false, "Elect a leader (Lease konnector.kbind.io) so that only one replica syncs.")
 	fs.String(keyLeaderElectionNamespace, "", "Namespace of the leader election Lease. Empty: the konnector namespace.")
 	return fs
@@ -169,6 +172,7 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), usa
 		Workers:                 v.GetInt(keyWorkers),
 		MetricsAddr:             v.GetString(keyMetricsAddr),
 		ProbeAddr:               v.GetString(keyProbeAddr),
+		PprofAddr:               v.GetString(keyPprofAddr),
 		LeaderElect:             v.GetBool(keyLeaderElect),
 		LeaderElectionNamespace: v.GetString(keyLeaderElectionNamespace),
 	}
