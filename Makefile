@@ -16,7 +16,7 @@ CONTROLGEN := $(GO) tool controller-gen
 
 .PHONY: help
 help: ## Show the targets.
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: controlplane
 controlplane: ## Build (once) etcd, kube-apiserver and kubectl for tests; prints their directory.
@@ -68,12 +68,24 @@ quickstart-down: ## Stop what `make quickstart QUICKSTART_FLAGS=--detach` left r
 build-all: ## go build ./... in every module.
 	@for m in $(CODE_MODULES); do echo "go build ./$$m/..."; (cd $$m && $(GO) build ./...); done
 
+# Modules whose tests run before the e2e suites.
+UNIT_MODULES := $(filter-out e2e,$(CODE_MODULES))
+E2E_TIMEOUT ?= 25m
+E2E_FLAGS ?=
+
 .PHONY: test
-test: build-all build ## Every module's tests (unit, envtest, e2e) against real control planes, then the quickstart --check.
+test: build-all build ## Every module's tests (unit, envtest), then `make e2e`, then the quickstart --check.
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
 	  echo "control plane binaries: $$assets"; \
-	  for m in $(CODE_MODULES); do echo "== go test ./$$m/..."; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done; \
-	  echo "== quickstart --check"; bin/quickstart --check
+	  for m in $(UNIT_MODULES); do echo "== go test ./$$m/..."; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done
+	@$(MAKE) --no-print-directory e2e
+	@echo "== quickstart --check"; assets=$$(tools/controlplane/build.sh); KUBEBUILDER_ASSETS=$$assets bin/quickstart --check
+
+.PHONY: e2e
+e2e: ## The e2e module: e2e-framework suites, binary, chart and backend tests (KBIND_E2E_CLUSTERS=local|kind|auto, E2E_FLAGS=-run ...).
+	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
+	  echo "== go test ./e2e/... (clusters: $${KBIND_E2E_CLUSTERS:-auto})"; \
+	  cd e2e && $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(E2E_FLAGS) ./...
 
 BENCH_FLAGS ?=
 
