@@ -53,7 +53,8 @@ type Plan struct {
 	Leases     []Object
 	// Kept are namespaces created for the consumer that hold other objects.
 	Kept map[string][]Object
-	// Unlisted names resources that could not be listed (forbidden).
+	// Unlisted names resources that could not be listed (forbidden, or
+	// with the error).
 	Unlisted []string
 }
 
@@ -136,7 +137,8 @@ func (r *Reaper) listOwned(ctx context.Context, res Resource, uid string) ([]Obj
 // found is what one listing round found, per phase.
 type found struct {
 	byPhase  map[Phase][]Object
-	unlisted []string
+	unlisted []string // forbidden
+	failed   []string // other list errors
 }
 
 // collect lists the consumer's objects of the given phases.
@@ -158,7 +160,10 @@ func (r *Reaper) collect(ctx context.Context, resources []Resource, uid string, 
 		case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
 			continue // the resource went away since discovery
 		case err != nil:
-			return nil, fmt.Errorf("listing %s of consumer %s: %w", res.ResourceName(), uid, err)
+			// Another resource's trouble (an aggregated API down) must not
+			// hold up the rest; the pass is not finished, though.
+			f.failed = append(f.failed, fmt.Sprintf("%s: %v", res.ResourceName(), err))
+			continue
 		}
 		f.byPhase[res.Phase] = append(f.byPhase[res.Phase], objs...)
 	}
@@ -215,7 +220,7 @@ func (r *Reaper) Plan(ctx context.Context, uid string) (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{Consumer: uid, Copies: f.byPhase[PhaseCopies], Related: f.byPhase[PhaseRelated], Leases: f.byPhase[PhaseLeases],
-		Kept: map[string][]Object{}, Unlisted: f.unlisted}
+		Kept: map[string][]Object{}, Unlisted: append(f.unlisted, f.failed...)}
 	planned := keySet(p.Copies, p.Related, p.Leases)
 	for _, ns := range f.byPhase[PhaseNamespaces] {
 		objs, ok, err := r.contents(ctx, resources, ns.Name)
@@ -265,7 +270,7 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 		if err != nil {
 			return Waiting, err
 		}
-		r.reportUnlisted(ctx, f.unlisted)
+		r.report(ctx, p, f)
 		objs := f.byPhase[phase]
 		if len(objs) == 0 {
 			continue
@@ -295,7 +300,14 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 	if err != nil {
 		return Waiting, err
 	}
-	r.reportUnlisted(ctx, f.unlisted)
+	r.report(ctx, p, f)
+	for _, res := range f.unlisted {
+		if res == "leases.coordination.k8s.io" {
+			// Without its Leases the pass cannot finish; say so instead of
+			// calling it done.
+			p.refused++
+		}
+	}
 	leases := f.byPhase[PhaseLeases]
 	ownLease := keySet(leases)
 	// Namespaces that hold nothing else go now; those that hold only the
@@ -307,7 +319,9 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 		}
 		objs, ok, err := r.contents(ctx, resources, ns.Name)
 		if err != nil {
-			return Waiting, err
+			logger.Info("Cannot tell whether a namespace created for the consumer is empty; keeping it for now", "namespace", ns.Name, "error", err.Error())
+			p.refused++
+			continue
 		}
 		if blocking := Blocking(objs, func(o Object) bool { return ownLease[o.Key()] }); !ok || len(blocking) > 0 {
 			logger.V(1).Info("Keeping a namespace created for the consumer: it holds other objects", "namespace", ns.Name, "objects", len(blocking), "allListed", ok)
@@ -347,12 +361,18 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 	return Done, nil
 }
 
-func (r *Reaper) reportUnlisted(ctx context.Context, unlisted []string) {
-	if len(unlisted) > 0 {
-		log.FromContext(ctx).Info("Cannot list some resources to reap (forbidden); their objects stay", "resources", unlisted)
-		for _, res := range unlisted {
+// report logs and counts what a listing round could not list; failures
+// other than RBAC keep the pass from finishing.
+func (r *Reaper) report(ctx context.Context, p *pass, f *found) {
+	if len(f.unlisted) > 0 {
+		log.FromContext(ctx).Info("Cannot list some resources to reap (forbidden); their objects stay", "resources", f.unlisted)
+		for _, res := range f.unlisted {
 			deletions.WithLabelValues(res, resultListForbidden).Inc()
 		}
+	}
+	if len(f.failed) > 0 {
+		log.FromContext(ctx).Info("Listing some resources to reap failed; retrying later", "errors", f.failed)
+		p.refused += len(f.failed)
 	}
 }
 
