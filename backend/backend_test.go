@@ -65,7 +65,7 @@ func TestMain(m *testing.M) {
 const (
 	consumerA = "aaaaaaaa-1111-4111-8111-aaaaaaaaaaaa"
 	consumerB = "bbbbbbbb-2222-4222-8222-bbbbbbbbbbbb"
-	window    = 2 * time.Second
+	window    = 3 * time.Second
 )
 
 // startBackend runs the backend's wiring in-process against env until the

@@ -261,7 +261,7 @@ func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {
 	stopped := time.Now()
 
 	// The dry run, as the chart's ServiceAccount, lists exactly A's objects.
-	dry := exec.Command(backendBin, "--kubeconfig", saKubeconfig, "--dry-run", "--stale-after", "5s")
+	dry := exec.Command(backendBin, "--kubeconfig", saKubeconfig, "--dry-run", "--stale-after", "10s")
 	var stdout, stderr strings.Builder
 	dry.Stdout, dry.Stderr = &stdout, &stderr
 	if err := dry.Run(); err != nil {
@@ -290,7 +290,7 @@ func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {
 
 	// The backend, reaping, as the chart's ServiceAccount.
 	probe, metricsAddr := freePort(t), freePort(t)
-	backend := start(t, "backend", backendBin, "--kubeconfig", saKubeconfig, "--reap", "--stale-after", "5s", "--reap-interval", "1s",
+	backend := start(t, "backend", backendBin, "--kubeconfig", saKubeconfig, "--reap", "--stale-after", "10s", "--reap-interval", "1s",
 		"--health-probe-bind-address", probe, "--metrics-bind-address", metricsAddr, "--leader-elect")
 	enginetest.EventuallyWithin(t, 30*time.Second, "backend /readyz", func() error {
 		resp, err := http.Get("http://" + probe + "/readyz")
