@@ -210,7 +210,13 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// stale. A renewal before then arrives as a watch event.
 		return reconcile.Result{RequeueAfter: next}, nil
 	}
-	if live || c.Reaper == nil {
+	if live {
+		return reconcile.Result{}, nil
+	}
+	if c.Reaper == nil {
+		if c.announceReaping(uid) {
+			logger.Info("Every heartbeat Lease of the consumer is stale; reaping is off (report only)")
+		}
 		return reconcile.Result{}, nil
 	}
 
