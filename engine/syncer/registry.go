@@ -36,6 +36,9 @@ type Registry struct {
 	Workers  int
 	// Base bounds every Syncer's lifetime.
 	Base context.Context
+	// OnReady, when set, is called with the Connection's name when one of
+	// its Syncers has started syncing (the bindings report it).
+	OnReady func(connection string)
 
 	mu      sync.Mutex
 	syncers map[string]*Syncer
@@ -198,6 +201,11 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 		current = New(Options{
 			Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session,
 			Events: r.Events, Results: r.Results, Workers: r.Workers,
+			OnReady: func() {
+				if r.OnReady != nil {
+					r.OnReady(api.Connection)
+				}
+			},
 		})
 		r.syncers[crdName] = current
 		current.scope = scope
@@ -309,12 +317,13 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	return remaining, nil
 }
 
-// Running reports whether a Syncer runs for the API.
+// Running reports whether a Syncer runs for the API and syncs (its
+// informers have synced).
 func (r *Registry) Running(crdName string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.syncers[crdName]
-	return ok
+	s, ok := r.syncers[crdName]
+	return ok && s.Ready()
 }
 
 // StopAll stops every Syncer (shutdown).

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,6 +74,10 @@ type Syncer struct {
 	events   recorder.EventRecorder
 	results  *Results
 	workers  int
+	onReady  func()
+
+	// ready is set once both informers have synced and the workers run.
+	ready atomic.Bool
 
 	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	cancel context.CancelFunc
@@ -96,6 +101,9 @@ type Options struct {
 	Events   recorder.EventRecorder
 	Results  *Results
 	Workers  int
+	// OnReady, when set, is called once the Syncer's informers have synced
+	// and its workers run.
+	OnReady func()
 }
 
 // New returns a Syncer; Start runs it.
@@ -106,7 +114,7 @@ func New(o Options) *Syncer {
 	}
 	return &Syncer{
 		target: o.Target, consumer: o.Consumer, ccache: o.Cache, session: o.Session,
-		events: o.Events, results: o.Results, workers: workers,
+		events: o.Events, results: o.Results, workers: workers, onReady: o.OnReady,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, 2*time.Minute),
@@ -206,8 +214,6 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 	if !toolscache.WaitForCacheSync(ctx.Done(), creg.HasSynced, preg.HasSynced) {
 		return fmt.Errorf("informers did not sync")
 	}
-	log.FromContext(ctx).Info("Syncer started", "workers", s.workers)
-
 	var wg sync.WaitGroup
 	for i := 0; i < s.workers; i++ {
 		wg.Add(1)
@@ -217,11 +223,20 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 			}
 		}()
 	}
+	s.ready.Store(true)
+	log.FromContext(ctx).Info("Syncer started", "workers", s.workers)
+	if s.onReady != nil {
+		s.onReady()
+	}
 	<-ctx.Done()
 	s.queue.ShutDown()
 	wg.Wait()
 	return nil
 }
+
+// Ready reports whether the Syncer's informers have synced and its
+// workers run: only then does it sync objects.
+func (s *Syncer) Ready() bool { return s.ready.Load() }
 
 // Stop stops the Syncer and waits until it has.
 func (s *Syncer) Stop() {
