@@ -37,6 +37,9 @@ type ClusterOptions struct {
 	InstallKbindCRDs bool
 	// APIServerArgs are extra kube-apiserver flags, name to values.
 	APIServerArgs map[string][]string
+	// EtcdArgs are extra etcd flags, name to values (the bench turns
+	// fsync off with them, to measure kbind rather than the disk).
+	EtcdArgs map[string][]string
 }
 
 // Cluster is a running local control plane.
@@ -101,6 +104,10 @@ func StartCluster(name string, opts ClusterOptions) (*Cluster, error) {
 	args := plane.APIServer.Configure()
 	for flag, values := range opts.APIServerArgs {
 		args.Set(flag, values...)
+	}
+	etcdArgs := plane.Etcd.Configure()
+	for flag, values := range opts.EtcdArgs {
+		etcdArgs.Set(flag, values...)
 	}
 
 	c.env = &envtest.Environment{

@@ -32,6 +32,8 @@ type PairOptions struct {
 	// ConsumerAPIServerArgs and ProviderAPIServerArgs are extra
 	// kube-apiserver flags.
 	ConsumerAPIServerArgs, ProviderAPIServerArgs map[string][]string
+	// EtcdArgs are extra etcd flags for both clusters.
+	EtcdArgs map[string][]string
 }
 
 // Pair is a running consumer and provider.
@@ -61,12 +63,12 @@ func StartPair(opts PairOptions) (*Pair, error) {
 	providerDone := make(chan result, 1)
 	go func() {
 		c, err := StartCluster(ProviderContext, ClusterOptions{
-			Dir: opts.Dir, CRDs: opts.ProviderCRDs, APIServerArgs: opts.ProviderAPIServerArgs,
+			Dir: opts.Dir, CRDs: opts.ProviderCRDs, APIServerArgs: opts.ProviderAPIServerArgs, EtcdArgs: opts.EtcdArgs,
 		})
 		providerDone <- result{c, err}
 	}()
 	consumer, consumerErr := StartCluster(ConsumerContext, ClusterOptions{
-		Dir: opts.Dir, CRDs: opts.ConsumerCRDs, InstallKbindCRDs: true, APIServerArgs: opts.ConsumerAPIServerArgs,
+		Dir: opts.Dir, CRDs: opts.ConsumerCRDs, InstallKbindCRDs: true, APIServerArgs: opts.ConsumerAPIServerArgs, EtcdArgs: opts.EtcdArgs,
 	})
 	provider := <-providerDone
 	if err := errors.Join(consumerErr, provider.err); err != nil {
