@@ -7,11 +7,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint/support"
-	"sigs.k8s.io/yaml"
-
-	"github.com/kbind/kbind/engine/testenv"
 )
 
 const backendChartDir = "../../charts/backend"
@@ -24,44 +20,12 @@ func renderBackend(t *testing.T, values map[string]any) (map[string]map[string]a
 	if err != nil {
 		t.Fatal(err)
 	}
-	install := action.NewInstall(&action.Configuration{})
-	install.DryRun, install.ClientOnly, install.ReleaseName, install.Namespace = true, true, "backend", "kbind"
-	install.KubeVersion = &chartutil.KubeVersion{Version: testenv.KubernetesVersion, Major: "1", Minor: "37"}
-	rel, err := install.Run(c, values)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]map[string]any{}
-	for _, doc := range strings.Split(rel.Manifest, "\n---") {
-		obj := map[string]any{}
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			t.Fatalf("rendered manifest does not parse: %v\n%s", err, doc)
-		}
-		if len(obj) == 0 {
-			continue
-		}
-		md := obj["metadata"].(map[string]any)
-		key := fmt.Sprintf("%s/%s", obj["kind"], md["name"])
-		if ns, ok := md["namespace"]; ok {
-			key += "@" + ns.(string)
-		}
-		out[key] = obj
-	}
-	return out, nil
+	return renderChart(t, c, "backend", values)
 }
 
 func backendArgs(t *testing.T, objs map[string]map[string]any) string {
 	t.Helper()
-	d := objs["Deployment/backend@kbind"]
-	if d == nil {
-		t.Fatalf("no Deployment backend in kbind; rendered %v", keys(objs))
-	}
-	c := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
-	var out []string
-	for _, a := range c["args"].([]any) {
-		out = append(out, a.(string))
-	}
-	return strings.Join(out, " ")
+	return containerArgs(t, objs, "backend")
 }
 
 func TestBackendLint(t *testing.T) {

@@ -36,14 +36,21 @@ func load(t *testing.T) *chart.Chart {
 	return c
 }
 
-// render renders the chart as `helm install konnector charts/konnector -n
-// kbind` would, without a cluster, and returns the manifests by kind/name.
+// render renders the konnector chart as `helm install konnector
+// charts/konnector -n kbind` would, without a cluster, and returns the
+// manifests by kind/name@namespace.
 func render(t *testing.T, values map[string]any) (map[string]map[string]any, error) {
 	t.Helper()
+	return renderChart(t, load(t), "konnector", values)
+}
+
+// renderChart renders chrt as release in kbind, client-only.
+func renderChart(t *testing.T, chrt *chart.Chart, release string, values map[string]any) (map[string]map[string]any, error) {
+	t.Helper()
 	install := action.NewInstall(&action.Configuration{})
-	install.DryRun, install.ClientOnly, install.ReleaseName, install.Namespace = true, true, "konnector", "kbind"
+	install.DryRun, install.ClientOnly, install.ReleaseName, install.Namespace = true, true, release, "kbind"
 	install.KubeVersion = &chartutil.KubeVersion{Version: testenv.KubernetesVersion, Major: "1", Minor: "37"}
-	rel, err := install.Run(load(t), values)
+	rel, err := install.Run(chrt, values)
 	if err != nil {
 		return nil, err
 	}
@@ -68,13 +75,20 @@ func render(t *testing.T, values map[string]any) (map[string]map[string]any, err
 
 func args(t *testing.T, objs map[string]map[string]any) string {
 	t.Helper()
-	d := objs["Deployment/konnector@kbind"]
+	return containerArgs(t, objs, "konnector")
+}
+
+// containerArgs joins the args of the first container, named like the
+// Deployment name in kbind.
+func containerArgs(t *testing.T, objs map[string]map[string]any, name string) string {
+	t.Helper()
+	d := objs["Deployment/"+name+"@kbind"]
 	if d == nil {
-		t.Fatalf("no Deployment konnector in kbind; rendered %v", keys(objs))
+		t.Fatalf("no Deployment %s in kbind; rendered %v", name, keys(objs))
 	}
 	containers := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)
 	c := containers[0].(map[string]any)
-	if c["name"] != "konnector" {
+	if c["name"] != name {
 		t.Errorf("container %v", c["name"])
 	}
 	var out []string
