@@ -132,20 +132,7 @@ func ConditionPath(typ string) string {
 // using it; spec is extra YAML under the Connection's spec (indented two
 // spaces), may be empty.
 func ConnectionManifest(name, secret string, kubeconfig []byte, spec string) string {
-	indented := strings.ReplaceAll(strings.TrimSpace(string(kubeconfig)), "\n", "\n    ")
-	return fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: %[2]s, namespace: kbind}
-stringData:
-  kubeconfig: |
-    %[3]s
----
-apiVersion: core.kbind.io/v1alpha1
-kind: Connection
-metadata: {name: %[1]s}
-spec:
-  kubeconfigSecretRef: {namespace: kbind, name: %[2]s}
-%[4]s`, name, secret, indented, spec)
+	return enginetest.ConnectionManifestWith(name, secret, kubeconfig, spec)
 }
 
 // CRDManifest is a CRD named plural.group (v1alpha1, spec and status

@@ -268,20 +268,27 @@ func CRD(plural, singular, kind, group string, scope apiextensionsv1.ResourceSco
 // named after the Connection) holding kubeconfig, and of the Connection
 // using it — what an operator applies, ready for more documents after it.
 func ConnectionManifest(connection string, kubeconfig []byte) string {
+	return ConnectionManifestWith(connection, connection, kubeconfig, "")
+}
+
+// ConnectionManifestWith is ConnectionManifest with the Secret's name and
+// extra YAML under the Connection's spec (indented two spaces, may be
+// empty).
+func ConnectionManifestWith(connection, secret string, kubeconfig []byte, spec string) string {
 	indented := strings.ReplaceAll(strings.TrimSpace(string(kubeconfig)), "\n", "\n    ")
 	return fmt.Sprintf(`apiVersion: v1
 kind: Secret
-metadata: {name: %[1]s, namespace: kbind}
+metadata: {name: %[2]s, namespace: kbind}
 stringData:
   kubeconfig: |
-    %[2]s
+    %[3]s
 ---
 apiVersion: core.kbind.io/v1alpha1
 kind: Connection
 metadata: {name: %[1]s}
 spec:
-  kubeconfigSecretRef: {namespace: kbind, name: %[1]s}
-`, connection, indented)
+  kubeconfigSecretRef: {namespace: kbind, name: %[2]s}
+%[4]s`, connection, secret, indented, spec)
 }
 
 // Grant creates a ClusterRole "kbind-test-<name>" with rules on the cluster
