@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,6 +77,9 @@ type bench struct {
 	log                *os.File
 }
 
+// verbose prints diagnostics to stderr (-v).
+var verbose bool
+
 func main() {
 	var sizes string
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
@@ -86,27 +90,39 @@ func main() {
 	idle := flag.Duration("idle", 60*time.Second, "idle window in which writes are counted")
 	rate := flag.Float64("rate", 0, "create consumer objects at this many per second (0: as fast as possible); spec-up latency is measured at this rate")
 	bin := flag.String("konnector", "bin/konnector", "the konnector binary")
+	fsync := flag.Bool("etcd-fsync", true, "let both etcds fsync every write, as real clusters do; --etcd-fsync=false takes a slow disk out of the numbers")
+	flag.BoolVar(&verbose, "v", false, "print the slowest objects of each latency measurement and the write call latencies")
+	keep := flag.String("keep", "", "keep the logs (konnector, API servers, etcds) in this directory")
 	flag.Parse()
 
-	if err := run(sizes, *jsonOut, float32(*qps), *burst, *workers, *idle, *rate, *bin); err != nil {
+	if err := run(sizes, *jsonOut, float32(*qps), *burst, *workers, *idle, *rate, *bin, *fsync, *keep); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Duration, rate float64, bin string) error {
+func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Duration, rate float64, bin string, fsync bool, keep string) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "kbind-bench-")
+	if keep != "" {
+		dir, err = keep, os.MkdirAll(keep, 0o755)
+	}
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if keep == "" {
+		defer os.RemoveAll(dir)
+	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, g := range gvrs {
 		kind := strings.ToUpper(g.Resource[:1]) + strings.TrimSuffix(g.Resource[1:], "s")
 		crds = append(crds, enginetest.CRD(g.Resource, strings.TrimSuffix(g.Resource, "s"), kind, g.Group, apiextensionsv1.NamespaceScoped, true))
 	}
-	pair, err := testenv.StartPair(testenv.PairOptions{Dir: dir, ProviderCRDs: crds})
+	opts := testenv.PairOptions{Dir: dir, ProviderCRDs: crds}
+	if !fsync {
+		opts.EtcdArgs = map[string][]string{"unsafe-no-fsync": {"true"}}
+	}
+	pair, err := testenv.StartPair(opts)
 	if err != nil {
 		return err
 	}
@@ -145,7 +161,7 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 		}
 		runs = append(runs, r)
 	}
-	printTable(runs, qps, burst, workers, rate)
+	printTable(runs, qps, burst, workers, rate, fsync)
 	if jsonOut != "" {
 		data, _ := json.MarshalIndent(map[string]any{"runs": runs}, "", "  ")
 		if err := os.WriteFile(jsonOut, data, 0o644); err != nil {
@@ -339,6 +355,14 @@ func (k key) id() string { return k.gvr.Resource + "/" + k.ns + "/" + k.name }
 // per second (0: as fast as they go), and returns when each call started.
 func forEach(keys []key, rate float64, fn func(key) error) (map[string]time.Time, error) {
 	started := make(map[string]time.Time, len(keys))
+	var callDurations []time.Duration
+	defer func() {
+		if verbose && len(callDurations) > 0 {
+			slices.Sort(callDurations)
+			fmt.Fprintf(os.Stderr, "bench: %d writes, call p50 %s p99 %s\n", len(callDurations),
+				callDurations[len(callDurations)/2].Round(time.Millisecond), callDurations[len(callDurations)*99/100].Round(time.Millisecond))
+		}
+	}()
 	var mu sync.Mutex
 	var firstErr error
 	work := make(chan key)
@@ -350,11 +374,15 @@ func forEach(keys []key, rate float64, fn func(key) error) (map[string]time.Time
 			for k := range work {
 				t0 := time.Now()
 				err := fn(k)
+				done := time.Now()
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
 				}
-				started[k.id()] = t0
+				// The clock starts when the API server has accepted the
+				// write: only then can the konnector see it.
+				started[k.id()] = done
+				callDurations = append(callDurations, done.Sub(t0))
 				mu.Unlock()
 			}
 		}()
@@ -393,17 +421,31 @@ func ensureNamespaces(ctx context.Context, cfg *rest.Config, prefix string) erro
 }
 
 func percentiles(created, seen map[string]time.Time) (p50, p99 float64) {
-	var lat []float64
+	type sample struct {
+		key string
+		at  time.Time
+		ms  float64
+	}
+	var lat []sample
+	var first time.Time
 	for k, t0 := range created {
 		if t1, ok := seen[k]; ok {
-			lat = append(lat, float64(t1.Sub(t0).Microseconds())/1000)
+			lat = append(lat, sample{k, t0, float64(t1.Sub(t0).Microseconds()) / 1000})
+			if first.IsZero() || t0.Before(first) {
+				first = t0
+			}
 		}
 	}
 	if len(lat) == 0 {
 		return 0, 0
 	}
-	sort.Float64s(lat)
-	at := func(q float64) float64 { return lat[int(q*float64(len(lat)-1))] }
+	sort.Slice(lat, func(i, j int) bool { return lat[i].ms < lat[j].ms })
+	if verbose {
+		for _, s := range lat[max(0, len(lat)-10):] {
+			fmt.Fprintf(os.Stderr, "bench: slow: %s at +%s took %.0f ms\n", s.key, s.at.Sub(first).Round(time.Millisecond), s.ms)
+		}
+	}
+	at := func(q float64) float64 { return lat[int(q*float64(len(lat)-1))].ms }
 	return at(0.50), at(0.99)
 }
 
@@ -545,8 +587,12 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	return r, nil
 }
 
-func printTable(runs []Run, qps float32, burst, workers int, rate float64) {
-	fmt.Printf("\nkbind bench: provider QPS %.0f, burst %d, %d workers per API, 10 namespaces, 2 APIs\n\n", qps, burst, workers)
+func printTable(runs []Run, qps float32, burst, workers int, rate float64, fsync bool) {
+	disk := "etcd fsync off"
+	if fsync {
+		disk = "etcd fsync on"
+	}
+	fmt.Printf("\nkbind bench: provider QPS %.0f, burst %d, %d workers per API, 10 namespaces, 2 APIs, %s\n\n", qps, burst, workers, disk)
 	if rate > 0 {
 		fmt.Printf("consumer objects created at %.0f/s\n", rate)
 	}
