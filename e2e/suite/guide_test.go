@@ -131,6 +131,32 @@ spec:
 			if !found {
 				t.Errorf("exportedAPIs lacks widgets.example.org: %s", lines[1])
 			}
+			// Auto does not fall back to OpenAPI when the CRD list is refused:
+			// the identity may read the cluster identity, not CRDs.
+			token := s.ServiceAccountToken(ctx, t, harness.ProviderContext, "guide", "no-crds")
+			s.Apply(ctx, t, harness.ProviderContext, `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: guide-identity-only}
+rules: [{apiGroups: [""], resources: [namespaces], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: guide-identity-only}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: guide-identity-only}
+subjects: [{kind: ServiceAccount, name: no-crds, namespace: guide}]
+`)
+			noCRDs, err := s.KubeconfigVariant(harness.ProviderContext, token, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Apply(ctx, t, harness.ConsumerContext, harness.ConnectionManifest("guide-no-crds", "guide-no-crds", noCRDs, ""))
+			eventuallyCondition(ctx, t, "PermissionDenied", "True", "Forbidden", []string{"customresourcedefinitions"}, consumer, "get", "connection", "guide-no-crds")
+			if got := jsonpath(ctx, t, "{.status.activeSchemaSource}", consumer, "get", "connection", "guide-no-crds"); got == "OpenAPI" {
+				t.Error("Auto fell back to OpenAPI on a refused CRD list")
+			}
+			s.Run(ctx, t, consumer, "delete", "connection", "guide-no-crds", "--timeout=60s")
+			s.Run(ctx, t, consumer, "-n", "kbind", "delete", "secret", "guide-no-crds", "--timeout=60s")
+
 			// A Kind or a group instead of plural.group: APINotExported naming it.
 			s.Apply(ctx, t, harness.ConsumerContext, binding("team-a", "guide-wrong-name", connection, "", "Widget", "example.org"))
 			eventuallyCondition(ctx, t, "Ready", "False", "APINotExported", []string{"Widget", "example.org"},
