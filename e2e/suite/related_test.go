@@ -73,10 +73,17 @@ data: {owner: me}
 			}
 			return ctx
 		}).
+		Assess("removing an entry deletes the copies it made, and only those", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			s.Run(ctx, t, consumer, "patch", "clusterbinding", "sprockets", "--type=json", "-p",
+				`[{"op":"remove","path":"/spec/relatedResources/1"}]`)
+			s.Gone(ctx, t, consumer, "-n", ns, "secret", "sprocket-creds")
+			s.Run(ctx, t, provider, "-n", ns, "get", "secret", "sprocket-creds") // the source stays
+			s.Run(ctx, t, provider, "-n", ns, "get", "configmap", "sprocket-config")
+			return ctx
+		}).
 		Assess("unbind deletes the copies, not the foreign target", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			s.Run(ctx, t, consumer, "delete", "clusterbinding", "sprockets", "--timeout=90s")
 			s.Gone(ctx, t, provider, "-n", ns, "configmap", "sprocket-config")
-			s.Gone(ctx, t, consumer, "-n", ns, "secret", "sprocket-creds")
 			s.Run(ctx, t, provider, "-n", ns, "get", "configmap", "shared-config")
 			s.Run(ctx, t, consumer, "-n", ns, "get", "configmap", "sprocket-config") // sources stay
 			s.Run(ctx, t, provider, "-n", ns, "get", "secret", "sprocket-creds")
