@@ -103,15 +103,13 @@ func main() {
 
 func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Duration, rate float64, bin string, fsync bool, keep string) error {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "kbind-bench-")
-	if keep != "" {
-		dir, err = keep, os.MkdirAll(keep, 0o755)
+	dir, err := keep, os.MkdirAll(keep, 0o755)
+	if keep == "" {
+		dir, err = os.MkdirTemp("", "kbind-bench-")
+		defer func() { _ = os.RemoveAll(dir) }()
 	}
 	if err != nil {
 		return err
-	}
-	if keep == "" {
-		defer os.RemoveAll(dir)
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, g := range gvrs {
