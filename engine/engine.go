@@ -158,7 +158,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 		Consumer: mgr.GetClient(), Cache: mgr.GetCache(), Sessions: sessions,
 		Events: mgr.GetEventRecorder("kbind-konnector"), Results: results, Workers: opts.Workers, Base: ctx,
 		// Bindings report Synced=True once their syncers actually sync.
-		OnReady: func(connection string) { triggers.fire(connection, schema.GroupKind{}) },
+		Notify: func(connection string) { triggers.fire(connection, schema.GroupKind{}) },
 	}
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {

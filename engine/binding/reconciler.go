@@ -173,7 +173,11 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 		entry := &o.bound[i]
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: entry.Name}, crd); err != nil || !r.Syncers.Running(entry.Name) {
-			o.notSyncing = append(o.notSyncing, entry.Name)
+			what := entry.Name
+			if failed := r.Syncers.LastError(entry.Name); failed != "" {
+				what += " (last attempt failed: " + failed + "; retrying with backoff)"
+			}
+			o.notSyncing = append(o.notSyncing, what)
 			continue
 		}
 		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}

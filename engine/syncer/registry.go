@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -36,12 +37,48 @@ type Registry struct {
 	Workers  int
 	// Base bounds every Syncer's lifetime.
 	Base context.Context
-	// OnReady, when set, is called with the Connection's name when one of
-	// its Syncers has started syncing (the bindings report it).
-	OnReady func(connection string)
+	// Notify, when set, is called with the Connection's name when one of
+	// its Syncers has started syncing, or is due for a restart after it
+	// failed (the bindings report it and reconcile).
+	Notify func(connection string)
 
-	mu      sync.Mutex
-	syncers map[string]*Syncer
+	mu       sync.Mutex
+	syncers  map[string]*Syncer
+	failures map[string]failure
+}
+
+// failure is the last start failure of an API's Syncer.
+type failure struct {
+	err   error
+	count int
+	at    time.Time
+}
+
+// restartBackoff is how long a failed Syncer waits before it is started
+// again: 1s after the first failure, doubling, at most a minute.
+func restartBackoff(failures int) time.Duration {
+	d := time.Second
+	for i := 1; i < failures && d < time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, time.Minute)
+}
+
+func (r *Registry) notify(connection string) {
+	if r.Notify != nil {
+		r.Notify(connection)
+	}
+}
+
+// LastError is the error the API's Syncer last failed with, "" when it
+// runs or has not failed since it last synced.
+func (r *Registry) LastError(crdName string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.failures[crdName]; ok {
+		return f.err.Error()
+	}
+	return ""
 }
 
 // API is what the registry needs to know about a bound API.
@@ -185,6 +222,15 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 		r.syncers = map[string]*Syncer{}
 	}
 	current := r.syncers[crdName]
+	if current != nil && current.Exited() {
+		// It failed (OnFailed scheduled this retry) or was stopped.
+		if f, failed := r.failures[crdName]; failed && time.Since(f.at) < restartBackoff(f.count) {
+			r.mu.Unlock()
+			return nil
+		}
+		delete(r.syncers, crdName)
+		current = nil
+	}
 	if current != nil && (!ok || scope.empty() || current.session != api.Session || current.target != api.Target) {
 		delete(r.syncers, crdName)
 		r.mu.Unlock()
@@ -202,9 +248,21 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 			Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session,
 			Events: r.Events, Results: r.Results, Workers: r.Workers,
 			OnReady: func() {
-				if r.OnReady != nil {
-					r.OnReady(api.Connection)
+				r.mu.Lock()
+				delete(r.failures, crdName)
+				r.mu.Unlock()
+				r.notify(api.Connection)
+			},
+			OnFailed: func(err error) {
+				r.mu.Lock()
+				if r.failures == nil {
+					r.failures = map[string]failure{}
 				}
+				f := r.failures[crdName]
+				f.err, f.count, f.at = err, f.count+1, time.Now()
+				r.failures[crdName] = f
+				r.mu.Unlock()
+				time.AfterFunc(restartBackoff(f.count), func() { r.notify(api.Connection) })
 			},
 		})
 		r.syncers[crdName] = current

@@ -75,6 +75,7 @@ type Syncer struct {
 	results  *Results
 	workers  int
 	onReady  func()
+	onFailed func(error)
 
 	// ready is set once both informers have synced and the workers run.
 	ready atomic.Bool
@@ -104,6 +105,9 @@ type Options struct {
 	// OnReady, when set, is called once the Syncer's informers have synced
 	// and its workers run.
 	OnReady func()
+	// OnFailed, when set, is called when the Syncer stops on an error of
+	// its own (an informer that cannot start), not when it is stopped.
+	OnFailed func(error)
 }
 
 // New returns a Syncer; Start runs it.
@@ -114,7 +118,7 @@ func New(o Options) *Syncer {
 	}
 	return &Syncer{
 		target: o.Target, consumer: o.Consumer, ccache: o.Cache, session: o.Session,
-		events: o.Events, results: o.Results, workers: workers, onReady: o.OnReady,
+		events: o.Events, results: o.Results, workers: workers, onReady: o.OnReady, onFailed: o.OnFailed,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, 2*time.Minute),
@@ -166,7 +170,20 @@ func (s *Syncer) run(ctx context.Context) {
 	logger := log.FromContext(ctx).WithValues("gvk", s.target.GVK.String())
 	ctx = log.IntoContext(ctx, logger)
 	if err := s.runWorkers(ctx); err != nil && ctx.Err() == nil {
-		logger.Error(err, "Syncer stopped")
+		logger.Error(err, "Syncer stopped; it is restarted with backoff")
+		if s.onFailed != nil {
+			s.onFailed(err)
+		}
+	}
+}
+
+// Exited reports whether the Syncer's run has ended (stopped or failed).
+func (s *Syncer) Exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -41,5 +42,18 @@ func TestConnectionUsable(t *testing.T) {
 				t.Errorf("ConnectionUsable = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestRestartBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		failures int
+		want     time.Duration
+	}{
+		{1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {6, 32 * time.Second}, {7, time.Minute}, {50, time.Minute},
+	} {
+		if got := restartBackoff(tc.failures); got != tc.want {
+			t.Errorf("restartBackoff(%d) = %s, want %s", tc.failures, got, tc.want)
+		}
 	}
 }
