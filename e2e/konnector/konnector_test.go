@@ -151,8 +151,11 @@ func TestConnectionThroughTheBinary(t *testing.T) {
 	if out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "wait", "--for=condition=Established", "crd/widgets.example.org", "--timeout=60s"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "wait", "--for=condition=Ready", "clusterbinding/widgets", "--timeout=60s"); err != nil {
-		t.Fatalf("%v: %s", err, out)
+	// Ready: the API is delivered; Synced: its syncer syncs.
+	for _, cond := range []string{"Ready", "Synced"} {
+		if out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "wait", "--for=condition="+cond, "clusterbinding/widgets", "--timeout=60s"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
 	}
 	out, err = testenv.Kubectl(ctx, kc, "--context=consumer", "get", "crd", "widgets.example.org",
 		"-o", `jsonpath={.metadata.labels.core\.kbind\.io/managed} {.metadata.annotations.core\.kbind\.io/connection} {.spec.versions[0].schema.openAPIV3Schema.properties.spec.x-kubernetes-preserve-unknown-fields}`)

@@ -88,8 +88,18 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 	if last, ok := s.applied.Load(key); (!exists || !upToDate(pobj, desired)) && !(ok && last == digest) {
 		applied := desired.DeepCopy()
 		start := time.Now()
-		if err := s.session.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied),
-			client.FieldOwner(kbindv1alpha1.FieldManager), client.ForceOwnership); err != nil {
+		opts := []client.ApplyOption{client.FieldOwner(kbindv1alpha1.FieldManager)}
+		if exists {
+			// Ours or adopted (classified above): take every field back.
+			opts = append(opts, client.ForceOwnership)
+		}
+		// Without force, a provider object the cache has not seen yet (created
+		// a moment ago by someone else) makes the apply fail with a field
+		// conflict instead of being overwritten; the retry then classifies it.
+		if err := s.session.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), opts...); err != nil {
+			if !exists && apierrors.IsConflict(err) {
+				return false, fmt.Errorf("the provider copy exists but is not in the cache yet: %w", err)
+			}
 			return s.failed(ctx, cobj, err, "apply", s.target.GVK.Kind+" "+key.String())
 		}
 		metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(time.Since(start).Seconds())
