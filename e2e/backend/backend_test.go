@@ -18,9 +18,9 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/kbind/kbind/e2e/harness"
 	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/testenv"
 )
@@ -37,10 +37,8 @@ func TestMain(m *testing.M) {
 		konnectorBin: "github.com/kbind/kbind/konnector/cmd/konnector",
 		backendBin:   "github.com/kbind/kbind/backend/cmd/backend",
 	} {
-		build := exec.Command("go", "build", "-o", bin, pkg)
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building", pkg, err)
+		if err := harness.Build(context.Background(), bin, pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
@@ -205,15 +203,8 @@ func asServiceAccount(t *testing.T, provider *testenv.Cluster) string {
 	if _, err := install.Run(chart, map[string]any{"reap": true}); err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
-	kubeconfig, err := clientcmd.LoadFromFile(provider.KubeconfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range kubeconfig.AuthInfos {
-		u.Impersonate = "system:serviceaccount:kbind:backend"
-	}
 	path := filepath.Join(t.TempDir(), "backend-sa.kubeconfig")
-	if err := clientcmd.WriteToFile(*kubeconfig, path); err != nil {
+	if err := harness.WriteImpersonating(provider.KubeconfigPath, path, "system:serviceaccount:kbind:backend"); err != nil {
 		t.Fatal(err)
 	}
 	return path

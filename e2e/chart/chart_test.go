@@ -17,10 +17,10 @@ import (
 	"helm.sh/helm/v3/pkg/lint/support"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kbind/kbind/e2e/harness"
 	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/testenv"
 )
@@ -231,20 +231,13 @@ func TestChartOnARealAPIServer(t *testing.T) {
 	}
 
 	// The konnector as the chart's ServiceAccount.
-	kubeconfig, err := clientcmd.LoadFromFile(pair.Consumer.KubeconfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range kubeconfig.AuthInfos {
-		u.Impersonate = "system:serviceaccount:kbind:konnector"
-	}
 	asSA := filepath.Join(t.TempDir(), "as-sa.kubeconfig")
-	if err := clientcmd.WriteToFile(*kubeconfig, asSA); err != nil {
+	if err := harness.WriteImpersonating(pair.Consumer.KubeconfigPath, asSA, "system:serviceaccount:kbind:konnector"); err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "konnector")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/kbind/kbind/konnector/cmd/konnector").CombinedOutput(); err != nil {
-		t.Fatalf("building the konnector: %v\n%s", err, out)
+	if err := harness.Build(ctx, bin, "github.com/kbind/kbind/konnector/cmd/konnector"); err != nil {
+		t.Fatal(err)
 	}
 	log := &enginetest.SyncBuffer{}
 	kctx, cancel := context.WithCancel(ctx)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Konnector is the konnector under test.
@@ -57,20 +56,14 @@ func newProcessKonnector(ctx context.Context, s *Suite) (*processKonnector, erro
 		kubeconfig: filepath.Join(s.Dir, "konnector-as-serviceaccount.kubeconfig"),
 		logPath:    filepath.Join(s.Dir, "konnector.log"),
 	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", k.bin, "./konnector/cmd/konnector")
-	build.Dir = s.root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the konnector: %v\n%s", err, out)
-	}
-	kc, err := clientcmd.LoadFromFile(s.Kubeconfig)
-	if err != nil {
+	if err := Build(ctx, k.bin, "github.com/kbind/kbind/konnector/cmd/konnector"); err != nil {
 		return nil, err
 	}
-	kc.CurrentContext = ConsumerContext
-	kc.AuthInfos[ConsumerContext].Impersonate = ServiceAccount
-	if err := clientcmd.WriteToFile(*kc, k.kubeconfig); err != nil {
+	// The suite kubeconfig's current context is the consumer.
+	if err := WriteImpersonating(s.Kubeconfig, k.kubeconfig, ServiceAccount); err != nil {
 		return nil, err
 	}
+	var err error
 	if k.logFile, err = os.OpenFile(k.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return nil, err
 	}

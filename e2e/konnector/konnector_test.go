@@ -17,6 +17,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kbind/kbind/e2e/harness"
 	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/testenv"
 )
@@ -29,10 +30,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	konnectorBin = filepath.Join(dir, "konnector")
-	build := exec.Command("go", "build", "-o", konnectorBin, "github.com/kbind/kbind/konnector/cmd/konnector")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the konnector:", err)
+	if err := harness.Build(context.Background(), konnectorBin, "github.com/kbind/kbind/konnector/cmd/konnector"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
