@@ -2,7 +2,6 @@ package suite
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -193,6 +192,3 @@ func autoBindFeature() features.Feature {
 			return ctx
 		}).Feature()
 }
-
-// lines splits trimmed output into lines.
-func lines(out string) []string { return strings.Split(strings.TrimSpace(out), "\n") }
