@@ -6,14 +6,17 @@ package schema
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/openapi3"
+	"k8s.io/client-go/openapi"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -39,6 +42,46 @@ func (e *ListError) Unwrap() error { return e.Err }
 type Result struct {
 	Source  kbindv1alpha1.ActiveSchemaSource
 	Exports []kbindv1alpha1.ExportedAPI
+	// Unreadable are the API groups (OpenAPI source) whose discovery or
+	// /openapi/v3 document could not be read in this pass: what they export
+	// is unknown, not absent, so a caller keeps their last known exports
+	// (see KeepUnreadable). Sorted by group.
+	Unreadable []GroupError
+}
+
+// GroupError is a failed read of one API group's discovery or schema.
+type GroupError struct {
+	Group string
+	Err   error
+}
+
+func (e GroupError) Error() string { return e.Err.Error() }
+
+// KeepUnreadable returns fresh exports plus the previous exports of every
+// group the pass could not read: an error while reading exports never
+// shrinks them; only a successful read that no longer lists an API removes
+// it. Previous exports count only when they came from the same source.
+func KeepUnreadable(fresh []kbindv1alpha1.ExportedAPI, unreadable []GroupError,
+	previous []kbindv1alpha1.ExportedAPI, previousSource, source kbindv1alpha1.ActiveSchemaSource) []kbindv1alpha1.ExportedAPI {
+	if len(unreadable) == 0 || previousSource != source {
+		return fresh
+	}
+	groups := map[string]bool{}
+	for _, u := range unreadable {
+		groups[u.Group] = true
+	}
+	out := append([]kbindv1alpha1.ExportedAPI{}, fresh...)
+	have := map[string]bool{}
+	for _, e := range fresh {
+		have[e.Name] = true
+	}
+	for _, e := range previous {
+		if groups[e.Group] && !have[e.Name] {
+			out = append(out, *e.DeepCopy())
+		}
+	}
+	sortExports(out)
+	return out
 }
 
 // Discoverer reads a provider's exports.
@@ -61,11 +104,11 @@ func (d *Discoverer) Discover(ctx context.Context, source kbindv1alpha1.SchemaSo
 			return &Result{Source: kbindv1alpha1.ActiveSchemaSourceCRD, Exports: exports}, nil
 		}
 	}
-	exports, err := d.OpenAPIExports(ctx)
+	exports, unreadable, err := d.OpenAPIExports(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Source: kbindv1alpha1.ActiveSchemaSourceOpenAPI, Exports: exports}, nil
+	return &Result{Source: kbindv1alpha1.ActiveSchemaSourceOpenAPI, Exports: exports, Unreadable: unreadable}, nil
 }
 
 // ExportedCRDs lists provider CRDs labelled core.kbind.io/exported=true
@@ -119,21 +162,27 @@ func BuiltInGroup(group string) bool {
 }
 
 // OpenAPIExports lists every resource of a non-built-in group that server
-// discovery announces and /openapi/v3 describes. Resources without a usable
-// schema, and groups whose document is missing or malformed, are skipped
-// and logged; the rest are returned.
-func (d *Discoverer) OpenAPIExports(ctx context.Context) ([]kbindv1alpha1.ExportedAPI, error) {
+// discovery announces and /openapi/v3 describes. A successful read that does
+// not describe a resource (no document for its group version, no schema for
+// its kind) skips it, with a log line. A group that cannot be read (its
+// discovery failed, its document could not be fetched or is malformed) is
+// returned in unreadable instead: its exports are unknown, not absent. Only
+// a failure of the whole discovery or of the /openapi/v3 index is an error.
+func (d *Discoverer) OpenAPIExports(ctx context.Context) (exports []kbindv1alpha1.ExportedAPI, unreadable []GroupError, err error) {
 	logger := log.FromContext(ctx)
 	lists, err := d.Discovery.ServerPreferredResources()
-	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
-		return nil, &ListError{Verb: "discover", Resource: "server API groups", Err: err}
-	}
-	if err != nil {
-		logger.Info("Some API groups could not be discovered; skipping them", "error", err.Error())
+	failed := &discovery.ErrGroupDiscoveryFailed{}
+	switch {
+	case errors.As(err, &failed):
+		for gv, gerr := range failed.Groups {
+			unreadable = append(unreadable, GroupError{Group: gv.Group, Err: &ListError{Verb: "discover", Resource: gv.String(), Err: gerr}})
+		}
+	case err != nil:
+		return nil, nil, &ListError{Verb: "discover", Resource: "server API groups", Err: err}
 	}
 	groups, err := d.Discovery.ServerGroups()
 	if err != nil {
-		return nil, &ListError{Verb: "discover", Resource: "server API groups", Err: err}
+		return nil, nil, &ListError{Verb: "discover", Resource: "server API groups", Err: err}
 	}
 	versionsOf := map[string][]string{}
 	for _, g := range groups.Groups {
@@ -141,10 +190,12 @@ func (d *Discoverer) OpenAPIExports(ctx context.Context) ([]kbindv1alpha1.Export
 			versionsOf[g.Name] = append(versionsOf[g.Name], v.Version)
 		}
 	}
+	paths, err := d.Discovery.OpenAPIV3().Paths()
+	if err != nil {
+		return nil, nil, &ListError{Verb: "get", Resource: "/openapi/v3", Err: err}
+	}
 
-	root := openapi3.NewRoot(d.Discovery.OpenAPIV3())
 	docs := map[schema.GroupVersion]*spec3.OpenAPI{}
-	var out []kbindv1alpha1.ExportedAPI
 	for _, list := range lists {
 		gv, err := schema.ParseGroupVersion(list.GroupVersion)
 		if err != nil || BuiltInGroup(gv.Group) {
@@ -156,13 +207,19 @@ func (d *Discoverer) OpenAPIExports(ctx context.Context) ([]kbindv1alpha1.Export
 			}
 			doc, ok := docs[gv]
 			if !ok {
-				doc, err = root.GVSpec(gv)
-				if err != nil {
-					logger.Info("Skipping API group version: its /openapi/v3 document is missing or malformed", "groupVersion", gv.String(), "error", err.Error())
+				doc, err = readGVSpec(paths, gv)
+				switch {
+				case err != nil:
+					unreadable = append(unreadable, GroupError{Group: gv.Group, Err: err})
+				case doc == nil:
+					logger.Info("Skipping API group version without an /openapi/v3 document", "groupVersion", gv.String())
 				}
 				docs[gv] = doc
 			}
-			if doc == nil || FindSchema(doc, gv.WithKind(res.Kind)) == "" {
+			if doc == nil {
+				break // unreadable, or no document: nothing of this group version
+			}
+			if FindSchema(doc, gv.WithKind(res.Kind)) == "" {
 				logger.Info("Skipping resource without a usable OpenAPI schema", "resource", res.Name, "groupVersion", gv.String())
 				continue
 			}
@@ -170,14 +227,47 @@ func (d *Discoverer) OpenAPIExports(ctx context.Context) ([]kbindv1alpha1.Export
 			if res.Namespaced {
 				scope = kbindv1alpha1.APIScopeNamespaced
 			}
-			out = append(out, kbindv1alpha1.ExportedAPI{
+			exports = append(exports, kbindv1alpha1.ExportedAPI{
 				Name: res.Name + "." + gv.Group, Group: gv.Group, Resource: res.Name,
 				Scope: scope, Versions: versionsOf[gv.Group],
 			})
 		}
 	}
-	sortExports(out)
-	return out, nil
+	sortExports(exports)
+	sort.Slice(unreadable, func(i, j int) bool {
+		if unreadable[i].Group != unreadable[j].Group {
+			return unreadable[i].Group < unreadable[j].Group
+		}
+		return unreadable[i].Err.Error() < unreadable[j].Err.Error()
+	})
+	if len(unreadable) > 0 {
+		logger.Info("Some API groups could not be read; their last known exports are kept", "groups", len(unreadable))
+	}
+	return exports, unreadable, nil
+}
+
+// readGVSpec reads one group version's /openapi/v3 document from the index.
+// A group version the index does not list is a successful read with no
+// document (nil, nil); a fetch failure or an undecodable document is an
+// error (the group's exports are unknown).
+func readGVSpec(paths map[string]openapi.GroupVersion, gv schema.GroupVersion) (*spec3.OpenAPI, error) {
+	path := "apis/" + gv.Group + "/" + gv.Version
+	if gv.Group == "" {
+		path = "api/" + gv.Version
+	}
+	entry, ok := paths[path]
+	if !ok {
+		return nil, nil
+	}
+	data, err := entry.Schema(runtime.ContentTypeJSON)
+	if err != nil {
+		return nil, &ListError{Verb: "get", Resource: "/openapi/v3/" + path, Err: err}
+	}
+	doc := &spec3.OpenAPI{}
+	if err := json.Unmarshal(data, doc); err != nil {
+		return nil, &ListError{Verb: "decode", Resource: "/openapi/v3/" + path, Err: errors.New("the document is not valid OpenAPI v3 JSON")}
+	}
+	return doc, nil
 }
 
 // FindSchema returns the name of the component schema of gvk in doc, "" if
@@ -193,6 +283,9 @@ func FindSchema(doc *spec3.OpenAPI, gvk schema.GroupVersionKind) string {
 	sort.Strings(names)
 	for _, name := range names {
 		s := doc.Components.Schemas[name]
+		if s == nil {
+			continue // "name": null in the document
+		}
 		raw, ok := s.Extensions["x-kubernetes-group-version-kind"]
 		if !ok {
 			continue

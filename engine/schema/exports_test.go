@@ -64,6 +64,7 @@ func TestFindSchema(t *testing.T) {
 		"org.example.v1.Widget":     withGVK("example.org", "v1", "Widget"),
 		"org.example.v1.WidgetList": withGVK("example.org", "v1", "WidgetList"),
 		"org.example.v1.Plain":      {},
+		"org.example.v1.Null":       nil, // "name": null in a document
 	}}}
 	if got := FindSchema(doc, schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Widget"}); got != "org.example.v1.Widget" {
 		t.Errorf("FindSchema = %q", got)
@@ -73,5 +74,37 @@ func TestFindSchema(t *testing.T) {
 	}
 	if got := FindSchema(&spec3.OpenAPI{}, schema.GroupVersionKind{}); got != "" {
 		t.Errorf("FindSchema without components = %q", got)
+	}
+}
+
+func TestKeepUnreadable(t *testing.T) {
+	api := func(name, group string) kbindv1alpha1.ExportedAPI {
+		return kbindv1alpha1.ExportedAPI{Name: name, Group: group}
+	}
+	const crdSrc, oapi = kbindv1alpha1.ActiveSchemaSourceCRD, kbindv1alpha1.ActiveSchemaSourceOpenAPI
+	previous := []kbindv1alpha1.ExportedAPI{api("a.one.org", "one.org"), api("b.two.org", "two.org"), api("c.two.org", "two.org")}
+	broken := []GroupError{{Group: "two.org", Err: fmt.Errorf("503")}}
+	cases := []struct {
+		name       string
+		fresh      []kbindv1alpha1.ExportedAPI
+		unreadable []GroupError
+		prevSource kbindv1alpha1.ActiveSchemaSource
+		want       string
+	}{
+		{"a successful read removes what it no longer lists", []kbindv1alpha1.ExportedAPI{api("a.one.org", "one.org")}, nil, oapi, "[a.one.org]"},
+		{"an unreadable group keeps its last exports", []kbindv1alpha1.ExportedAPI{api("a.one.org", "one.org")}, broken, oapi, "[a.one.org b.two.org c.two.org]"},
+		{"an unreadable group, nothing else read", nil, broken, oapi, "[b.two.org c.two.org]"},
+		{"no duplicates when the group was partly read", []kbindv1alpha1.ExportedAPI{api("b.two.org", "two.org")}, broken, oapi, "[b.two.org c.two.org]"},
+		{"exports of another source are not kept", nil, broken, crdSrc, "[]"},
+	}
+	for _, tc := range cases {
+		got := KeepUnreadable(tc.fresh, tc.unreadable, previous, tc.prevSource, oapi)
+		names := []string{}
+		for _, e := range got {
+			names = append(names, e.Name)
+		}
+		if fmt.Sprint(names) != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, names, tc.want)
+		}
 	}
 }

@@ -86,13 +86,7 @@ func (i *Installer) Ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 		existing = created
 	case ActionUpdate:
 		patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		existing.Spec = desired.Spec
-		for k, v := range desired.Labels {
-			existing.Labels[k] = v
-		}
-		for k, v := range desired.Annotations {
-			existing.Annotations[k] = v
-		}
+		existing = Updated(existing, desired)
 		if err := i.Client.Patch(ctx, existing, patch); err != nil {
 			i.record(conn.Name, name, false)
 			return Outcome{}, fmt.Errorf("updating consumer CRD %s: %w", name, err)
@@ -113,8 +107,66 @@ func (i *Installer) Ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 			return Outcome{}, fmt.Errorf("stamping consumer CRD %s: %w", name, err)
 		}
 	}
-	i.record(conn.Name, name, InSync(existing, desired, conn.Spec.Schema))
+	i.record(conn.Name, name, InSync(existing, desired, conn.Name, conn.Spec.Schema))
 	return Outcome{Hash: existing.Annotations[kbindv1alpha1.SchemaHashAnnotation], Established: Established(existing)}, nil
+}
+
+// Updated is existing carrying desired's spec, labels and annotations —
+// except that every version still listed in existing's status.storedVersions
+// stays in spec.versions, unserved and not the storage version: the API
+// server refuses to drop a stored version (objects in etcd are still
+// encoded in it), so without this a provider's storage-version change
+// could never reach the consumer. Objects stored in the old version stay
+// readable; new writes are stored in the new one.
+func Updated(existing, desired *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+	out := existing.DeepCopy()
+	out.Spec = *desired.Spec.DeepCopy()
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	for k, v := range desired.Labels {
+		out.Labels[k] = v
+	}
+	for k, v := range desired.Annotations {
+		out.Annotations[k] = v
+	}
+	kept := map[string]bool{}
+	for _, v := range out.Spec.Versions {
+		kept[v.Name] = true
+	}
+	for _, stored := range existing.Status.StoredVersions {
+		if kept[stored] {
+			continue
+		}
+		kept[stored] = true
+		version := storedVersion(existing, desired, stored)
+		version.Served, version.Storage = false, false
+		out.Spec.Versions = append(out.Spec.Versions, version)
+	}
+	return out
+}
+
+// storedVersion is the definition of a stored version to keep: the one the
+// existing CRD has, else (it was removed by hand) desired's storage version
+// under that name, so that a schema is always present.
+func storedVersion(existing, desired *apiextensionsv1.CustomResourceDefinition, name string) apiextensionsv1.CustomResourceDefinitionVersion {
+	for _, v := range existing.Spec.Versions {
+		if v.Name == name {
+			return *v.DeepCopy()
+		}
+	}
+	for _, v := range desired.Spec.Versions {
+		if v.Storage {
+			v = *v.DeepCopy()
+			v.Name = name
+			return v
+		}
+	}
+	return apiextensionsv1.CustomResourceDefinitionVersion{Name: name, Schema: &apiextensionsv1.CustomResourceValidation{
+		OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTrue()}}}
 }
 
 func (i *Installer) record(connection, crd string, inSync bool) {

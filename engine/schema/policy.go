@@ -35,7 +35,10 @@ type Decision struct {
 // Decide applies pullPolicy, updatePolicy and the ownership rules (spec
 // SCHEMA-3..5) to the existing consumer CRD (nil when absent) and the
 // desired one (nil when the source cannot produce it, e.g. the CRD source
-// under pullPolicy None needs none).
+// under pullPolicy None needs none). Only a CRD kbind created (see
+// CreatedByKbind) is ever updated: a CRD stamped under pullPolicy None stays
+// the user's whatever the policy says later, so a policy change can never
+// hand kbind a CRD — and with it the objects — it did not create.
 func Decide(existing, desired *apiextensionsv1.CustomResourceDefinition, name, connection string,
 	policy kbindv1alpha1.SchemaPolicy, source kbindv1alpha1.ActiveSchemaSource) Decision {
 	if existing == nil {
@@ -59,6 +62,10 @@ func Decide(existing, desired *apiextensionsv1.CustomResourceDefinition, name, c
 	case !stamped:
 		return Decision{Action: ActionReport, Problem: fmt.Sprintf(
 			"CRD %s exists and was not created by kbind; kbind never takes over a CRD it did not create (set pullPolicy: None to use it as it is)", name)}
+	case !CreatedByKbind(existing, connection):
+		// Stamped for this Connection (pullPolicy None, or the user's
+		// markers) but not created by kbind: used as it is, never written.
+		return Decision{Action: ActionNone}
 	}
 	// kbind's own CRD for this Connection.
 	if policy.PullPolicy == kbindv1alpha1.PullPolicyNone || policy.UpdatePolicy == kbindv1alpha1.UpdatePolicyOnce || desired == nil {
@@ -71,17 +78,19 @@ func Decide(existing, desired *apiextensionsv1.CustomResourceDefinition, name, c
 }
 
 // InSync reports whether a consumer CRD carries the schema the policy calls
-// for (the Connection's SchemaInSync): under Always and with kbind's markers
-// its hash must be the desired one; under Once or None any installed CRD is
-// what the policy wants.
-func InSync(existing, desired *apiextensionsv1.CustomResourceDefinition, policy kbindv1alpha1.SchemaPolicy) bool {
+// for (the Connection's SchemaInSync): under Once or None any installed CRD
+// is what the policy wants; under Always it must be kbind's own CRD for the
+// connection with the desired hash — a CRD kbind did not create is never
+// updated, so it lags whenever the policy asks kbind to follow the provider.
+func InSync(existing, desired *apiextensionsv1.CustomResourceDefinition, connection string, policy kbindv1alpha1.SchemaPolicy) bool {
 	if existing == nil {
 		return false
 	}
 	if policy.PullPolicy == kbindv1alpha1.PullPolicyNone || policy.UpdatePolicy == kbindv1alpha1.UpdatePolicyOnce || desired == nil {
 		return true
 	}
-	return existing.Annotations[kbindv1alpha1.SchemaHashAnnotation] == desired.Annotations[kbindv1alpha1.SchemaHashAnnotation]
+	return CreatedByKbind(existing, connection) &&
+		existing.Annotations[kbindv1alpha1.SchemaHashAnnotation] == desired.Annotations[kbindv1alpha1.SchemaHashAnnotation]
 }
 
 // Established reports whether the API server serves the CRD.
@@ -94,9 +103,12 @@ func Established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	return false
 }
 
-// CreatedByKbind reports whether kbind created the CRD for connection (it
-// carries kbind's markers and a schema hash: a CRD stamped under pullPolicy
-// None has no hash).
+// CreatedByKbind reports whether kbind created the CRD for connection: it
+// carries kbind's markers and a schema hash. kbind writes the hash only
+// when it creates a CRD and when it updates one that already carries it;
+// stamping under pullPolicy None writes none, and Decide never updates a
+// CRD without one — so no policy change can make a CRD kbind did not
+// create look like its own.
 func CreatedByKbind(crd *apiextensionsv1.CustomResourceDefinition, connection string) bool {
 	return crd.Labels[kbindv1alpha1.ManagedLabel] == kbindv1alpha1.ManagedLabelValue &&
 		crd.Annotations[kbindv1alpha1.ConnectionAnnotation] == connection &&

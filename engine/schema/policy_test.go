@@ -18,6 +18,10 @@ func TestDecide(t *testing.T) {
 	foreign := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.org"}}
 	otherConn := desired.DeepCopy()
 	otherConn.Annotations[kbindv1alpha1.ConnectionAnnotation] = "q"
+	// Stamped under pullPolicy None (markers, no schema hash): the user's.
+	stamped := foreign.DeepCopy()
+	stamped.Labels = map[string]string{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}
+	stamped.Annotations = map[string]string{kbindv1alpha1.ConnectionAnnotation: "p"}
 
 	policy := func(pull kbindv1alpha1.PullPolicy, update kbindv1alpha1.UpdatePolicy) kbindv1alpha1.SchemaPolicy {
 		return kbindv1alpha1.SchemaPolicy{PullPolicy: pull, UpdatePolicy: update}
@@ -49,6 +53,9 @@ func TestDecide(t *testing.T) {
 		{"foreign, Bound: never take over", foreign, desired, policy(bound, always), crdSrc, ActionReport, "was not created by kbind"},
 		{"foreign, All: never take over", foreign, desired, policy(all, always), crdSrc, ActionReport, "was not created by kbind"},
 		{"foreign, None, CRD source: stamp", foreign, nil, policy(none, always), crdSrc, ActionStamp, ""},
+		{"stamped under None, now Bound: used as it is, never updated", stamped, desired, policy(bound, always), crdSrc, ActionNone, ""},
+		{"stamped under None, now All: used as it is, never updated", stamped, desired, policy(all, always), oapiSrc, ActionNone, ""},
+		{"stamped under None, still None", stamped, nil, policy(none, always), crdSrc, ActionNone, ""},
 		{"foreign, None, OpenAPI: needs the user's markers", foreign, nil, policy(none, always), oapiSrc, ActionReport, "add the label core.kbind.io/managed=true and the annotation core.kbind.io/connection=p"},
 	}
 	for _, tc := range cases {
@@ -58,6 +65,79 @@ func TestDecide(t *testing.T) {
 				t.Errorf("Decide = %+v, want %s with %q", d, tc.want, tc.problem)
 			}
 		})
+	}
+}
+
+func TestInSync(t *testing.T) {
+	desired := Stamp("w", apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.org"}, "p")
+	stale := desired.DeepCopy()
+	stale.Annotations[kbindv1alpha1.SchemaHashAnnotation] = "sha256:0000000000000000"
+	stamped := desired.DeepCopy()
+	delete(stamped.Annotations, kbindv1alpha1.SchemaHashAnnotation)
+	always := kbindv1alpha1.SchemaPolicy{PullPolicy: kbindv1alpha1.PullPolicyBound, UpdatePolicy: kbindv1alpha1.UpdatePolicyAlways}
+	once := kbindv1alpha1.SchemaPolicy{PullPolicy: kbindv1alpha1.PullPolicyBound, UpdatePolicy: kbindv1alpha1.UpdatePolicyOnce}
+	none := kbindv1alpha1.SchemaPolicy{PullPolicy: kbindv1alpha1.PullPolicyNone, UpdatePolicy: kbindv1alpha1.UpdatePolicyAlways}
+	cases := []struct {
+		name     string
+		existing *apiextensionsv1.CustomResourceDefinition
+		policy   kbindv1alpha1.SchemaPolicy
+		want     bool
+	}{
+		{"absent", nil, always, false},
+		{"ours, desired hash", desired, always, true},
+		{"ours, stale hash, Always", stale, always, false},
+		{"ours, stale hash, Once", stale, once, true},
+		{"stamped (not created by kbind), Always: never updated, so it lags", stamped, always, false},
+		{"stamped, None", stamped, none, true},
+	}
+	for _, tc := range cases {
+		if got := InSync(tc.existing, desired, "p", tc.policy); got != tc.want {
+			t.Errorf("%s: InSync = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestUpdated(t *testing.T) {
+	version := func(name string, served, storage bool, field string) apiextensionsv1.CustomResourceDefinitionVersion {
+		return apiextensionsv1.CustomResourceDefinitionVersion{Name: name, Served: served, Storage: storage,
+			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+				Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{field: {Type: "string"}}}}}
+	}
+	existing := Stamp("w.example.org", apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.org",
+		Versions: []apiextensionsv1.CustomResourceDefinitionVersion{version("v1alpha1", true, true, "old")}}, "p")
+	existing.Labels["user"] = "kept"
+	existing.Status.StoredVersions = []string{"v1alpha1"}
+	desired := Stamp("w.example.org", apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.org",
+		Versions: []apiextensionsv1.CustomResourceDefinitionVersion{version("v1", true, true, "new")}}, "p")
+
+	got := Updated(existing, desired)
+	if len(got.Spec.Versions) != 2 || got.Spec.Versions[0].Name != "v1" || !got.Spec.Versions[0].Storage {
+		t.Fatalf("versions %+v", got.Spec.Versions)
+	}
+	old := got.Spec.Versions[1]
+	if old.Name != "v1alpha1" || old.Served || old.Storage || old.Schema.OpenAPIV3Schema.Properties["old"].Type != "string" {
+		t.Errorf("the stored version must stay, unserved, with its own schema: %+v", old)
+	}
+	if got.Labels["user"] != "kept" || got.Annotations[kbindv1alpha1.SchemaHashAnnotation] != desired.Annotations[kbindv1alpha1.SchemaHashAnnotation] {
+		t.Errorf("metadata %v %v", got.Labels, got.Annotations)
+	}
+	if existing.Spec.Versions[0].Name != "v1alpha1" || len(existing.Spec.Versions) != 1 {
+		t.Error("Updated must not modify its input")
+	}
+
+	// A stored version that is still desired is not duplicated; one the
+	// existing spec lost gets desired's storage schema under its name.
+	existing.Status.StoredVersions = []string{"v1", "v0"}
+	got = Updated(existing, desired)
+	if len(got.Spec.Versions) != 2 || got.Spec.Versions[1].Name != "v0" || got.Spec.Versions[1].Schema.OpenAPIV3Schema.Properties["new"].Type != "string" {
+		t.Errorf("versions %+v", got.Spec.Versions)
+	}
+
+	// No labels or annotations at all (stripped by hand): no panic.
+	bare := existing.DeepCopy()
+	bare.Labels, bare.Annotations = nil, nil
+	if got := Updated(bare, desired); got.Labels[kbindv1alpha1.ManagedLabel] != kbindv1alpha1.ManagedLabelValue {
+		t.Errorf("labels %v", got.Labels)
 	}
 }
 

@@ -2,10 +2,15 @@ package schema
 
 import (
 	"context"
+	"errors"
 	"os"
+	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/openapi"
 	"k8s.io/client-go/openapi/openapitest"
@@ -20,21 +25,26 @@ import (
 type recordedDiscovery struct {
 	*fake.FakeDiscovery
 	openapi openapi.Client
+	// failed group versions make ServerPreferredResources fail partly.
+	failed map[schema.GroupVersion]error
 }
 
-func (r recordedDiscovery) ServerPreferredResources() ([]*metav1.APIResourceList, error) {
+func (r *recordedDiscovery) ServerPreferredResources() ([]*metav1.APIResourceList, error) {
+	if len(r.failed) > 0 {
+		return r.Resources, &discovery.ErrGroupDiscoveryFailed{Groups: r.failed}
+	}
 	return r.Resources, nil
 }
 
-func (r recordedDiscovery) OpenAPIV3() openapi.Client { return r.openapi }
+func (r *recordedDiscovery) OpenAPIV3() openapi.Client { return r.openapi }
 
-func newRecordedDiscovery(t *testing.T, docs map[string][]byte) recordedDiscovery {
+func newRecordedDiscovery(t testing.TB, docs map[string][]byte) *recordedDiscovery {
 	t.Helper()
 	paths := map[string]openapi.GroupVersion{}
 	for path, doc := range docs {
 		paths[path] = openapitest.FakeGroupVersion{GVSpec: doc}
 	}
-	return recordedDiscovery{
+	return &recordedDiscovery{
 		FakeDiscovery: &fake.FakeDiscovery{Fake: &clienttesting.Fake{Resources: []*metav1.APIResourceList{
 			{GroupVersion: "example.org/v1alpha1", APIResources: []metav1.APIResource{
 				{Name: "widgets", SingularName: "widget", Kind: "Widget", Namespaced: true},
@@ -51,11 +61,15 @@ func newRecordedDiscovery(t *testing.T, docs map[string][]byte) recordedDiscover
 
 func recorded(t *testing.T) []byte {
 	t.Helper()
-	data, err := os.ReadFile("testdata/openapi-example.org-v1alpha1.json")
+	data, err := readRecorded()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return data
+}
+
+func readRecorded() ([]byte, error) {
+	return os.ReadFile("testdata/openapi-example.org-v1alpha1.json")
 }
 
 func TestOpenAPIExportsSkipsBrokenGroups(t *testing.T) {
@@ -64,14 +78,58 @@ func TestOpenAPIExportsSkipsBrokenGroups(t *testing.T) {
 		"apis/broken.example.org/v1": []byte("{this is not JSON"),
 		// missing.example.org has no document at all.
 	})}
-	exports, err := d.OpenAPIExports(context.Background())
+	exports, unreadable, err := d.OpenAPIExports(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Only the resource with a usable schema; the broken and missing groups,
-	// the resource without a schema and the built-in group are skipped.
+	// Only the resource with a usable schema; the missing group, the
+	// resource without a schema and the built-in group are skipped.
 	if len(exports) != 1 || exports[0].Name != "widgets.example.org" || exports[0].Scope != kbindv1alpha1.APIScopeNamespaced {
 		t.Fatalf("exports %+v", exports)
+	}
+	// The broken document is not "no export": its group is unreadable, and
+	// the Connection keeps what it exported before.
+	if len(unreadable) != 1 || unreadable[0].Group != "broken.example.org" || !strings.Contains(unreadable[0].Error(), "not valid OpenAPI v3 JSON") {
+		t.Fatalf("unreadable %+v", unreadable)
+	}
+}
+
+// failingGroupVersion is an /openapi/v3 entry whose fetch fails.
+type failingGroupVersion struct{ err error }
+
+func (f failingGroupVersion) Schema(string) ([]byte, error) { return nil, f.err }
+func (f failingGroupVersion) ServerRelativeURL() string     { return "" }
+
+func TestOpenAPIExportsReportsReadErrors(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{}, "", errors.New("no"))
+	d := newRecordedDiscovery(t, map[string][]byte{"apis/example.org/v1alpha1": recorded(t)})
+	paths := d.openapi.(*openapitest.FakeClient).PathsMap
+	paths["apis/broken.example.org/v1"] = failingGroupVersion{err: apierrors.NewServiceUnavailable("down")}
+	paths["apis/missing.example.org/v1"] = failingGroupVersion{err: forbidden}
+	exports, unreadable, err := (&Discoverer{Discovery: d}).OpenAPIExports(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exports) != 1 || len(unreadable) != 2 {
+		t.Fatalf("exports %+v unreadable %+v", exports, unreadable)
+	}
+	if !apierrors.IsServiceUnavailable(unreadable[0].Err) || !apierrors.IsForbidden(unreadable[1].Err) ||
+		!strings.Contains(unreadable[1].Error(), "get /openapi/v3/apis/missing.example.org/v1") {
+		t.Errorf("unreadable %v", unreadable)
+	}
+
+	// Discovery of a group failing (an aggregated API down) makes it
+	// unreadable too, never absent.
+	d.failed = map[schema.GroupVersion]error{{Group: "down.example.org", Version: "v1"}: errors.New("503")}
+	_, unreadable, err = (&Discoverer{Discovery: d}).OpenAPIExports(context.Background())
+	if err != nil || len(unreadable) != 3 || unreadable[1].Group != "down.example.org" {
+		t.Fatalf("unreadable %+v, err %v", unreadable, err)
+	}
+
+	// The /openapi/v3 index itself failing fails the pass.
+	d.openapi = &openapitest.FakeClient{ForcedErr: errors.New("index down")}
+	if _, _, err := (&Discoverer{Discovery: d}).OpenAPIExports(context.Background()); err == nil {
+		t.Fatal("a failed /openapi/v3 index must fail discovery, not look like no exports")
 	}
 }
 
