@@ -144,8 +144,12 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 		InCluster:         opts.InCluster,
 		Sessions:          sessions,
 		LocalIdentity:     local,
+		Base:              ctx,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the connection controller: %w", err)
+	}
+	if err := (&connection.SecretReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the kubeconfig Secret controller: %w", err)
 	}
 	triggers := newTriggers(ctx, 2)
 	results := syncer.NewResults(triggers.fire)

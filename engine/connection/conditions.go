@@ -6,10 +6,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/conditions"
+	"github.com/kbind/kbind/engine/kubeconfig"
 	"github.com/kbind/kbind/engine/schema"
 )
 
@@ -29,10 +30,21 @@ type observation struct {
 	// loopbackInPod: the provider address is a loopback address and the
 	// konnector runs in a Pod.
 	loopbackInPod string
+	// verified: the provider identity was read and matches the pins.
+	verified bool
 	// discovery is the discovery outcome, nil on error or when not probed.
 	discovery *schema.Result
 	// discoveryErr is the discovery error.
 	discoveryErr error
+	// exports are the fresh exports plus the last known exports of groups
+	// discovery could not read (unreadable).
+	exports    []kbindv1alpha1.ExportedAPI
+	unreadable []schema.GroupError
+	// insecure lists the insecure kubeconfig features in use (each allowed
+	// by spec.allowInsecure, or the Secret would have been refused).
+	insecure []kubeconfig.Finding
+	// draining lists the bindings a deleting Connection waits for.
+	draining []string
 	// heartbeat is the last renewal's result; heartbeatKnown is false
 	// before the first.
 	heartbeat      error
@@ -55,8 +67,23 @@ type condition struct {
 }
 
 // desiredConditions decides the Connection conditions. A condition missing
-// from the result is left as it is (nothing was learned about it).
+// from the result is left as it is (nothing was learned about it). A
+// deleting Connection that waits for its bindings is Ready=False with
+// DrainingBindings, whatever else holds.
 func desiredConditions(o observation) []condition {
+	out := connectionConditions(o)
+	if len(o.draining) == 0 {
+		return out
+	}
+	for i := range out {
+		if out[i].typ == kbindv1alpha1.ConditionReady {
+			out[i] = drainingReady(o.draining)
+		}
+	}
+	return out
+}
+
+func connectionConditions(o observation) []condition {
 	var out []condition
 	add := func(t kbindv1alpha1.ConditionType, s metav1.ConditionStatus, r kbindv1alpha1.Reason, format string, args ...any) {
 		out = append(out, condition{t, s, r, fmt.Sprintf(format, args...)})
@@ -71,7 +98,17 @@ func desiredConditions(o observation) []condition {
 		ready(metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound, o.secretErr.Error())
 		return withHeartbeat(out, o)
 	}
-	add(kbindv1alpha1.ConditionSecretValid, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "the kubeconfig Secret is usable")
+	if len(o.insecure) > 0 {
+		where := make([]string, 0, len(o.insecure))
+		for _, f := range o.insecure {
+			where = append(where, f.Where)
+		}
+		add(kbindv1alpha1.ConditionSecretValid, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
+			"the kubeconfig Secret is usable; insecure features allowed by spec.allowInsecure: %s (%s)",
+			strings.Join(kubeconfig.Features(o.insecure), ", "), strings.Join(where, ", "))
+	} else {
+		add(kbindv1alpha1.ConditionSecretValid, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "the kubeconfig Secret is usable")
+	}
 	if !o.probed {
 		ready(metav1.ConditionFalse, kbindv1alpha1.ReasonPending, "connecting to the provider")
 		return withHeartbeat(out, o)
@@ -102,11 +139,30 @@ func desiredConditions(o observation) []condition {
 	case o.discoveryErr != nil:
 		ready(metav1.ConditionFalse, kbindv1alpha1.ReasonPending, "discovering exported APIs failed: "+o.discoveryErr.Error())
 	default:
-		add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "identity and discovery are allowed")
-		ready(metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
-			fmt.Sprintf("connected; %d API(s) exported through the %s source", len(o.discovery.Exports), o.discovery.Source))
+		msg := fmt.Sprintf("connected; %d API(s) exported through the %s source", len(o.exports), o.discovery.Source)
+		if len(o.unreadable) > 0 {
+			msg += fmt.Sprintf("; %d API group(s) could not be read, their last known exports are kept until a read succeeds: %s",
+				len(o.unreadable), joinErrors(o.unreadable, nil))
+		}
+		if refused := joinErrors(o.unreadable, apierrors.IsForbidden); refused != "" {
+			add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden, "%s", refused)
+		} else {
+			add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "identity and discovery are allowed")
+		}
+		ready(metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, msg)
 	}
 	return withHeartbeat(out, o)
+}
+
+// joinErrors joins the group errors keep selects (all when nil).
+func joinErrors(errs []schema.GroupError, keep func(error) bool) string {
+	var out []string
+	for _, e := range errs {
+		if keep == nil || keep(e.Err) {
+			out = append(out, e.Error())
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // drainingReady is Ready of a deleting Connection that waits for the
@@ -156,18 +212,6 @@ func isReady(conds []condition) bool {
 // written).
 func apply(conds *[]metav1.Condition, decided []condition, generation int64) {
 	for _, c := range decided {
-		meta.SetStatusCondition(conds, metav1.Condition{
-			Type: string(c.typ), Status: c.status, Reason: string(c.reason),
-			Message: truncate(c.message), ObservedGeneration: generation,
-		})
+		conditions.Set(conds, metav1.Condition{Type: string(c.typ), Status: c.status, Reason: string(c.reason), Message: c.message}, generation)
 	}
-}
-
-// truncate keeps condition messages within the API's limit.
-func truncate(msg string) string {
-	const limit = 32768
-	if len(msg) <= limit {
-		return msg
-	}
-	return msg[:limit-3] + "..."
 }

@@ -50,6 +50,16 @@ func TestDesiredConditions(t *testing.T) {
 			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected SchemaInSync=True/AsExpected"},
 		{"ready, schema lagging", observation{probed: true, discovery: discovered, schemaKnown: true, lagging: []string{"a.x", "b.x"}},
 			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected SchemaInSync=False/Pending"},
+		{"ready, a group unreadable (503)", observation{probed: true, discovery: discovered, unreadable: []kbindschema.GroupError{{Group: "a", Err: apierrors.NewServiceUnavailable("down")}}},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected"},
+		{"ready, a group refused (403)", observation{probed: true, discovery: discovered, unreadable: []kbindschema.GroupError{{Group: "a", Err: forbidden}}},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=True/Forbidden Ready=True/AsExpected"},
+		{"ready, an insecure feature allowed", observation{probed: true, discovery: discovered, insecure: []kubeconfig.Finding{{Feature: kbindv1alpha1.InsecureSkipTLSVerify, Where: "clusters[p].insecure-skip-tls-verify"}}},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected"},
+		{"deleting, draining, connected", observation{probed: true, verified: true, discovery: discovered, draining: []string{"ClusterBinding a"}},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=False/DrainingBindings"},
+		{"deleting, draining, unreachable", observation{probed: true, identityErr: errors.New("dial tcp: connection refused"), draining: []string{"ClusterBinding a"}},
+			"SecretValid=True/AsExpected Connected=False/Pending Ready=False/DrainingBindings"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,6 +78,22 @@ func TestDesiredConditions(t *testing.T) {
 				t.Errorf("isReady = %v", isReady(decided))
 			}
 		})
+	}
+}
+
+func TestDesiredConditionMessages(t *testing.T) {
+	discovered := &kbindschema.Result{Source: kbindv1alpha1.ActiveSchemaSourceOpenAPI}
+	obs := observation{probed: true, discovery: discovered, exports: make([]kbindv1alpha1.ExportedAPI, 3),
+		unreadable: []kbindschema.GroupError{{Group: "example.org", Err: &kbindschema.ListError{Verb: "get", Resource: "/openapi/v3/apis/example.org/v1", Err: errors.New("503")}}},
+		insecure:   []kubeconfig.Finding{{Feature: kbindv1alpha1.InsecureProxyURL, Where: "clusters[p].proxy-url"}}}
+	want := map[kbindv1alpha1.ConditionType]string{
+		kbindv1alpha1.ConditionReady:       "connected; 3 API(s) exported through the OpenAPI source; 1 API group(s) could not be read, their last known exports are kept until a read succeeds: get /openapi/v3/apis/example.org/v1: 503",
+		kbindv1alpha1.ConditionSecretValid: "the kubeconfig Secret is usable; insecure features allowed by spec.allowInsecure: ProxyURL (clusters[p].proxy-url)",
+	}
+	for _, c := range desiredConditions(obs) {
+		if w, ok := want[c.typ]; ok && c.message != w {
+			t.Errorf("%s message\n got %q\nwant %q", c.typ, c.message, w)
+		}
 	}
 }
 

@@ -349,28 +349,46 @@ func TestClusterIdentityChanged(t *testing.T) {
 		t.Errorf("pinned UID changed to %s", conn.Status.RemoteClusterUID)
 	}
 
-	// Sync stopped: the session and its heartbeat are gone, so the Lease
-	// on the original provider is no longer renewed.
+	// Sync stopped (Ready=False), but the konnector still serves this
+	// Connection: the session it verified keeps renewing the Lease on the
+	// original provider, so a backend there never reaps a live consumer's
+	// copies while the Secret points elsewhere. Nothing is written to the
+	// unverified cluster.
 	leaseKey := client.ObjectKey{Namespace: "kbind", Name: "moving-" + conn.Status.LocalClusterUID[:10]}
-	lease := &coordinationv1.Lease{}
-	if err := provider.Get(ctx, leaseKey, lease); err != nil {
+	waitRenewed(t, provider, leaseKey, 2)
+	otherClient, err := client.New(other.Config, client.Options{Scheme: scheme})
+	if err != nil {
 		t.Fatal(err)
 	}
-	last := lease.Spec.RenewTime.Time
-	deadline := time.Now().Add(3 * time.Second) // three heartbeat intervals
-	for time.Now().Before(deadline) {
-		if err := provider.Get(ctx, leaseKey, lease); err != nil {
-			t.Fatal(err)
-		}
-		if lease.Spec.RenewTime.After(last) {
-			last = lease.Spec.RenewTime.Time
-			deadline = time.Now().Add(3 * time.Second) // at most one renewal in flight when the change was seen
-		}
-		time.Sleep(200 * time.Millisecond)
+	var leases coordinationv1.LeaseList
+	if err := otherClient.List(ctx, &leases, client.MatchingLabels{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}); err != nil {
+		t.Fatal(err)
 	}
-	if time.Since(last) < 3*time.Second {
-		t.Errorf("lease still renewed at %v after ClusterIdentityChanged", last)
+	if len(leases.Items) != 0 {
+		t.Errorf("the unverified cluster got %d Lease(s)", len(leases.Items))
 	}
+}
+
+// waitRenewed waits until the Lease's renewTime has advanced n times.
+func waitRenewed(t *testing.T, c client.Client, key client.ObjectKey, n int) {
+	t.Helper()
+	ctx := context.Background()
+	lease := &coordinationv1.Lease{}
+	var last time.Time
+	renewals := -1
+	eventually(t, fmt.Sprintf("Lease %s renewed %d times", key, n), func() error {
+		if err := c.Get(ctx, key, lease); err != nil {
+			return err
+		}
+		if rt := lease.Spec.RenewTime; rt != nil && rt.After(last) {
+			last = rt.Time
+			renewals++
+		}
+		if renewals < n {
+			return fmt.Errorf("renewed %d times", renewals)
+		}
+		return nil
+	})
 }
 
 func TestLeaseNamespaceFromContext(t *testing.T) {

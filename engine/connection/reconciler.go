@@ -54,6 +54,8 @@ type Reconciler struct {
 	LocalIdentity *identity.Reader
 	// Installer delivers consumer CRDs (pullPolicy All) and knows which lag.
 	Installer *schema.Installer
+	// Base bounds the heartbeats' lifetime (the engine's).
+	Base context.Context
 
 	// events re-triggers Connections from outside the watches (heartbeat
 	// results, sibling Connections sharing a Secret).
@@ -79,7 +81,10 @@ type probe struct {
 }
 
 type heartbeatState struct {
+	// session is the verified session whose client renews the Lease; the
+	// heartbeat outlives the session's watches (see connect).
 	session     *session.Session
+	cancel      context.CancelFunc
 	known       bool
 	err         error
 	lease       heartbeat.Lease
@@ -109,7 +114,11 @@ func (r *Reconciler) init() {
 	}
 }
 
-// Reconcile implements reconcile.Reconciler.
+// Reconcile implements reconcile.Reconciler. A deleting Connection that
+// still has bindings runs the same connect path as a live one (its bindings
+// drain through its session, which a konnector restart must rebuild), with
+// Ready=False/DrainingBindings; once no binding references it, it tears
+// down.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	conn := &kbindv1alpha1.Connection{}
 	if err := r.Client.Get(ctx, req.NamespacedName, conn); err != nil {
@@ -119,34 +128,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		}
 		return ctrl.Result{}, err
 	}
-	if !conn.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, conn)
-	}
-	if err := r.ensureFinalizer(ctx, conn, conn.Name); err != nil {
+	deleting := !conn.DeletionTimestamp.IsZero()
+	var draining []string
+	if deleting {
+		if !controllerutil.ContainsFinalizer(conn, kbindv1alpha1.CleanupFinalizer) {
+			r.forget(conn.Name)
+			return ctrl.Result{}, nil
+		}
+		if err := r.deleteAutoBinding(ctx, conn); err != nil {
+			return ctrl.Result{}, err
+		}
+		var err error
+		if draining, err = r.referencingBindings(ctx, conn.Name); err != nil {
+			return ctrl.Result{}, err
+		}
+		if len(draining) == 0 {
+			return ctrl.Result{}, r.teardown(ctx, conn)
+		}
+	} else if err := r.ensureFinalizer(ctx, conn, conn.Name); err != nil {
 		return ctrl.Result{}, err
 	}
 
 	before := conn.DeepCopy()
-	obs, parsed := observation{}, (*kubeconfig.Parsed)(nil)
-	parsed, obs.secretErr = r.resolveSecret(ctx, conn)
-
-	var sess *session.Session
-	if obs.secretErr == nil {
-		var err error
-		if sess, err = r.Sessions.Ensure(conn.Name, parsed.Hash, parsed.Namespace, parsed.Config); err != nil {
-			obs.secretErr = fmt.Errorf("the kubeconfig cannot be used: %w", err)
-		}
-	}
-	next := time.Duration(0)
-	if sess != nil {
-		next = r.observe(ctx, conn, sess, parsed, &obs)
-	}
+	obs := observation{draining: draining}
+	sess, published, next := r.connect(ctx, conn, &obs)
 	r.heartbeatInto(conn.Name, &obs)
 	// pullPolicy All installs once per discovery pass, not on every
 	// reconcile (heartbeat results and binding changes trigger many).
-	if obs.fresh && obs.discovery != nil && obs.discoveryErr == nil && obs.identityErr == nil && obs.identityChanged == "" &&
+	if !deleting && obs.fresh && obs.discovery != nil && obs.discoveryErr == nil && obs.identityErr == nil && obs.identityChanged == "" &&
 		conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyAll {
-		r.installAll(ctx, conn, sess, obs.discovery)
+		r.installAll(ctx, conn, sess, obs.discovery.Source, obs.exports)
 	}
 	obs.lagging, obs.schemaKnown = r.Installer.Lagging(conn.Name)
 
@@ -156,11 +167,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	metrics.ConnectionReady.WithLabelValues(conn.Name).Set(map[bool]float64{true: 1, false: 0}[ready])
 	if ready {
 		conn.Status.ActiveSchemaSource = obs.discovery.Source
-		conn.Status.ExportedAPIs = obs.discovery.Exports
+		conn.Status.ExportedAPIs = obs.exports
+	}
+	// The session serves syncers and bindings while the Connection is Ready,
+	// and while it is deleting and draining through a verified provider;
+	// otherwise its watches stop (the heartbeat does not, see connect).
+	switch usable := ready || (deleting && obs.verified); {
+	case usable && !published:
+		r.Sessions.Publish(sess)
 		sess.Activate()
-		r.ensureHeartbeat(conn, sess)
-	} else {
-		r.stopSession(conn.Name)
+	case usable:
+		sess.Activate()
+	default:
+		r.Sessions.Unpublish(conn.Name)
 	}
 
 	var autoBindErr error
@@ -174,7 +193,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		return ctrl.Result{}, autoBindErr
 	}
 	switch {
-	case ready:
+	case ready || (deleting && obs.verified):
 		r.backoff.Forget(conn.Name)
 		return ctrl.Result{RequeueAfter: next}, nil
 	case obs.secretErr != nil:
@@ -186,14 +205,62 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	}
 }
 
+// connect resolves the kubeconfig, prepares the session for it, reads and
+// checks both identities and the exports, and returns the session, whether
+// it is the published one, and when the next discovery pass is due. The
+// caller publishes it once the Connection can use it: a session built from
+// new kubeconfig data is never used before its provider identity is
+// verified against the pin, so nothing is ever written to an unverified
+// cluster. The heartbeat runs through any verified session, whatever else
+// fails (see ensureHeartbeat).
+func (r *Reconciler) connect(ctx context.Context, conn *kbindv1alpha1.Connection, obs *observation) (*session.Session, bool, time.Duration) {
+	parsed, err := r.resolveSecret(ctx, conn)
+	if err != nil {
+		obs.secretErr = err
+		return nil, false, 0
+	}
+	obs.insecure = parsed.Insecure
+	localUID, _ := r.readLocalUID(ctx) // "" (unknown yet) caches everything; observe reports the error
+	sess, published, err := r.Sessions.Prepare(conn.Name, parsed.Hash, parsed.Namespace, localUID, parsed.Config)
+	if err != nil {
+		obs.secretErr = fmt.Errorf("the kubeconfig cannot be used: %w", err)
+		return nil, false, 0
+	}
+	next := r.observe(ctx, conn, sess, parsed, obs)
+	switch {
+	case obs.verified:
+		r.ensureHeartbeat(conn, sess)
+	case obs.identityChanged != "" && published:
+		// The cluster behind this very kubeconfig is another one now: the
+		// heartbeat must not write there either.
+		r.stopHeartbeat(conn.Name)
+	}
+	return sess, published, next
+}
+
+// teardown finishes a deleting Connection no binding references any more
+// (CONN-7): its heartbeat Lease and session go, then its own finalizer. The
+// kubeconfig Secret's finalizer is released by the Secret controller once
+// no Connection needs the Secret.
+func (r *Reconciler) teardown(ctx context.Context, conn *kbindv1alpha1.Connection) error {
+	r.deleteLease(ctx, conn.Name)
+	r.forget(conn.Name)
+	patch := client.MergeFromWithOptions(conn.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(conn, kbindv1alpha1.CleanupFinalizer)
+	if err := r.Client.Patch(ctx, conn, patch); err != nil {
+		return fmt.Errorf("removing finalizer of connection %s: %w", conn.Name, err)
+	}
+	return nil
+}
+
 // installAll installs every export without a binding (pullPolicy All,
 // SCHEMA-3). Failures show in SchemaInSync and the logs; bindings report
 // their own APIs.
-func (r *Reconciler) installAll(ctx context.Context, conn *kbindv1alpha1.Connection, sess *session.Session, result *schema.Result) {
+func (r *Reconciler) installAll(ctx context.Context, conn *kbindv1alpha1.Connection, sess *session.Session, source kbindv1alpha1.ActiveSchemaSource, exports []kbindv1alpha1.ExportedAPI) {
 	withStatus := conn.DeepCopy()
-	withStatus.Status.ActiveSchemaSource = result.Source
+	withStatus.Status.ActiveSchemaSource = source
 	d := &schema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
-	for _, export := range result.Exports {
+	for _, export := range exports {
 		desired, err := schema.Desired(ctx, d, withStatus, export)
 		if err == nil {
 			var outcome schema.Outcome
@@ -242,6 +309,9 @@ func (r *Reconciler) resolveSecret(ctx context.Context, conn *kbindv1alpha1.Conn
 	if err != nil {
 		return nil, fmt.Errorf("%s key %q: %w", where, key, err)
 	}
+	if refused := kubeconfig.Refused(parsed.Insecure, conn.Spec.AllowInsecure); len(refused) > 0 {
+		return nil, fmt.Errorf("%s key %q: %s", where, key, kubeconfig.DescribeRefused(refused))
+	}
 	return parsed, nil
 }
 
@@ -283,7 +353,15 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 	}
 	conn.Status.RemoteClusterUID = p.remoteUID
 	conn.Status.LocalClusterUID = localUID
+	obs.verified = true
 	obs.discovery, obs.discoveryErr = p.discovery, p.discovErr
+	if p.discovery != nil {
+		// A group that could not be read keeps its last known exports:
+		// only a successful read that no longer lists an API removes it.
+		obs.unreadable = p.discovery.Unreadable
+		obs.exports = schema.KeepUnreadable(p.discovery.Exports, p.discovery.Unreadable,
+			conn.Status.ExportedAPIs, conn.Status.ActiveSchemaSource, p.discovery.Source)
+	}
 	if due := r.DiscoveryInterval - time.Since(p.at); due > 0 {
 		return due
 	}
@@ -292,7 +370,8 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 
 func (r *Reconciler) probe(ctx context.Context, conn *kbindv1alpha1.Connection, sess *session.Session) probe {
 	p := probe{hash: sess.Hash, at: time.Now()}
-	reader, err := identity.NewReader(sess.Config)
+	// Direct: every identity request carries the request timeout.
+	reader, err := identity.NewReader(sess.Direct)
 	if err == nil {
 		p.remoteUID, err = reader.ClusterUID(ctx)
 	}
@@ -339,38 +418,58 @@ func (r *Reconciler) loopbackHint(parsed *kubeconfig.Parsed) string {
 	return ""
 }
 
-// ensureHeartbeat starts the Lease renewal of the Connection's current
-// session once; it stops with the session.
+// ensureHeartbeat renews the Connection's Lease through the client of a
+// verified session, starting (or moving) the renewal loop when the session
+// or the Lease changed. The loop runs until stopHeartbeat — not with the
+// session's watches: a Connection that is not Ready keeps its heartbeat.
 func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *session.Session) {
 	lease := heartbeat.For(conn.Name, conn.Status.LocalClusterUID, sess.Namespace)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if hb, ok := r.heartbeats[conn.Name]; ok && hb.session == sess && hb.lease == lease {
+	prev, ok := r.heartbeats[conn.Name]
+	if ok && prev.session == sess && prev.lease == lease {
 		return
 	}
-	prev := r.heartbeats[conn.Name]
-	r.heartbeats[conn.Name] = heartbeatState{session: sess, lease: lease, known: prev.known, err: prev.err, lastRenewal: prev.lastRenewal}
+	if prev.cancel != nil {
+		prev.cancel()
+	}
+	base := r.Base
+	if base == nil {
+		base = context.Background()
+	}
+	ctx, cancel := context.WithCancel(log.IntoContext(base, log.Log.WithValues("connection", conn.Name)))
+	r.heartbeats[conn.Name] = heartbeatState{session: sess, cancel: cancel, lease: lease, known: prev.known, err: prev.err, lastRenewal: prev.lastRenewal}
 	name := conn.Name
-	sess.Go(func(ctx context.Context) {
-		heartbeat.Run(ctx, sess.Client, lease, r.HeartbeatInterval, func(err error) {
-			r.mu.Lock()
-			hb := r.heartbeats[name]
-			if hb.session != sess {
-				r.mu.Unlock()
-				return
-			}
-			changed := !hb.known || errString(hb.err) != errString(err)
-			hb.known, hb.err = true, err
-			if err == nil {
-				hb.lastRenewal = time.Now()
-			}
-			r.heartbeats[name] = hb
+	go heartbeat.Run(ctx, sess.Client, lease, r.HeartbeatInterval, func(err error) {
+		r.mu.Lock()
+		hb := r.heartbeats[name]
+		if hb.session != sess {
 			r.mu.Unlock()
-			if changed {
-				r.trigger(name)
-			}
-		})
+			return
+		}
+		changed := !hb.known || errString(hb.err) != errString(err)
+		hb.known, hb.err = true, err
+		if err == nil {
+			hb.lastRenewal = time.Now()
+		}
+		r.heartbeats[name] = hb
+		r.mu.Unlock()
+		if changed {
+			r.trigger(name)
+		}
 	})
+}
+
+// stopHeartbeat ends the Connection's Lease renewal.
+func (r *Reconciler) stopHeartbeat(name string) heartbeatState {
+	r.mu.Lock()
+	hb := r.heartbeats[name]
+	delete(r.heartbeats, name)
+	r.mu.Unlock()
+	if hb.cancel != nil {
+		hb.cancel()
+	}
+	return hb
 }
 
 func (r *Reconciler) heartbeatInto(name string, obs *observation) {
@@ -402,26 +501,17 @@ func (r *Reconciler) trigger(name string) {
 	}
 }
 
-func (r *Reconciler) stopSession(name string) {
-	r.Sessions.Stop(name)
-	r.mu.Lock()
-	delete(r.heartbeats, name)
-	r.mu.Unlock()
-}
-
 // deleteLease stops the heartbeat of a Connection being deleted and
 // removes its Lease from the provider, so that a consumer that left on
 // purpose does not look stale to the backend. A failure (provider
 // unreachable or refusing) is logged and never blocks the deletion: the
 // backend reaps that Lease once it is stale.
 func (r *Reconciler) deleteLease(ctx context.Context, name string) {
-	r.mu.Lock()
-	hb, ok := r.heartbeats[name]
-	r.mu.Unlock()
-	if !ok || hb.session == nil {
+	hb := r.stopHeartbeat(name)
+	r.Sessions.Stop(name)
+	if hb.session == nil {
 		return
 	}
-	r.stopSession(name)
 	ctx, cancel := context.WithTimeout(ctx, leaseDeleteTimeout)
 	defer cancel()
 	logger := log.FromContext(ctx).WithValues("lease", hb.lease.Namespace+"/"+hb.lease.Name)
@@ -437,7 +527,8 @@ const leaseDeleteTimeout = 10 * time.Second
 
 // forget drops everything held for a Connection that is gone.
 func (r *Reconciler) forget(name string) {
-	r.stopSession(name)
+	r.stopHeartbeat(name)
+	r.Sessions.Stop(name)
 	r.mu.Lock()
 	delete(r.probes, name)
 	r.mu.Unlock()
@@ -538,53 +629,20 @@ func desiredAutoBinding(conn *kbindv1alpha1.Connection) *kbindv1alpha1.ClusterBi
 	}
 }
 
-// finalize tears a deleting Connection down in order (CONN-7): delete the
-// autoBind ClusterBinding; wait while bindings reference the Connection;
-// stop the session; release the Secret's finalizer unless another
-// Connection still uses the Secret; release its own finalizer.
-func (r *Reconciler) finalize(ctx context.Context, conn *kbindv1alpha1.Connection) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(conn, kbindv1alpha1.CleanupFinalizer) {
-		r.forget(conn.Name)
-		return ctrl.Result{}, nil
+// deleteAutoBinding deletes the autoBind ClusterBinding of a deleting
+// Connection (CONN-7); it drains like any other binding.
+func (r *Reconciler) deleteAutoBinding(ctx context.Context, conn *kbindv1alpha1.Connection) error {
+	if !conn.Spec.AutoBind {
+		return nil
 	}
-	if conn.Spec.AutoBind {
-		cb := &kbindv1alpha1.ClusterBinding{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Name: conn.Name}, cb); err == nil && metav1.IsControlledBy(cb, conn) && cb.DeletionTimestamp.IsZero() {
-			if err := r.Client.Delete(ctx, cb); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, fmt.Errorf("deleting autoBind ClusterBinding %s: %w", conn.Name, err)
-			}
-		}
+	cb := &kbindv1alpha1.ClusterBinding{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: conn.Name}, cb); err != nil || !metav1.IsControlledBy(cb, conn) || !cb.DeletionTimestamp.IsZero() {
+		return client.IgnoreNotFound(err)
 	}
-	draining, err := r.referencingBindings(ctx, conn.Name)
-	if err != nil {
-		return ctrl.Result{}, err
+	if err := r.Client.Delete(ctx, cb); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting autoBind ClusterBinding %s: %w", conn.Name, err)
 	}
-	if len(draining) > 0 {
-		before := conn.DeepCopy()
-		apply(&conn.Status.Conditions, []condition{drainingReady(draining)}, conn.Generation)
-		return ctrl.Result{}, r.patchStatus(ctx, before, conn)
-	}
-
-	r.deleteLease(ctx, conn.Name)
-	r.forget(conn.Name)
-	if err := r.releaseSecret(ctx, conn); err != nil {
-		return ctrl.Result{}, err
-	}
-	patch := client.MergeFromWithOptions(conn.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(conn, kbindv1alpha1.CleanupFinalizer)
-	if err := r.Client.Patch(ctx, conn, patch); err != nil {
-		return ctrl.Result{}, fmt.Errorf("removing finalizer of connection %s: %w", conn.Name, err)
-	}
-	// A sibling waiting on the same Secret may now release it.
-	siblings, err := r.connectionsOfSecret(ctx, conn.Spec.KubeconfigSecretRef)
-	if err == nil {
-		for _, s := range siblings {
-			if s.Name != conn.Name {
-				r.trigger(s.Name)
-			}
-		}
-	}
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // referencingBindings lists the bindings naming the Connection, through
@@ -614,38 +672,6 @@ func (r *Reconciler) connectionsOfSecret(ctx context.Context, ref kbindv1alpha1.
 		return nil, fmt.Errorf("listing connections of secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
 	return list.Items, nil
-}
-
-// releaseSecret removes the Secret's cleanup finalizer when no other
-// Connection that still holds its own finalizer references the Secret. The
-// Secret itself is never deleted.
-func (r *Reconciler) releaseSecret(ctx context.Context, conn *kbindv1alpha1.Connection) error {
-	ref := conn.Spec.KubeconfigSecretRef
-	others, err := r.connectionsOfSecret(ctx, ref)
-	if err != nil {
-		return err
-	}
-	for _, o := range others {
-		if o.Name != conn.Name && controllerutil.ContainsFinalizer(&o, kbindv1alpha1.CleanupFinalizer) {
-			return nil
-		}
-	}
-	if !slices.Contains(r.SecretNamespaces, ref.Namespace) {
-		return nil // never read, never finalized
-	}
-	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if !controllerutil.ContainsFinalizer(secret, kbindv1alpha1.CleanupFinalizer) {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(secret.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(secret, kbindv1alpha1.CleanupFinalizer)
-	if err := r.Client.Patch(ctx, secret, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("releasing finalizer of Secret %s/%s: %w", ref.Namespace, ref.Name, err)
-	}
-	return nil
 }
 
 // requestsFor maps an object to the Connection requests named by fn.

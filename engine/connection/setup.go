@@ -7,6 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -29,6 +30,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("connection").
+		// Several workers: a provider that is slow to answer holds up its
+		// own Connection only, never the others (every provider request
+		// also carries the request timeout).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		For(&kbindv1alpha1.Connection{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting))).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.connectionsForSecret)).
 		Watches(&kbindv1alpha1.ClusterBinding{}, handler.EnqueueRequestsFromMapFunc(connectionOfBinding),

@@ -85,6 +85,12 @@ func Renew(ctx context.Context, c client.Client, l Lease, now time.Time) error {
 	case err != nil:
 		return &Error{Verb: "get", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}
 	}
+	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != l.LocalClusterUID {
+		// Not this consumer's Lease (another consumer's whose name
+		// collides, or someone else's object): never overwrite it.
+		return &Error{Verb: "renew", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name,
+			Err: fmt.Errorf("the Lease exists and is held by %q, not by this consumer cluster (%s); kbind leaves it untouched", holder, l.LocalClusterUID)}
+	}
 	l.stamp(lease, now)
 	if err := c.Update(ctx, lease); err != nil {
 		return &Error{Verb: "update", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}

@@ -1,6 +1,8 @@
 // Package kubeconfig turns the bytes of a provider kubeconfig Secret into a
 // client configuration, refusing anything that would make the konnector read
-// local files or run code (spec CONN-2). Errors name the offending field or
+// local files or run code (spec CONN-2), and finding the insecure features
+// (skipped TLS verification, proxies, plain HTTP) a Connection must opt in
+// to. Errors name the offending field or
 // the parse position, never the data: a kubeconfig is a credential.
 package kubeconfig
 
@@ -9,13 +11,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
 
 // Parsed is a validated provider kubeconfig.
@@ -29,6 +35,72 @@ type Parsed struct {
 	Context string
 	// Hash identifies the kubeconfig data; a change rebuilds the session.
 	Hash string
+	// Insecure lists the insecure features the kubeconfig uses, in any of
+	// its clusters (a later current-context change must not turn one on).
+	Insecure []Finding
+}
+
+// Finding is one use of an insecure kubeconfig feature.
+type Finding struct {
+	Feature kbindv1alpha1.InsecureKubeconfigFeature
+	// Where names the field, e.g. "clusters[provider].insecure-skip-tls-verify".
+	Where string
+}
+
+// insecureFindings lists the insecure features every cluster of cfg uses,
+// sorted by cluster.
+func insecureFindings(cfg *clientcmdapi.Config) []Finding {
+	var out []Finding
+	for _, name := range sortedKeys(cfg.Clusters) {
+		c := cfg.Clusters[name]
+		if c.InsecureSkipTLSVerify {
+			out = append(out, Finding{kbindv1alpha1.InsecureSkipTLSVerify, fmt.Sprintf("clusters[%s].insecure-skip-tls-verify", name)})
+		}
+		if c.ProxyURL != "" {
+			out = append(out, Finding{kbindv1alpha1.InsecureProxyURL, fmt.Sprintf("clusters[%s].proxy-url", name)})
+		}
+		if u, err := url.Parse(c.Server); err == nil && strings.EqualFold(u.Scheme, "http") {
+			out = append(out, Finding{kbindv1alpha1.InsecurePlainHTTP, fmt.Sprintf("clusters[%s].server (plain http://)", name)})
+		}
+	}
+	return out
+}
+
+// Refused returns the findings whose feature allowed does not list.
+func Refused(found []Finding, allowed []kbindv1alpha1.InsecureKubeconfigFeature) []Finding {
+	var out []Finding
+	for _, f := range found {
+		if !slices.Contains(allowed, f.Feature) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// DescribeRefused is the condition message for refused findings: what the
+// kubeconfig does and the exact opt-in that would accept it.
+func DescribeRefused(refused []Finding) string {
+	where := make([]string, 0, len(refused))
+	var features []string
+	for _, f := range refused {
+		where = append(where, f.Where)
+		if !slices.Contains(features, string(f.Feature)) {
+			features = append(features, string(f.Feature))
+		}
+	}
+	return fmt.Sprintf("the kubeconfig is insecure (%s); kbind refuses it unless the Connection's spec.allowInsecure lists %s",
+		strings.Join(where, ", "), strings.Join(features, ", "))
+}
+
+// Features lists the distinct features of findings, in order.
+func Features(found []Finding) []string {
+	var out []string
+	for _, f := range found {
+		if !slices.Contains(out, string(f.Feature)) {
+			out = append(out, string(f.Feature))
+		}
+	}
+	return out
 }
 
 // Hash returns the identity of kubeconfig bytes: "sha256:" and 16 hex
@@ -86,7 +158,7 @@ func Parse(data []byte) (*Parsed, error) {
 	if _, err := rest.TLSConfigFor(rc); err != nil {
 		return nil, fmt.Errorf("context %q: the certificate-authority-data, client-certificate-data or client-key-data is not valid PEM", name)
 	}
-	return &Parsed{Config: rc, Namespace: kctx.Namespace, Context: name, Hash: Hash(data)}, nil
+	return &Parsed{Config: rc, Namespace: kctx.Namespace, Context: name, Hash: Hash(data), Insecure: insecureFindings(cfg)}, nil
 }
 
 // selectContext returns the context to use: current-context when set, else

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
 
 // secretMarker stands for credential bytes: it must never reach an error.
@@ -102,4 +104,43 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("error leaks input: %v", err)
 		}
 	})
+}
+
+func TestInsecureFeatures(t *testing.T) {
+	all := []kbindv1alpha1.InsecureKubeconfigFeature{kbindv1alpha1.InsecureSkipTLSVerify, kbindv1alpha1.InsecureProxyURL, kbindv1alpha1.InsecurePlainHTTP}
+	cases := []struct {
+		name    string
+		data    []byte
+		allowed []kbindv1alpha1.InsecureKubeconfigFeature
+		refused string // "" means accepted
+	}{
+		{"secure", kc("", "token: TOKEN", "", ""), nil, ""},
+		{"skip TLS verification", kc(", insecure-skip-tls-verify: true", "token: TOKEN", "", ""), nil,
+			"the kubeconfig is insecure (clusters[p].insecure-skip-tls-verify); kbind refuses it unless the Connection's spec.allowInsecure lists SkipTLSVerify"},
+		{"skip TLS verification, allowed", kc(", insecure-skip-tls-verify: true", "token: TOKEN", "", ""), []kbindv1alpha1.InsecureKubeconfigFeature{kbindv1alpha1.InsecureSkipTLSVerify}, ""},
+		{"proxy", kc(", proxy-url: \"http://proxy.example:3128\"", "token: TOKEN", "", ""), []kbindv1alpha1.InsecureKubeconfigFeature{kbindv1alpha1.InsecureSkipTLSVerify},
+			"(clusters[p].proxy-url); kbind refuses it unless the Connection's spec.allowInsecure lists ProxyURL"},
+		{"plain http", []byte(strings.Replace(string(kc("", "token: TOKEN", "", "")), "https://", "http://", 1)), nil, "clusters[p].server (plain http://)"},
+		{"every feature, each allowed", []byte(strings.Replace(string(kc(", insecure-skip-tls-verify: true, proxy-url: \"http://x:1\"", "token: TOKEN", "", "")), "https://", "http://", 1)), all, ""},
+		{"an insecure cluster outside the current context", []byte(strings.Replace(string(kc("", "token: TOKEN", "", "current-context: ctx\n")), "clusters:\n", "clusters:\n- name: other\n  cluster: {server: \"http://other.example\"}\n", 1)), nil,
+			"clusters[other].server (plain http://)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse(tc.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused := Refused(p.Insecure, tc.allowed)
+			if tc.refused == "" {
+				if len(refused) > 0 {
+					t.Fatalf("refused %v", refused)
+				}
+				return
+			}
+			if len(refused) == 0 || !strings.Contains(DescribeRefused(refused), tc.refused) {
+				t.Fatalf("refused %v (%q), want %q", refused, DescribeRefused(refused), tc.refused)
+			}
+		})
+	}
 }

@@ -1,25 +1,37 @@
 // Package session owns provider sessions (spec CONN-8): one client and one
-// cache per Ready Connection, shared by everything that talks to that
-// provider, with explicit QPS, burst and timeout. A session is rebuilt when
-// the kubeconfig data changes and stopped when its Connection stops being
-// Ready or is deleted. Starting one provider's cache never blocks another:
-// no lock is held across a cache start or sync.
+// cache per Connection, shared by everything that talks to that provider,
+// with explicit QPS, burst and timeout. A session built from new kubeconfig
+// data is a candidate until the Connection reconciler has verified the
+// provider's identity with it; only then is it published (Get returns it)
+// and the previous one stopped, so nothing is ever written to an unverified
+// cluster. Every one-shot request — direct client, discovery, the REST
+// mapper's discovery — carries the request timeout, so a provider that
+// accepts connections and never answers cannot block a caller. Starting one
+// provider's cache never blocks another: no lock is held across a cache
+// start or sync.
 package session
 
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
 
 // Options are the client settings of every provider session.
@@ -42,8 +54,11 @@ type Session struct {
 	Hash string
 	// Namespace is the provider kubeconfig context's namespace, "" if unset.
 	Namespace string
-	// Config is the provider rest config with QPS, burst and timeout.
+	// Config is the provider rest config with QPS and burst, without a
+	// request timeout (watches use it).
 	Config *rest.Config
+	// Direct is Config with the request timeout, for one-shot requests.
+	Direct *rest.Config
 	// Client is a direct (uncached) client with the request timeout.
 	Client client.Client
 	// Discovery is a discovery client with the request timeout.
@@ -98,30 +113,32 @@ func (s *Session) Go(fn func(ctx context.Context)) {
 	go fn(s.ctx)
 }
 
-// Manager holds the sessions of all Connections.
+// Manager holds the sessions of all Connections: at most one published
+// session and one unverified candidate per Connection.
 type Manager struct {
 	opts Options
 	base context.Context
 
-	mu        sync.Mutex
-	sessions  map[string]*Session
-	listeners []func(connection string)
+	mu         sync.Mutex
+	sessions   map[string]*Session
+	candidates map[string]*Session
+	listeners  []func(connection string)
 }
 
 // NewManager returns a Manager whose sessions live at most as long as base.
 func NewManager(base context.Context, opts Options) *Manager {
-	return &Manager{opts: opts, base: base, sessions: map[string]*Session{}}
+	return &Manager{opts: opts, base: base, sessions: map[string]*Session{}, candidates: map[string]*Session{}}
 }
 
 // Subscribe registers fn to be called (without locks held) whenever a
-// Connection's session is created, rebuilt or stopped.
+// Connection's published session is replaced or stopped.
 func (m *Manager) Subscribe(fn func(connection string)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.listeners = append(m.listeners, fn)
 }
 
-// Get returns the Connection's session.
+// Get returns the Connection's published (identity-verified) session.
 func (m *Manager) Get(connection string) (*Session, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -129,41 +146,68 @@ func (m *Manager) Get(connection string) (*Session, bool) {
 	return s, ok
 }
 
-// Ensure returns the Connection's session for the kubeconfig identified by
-// hash, building it from cfg when there is none or the hash changed (the
-// old session is stopped: credential rotation takes effect without a
-// restart).
-func (m *Manager) Ensure(connection, hash, namespace string, cfg *rest.Config) (*Session, error) {
+// Prepare returns the session for the kubeconfig identified by hash: the
+// published one when its hash matches (published is true), else a candidate
+// built from cfg — built once per hash and kept until it is published or
+// another hash replaces it. A candidate's clients work; its cache does not
+// run and nobody else sees it until Publish.
+//
+// consumerUID is the consumer cluster's identity: the provider cache keeps
+// the full content only of this consumer's copies (labelled with it) and
+// the metadata of every other object of a bound API (ownership needs their
+// markers, nothing more) — another consumer's specs are never held in
+// memory here. "" keeps everything.
+func (m *Manager) Prepare(connection, hash, namespace, consumerUID string, cfg *rest.Config) (s *Session, published bool, err error) {
 	m.mu.Lock()
-	old, ok := m.sessions[connection]
-	if ok && old.Hash == hash {
+	if cur, ok := m.sessions[connection]; ok && cur.Hash == hash {
 		m.mu.Unlock()
-		return old, nil
+		return cur, true, nil
+	}
+	if cand, ok := m.candidates[connection]; ok && cand.Hash == hash {
+		m.mu.Unlock()
+		return cand, false, nil
 	}
 	m.mu.Unlock()
 
-	s, err := m.build(connection, hash, namespace, cfg)
+	s, err = m.build(connection, hash, namespace, consumerUID, cfg)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	m.mu.Lock()
-	if cur, ok := m.sessions[connection]; ok && cur != old {
-		// Another reconcile won the race; keep its session.
-		m.mu.Unlock()
-		s.cancel()
-		return cur, nil
-	}
-	m.sessions[connection] = s
+	old := m.candidates[connection]
+	m.candidates[connection] = s
 	m.mu.Unlock()
 	if old != nil {
 		old.cancel()
 	}
-	m.notify(connection)
-	return s, nil
+	return s, false, nil
 }
 
-// Stop stops and forgets the Connection's session, if any.
-func (m *Manager) Stop(connection string) {
+// Publish makes a verified candidate the Connection's session: Get returns
+// it from now on and the session it replaces (old credentials) is stopped.
+// Publishing the published session does nothing.
+func (m *Manager) Publish(s *Session) {
+	m.mu.Lock()
+	old := m.sessions[s.Connection]
+	if old == s {
+		m.mu.Unlock()
+		return
+	}
+	if m.candidates[s.Connection] == s {
+		delete(m.candidates, s.Connection)
+	}
+	m.sessions[s.Connection] = s
+	m.mu.Unlock()
+	if old != nil {
+		old.cancel()
+	}
+	m.notify(s.Connection)
+}
+
+// Unpublish stops the Connection's published session (its cache and
+// watches; Get no longer returns it) and keeps any candidate: a Connection
+// that cannot use its session must not hold the provider's watches open.
+func (m *Manager) Unpublish(connection string) {
 	m.mu.Lock()
 	s, ok := m.sessions[connection]
 	delete(m.sessions, connection)
@@ -171,6 +215,47 @@ func (m *Manager) Stop(connection string) {
 	if ok {
 		s.cancel()
 		m.notify(connection)
+	}
+}
+
+// Stop stops and forgets the Connection's sessions, published and
+// candidate, if any.
+func (m *Manager) Stop(connection string) {
+	m.mu.Lock()
+	s, ok := m.sessions[connection]
+	cand := m.candidates[connection]
+	delete(m.sessions, connection)
+	delete(m.candidates, connection)
+	m.mu.Unlock()
+	if cand != nil {
+		cand.cancel()
+	}
+	if ok {
+		s.cancel()
+		m.notify(connection)
+	}
+}
+
+// onlyOurContent is the provider cache's transform: managed fields are
+// dropped from everything, and an object of a bound API (unstructured) that
+// is not this consumer's copy keeps only apiVersion, kind and metadata.
+func onlyOurContent(consumerUID string) toolscache.TransformFunc {
+	strip := cache.TransformStripManagedFields()
+	return func(in any) (any, error) {
+		obj, err := strip(in)
+		if err != nil || consumerUID == "" {
+			return obj, err
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || u.GetLabels()[kbindv1alpha1.ConsumerClusterUIDLabel] == consumerUID {
+			return obj, nil
+		}
+		for k := range u.Object {
+			if k != "apiVersion" && k != "kind" && k != "metadata" {
+				delete(u.Object, k)
+			}
+		}
+		return u, nil
 	}
 }
 
@@ -183,7 +268,7 @@ func (m *Manager) notify(connection string) {
 	}
 }
 
-func (m *Manager) build(connection, hash, namespace string, base *rest.Config) (*Session, error) {
+func (m *Manager) build(connection, hash, namespace, consumerUID string, base *rest.Config) (*Session, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = m.opts.QPS, m.opts.Burst
 	// One token bucket for every request of the session (controller-runtime
@@ -197,8 +282,18 @@ func (m *Manager) build(connection, hash, namespace string, base *rest.Config) (
 
 	cl, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.Scheme = m.opts.Scheme
-		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
+		o.Cache.DefaultTransform = onlyOurContent(consumerUID)
 		o.Logger = log.Log.WithName("provider").WithValues("connection", connection)
+		// The mapper's discovery requests are one-shot: give them the
+		// request timeout (the cluster's own HTTP client has none, for
+		// watches), or a silent provider blocks every client call forever.
+		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) {
+			hc, err := rest.HTTPClientFor(direct)
+			if err != nil {
+				return nil, err
+			}
+			return apiutil.NewDynamicRESTMapper(direct, hc)
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating provider cache: %w", err)
@@ -214,7 +309,7 @@ func (m *Manager) build(connection, hash, namespace string, base *rest.Config) (
 	ctx, cancel := context.WithCancel(log.IntoContext(m.base, log.Log.WithValues("connection", connection)))
 	return &Session{
 		Connection: connection, Hash: hash, Namespace: namespace,
-		Config: cfg, Client: c, Discovery: dc,
+		Config: cfg, Direct: direct, Client: c, Discovery: dc,
 		cluster: cl, ctx: ctx, cancel: cancel,
 	}, nil
 }

@@ -97,8 +97,11 @@ type RelatedResource struct {
 
 // BindingSpec is the desired state shared by ClusterBinding and Binding.
 type BindingSpec struct {
-	// ConnectionRef names the Connection whose APIs are bound.
+	// ConnectionRef names the Connection whose APIs are bound. Immutable:
+	// a binding's objects belong to one provider; to move them, create a
+	// new binding.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="connectionRef is immutable: the bound objects' provider copies belong to this Connection; delete this binding (it releases them) and create a new one"
 	ConnectionRef ConnectionReference `json:"connectionRef"`
 
 	// APIs to bind, each by "<plural>.<group>".

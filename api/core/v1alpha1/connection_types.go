@@ -60,6 +60,24 @@ const (
 	APIScopeCluster    APIScope = "Cluster"
 )
 
+// InsecureKubeconfigFeature is a kubeconfig feature that weakens the
+// connection to the provider; kbind refuses a kubeconfig using one unless
+// the Connection lists it in spec.allowInsecure.
+// +kubebuilder:validation:Enum=SkipTLSVerify;ProxyURL;PlainHTTP
+type InsecureKubeconfigFeature string
+
+const (
+	// InsecureSkipTLSVerify: a cluster sets insecure-skip-tls-verify, so the
+	// provider's certificate is not checked.
+	InsecureSkipTLSVerify InsecureKubeconfigFeature = "SkipTLSVerify"
+	// InsecureProxyURL: a cluster sets proxy-url, so requests (and the
+	// credentials in them) go through a proxy.
+	InsecureProxyURL InsecureKubeconfigFeature = "ProxyURL"
+	// InsecurePlainHTTP: a cluster's server is an http:// URL, so requests
+	// and credentials travel unencrypted.
+	InsecurePlainHTTP InsecureKubeconfigFeature = "PlainHTTP"
+)
+
 // SecretKeyReference points at one key of a Secret.
 type SecretKeyReference struct {
 	// Namespace of the Secret. Required and never inferred; it must be one of
@@ -117,6 +135,15 @@ type ConnectionSpec struct {
 	// +optional
 	// +kubebuilder:default=false
 	AutoBind bool `json:"autoBind,omitempty"`
+
+	// AllowInsecure lists the insecure kubeconfig features this Connection
+	// accepts. A kubeconfig that skips TLS verification, uses a proxy or a
+	// plain http:// server is refused (SecretValid=False) unless the
+	// feature is listed here; the SecretValid message names what is
+	// allowed.
+	// +optional
+	// +listType=set
+	AllowInsecure []InsecureKubeconfigFeature `json:"allowInsecure,omitempty"`
 }
 
 // ExportedAPI is one API the provider exports.

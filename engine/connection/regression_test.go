@@ -1,0 +1,416 @@
+package connection_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/testenv"
+)
+
+// Regression tests for issue #14 (data loss, stuck deletions, security).
+
+// A transient error while reading /openapi/v3 never shrinks the exports:
+// the autoBind ClusterBinding (and with it every copy and the consumer CRD)
+// stays; the error and a refusal are reported.
+func TestOpenAPIReadErrorKeepsExports(t *testing.T) {
+	ctx := context.Background()
+	proxy := enginetest.NewProxy(t, pair.Provider.Config)
+	createSecret(t, secretNS, "partial", map[string][]byte{"kubeconfig": proxy.Kubeconfig(t)})
+	createConnection(t, "partial", secretNS, "partial", func(c *kbindv1alpha1.Connection) {
+		c.Spec.Schema.Source = kbindv1alpha1.SchemaSourceOpenAPI
+		c.Spec.AutoBind = true
+	})
+	waitCondition(t, "partial", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "2 API(s) exported")
+	waitAutoBinding := func(what string) {
+		t.Helper()
+		cb := &kbindv1alpha1.ClusterBinding{}
+		if err := consumer.Get(ctx, client.ObjectKey{Name: "partial"}, cb); err != nil {
+			t.Fatalf("%s: the autoBind ClusterBinding: %v", what, err)
+		}
+		if len(cb.Spec.APIs) != 2 || !cb.DeletionTimestamp.IsZero() {
+			t.Fatalf("%s: autoBind ClusterBinding %+v (deleting: %v)", what, cb.Spec.APIs, !cb.DeletionTimestamp.IsZero())
+		}
+	}
+	eventually(t, "autoBind ClusterBinding", func() error {
+		return consumer.Get(ctx, client.ObjectKey{Name: "partial"}, &kbindv1alpha1.ClusterBinding{})
+	})
+
+	const groupDoc = "/openapi/v3/apis/example.org/"
+	for _, tc := range []struct {
+		name   string
+		status int
+		check  func()
+	}{
+		{"503", http.StatusServiceUnavailable, func() {
+			waitCondition(t, "partial", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
+				"1 API group(s) could not be read, their last known exports are kept", "get /openapi/v3/apis/example.org/v1alpha1")
+		}},
+		{"403", http.StatusForbidden, func() {
+			waitCondition(t, "partial", kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
+				"get /openapi/v3/apis/example.org/v1alpha1")
+		}},
+	} {
+		proxy.SetFault(func(r *http.Request) enginetest.Fault {
+			if strings.HasPrefix(r.URL.Path, groupDoc) {
+				return enginetest.Fault{Status: tc.status}
+			}
+			return enginetest.Fault{}
+		})
+		tc.check()
+		if n := len(getConnection(t, "partial").Status.ExportedAPIs); n != 2 {
+			t.Fatalf("%s: %d exports left, want the last known 2", tc.name, n)
+		}
+		waitAutoBinding(tc.name)
+	}
+
+	proxy.SetFault(nil)
+	waitCondition(t, "partial", kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
+	conn := waitCondition(t, "partial", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "2 API(s) exported")
+	if strings.Contains(meta(conn, kbindv1alpha1.ConditionReady), "could not be read") {
+		t.Errorf("healed, but Ready still says: %s", meta(conn, kbindv1alpha1.ConditionReady))
+	}
+	waitAutoBinding("healed")
+}
+
+func meta(conn *kbindv1alpha1.Connection, typ kbindv1alpha1.ConditionType) string {
+	for _, c := range conn.Status.Conditions {
+		if c.Type == string(typ) {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// One provider that accepts connections and never answers must not stall
+// the other Connections; it reports the timeout itself.
+func TestSilentProviderDoesNotStallOthers(t *testing.T) {
+	silent := enginetest.NewProxy(t, nil)
+	createSecret(t, secretNS, "silent", map[string][]byte{"kubeconfig": silent.Kubeconfig(t)})
+	createConnection(t, "silent", secretNS, "silent")
+	silent.WaitRequests(t, 1) // a reconcile of "silent" is now waiting for an answer
+
+	createSecret(t, secretNS, "lively", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, "lively", secretNS, "lively")
+	waitCondition(t, "lively", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	// The silent one times out (ProviderTimeout is 5s in tests) and says so.
+	waitCondition(t, "silent", kbindv1alpha1.ConditionConnected, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
+		"reading the provider cluster identity failed")
+}
+
+// A Connection deleted while it still has bindings drains them even when
+// the konnector restarts in between (the restarted engine must rebuild the
+// session the bindings drain through).
+func TestDeletionSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	crd := enginetest.CRD("restarts", "restart", "Restart", "example.org", apiextensionsv1.NamespaceScoped, true)
+	if err := provider.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = provider.Delete(ctx, crd) })
+	createSecret(t, secretNS, "restarting", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, "restarting", secretNS, "restarting")
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "restarting"}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "restarting"}, APIs: []kbindv1alpha1.APIReference{{Name: "restarts.example.org"}}}}
+	if err := consumer.Create(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitCondition(t, consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("example.org/v1alpha1")
+	obj.SetKind("Restart")
+	obj.SetNamespace("default")
+	obj.SetName("r1")
+	obj.Object["spec"] = map[string]any{"size": int64(1)}
+	if err := consumer.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	copyKey := client.ObjectKeyFromObject(obj)
+	eventually(t, "the provider copy", func() error { return provider.Get(ctx, copyKey, obj.DeepCopy()) })
+
+	if err := consumer.Delete(ctx, &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "restarting"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, "restarting", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings)
+	env.StopEngine()
+	if err := env.StartEngine(); err != nil {
+		t.Fatal(err)
+	}
+	if err := consumer.Delete(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the provider copy deleted", func() error {
+		err := provider.Get(ctx, copyKey, obj.DeepCopy())
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+	eventually(t, "binding and Connection gone", func() error {
+		for _, o := range []client.Object{&kbindv1alpha1.ClusterBinding{}, &kbindv1alpha1.Connection{}} {
+			if err := consumer.Get(ctx, client.ObjectKey{Name: "restarting"}, o); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T still there (%v)", o, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Liveness is "the konnector serves this Connection", not "everything is
+// healthy": a discovery refusal or a broken Secret edit stops sync, never
+// the heartbeat (the backend would reap a live consumer's copies).
+func TestHeartbeatWhileNotReady(t *testing.T) {
+	ctx := context.Background()
+	user, err := pair.Provider.AddUser("kbind-alive", "kbind:alive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	revokeBase := grantProvider(t, "alive-base", user.Name,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
+		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update", "delete"}})
+	defer revokeBase()
+	revokeCRDs := grantProvider(t, "alive-crds", user.Name, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"list"}})
+	createSecret(t, secretNS, "alive", map[string][]byte{"kubeconfig": kubeconfigOf(t, user.Config)})
+	createConnection(t, "alive", secretNS, "alive")
+	conn := waitCondition(t, "alive", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, "alive", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	leaseKey := client.ObjectKey{Namespace: "kbind", Name: "alive-" + conn.Status.LocalClusterUID[:10]}
+
+	revokeCRDs()
+	waitCondition(t, "alive", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, "list customresourcedefinitions")
+	waitRenewed(t, provider, leaseKey, 2)
+
+	secret := &corev1.Secret{}
+	if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: "alive"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["kubeconfig"] = []byte("not a kubeconfig")
+	if err := consumer.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, "alive", kbindv1alpha1.ConditionSecretValid, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound)
+	waitRenewed(t, provider, leaseKey, 2)
+}
+
+// A new kubeconfig pointing at another cluster is never used before its
+// identity is verified: while the check is in flight (slowed down here),
+// the bindings keep the verified session, and nothing is written to the
+// other cluster.
+func TestSessionPublishedOnlyAfterIdentity(t *testing.T) {
+	ctx := context.Background()
+	crd := func() *apiextensionsv1.CustomResourceDefinition {
+		return enginetest.CRD("verifies", "verify", "Verify", "example.org", apiextensionsv1.NamespaceScoped, true)
+	}
+	if err := provider.Create(ctx, crd()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = provider.Delete(ctx, crd()) })
+	other := testenv.StartClusterT(t, "unverified", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd()}})
+	otherClient, err := client.New(other.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := enginetest.NewProxy(t, other.Config)
+	slow.SetFault(func(r *http.Request) enginetest.Fault {
+		if r.URL.Path == "/api/v1/namespaces/kube-system" {
+			return enginetest.Fault{Delay: 3 * time.Second}
+		}
+		return enginetest.Fault{}
+	})
+
+	createSecret(t, secretNS, "verify", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, "verify", secretNS, "verify")
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "verify-creds"}, Data: map[string][]byte{"k": []byte("v")}}
+	if err := consumer.Create(ctx, creds); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = consumer.Delete(ctx, creds) })
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "verify"}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "verify"}, APIs: []kbindv1alpha1.APIReference{{Name: "verifies.example.org"}},
+		RelatedResources: []kbindv1alpha1.RelatedResource{{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromConsumer,
+			Selector: kbindv1alpha1.RelatedResourceSelector{Names: []string{"verify-creds"}}}}}}
+	if err := consumer.Create(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteBinding(t, cb) })
+	enginetest.WaitCondition(t, consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	eventually(t, "the related copy", func() error { return provider.Get(ctx, client.ObjectKeyFromObject(creds), &corev1.Secret{}) })
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("example.org/v1alpha1")
+	obj.SetKind("Verify")
+	obj.SetNamespace("default")
+	obj.SetName("v1")
+	obj.Object["spec"] = map[string]any{"size": int64(1)}
+	if err := consumer.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the provider copy", func() error { return provider.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopy()) })
+
+	secret := &corev1.Secret{}
+	if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: "verify"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["kubeconfig"] = slow.Kubeconfig(t)
+	if err := consumer.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, "verify", kbindv1alpha1.ConditionConnected, metav1.ConditionFalse, kbindv1alpha1.ReasonClusterIdentityChanged)
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("example.org/v1alpha1")
+	list.SetKind("VerifyList")
+	if err := otherClient.List(ctx, list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Fatalf("%d object(s) written to the unverified cluster", len(list.Items))
+	}
+	if err := otherClient.Get(ctx, client.ObjectKeyFromObject(creds), &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the consumer Secret was copied to the unverified cluster (%v)", err)
+	}
+
+	// Restoring the verified credentials resumes sync.
+	secret.Data["kubeconfig"] = pair.Provider.Kubeconfig
+	if err := consumer.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, "verify", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+}
+
+func deleteBinding(t *testing.T, b client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	if err := consumer.Delete(ctx, b); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "binding gone", func() error {
+		err := consumer.Get(ctx, client.ObjectKeyFromObject(b), b)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+}
+
+// A Lease of the heartbeat's name held by someone else is never
+// overwritten; the Heartbeat condition says so.
+func TestLeaseHeldByAnotherIsLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	name := "collide-" + kubeSystemUID(t, consumer)[:10]
+	foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kbind", Name: name},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("someone-else")}}
+	if err := provider.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kbind"}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	if err := provider.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = provider.Delete(ctx, foreign) })
+	createSecret(t, secretNS, "collide", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, "collide", secretNS, "collide")
+	waitCondition(t, "collide", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, `held by "someone-else"`)
+	lease := &coordinationv1.Lease{}
+	if err := provider.Get(ctx, client.ObjectKeyFromObject(foreign), lease); err != nil {
+		t.Fatal(err)
+	}
+	if *lease.Spec.HolderIdentity != "someone-else" || lease.Spec.RenewTime != nil || lease.Labels[kbindv1alpha1.ManagedLabel] != "" {
+		t.Errorf("the foreign Lease was written: %+v %v", lease.Spec, lease.Labels)
+	}
+	// The deleting Connection leaves it alone too.
+	deleteConnection(t, "collide")
+	if err := provider.Get(ctx, client.ObjectKeyFromObject(foreign), lease); err != nil {
+		t.Errorf("the foreign Lease was deleted: %v", err)
+	}
+}
+
+// Two Connections sharing a Secret and deleted at the same moment: the
+// Secret's finalizer is released every time, whatever each of them saw of
+// the other in its cache.
+func TestSharedSecretReleasedWhenBothGoAtOnce(t *testing.T) {
+	ctx := context.Background()
+	const rounds = 6
+	for i := 0; i < rounds; i++ {
+		secret := fmt.Sprintf("shared-%d", i)
+		createSecret(t, secretNS, secret, map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+		for _, c := range []string{"a", "b"} {
+			createConnection(t, fmt.Sprintf("%s-%d", c, i), secretNS, secret)
+		}
+	}
+	for i := 0; i < rounds; i++ {
+		for _, c := range []string{"a", "b"} {
+			waitCondition(t, fmt.Sprintf("%s-%d", c, i), kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < rounds; i++ {
+		for _, c := range []string{"a", "b"} {
+			wg.Add(1)
+			go func(name string) {
+				defer wg.Done()
+				_ = consumer.Delete(ctx, &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: name}})
+			}(fmt.Sprintf("%s-%d", c, i))
+		}
+	}
+	wg.Wait()
+	for i := 0; i < rounds; i++ {
+		key := client.ObjectKey{Namespace: secretNS, Name: fmt.Sprintf("shared-%d", i)}
+		eventually(t, "finalizer of "+key.String()+" released", func() error {
+			s := &corev1.Secret{}
+			if err := consumer.Get(ctx, key, s); err != nil {
+				return err
+			}
+			if controllerutil.ContainsFinalizer(s, kbindv1alpha1.CleanupFinalizer) {
+				return fmt.Errorf("finalizers %v", s.Finalizers)
+			}
+			return nil
+		})
+	}
+}
+
+// Kubeconfigs that skip TLS verification are refused unless the
+// Connection opts in, and the opt-in is visible in SecretValid.
+func TestInsecureKubeconfigNeedsOptIn(t *testing.T) {
+	ctx := context.Background()
+	kc, err := clientcmd.Load(pair.Provider.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range kc.Clusters {
+		c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil
+	}
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, secretNS, "insecure", map[string][]byte{"kubeconfig": data})
+	createConnection(t, "insecure", secretNS, "insecure")
+	waitCondition(t, "insecure", kbindv1alpha1.ConditionSecretValid, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound,
+		"insecure-skip-tls-verify", "spec.allowInsecure lists SkipTLSVerify")
+	waitCondition(t, "insecure", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound)
+
+	conn := getConnection(t, "insecure")
+	conn.Spec.AllowInsecure = []kbindv1alpha1.InsecureKubeconfigFeature{kbindv1alpha1.InsecureSkipTLSVerify}
+	if err := consumer.Update(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, "insecure", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, "insecure", kbindv1alpha1.ConditionSecretValid, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
+		"insecure features allowed by spec.allowInsecure: SkipTLSVerify")
+}
