@@ -248,3 +248,57 @@ func teardownFeature() features.Feature {
 			return ctx
 		}).Feature()
 }
+
+// killDuringDeletionFeature: the konnector is killed with SIGKILL while a
+// batch of objects is being deleted (some provider copies gone, some not);
+// after the restart every consumer object and every provider copy is gone,
+// and no finalizer is left behind.
+func killDuringDeletionFeature() features.Feature {
+	const ns, n = "doomed", 200
+	return features.New("konnector killed with SIGKILL mid-deletion and restarted").
+		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			s.Apply(ctx, t, harness.ProviderContext, harness.CRDManifest("lamps", "Lamp", "example.org", "Namespaced", true))
+			s.Apply(ctx, t, harness.ConsumerContext, namespaces(ns)+clusterBinding("lamps", connection, "", "lamps.example.org"))
+			waitReady(ctx, t, "clusterbinding/lamps")
+			var b strings.Builder
+			for i := range n {
+				fmt.Fprintf(&b, "%s---\n", object("example.org", "Lamp", ns, fmt.Sprintf("lamp-%03d", i), fmt.Sprintf("{lumen: %d}", i)))
+			}
+			s.Run(ctx, t, consumer, "apply", "-f", s.WriteFile(t, b.String()))
+			eventuallyJSONPath(ctx, t, strconv.Itoa(n)+"/"+strconv.Itoa(n), "{.status.boundAPIs[0].instances.total}/{.status.boundAPIs[0].instances.synced}", consumer, "get", "clusterbinding", "lamps")
+			return ctx
+		}).
+		Assess("kill -9 mid-deletion, restart, everything gone", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			count := func(args ...string) int {
+				out := s.Run(ctx, t, append(args, "-n", ns, "get", "lamps", "-o", "name")...)
+				return len(strings.Fields(out))
+			}
+			s.Run(ctx, t, consumer, "-n", ns, "delete", "lamps", "--all", "--wait=false")
+			harness.Eventually(t, "the first provider copies deleted", func() error {
+				if c := count(provider); c == n {
+					return fmt.Errorf("none deleted yet")
+				}
+				return nil
+			})
+			if err := s.Konnector.Kill(ctx); err != nil {
+				t.Fatal(err)
+			}
+			left := count(provider)
+			t.Logf("killed with %d of %d provider copies left", left, n)
+			if left == 0 {
+				t.Errorf("the kill came after the deletion: not mid-deletion")
+			}
+			if err := s.Konnector.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s.EventuallyOutput(ctx, t, harness.Equals(""), consumer, "-n", ns, "get", "lamps", "-o", "name")
+			s.EventuallyOutput(ctx, t, harness.Equals(""), provider, "-n", ns, "get", "lamps", "-o", "name")
+			eventuallyJSONPath(ctx, t, "0/0", "{.status.boundAPIs[0].instances.total}/{.status.boundAPIs[0].instances.synced}", consumer, "get", "clusterbinding", "lamps")
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			s.Run(ctx, t, consumer, "delete", "clusterbinding", "lamps", "--ignore-not-found", "--timeout=120s")
+			s.Gone(ctx, t, consumer, "crd", "lamps.example.org")
+			return ctx
+		}).Feature()
+}

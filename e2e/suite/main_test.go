@@ -79,4 +79,5 @@ func TestAutoBind(t *testing.T)             { s.Env.Test(t, autoBindFeature()) }
 func TestRotation(t *testing.T)             { s.Env.Test(t, rotationFeature()) }
 func TestIdentity(t *testing.T)             { s.Env.Test(t, identityFeature()) }
 func TestRestart(t *testing.T)              { s.Env.Test(t, restartFeature()) }
+func TestKillDuringDeletion(t *testing.T)   { s.Env.Test(t, killDuringDeletionFeature()) }
 func TestTeardown(t *testing.T)             { s.Env.Test(t, teardownFeature()) }

@@ -52,6 +52,9 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("unbinds", "unbind", "Unbind", "example.org", ns, true),
 		enginetest.CRD("vanishings", "vanishing", "Vanishing", "example.org", ns, true),
 		enginetest.CRD("synths", "synth", "Synth", "synth.example.org", ns, true),
+		enginetest.CRD("switches", "switch", "Switch", "example.org", ns, true),
+		enginetest.CRD("storeds", "stored", "Stored", "example.org", ns, true),
+		enginetest.CRD("keeps", "keep", "Keep", "all.example.org", ns, true),
 		huge(),
 	}})
 	if err != nil {

@@ -83,12 +83,15 @@ func desiredConditions(o observation) []condition {
 	}
 	notReady = append(notReady, o.problems...)
 	notReady = append(notReady, o.pending...)
+	if len(o.unbinding) > 0 {
+		notReady = append(notReady, "unbinding APIs no longer listed, waiting for their objects to release the provider copies: "+strings.Join(o.unbinding, ", "))
+	}
 
-	installed := len(o.bound) - len(o.problems) - len(o.pending) - len(o.forbidden)
+	installed := len(o.bound) - len(o.unbinding) - len(o.problems) - len(o.pending) - len(o.forbidden)
 	if len(notReady) > 0 {
 		add(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, reason, strings.Join(notReady, "; "))
 		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
-			fmt.Sprintf("%d of %d API(s) installed", max(installed, 0), len(o.bound)+len(o.notExported)+len(o.clusterScoped)+len(o.overlapped)))
+			fmt.Sprintf("%d of %d API(s) installed", max(installed, 0), len(o.bound)-len(o.unbinding)+len(o.notExported)+len(o.clusterScoped)+len(o.overlapped)))
 		return out
 	}
 	add(kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, fmt.Sprintf("%d API(s) bound", len(o.bound)))

@@ -31,6 +31,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/internal/conditions"
 	"github.com/kbind/kbind/engine/related"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
@@ -134,15 +135,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	if err := r.reconcileSyncers(ctx, b, before, &o); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.unbindRemoved(ctx, b, before, &o); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.reconcileRelated(ctx, b, before, &o); err != nil {
 		return ctrl.Result{}, err
 	}
 	b.status.BoundAPIs = o.bound
 	for _, c := range desiredConditions(o) {
-		meta.SetStatusCondition(&b.status.Conditions, metav1.Condition{
+		conditions.Set(&b.status.Conditions, metav1.Condition{
 			Type: string(c.typ), Status: c.status, Reason: string(c.reason), Message: c.message,
-			ObservedGeneration: obj.GetGeneration(),
-		})
+		}, obj.GetGeneration())
 	}
 	if !equality.Semantic.DeepEqual(before, b.status) {
 		patchBase := obj.DeepCopyObject().(client.Object)
@@ -198,6 +201,46 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 		}
 		o.instanceForbidden = append(o.instanceForbidden, sum.Forbidden...)
 	}
+	return nil
+}
+
+// unbindRemoved releases every API the binding listed before and lists no
+// more (an entry removed, an autoBind export gone) exactly like deleting
+// the binding would release it (SYNC-D, SCHEMA-6): objects only this
+// binding covered get their provider copies deleted and their syncer
+// finalizer released, then — for a ClusterBinding, when no other binding
+// lists the API — kbind's consumer CRD goes. The API stays in
+// status.boundAPIs until it is drained, so a konnector restart resumes the
+// release instead of forgetting it.
+func (r *Reconciler) unbindRemoved(ctx context.Context, b binding, before *kbindv1alpha1.BindingStatus, o *observation) error {
+	listed := map[string]bool{}
+	for _, a := range b.spec.APIs {
+		listed[a.Name] = true
+	}
+	for _, entry := range before.BoundAPIs {
+		if listed[entry.Name] {
+			continue
+		}
+		remaining, err := r.Syncers.Drain(ctx, entry.Name, b.spec.ConnectionRef.Name, b.obj.GetNamespace(), !r.Namespaced, b.obj)
+		if err != nil {
+			return fmt.Errorf("unbinding %s: %w", entry.Name, err)
+		}
+		if remaining > 0 {
+			o.unbinding = append(o.unbinding, fmt.Sprintf("%s (%d object(s) waiting)", entry.Name, remaining))
+			o.bound = append(o.bound, *entry.DeepCopy())
+			continue
+		}
+		if !r.Namespaced {
+			if err := r.unbindCRD(ctx, b, entry.Name); err != nil {
+				return err
+			}
+		}
+		if err := r.forgetUnbound(ctx, b, entry.Name); err != nil {
+			return err
+		}
+		log.FromContext(ctx).Info("Unbound an API the binding no longer lists", "api", entry.Name)
+	}
+	sort.Slice(o.bound, func(i, j int) bool { return o.bound[i].Name < o.bound[j].Name })
 	return nil
 }
 
@@ -343,16 +386,18 @@ func (r *Reconciler) countObjects(ctx context.Context, crd *apiextensionsv1.Cust
 			version = v.Name
 		}
 	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(schemaGVK(crd.Spec.Group, version, crd.Spec.Names.Kind+"List"))
-	var opts []client.ListOption
-	if r.Namespaced {
-		opts = append(opts, client.InNamespace(namespace))
+	return r.Syncers.Count(ctx, crd.Name, schemaGVK(crd.Spec.Group, version, crd.Spec.Names.Kind), namespace, !r.Namespaced)
+}
+
+// forgetUnbound releases what the engine holds for an API (syncer,
+// results, informers) once no binding at all lists it any more.
+func (r *Reconciler) forgetUnbound(ctx context.Context, b binding, api string) error {
+	others, err := r.otherBindingsOf(ctx, api, b.obj)
+	if err != nil || others > 0 {
+		return err
 	}
-	if err := r.Client.List(ctx, list, opts...); err != nil {
-		return 0, fmt.Errorf("counting %s: %w", crd.Name, err)
-	}
-	return int32(len(list.Items)), nil
+	r.Syncers.Forget(ctx, api, b.spec.ConnectionRef.Name)
+	return nil
 }
 
 func (r *Reconciler) resync() time.Duration {
@@ -386,6 +431,9 @@ type observation struct {
 	conflicts, ownedByAnother int32
 	// instanceForbidden lists provider refusals of instance writes.
 	instanceForbidden []string
+	// unbinding lists APIs no longer listed whose objects still wait for
+	// their provider copies to go.
+	unbinding []string
 }
 
 func (r *Reconciler) observe(ctx context.Context, b binding) (observation, error) {
@@ -506,11 +554,10 @@ func (r *Reconciler) finalize(ctx context.Context, b binding) (ctrl.Result, erro
 	}
 	if remaining > 0 {
 		before := b.status.DeepCopy()
-		meta.SetStatusCondition(&b.status.Conditions, metav1.Condition{
+		conditions.Set(&b.status.Conditions, metav1.Condition{
 			Type: string(kbindv1alpha1.ConditionReady), Status: metav1.ConditionFalse, Reason: string(kbindv1alpha1.ReasonPending),
-			Message:            fmt.Sprintf("deleting: waiting for %d object(s) to release their provider copies (an unreachable provider is waited for, never guessed)", remaining),
-			ObservedGeneration: b.obj.GetGeneration(),
-		})
+			Message: fmt.Sprintf("deleting: waiting for %d object(s) to release their provider copies (an unreachable provider is waited for, never guessed)", remaining),
+		}, b.obj.GetGeneration())
 		if !equality.Semantic.DeepEqual(before, b.status) {
 			if err := r.Client.Status().Update(ctx, b.obj); err != nil && !apierrors.IsConflict(err) {
 				return ctrl.Result{}, err
@@ -526,6 +573,11 @@ func (r *Reconciler) finalize(ctx context.Context, b binding) (ctrl.Result, erro
 			return ctrl.Result{}, err
 		}
 	}
+	for _, api := range apisOf(b) {
+		if err := r.forgetUnbound(ctx, b, api); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	patch := client.MergeFromWithOptions(b.obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(b.obj, kbindv1alpha1.CleanupFinalizer)
 	if err := r.Client.Patch(ctx, b.obj, patch); err != nil {
@@ -538,20 +590,50 @@ func (r *Reconciler) finalize(ctx context.Context, b binding) (ctrl.Result, erro
 // the objects only it covered (SYNC-D). It returns how many still wait.
 func (r *Reconciler) drain(ctx context.Context, b binding) (int, error) {
 	remaining := 0
-	for _, api := range b.spec.APIs {
-		if err := r.Syncers.Reconcile(ctx, api.Name); err != nil {
+	for _, api := range apisOf(b) {
+		if err := r.Syncers.Reconcile(ctx, api); err != nil {
 			return 0, err
 		}
-		n, err := r.Syncers.Drain(ctx, api.Name, b.spec.ConnectionRef.Name, b.obj.GetNamespace(), !r.Namespaced, b.obj)
+		n, err := r.Syncers.Drain(ctx, api, b.spec.ConnectionRef.Name, b.obj.GetNamespace(), !r.Namespaced, b.obj)
 		if err != nil {
-			return 0, fmt.Errorf("draining %s: %w", api.Name, err)
+			return 0, fmt.Errorf("draining %s: %w", api, err)
 		}
 		remaining += n
 	}
 	return remaining, nil
 }
 
+// apisOf lists the APIs a binding lists or still holds in its status (an
+// API removed from the list that has not finished unbinding), sorted.
+func apisOf(b binding) []string {
+	set := map[string]bool{}
+	for _, a := range b.spec.APIs {
+		set[a.Name] = true
+	}
+	for _, a := range b.status.BoundAPIs {
+		set[a.Name] = true
+	}
+	out := make([]string, 0, len(set))
+	for name := range set {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
 func (r *Reconciler) unbindCRDs(ctx context.Context, b binding) error {
+	for _, api := range apisOf(b) {
+		if err := r.unbindCRD(ctx, b, api); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unbindCRD deletes the consumer CRD of an API the ClusterBinding unbinds
+// (SCHEMA-6) when no other binding lists it, kbind created it for this
+// Connection and pullPolicy is not All.
+func (r *Reconciler) unbindCRD(ctx context.Context, b binding, api string) error {
 	conn := &kbindv1alpha1.Connection{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: b.spec.ConnectionRef.Name}, conn); err != nil {
 		// Without its Connection the policy is unknown: keep the CRDs.
@@ -560,30 +642,25 @@ func (r *Reconciler) unbindCRDs(ctx context.Context, b binding) error {
 	if conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyAll {
 		return nil
 	}
-	for _, api := range b.spec.APIs {
-		others, err := r.otherBindingsOf(ctx, api.Name, b.obj)
-		if err != nil {
-			return err
-		}
-		if others > 0 {
-			continue
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Name: api.Name}, crd); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return fmt.Errorf("reading consumer CRD %s: %w", api.Name, err)
-		}
-		if !kbindschema.CreatedByKbind(crd, conn.Name) || !crd.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if err := r.Client.Delete(ctx, crd); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting consumer CRD %s: %w", api.Name, err)
-		}
-		r.Installer.Forget(conn.Name, api.Name)
-		log.FromContext(ctx).Info("Deleted consumer CRD: no binding lists it any more", "crd", api.Name)
+	others, err := r.otherBindingsOf(ctx, api, b.obj)
+	if err != nil || others > 0 {
+		return err
 	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: api}, crd); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading consumer CRD %s: %w", api, err)
+	}
+	if !kbindschema.CreatedByKbind(crd, conn.Name) || !crd.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	if err := r.Client.Delete(ctx, crd, client.Preconditions{UID: &crd.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting consumer CRD %s: %w", api, err)
+	}
+	r.Installer.Forget(conn.Name, api)
+	log.FromContext(ctx).Info("Deleted consumer CRD: no binding lists it any more", "crd", api)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,6 +46,12 @@ type Registry struct {
 	mu       sync.Mutex
 	syncers  map[string]*Syncer
 	failures map[string]failure
+	// used records, per API, the kinds whose informers the registry made
+	// the caches start (consumer and provider), so Forget can stop them.
+	used map[string]map[usedInformer]bool
+
+	// started, when set (tests), sees every Syncer the registry starts.
+	started func(*Syncer)
 }
 
 // failure is the last start failure of an API's Syncer.
@@ -68,6 +75,77 @@ func (r *Registry) notify(connection string) {
 	if r.Notify != nil {
 		r.Notify(connection)
 	}
+}
+
+// usedInformer is one informer started for an API: a kind on the consumer
+// cache, or on one provider session's cache.
+type usedInformer struct {
+	gvk     schema.GroupVersionKind
+	session *session.Session // nil: the consumer cache
+}
+
+func (r *Registry) recordInformer(crdName string, gvk schema.GroupVersionKind, sess *session.Session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recordInformerLocked(crdName, gvk, sess)
+}
+
+func (r *Registry) recordInformerLocked(crdName string, gvk schema.GroupVersionKind, sess *session.Session) {
+	if r.used == nil {
+		r.used = map[string]map[usedInformer]bool{}
+	}
+	if r.used[crdName] == nil {
+		r.used[crdName] = map[usedInformer]bool{}
+	}
+	r.used[crdName][usedInformer{gvk: gvk}] = true
+	if sess != nil {
+		r.used[crdName][usedInformer{gvk: gvk, session: sess}] = true
+	}
+}
+
+// Forget releases everything held for an API no binding lists any more:
+// its Syncer, its per-object results, and the informers started for it on
+// the consumer and provider caches (so that unbound APIs cost nothing, and
+// a deleted CRD leaves no watch retrying forever).
+func (r *Registry) Forget(ctx context.Context, crdName, connection string) {
+	r.mu.Lock()
+	current := r.syncers[crdName]
+	delete(r.syncers, crdName)
+	delete(r.failures, crdName)
+	used := r.used[crdName]
+	delete(r.used, crdName)
+	r.mu.Unlock()
+	if current != nil {
+		current.Stop()
+	}
+	for inf := range used {
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(inf.gvk)
+		c := r.Cache
+		if inf.session != nil {
+			c = inf.session.Cache()
+		}
+		if err := c.RemoveInformer(ctx, obj); err != nil {
+			log.FromContext(ctx).V(1).Info("Could not stop an informer of an unbound API", "gvk", inf.gvk.String(), "error", err.Error())
+		}
+		r.Results.drop(connection, inf.gvk.GroupKind())
+	}
+}
+
+// Count counts the consumer objects of an API in one namespace, or in all,
+// from the consumer cache — the informer its Syncer uses, no second one.
+func (r *Registry) Count(ctx context.Context, crdName string, gvk schema.GroupVersionKind, namespace string, allNamespaces bool) (int32, error) {
+	r.recordInformer(crdName, gvk, nil)
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	var opts []client.ListOption
+	if !allNamespaces {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := r.Cache.List(ctx, list, opts...); err != nil {
+		return 0, fmt.Errorf("counting %s: %w", crdName, err)
+	}
+	return int32(len(list.Items)), nil
 }
 
 // LastError is the error the API's Syncer last failed with, "" when it
@@ -204,8 +282,44 @@ func policyOf(p kbindv1alpha1.ConflictPolicy) kbindv1alpha1.ConflictPolicy {
 
 func (s Scope) empty() bool { return !s.Cluster && len(s.Namespaces) == 0 }
 
+// step is what Reconcile does next with an API's Syncer.
+type step int
+
+const (
+	stepDone    step = iota // nothing (more) to do
+	stepWait                // a failed Syncer waits out its restart backoff
+	stepForget              // drop an exited Syncer, then decide again
+	stepStop                // stop the running Syncer, then decide again
+	stepStart               // start a Syncer
+	stepRescope             // give the running Syncer the current scope
+)
+
+// nextStep decides, from what runs and what is wanted, the next step of
+// Reconcile (a pure function: the locking lives in Reconcile).
+func nextStep(current *Syncer, want bool, api API, backoffPending bool) step {
+	switch {
+	case current != nil && current.Exited() && backoffPending:
+		return stepWait
+	case current != nil && current.Exited():
+		return stepForget
+	case current != nil && (!want || current.session != api.Session || current.target != api.Target):
+		return stepStop
+	case !want:
+		return stepDone
+	case current == nil:
+		return stepStart
+	default:
+		return stepRescope
+	}
+}
+
 // Reconcile makes the Syncer of the API named by its consumer CRD match
-// the current bindings, CRD and Connection.
+// the current bindings, CRD and Connection. Concurrent calls for one API
+// (the ClusterBinding and Binding controllers) are safe: every decision is
+// taken under the lock on the registry's current state, and after stopping
+// a Syncer (which happens unlocked) the state is read again — another call
+// may have started one meanwhile, which is then kept or replaced, never
+// overwritten and left running.
 func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 	api, ok, err := r.resolve(ctx, crdName)
 	if err != nil {
@@ -217,67 +331,74 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 			return err
 		}
 	}
-	r.mu.Lock()
-	if r.syncers == nil {
-		r.syncers = map[string]*Syncer{}
-	}
-	current := r.syncers[crdName]
-	if current != nil && current.Exited() {
-		// It failed (OnFailed scheduled this retry) or was stopped.
-		if f, failed := r.failures[crdName]; failed && time.Since(f.at) < restartBackoff(f.count) {
+	want := ok && !scope.empty()
+	for {
+		r.mu.Lock()
+		if r.syncers == nil {
+			r.syncers = map[string]*Syncer{}
+		}
+		current := r.syncers[crdName]
+		f, failed := r.failures[crdName]
+		switch nextStep(current, want, api, failed && time.Since(f.at) < restartBackoff(f.count)) {
+		case stepWait, stepDone:
 			r.mu.Unlock()
 			return nil
+		case stepForget:
+			delete(r.syncers, crdName)
+			r.mu.Unlock()
+		case stepStop:
+			delete(r.syncers, crdName)
+			r.mu.Unlock()
+			current.Stop()
+			log.FromContext(ctx).Info("Stopped syncer", "crd", crdName)
+		case stepRescope:
+			r.mu.Unlock()
+			current.SetScope(ctx, scope)
+			return nil
+		case stepStart:
+			r.recordInformerLocked(crdName, api.Target.GVK, api.Session)
+			logger := log.FromContext(ctx).WithValues("crd", crdName, "connection", api.Connection)
+			s := r.newSyncer(crdName, api)
+			s.scope = scope
+			s.prepare(log.IntoContext(api.Session.Context(), logger))
+			r.syncers[crdName] = s
+			r.mu.Unlock()
+			if r.started != nil {
+				r.started(s)
+			}
+			// Informers start in the background: a slow provider never
+			// blocks a binding reconcile.
+			s.launch()
+			logger.Info("Starting syncer", "gvk", api.Target.GVK.String())
+			return nil
 		}
-		delete(r.syncers, crdName)
-		current = nil
 	}
-	if current != nil && (!ok || scope.empty() || current.session != api.Session || current.target != api.Target) {
-		delete(r.syncers, crdName)
-		r.mu.Unlock()
-		current.Stop()
-		log.FromContext(ctx).Info("Stopped syncer", "crd", crdName)
-		r.mu.Lock()
-		current = nil
-	}
-	if !ok || scope.empty() {
-		r.mu.Unlock()
-		return nil
-	}
-	if current == nil {
-		current = New(Options{
-			Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session,
-			Events: r.Events, Results: r.Results, Workers: r.Workers,
-			OnReady: func() {
-				r.mu.Lock()
-				delete(r.failures, crdName)
-				r.mu.Unlock()
-				r.notify(api.Connection)
-			},
-			OnFailed: func(err error) {
-				r.mu.Lock()
-				if r.failures == nil {
-					r.failures = map[string]failure{}
-				}
-				f := r.failures[crdName]
-				f.err, f.count, f.at = err, f.count+1, time.Now()
-				r.failures[crdName] = f
-				r.mu.Unlock()
-				time.AfterFunc(restartBackoff(f.count), func() { r.notify(api.Connection) })
-			},
-		})
-		r.syncers[crdName] = current
-		current.scope = scope
-		r.mu.Unlock()
-		// Informers start in the background: a slow provider never blocks a
-		// binding reconcile.
-		logger := log.FromContext(ctx).WithValues("crd", crdName, "connection", api.Connection)
-		current.start(log.IntoContext(api.Session.Context(), logger))
-		logger.Info("Starting syncer", "gvk", api.Target.GVK.String())
-		return nil
-	}
-	r.mu.Unlock()
-	current.SetScope(ctx, scope)
-	return nil
+}
+
+// newSyncer builds the Syncer of an API, reporting its readiness and
+// failures back to the registry.
+func (r *Registry) newSyncer(crdName string, api API) *Syncer {
+	return New(Options{
+		Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session,
+		Events: r.Events, Results: r.Results, Workers: r.Workers,
+		OnReady: func() {
+			r.mu.Lock()
+			delete(r.failures, crdName)
+			r.mu.Unlock()
+			r.notify(api.Connection)
+		},
+		OnFailed: func(err error) {
+			r.mu.Lock()
+			if r.failures == nil {
+				r.failures = map[string]failure{}
+			}
+			f := r.failures[crdName]
+			f.err, f.count, f.at = err, f.count+1, time.Now()
+			r.failures[crdName] = f
+			r.mu.Unlock()
+			time.AfterFunc(restartBackoff(f.count), func() { r.notify(api.Connection) })
+		},
+	})
 }
 
 // Drain releases the consumer objects of an API that a deleting binding
@@ -320,6 +441,7 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	if !allNamespaces {
 		opts = append(opts, client.InNamespace(namespace))
 	}
+	r.recordInformer(crdName, gvk, nil)
 	if err := r.Cache.List(ctx, objs, opts...); err != nil {
 		return 0, fmt.Errorf("listing %s: %w", crdName, err)
 	}
@@ -340,11 +462,16 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 			continue
 		}
 		if !ok {
-			if !connGone {
+			orphan := obj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation] == kbindv1alpha1.DeletionPolicyOrphan
+			if !connGone && !orphan {
 				remaining++ // the provider is unreachable: wait, never guess
 				continue
 			}
-			abandoned = append(abandoned, client.ObjectKeyFromObject(obj).String())
+			if !orphan {
+				abandoned = append(abandoned, client.ObjectKeyFromObject(obj).String())
+			}
+			// Orphan keeps the provider copy anyway: it needs no provider
+			// to be released (the escape hatch for a provider gone for good).
 			patch := client.MergeFrom(obj.DeepCopy())
 			controllerutil.RemoveFinalizer(obj, kbindv1alpha1.SyncerFinalizer)
 			if err := r.Consumer.Patch(ctx, obj, patch); client.IgnoreNotFound(err) != nil {

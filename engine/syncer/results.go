@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -29,7 +30,8 @@ type Result struct {
 	// Conflict is the conflict reason for StateConflict.
 	Conflict kbindv1alpha1.Reason
 	Message  string
-	// Forbidden names the verb and resource the provider refused.
+	// Forbidden names the verb and resource type the provider refused
+	// (not the object: objects are counted per refusal).
 	Forbidden string
 }
 
@@ -92,7 +94,8 @@ type Summary struct {
 	Synced, Pending, Failed, Conflicts int32
 	// ConflictReason is the more frequent conflict reason.
 	ConflictReason kbindv1alpha1.Reason
-	// Forbidden lists the refused verbs and resources, sorted, unique.
+	// Forbidden lists the refused verbs and resource types with how many
+	// objects each refusal hit, sorted.
 	Forbidden []string
 	// Failures holds up to three failure messages for the binding.
 	Failures []string
@@ -105,7 +108,7 @@ func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace st
 	defer r.mu.RUnlock()
 	var s Summary
 	reasons := map[kbindv1alpha1.Reason]int{}
-	forbidden := map[string]bool{}
+	forbidden := map[string]int{}
 	for key, res := range r.byAPI[apiKey(connection, gk)] {
 		if !allNamespaces && key.Namespace != namespace {
 			continue
@@ -125,7 +128,7 @@ func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace st
 			reasons[res.Conflict]++
 		}
 		if res.Forbidden != "" {
-			forbidden[res.Forbidden] = true
+			forbidden[res.Forbidden]++
 		}
 	}
 	if reasons[kbindv1alpha1.ReasonOwnedByAnother] > reasons[kbindv1alpha1.ReasonForeignObjectExists] {
@@ -133,8 +136,8 @@ func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace st
 	} else if s.Conflicts > 0 {
 		s.ConflictReason = kbindv1alpha1.ReasonForeignObjectExists
 	}
-	for f := range forbidden {
-		s.Forbidden = append(s.Forbidden, f)
+	for f, n := range forbidden {
+		s.Forbidden = append(s.Forbidden, fmt.Sprintf("%s: forbidden (%d object(s))", f, n))
 	}
 	sort.Strings(s.Forbidden)
 	sort.Strings(s.Failures)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -239,12 +240,25 @@ func (s *Syncer) failed(ctx context.Context, cobj *unstructured.Unstructured, er
 	}
 	res := Result{State: StateFailed, Message: fmt.Sprintf("the provider refused %s %s: %v", verb, resource, err)}
 	if apierrors.IsForbidden(err) {
-		res.Forbidden = fmt.Sprintf("%s %s: forbidden", verb, resource)
+		res.Forbidden = s.refusal(verb, resource, cobj)
 	}
 	if s.results.set(s.target, client.ObjectKeyFromObject(cobj), res) {
 		s.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventProviderRejected, "Sync", "%s", res.Message)
 	}
 	return true, nil
+}
+
+// refusal names what the provider refused, without the object's name: the
+// binding counts objects per refusal ("apply Widget in namespace team-a"),
+// so its condition stays short however many objects are refused.
+func (s *Syncer) refusal(verb, resource string, cobj *unstructured.Unstructured) string {
+	if strings.HasPrefix(resource, "namespaces/") {
+		return verb + " " + resource
+	}
+	if ns := cobj.GetNamespace(); ns != "" {
+		return fmt.Sprintf("%s %s in namespace %s", verb, s.target.GVK.Kind, ns)
+	}
+	return verb + " " + s.target.GVK.Kind
 }
 
 // reportConflict signals a conflict (SYNC-4): the annotation, a Warning

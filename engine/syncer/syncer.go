@@ -81,6 +81,7 @@ type Syncer struct {
 	ready atomic.Bool
 
 	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -187,10 +188,17 @@ func (s *Syncer) Exited() bool {
 	}
 }
 
-// start launches run with its own cancel.
-func (s *Syncer) start(ctx context.Context) {
-	ctx, s.cancel = context.WithCancel(ctx)
-	go s.run(ctx)
+// prepare gives the Syncer its context and cancel. It must happen before
+// anyone else can see the Syncer, so that a Stop racing the start is never
+// a no-op; launch then runs it.
+func (s *Syncer) prepare(ctx context.Context) {
+	s.ctx, s.cancel = context.WithCancel(ctx)
+}
+
+// launch runs a prepared Syncer until it is stopped; a Syncer stopped
+// before its launch exits at once.
+func (s *Syncer) launch() {
+	go s.run(s.ctx)
 }
 
 func (s *Syncer) runWorkers(ctx context.Context) error {

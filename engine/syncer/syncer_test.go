@@ -43,6 +43,10 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("adoptables", "adoptable", "Adoptable", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("things", "thing", "Thing", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("guardeds", "guarded", "Guarded", "example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("narrows", "narrow", "Narrow", "example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("keepers", "keeper", "Keeper", "example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("refuseds", "refused", "Refused", "refused.example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("counteds", "counted", "Counted", "counted.example.org", apiextensionsv1.NamespaceScoped, true),
 	}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

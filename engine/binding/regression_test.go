@@ -1,0 +1,177 @@
+package binding_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/enginetest"
+)
+
+// Regression tests for issue #14.
+
+func waitGoneBinding(t *testing.T, obj client.Object) {
+	t.Helper()
+	enginetest.Eventually(t, "binding gone", func() error {
+		if err := env.Consumer.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+func setPullPolicy(t *testing.T, name string, policy kbindv1alpha1.PullPolicy) {
+	t.Helper()
+	ctx := context.Background()
+	enginetest.Eventually(t, "pullPolicy "+string(policy), func() error {
+		conn := &kbindv1alpha1.Connection{}
+		if err := env.Consumer.Get(ctx, client.ObjectKey{Name: name}, conn); err != nil {
+			return err
+		}
+		conn.Spec.Schema.PullPolicy = policy
+		return env.Consumer.Update(ctx, conn)
+	})
+}
+
+// A CRD stamped under pullPolicy None stays the user's when the policy
+// later says Bound: kbind never updates it, and unbinding never deletes it
+// (with every object of it).
+func TestPolicySwitchNeverTakesOverAStampedCRD(t *testing.T) {
+	ctx := context.Background()
+	mine := enginetest.CRD("switches", "switch", "Switch", "example.org", ns, false)
+	mine.Labels = map[string]string{"owner": "me"}
+	if err := env.Consumer.Create(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, "switcher", nil, func(c *kbindv1alpha1.Connection) { c.Spec.Schema.PullPolicy = kbindv1alpha1.PullPolicyNone })
+	cb := clusterBinding(t, "switches", conn.Name, "switches.example.org")
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	stamped := consumerCRD(t, "switches.example.org")
+	if stamped.Annotations[kbindv1alpha1.ConnectionAnnotation] != conn.Name {
+		t.Fatalf("not stamped: %v", stamped.Annotations)
+	}
+
+	setPullPolicy(t, conn.Name, kbindv1alpha1.PullPolicyBound)
+	// The provider's schema differs (its CRD is exported with other
+	// labels); under Bound kbind would update its own CRD. This one is not
+	// kbind's: the Connection says it lags, and it is left alone.
+	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, "switches.example.org")
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	crd := consumerCRD(t, "switches.example.org")
+	if crd.Annotations[kbindv1alpha1.SchemaHashAnnotation] != "" || crd.Generation != stamped.Generation || crd.Labels["owner"] != "me" {
+		t.Fatalf("kbind took the CRD over: generation %d→%d, annotations %v", stamped.Generation, crd.Generation, crd.Annotations)
+	}
+
+	if err := env.Consumer.Delete(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	waitGoneBinding(t, cb)
+	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil || !crd.DeletionTimestamp.IsZero() {
+		t.Fatalf("unbinding deleted a CRD kbind did not create: %v", err)
+	}
+}
+
+// A provider storage-version change reaches the consumer CRD although the
+// old version is in its status.storedVersions; stored objects stay
+// readable and sync goes on in the new version.
+func TestStorageVersionChangeIsFollowed(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "storer", nil)
+	cb := clusterBinding(t, "storeds", conn.Name, "storeds.example.org")
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	old := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(1)}}}
+	old.SetAPIVersion("example.org/v1alpha1")
+	old.SetKind("Stored")
+	old.SetNamespace("default")
+	old.SetName("before")
+	if err := env.Consumer.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+
+	// The provider adds v1 and makes it the storage version.
+	enginetest.Eventually(t, "provider storage version v1", func() error {
+		p := providerCRD(t, "storeds.example.org")
+		v1 := *p.Spec.Versions[0].DeepCopy()
+		v1.Name = "v1"
+		p.Spec.Versions[0].Storage = false
+		p.Spec.Versions = append(p.Spec.Versions, v1)
+		return env.Provider.Update(ctx, p)
+	})
+	enginetest.Eventually(t, "consumer CRD stores v1", func() error {
+		crd := consumerCRD(t, "storeds.example.org")
+		for _, v := range crd.Spec.Versions {
+			if v.Name == "v1" && v.Storage {
+				return nil
+			}
+		}
+		return fmt.Errorf("versions %+v, stored %v", crd.Spec.Versions, crd.Status.StoredVersions)
+	})
+	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+
+	// The object stored as v1alpha1 reads as v1; a new object syncs.
+	got := &unstructured.Unstructured{}
+	got.SetAPIVersion("example.org/v1")
+	got.SetKind("Stored")
+	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(old), got); err != nil {
+		t.Fatalf("the object stored in the old version: %v", err)
+	}
+	fresh := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(2)}}}
+	fresh.SetAPIVersion("example.org/v1")
+	fresh.SetKind("Stored")
+	fresh.SetNamespace("default")
+	fresh.SetName("after")
+	if err := env.Consumer.Create(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "the new object's provider copy", func() error {
+		return env.Provider.Get(ctx, client.ObjectKeyFromObject(fresh), fresh.DeepCopy())
+	})
+}
+
+// pullPolicy All keeps every export installed: unbinding never deletes a
+// CRD, and a Connection that stops being Ready keeps its CRDs.
+func TestPullPolicyAllKeepsCRDsOnUnbindAndWhenNotReady(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, "keeper", nil, func(c *kbindv1alpha1.Connection) { c.Spec.Schema.PullPolicy = kbindv1alpha1.PullPolicyAll })
+	cb := clusterBinding(t, "keeps", conn.Name, "keeps.all.example.org")
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	crd := consumerCRD(t, "keeps.all.example.org")
+	if err := env.Consumer.Delete(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	waitGoneBinding(t, cb)
+	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil || !crd.DeletionTimestamp.IsZero() {
+		t.Fatalf("unbinding under pullPolicy All deleted the CRD: %v", err)
+	}
+
+	// The Connection stops being Ready (its Secret breaks): CRDs stay.
+	secret := &corev1.Secret{}
+	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: enginetest.SecretNamespace, Name: conn.Spec.KubeconfigSecretRef.Name}, secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["kubeconfig"] = []byte("broken")
+	if err := env.Consumer.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound)
+	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil || !crd.DeletionTimestamp.IsZero() {
+		t.Fatalf("a Connection that is not Ready lost its CRD: %v", err)
+	}
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := env.Consumer.List(ctx, &crds, client.MatchingLabels{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range crds.Items {
+		if c.Annotations[kbindv1alpha1.ConnectionAnnotation] == conn.Name && !c.DeletionTimestamp.IsZero() {
+			t.Errorf("CRD %s is being deleted", c.Name)
+		}
+	}
+}
