@@ -289,7 +289,7 @@ func DecideNamespace(c NamespaceContents, ownLease func(Object) bool) NamespaceD
 		d.Retry = true
 	}
 	if len(c.Forbidden) > 0 {
-		reasons = append(reasons, fmt.Sprintf("cannot be proven empty: not allowed to list %d resource(s) there (%s)", len(c.Forbidden), summary(c.Forbidden, 3)))
+		reasons = append(reasons, fmt.Sprintf("cannot be proven empty: not allowed to list %s there", summary(c.Forbidden, 3)))
 	}
 	d.Blocking = Blocking(c.Objects, ownLease)
 	if len(d.Blocking) > 0 {

@@ -176,7 +176,7 @@ func TestDecideNamespace(t *testing.T) {
 		{"a list failed", NamespaceContents{Failed: []string{"gadgets.example.org: the server is currently unable to handle the request"}}, KeepNamespace, true,
 			[]string{"listing failed", "gadgets.example.org"}},
 		{"lists forbidden (no rbac.namespaceCleanup): kept for good", NamespaceContents{Forbidden: []string{"pods", "services", "deployments.apps", "jobs.batch"}}, KeepNamespace, false,
-			[]string{"not allowed to list 4 resource(s)", "pods, services, deployments.apps and 1 more"}},
+			[]string{"not allowed to list pods, services, deployments.apps and 1 more there"}},
 		{"forbidden and undiscoverable", NamespaceContents{Forbidden: []string{"pods"}, Undiscovered: []string{"broken.example.org/v1"}}, KeepNamespace, true,
 			[]string{"pods", "broken.example.org/v1"}},
 	}

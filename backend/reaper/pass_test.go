@@ -210,3 +210,50 @@ func TestPassKeepsWhatDiscoveryCannotSee(t *testing.T) {
 		t.Error("with discovery back the namespace and the Lease must go")
 	}
 }
+
+// TestPassKeepsANamespaceItMayNotList: without the RBAC to list everything
+// in a namespace (the backend chart without rbac.namespaceCleanup), a
+// namespace kbind created cannot be proven empty and is kept for good; the
+// rest is reaped and the pass finishes (narrowed RBAC is a choice). The
+// reaper stops at the first refused list of that namespace.
+func TestPassKeepsANamespaceItMayNotList(t *testing.T) {
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := metadatafake.NewSimpleMetadataClient(scheme,
+		meta("v1", "Namespace", "", "team-a", "A"),
+		meta("example.org/v1alpha1", "Widget", "team-a", "a-w1", "A", kbindv1alpha1.ConsumerObjectUIDAnnotation, "o1"),
+		meta("coordination.k8s.io/v1", "Lease", "kbind", "a-1", "A"),
+	)
+	refused := 0
+	c.PrependReactor("list", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "team-a" && a.GetResource().Resource != "widgets" {
+			refused++
+			return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), "", nil)
+		}
+		return false, nil, nil
+	})
+	r := &Reaper{Metadata: c, Discovery: fakeDiscovery()}
+	ctx := context.Background()
+	plan, err := r.Plan(ctx, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := plan.Kept["team-a"]; !ok || k.Retry || !strings.Contains(k.Reason, "not allowed to list") || plan.LeasesKept != "" || len(plan.Leases) != 1 {
+		t.Errorf("plan: kept %+v, leases %v (%q)", plan.Kept, plan.Leases, plan.LeasesKept)
+	}
+	refused = 0
+	if v, err := r.Pass(ctx, "A", func() bool { return true }); err != nil || v != Done {
+		t.Fatalf("pass: %v %v, want done", v, err)
+	}
+	if refused != 1 {
+		t.Errorf("%d refused lists in team-a, want 1 (the first one settles it)", refused)
+	}
+	if _, err := c.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, "team-a", metav1.GetOptions{}); err != nil {
+		t.Errorf("namespace team-a: %v", err)
+	}
+	if _, err := c.Resource(schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}).Namespace("kbind").Get(ctx, "a-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Lease must go once everything that can be reaped is: %v", err)
+	}
+}

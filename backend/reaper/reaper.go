@@ -182,7 +182,11 @@ func (r *Reaper) collect(ctx context.Context, resources []Resource, uid string, 
 }
 
 // contents lists every object in a namespace (metadata only) and says what
-// could not be listed: then the namespace cannot be proven empty.
+// could not be listed: then the namespace cannot be proven empty. It stops
+// at the first resource it may not list, since that alone keeps the
+// namespace for good: without the RBAC to list everything (the chart's
+// rbac.namespaceCleanup off) a pass costs one refused request per namespace,
+// not one per resource.
 func (r *Reaper) contents(ctx context.Context, resources []Resource, undiscovered []string, namespace string) NamespaceContents {
 	c := NamespaceContents{Undiscovered: undiscovered}
 	for _, res := range resources {
@@ -195,7 +199,7 @@ func (r *Reaper) contents(ctx context.Context, resources []Resource, undiscovere
 			continue
 		case apierrors.IsForbidden(err):
 			c.Forbidden = append(c.Forbidden, res.ResourceName())
-			continue
+			return c
 		case err != nil:
 			c.Failed = append(c.Failed, fmt.Sprintf("%s: %v", res.ResourceName(), err))
 			continue
