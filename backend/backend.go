@@ -201,11 +201,22 @@ func DryRun(ctx context.Context, cfg *rest.Config, opts Options, out io.Writer) 
 		for _, o := range plan.Objects() {
 			fmt.Fprintf(out, "would delete %s (consumer %s)\n", o, uid)
 		}
-		for ns, blocking := range plan.Kept {
-			logger.Info("Would keep a namespace created for the consumer: it holds other objects", "consumerClusterUID", uid, "namespace", ns, "objects", len(blocking))
+		kept := make([]string, 0, len(plan.Kept))
+		for ns := range plan.Kept {
+			kept = append(kept, ns)
+		}
+		sort.Strings(kept)
+		for _, ns := range kept {
+			logger.Info("Would keep a namespace created for the consumer", "consumerClusterUID", uid, "namespace", ns, "reason", plan.Kept[ns].Reason)
+		}
+		if len(plan.Undiscovered) > 0 {
+			logger.Info("Some API groups could not be discovered; their objects are not in the list", "consumerClusterUID", uid, "groupVersions", plan.Undiscovered)
 		}
 		if len(plan.Unlisted) > 0 {
-			logger.Info("Could not list some resources (forbidden); their objects are not in the list", "consumerClusterUID", uid, "resources", plan.Unlisted)
+			logger.Info("Could not list some resources; their objects are not in the list", "consumerClusterUID", uid, "resources", plan.Unlisted)
+		}
+		if plan.LeasesKept != "" {
+			logger.Info("Would keep the consumer's Leases: reaping cannot finish yet", "consumerClusterUID", uid, "reason", plan.LeasesKept)
 		}
 	}
 	logger.Info("Dry run done", "consumers", len(uids), "stale", stale)

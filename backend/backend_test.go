@@ -19,7 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -696,4 +698,117 @@ func TestForbiddenKindIsReported(t *testing.T) {
 	if !strings.Contains(logs.String(), "Not allowed to delete an object of a stale consumer") {
 		t.Error("the refusal was not logged")
 	}
+}
+
+// apiService registers the aggregated API broken.example.org/v1, served by
+// a Service that does not exist: the aggregator reports the group version
+// stale in discovery, and client-go's ServerPreferredResources returns an
+// ErrGroupDiscoveryFailed naming it, as with a real aggregated API that is
+// down.
+func apiService() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+		"metadata": map[string]any{"name": "v1.broken.example.org"},
+		"spec": map[string]any{
+			"group": "broken.example.org", "version": "v1", "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+			"insecureSkipTLSVerify": true,
+			"service":               map[string]any{"namespace": "default", "name": "nothing-serves-this", "port": int64(443)},
+		},
+	}}
+}
+
+// TestUndiscoverableGroupKeepsNamespacesAndLeases: while an aggregated API
+// is down, its objects cannot be listed, so a namespace kbind created for a
+// stale consumer cannot be proven empty (deleting it would let the namespace
+// controller delete whatever that API holds there) and the consumer's
+// copies of that API are unknown. The reaper reaps what it can see, keeps
+// the namespace and the Lease, and the dry run says so and why; once the
+// API is gone from discovery, reaping finishes.
+func TestUndiscoverableGroupKeepsNamespacesAndLeases(t *testing.T) {
+	env := backendtest.Start(t)
+	ctx := context.Background()
+	env.Namespace(t, "kbind", "")
+	env.Namespace(t, "team-a", consumerA)
+	env.Copy(t, "Widget", "team-a", "a-w1", consumerA)
+	env.Lease(t, "kbind", "a-1", consumerA)
+
+	broken := apiService()
+	env.Create(t, broken)
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backendtest.Eventually(t, 30*time.Second, "discovery reports broken.example.org/v1 failed", func() error {
+		_, err := dc.ServerPreferredResources()
+		groups, ok := discovery.GroupDiscoveryFailedErrorGroups(err)
+		if _, failed := groups[schema.GroupVersion{Group: "broken.example.org", Version: "v1"}]; !ok || !failed {
+			return fmt.Errorf("discovery error %v", err)
+		}
+		return nil
+	})
+
+	var out bytes.Buffer
+	if err := backend.DryRun(log.IntoContext(ctx, ctrl.Log.WithName(t.Name()+"-dry-run")), env.Config, backend.Options{StaleAfter: window}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(out.String()), "would delete widgets.example.org team-a/a-w1 (consumer "+consumerA+")"; got != want {
+		t.Errorf("dry run printed:\n%s\nwant:\n%s", got, want)
+	}
+	for _, want := range [][]string{
+		{`"msg"="Would keep a namespace created for the consumer"`, `"namespace"="team-a"`},
+		{`"msg"="Would keep the consumer's Leases: reaping cannot finish yet"`},
+	} {
+		if !logged(append(want, "broken.example.org/v1")...) {
+			t.Errorf("the dry run must log %v naming the undiscoverable group", want)
+		}
+	}
+
+	startBackend(t, env, backend.Options{StaleAfter: window, Reap: true, ReapInterval: 200 * time.Millisecond})
+	backendtest.Eventually(t, 20*time.Second, "what can be seen reaped", func() error {
+		if found, _ := exists(t, env, widget("Widget"), "team-a", "a-w1"); found {
+			return fmt.Errorf("a-w1 still there")
+		}
+		return nil
+	})
+	// Passes every 200ms: ten of them keep both.
+	backendtest.Consistently(t, 2*time.Second, "team-a and the Lease stay while the group cannot be discovered", func() error {
+		if found, terminating := exists(t, env, &corev1.Namespace{}, "", "team-a"); !found || terminating {
+			return fmt.Errorf("namespace team-a deleted")
+		}
+		if _, err := lease(t, env, "kbind", "a-1"); err != nil {
+			return fmt.Errorf("Lease a-1: %w", err)
+		}
+		return nil
+	})
+	if !logged(`"msg"="Keeping a namespace created for the consumer for now"`, `"namespace"="team-a"`, "broken.example.org/v1") {
+		t.Error("no log line keeping team-a for the undiscoverable group")
+	}
+
+	if err := env.Client.Delete(ctx, broken); err != nil {
+		t.Fatal(err)
+	}
+	backendtest.Eventually(t, 30*time.Second, "reaping finishes once discovery is complete", func() error {
+		if _, err := lease(t, env, "kbind", "a-1"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Lease a-1: %v", err)
+		}
+		// No namespace controller here: a deleted namespace stays Terminating.
+		if _, terminating := exists(t, env, &corev1.Namespace{}, "", "team-a"); !terminating {
+			return fmt.Errorf("namespace team-a not deleted")
+		}
+		return nil
+	})
+}
+
+// logged reports whether some log line holds every fragment.
+func logged(fragments ...string) bool {
+next:
+	for _, l := range strings.Split(logs.String(), "\n") {
+		for _, f := range fragments {
+			if !strings.Contains(l, f) {
+				continue next
+			}
+		}
+		return true
+	}
+	return false
 }

@@ -2,10 +2,12 @@ package reaper
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
@@ -200,4 +202,119 @@ func PhaseVerdict(left, refused int) Verdict {
 		return Blocked
 	}
 	return Done
+}
+
+// Undiscovered sorts out a discovery error: the group versions it names as
+// failed (an aggregated API that is down, reported stale), sorted, when
+// discovery failed only for some groups; the error itself when it failed
+// as a whole.
+func Undiscovered(err error) ([]string, error) {
+	if err == nil {
+		return nil, nil
+	}
+	failed, ok := discovery.GroupDiscoveryFailedErrorGroups(err)
+	if !ok || len(failed) == 0 {
+		return nil, err
+	}
+	out := make([]string, 0, len(failed))
+	for gv := range failed {
+		out = append(out, gv.String())
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// NamespaceContents is what a pass could learn about what a namespace kbind
+// created for the consumer holds.
+type NamespaceContents struct {
+	// Objects is everything listed in it (metadata only).
+	Objects []Object
+	// Forbidden names the resources the backend may not list there (RBAC,
+	// e.g. the backend chart without rbac.namespaceCleanup).
+	Forbidden []string
+	// Failed names the resources whose list failed otherwise, with the error.
+	Failed []string
+	// Undiscovered names the API group versions discovery could not list:
+	// whatever they hold in the namespace is unknown.
+	Undiscovered []string
+}
+
+// NamespaceFate is what a pass does with a namespace kbind created for the
+// consumer.
+type NamespaceFate int
+
+const (
+	// KeepNamespace: it holds something else, or cannot be proven empty.
+	KeepNamespace NamespaceFate = iota
+	// DeleteNamespace: it holds nothing that counts.
+	DeleteNamespace
+	// DeleteNamespaceAfterLeases: it holds only the consumer's own Leases;
+	// it goes right after them.
+	DeleteNamespaceAfterLeases
+)
+
+func (f NamespaceFate) String() string {
+	return [...]string{"keep", "delete", "delete after the Leases"}[f]
+}
+
+// NamespaceDecision is the fate of one namespace and why.
+type NamespaceDecision struct {
+	Fate NamespaceFate
+	// Blocking are the listed objects that keep it.
+	Blocking []Object
+	// Reason says why it is kept; empty otherwise.
+	Reason string
+	// Retry: the namespace could not be proven empty for a reason that may
+	// pass (an API group that could not be discovered, a list that failed).
+	// The pass must not finish then: the consumer's Leases stay, so it stays
+	// reported and is retried. A namespace kept because it holds other
+	// objects, or because the backend may not list its contents, is kept
+	// for good (narrowed RBAC is a choice) and does not hold the Leases.
+	Retry bool
+}
+
+// DecideNamespace decides whether a namespace kbind created for the
+// consumer may be deleted: only when everything in it was listed and
+// nothing in it counts, apart from the consumer's own Leases (then it goes
+// right after them). A partial, failed or forbidden read never lets it go.
+func DecideNamespace(c NamespaceContents, ownLease func(Object) bool) NamespaceDecision {
+	var d NamespaceDecision
+	var reasons []string
+	if len(c.Undiscovered) > 0 {
+		reasons = append(reasons, "cannot be proven empty: API groups could not be discovered: "+strings.Join(c.Undiscovered, ", "))
+		d.Retry = true
+	}
+	if len(c.Failed) > 0 {
+		reasons = append(reasons, "cannot be proven empty: listing failed: "+strings.Join(c.Failed, "; "))
+		d.Retry = true
+	}
+	if len(c.Forbidden) > 0 {
+		reasons = append(reasons, fmt.Sprintf("cannot be proven empty: not allowed to list %s there", summary(c.Forbidden, 3)))
+	}
+	d.Blocking = Blocking(c.Objects, ownLease)
+	if len(d.Blocking) > 0 {
+		names := make([]string, 0, len(d.Blocking))
+		for _, o := range d.Blocking {
+			names = append(names, o.String())
+		}
+		reasons = append(reasons, fmt.Sprintf("holds %d other object(s) (%s)", len(d.Blocking), summary(names, 3)))
+	}
+	if len(reasons) > 0 {
+		d.Fate, d.Reason = KeepNamespace, strings.Join(reasons, "; ")
+		return d
+	}
+	if len(Blocking(c.Objects, func(Object) bool { return false })) > 0 {
+		d.Fate = DeleteNamespaceAfterLeases
+		return d
+	}
+	d.Fate = DeleteNamespace
+	return d
+}
+
+// summary is the first n items, then how many more.
+func summary(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }

@@ -1,9 +1,13 @@
 package reaper
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
@@ -141,5 +145,82 @@ func TestObjectNames(t *testing.T) {
 	}
 	if w.Resource.KindName() != "Widget.example.org" || ns.Resource.KindName() != "Namespace" {
 		t.Errorf("KindName: %q %q", w.Resource.KindName(), ns.Resource.KindName())
+	}
+}
+
+func TestDecideNamespace(t *testing.T) {
+	res := func(group, resource string) Resource {
+		return Resource{GVR: schema.GroupVersionResource{Group: group, Version: "v1", Resource: resource}}
+	}
+	obj := func(r Resource, name string) Object { return Object{Resource: r, Namespace: "team-a", Name: name} }
+	cm, lease, widget := res("", "configmaps"), res("coordination.k8s.io", "leases"), res("example.org", "widgets")
+	mine := obj(lease, "a-1")
+	ownLease := func(o Object) bool { return o.Key() == mine.Key() }
+	rootCA := obj(cm, "kube-root-ca.crt")
+	cases := []struct {
+		name   string
+		c      NamespaceContents
+		fate   NamespaceFate
+		retry  bool
+		reason []string // fragments of the reason
+	}{
+		{"empty", NamespaceContents{}, DeleteNamespace, false, nil},
+		{"only what Kubernetes puts there", NamespaceContents{Objects: []Object{rootCA}}, DeleteNamespace, false, nil},
+		{"only the consumer's Lease", NamespaceContents{Objects: []Object{rootCA, mine}}, DeleteNamespaceAfterLeases, false, nil},
+		{"another tenant's object", NamespaceContents{Objects: []Object{mine, obj(widget, "b-w1")}}, KeepNamespace, false,
+			[]string{"holds 1 other object(s)", "widgets.example.org team-a/b-w1"}},
+		{"a group could not be discovered", NamespaceContents{Undiscovered: []string{"broken.example.org/v1"}}, KeepNamespace, true,
+			[]string{"cannot be proven empty", "could not be discovered", "broken.example.org/v1"}},
+		{"a group could not be discovered, the rest only the Lease", NamespaceContents{Objects: []Object{mine}, Undiscovered: []string{"broken.example.org/v1"}}, KeepNamespace, true,
+			[]string{"broken.example.org/v1"}},
+		{"a list failed", NamespaceContents{Failed: []string{"gadgets.example.org: the server is currently unable to handle the request"}}, KeepNamespace, true,
+			[]string{"listing failed", "gadgets.example.org"}},
+		{"lists forbidden (no rbac.namespaceCleanup): kept for good", NamespaceContents{Forbidden: []string{"pods", "services", "deployments.apps", "jobs.batch"}}, KeepNamespace, false,
+			[]string{"not allowed to list pods, services, deployments.apps and 1 more there"}},
+		{"forbidden and undiscoverable", NamespaceContents{Forbidden: []string{"pods"}, Undiscovered: []string{"broken.example.org/v1"}}, KeepNamespace, true,
+			[]string{"pods", "broken.example.org/v1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := DecideNamespace(tc.c, ownLease)
+			if d.Fate != tc.fate || d.Retry != tc.retry {
+				t.Errorf("fate %v retry %v, want %v %v (%+v)", d.Fate, d.Retry, tc.fate, tc.retry, d)
+			}
+			if (d.Fate == KeepNamespace) != (d.Reason != "") {
+				t.Errorf("a kept namespace, and only one, says why: %q", d.Reason)
+			}
+			for _, f := range tc.reason {
+				if !strings.Contains(d.Reason, f) {
+					t.Errorf("reason %q lacks %q", d.Reason, f)
+				}
+			}
+		})
+	}
+}
+
+func TestUndiscovered(t *testing.T) {
+	failed := &discovery.ErrGroupDiscoveryFailed{Groups: map[schema.GroupVersion]error{
+		{Group: "metrics.k8s.io", Version: "v1beta1"}: errors.New("stale"),
+		{Group: "broken.example.org", Version: "v1"}:  errors.New("stale"),
+	}}
+	cases := []struct {
+		name    string
+		err     error
+		want    string
+		wantErr bool
+	}{
+		{"complete", nil, "", false},
+		{"some groups failed", failed, "broken.example.org/v1,metrics.k8s.io/v1beta1", false},
+		{"wrapped", fmt.Errorf("discovering: %w", failed), "broken.example.org/v1,metrics.k8s.io/v1beta1", false},
+		{"discovery failed as a whole", errors.New("connection refused"), "", true},
+		{"an empty group error is no partial success", &discovery.ErrGroupDiscoveryFailed{}, "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Undiscovered(tc.err)
+			if strings.Join(got, ",") != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("Undiscovered = %v, %v; want %q, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
 	}
 }

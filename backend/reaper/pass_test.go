@@ -2,6 +2,8 @@ package reaper
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,11 +24,14 @@ import (
 type preferred struct {
 	discovery.DiscoveryInterface
 	lists []*metav1.APIResourceList
+	err   error
 }
 
-func (p preferred) ServerPreferredResources() ([]*metav1.APIResourceList, error) { return p.lists, nil }
+func (p preferred) ServerPreferredResources() ([]*metav1.APIResourceList, error) {
+	return p.lists, p.err
+}
 
-func fakeDiscovery() discovery.DiscoveryInterface {
+func fakeDiscovery() preferred {
 	rw := []string{"list", "delete", "get"}
 	return preferred{DiscoveryInterface: &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{}}, lists: []*metav1.APIResourceList{
 		{GroupVersion: "v1", APIResources: []metav1.APIResource{
@@ -123,5 +128,132 @@ func TestPassVerdicts(t *testing.T) {
 				t.Errorf("Lease gone = %v, want %v", got, tc.leaseGone)
 			}
 		})
+	}
+}
+
+// TestPassKeepsWhatDiscoveryCannotSee: an API group whose discovery failed
+// (an aggregated API that is down) may hold objects in a namespace kbind
+// created for the consumer, and copies of the consumer. The namespace
+// cannot be proven empty, so it stays; the pass does not finish, so the
+// Lease stays and the consumer is retried. Everything that can be seen is
+// still reaped. Once discovery works, the next pass finishes.
+func TestPassKeepsWhatDiscoveryCannotSee(t *testing.T) {
+	objUID := kbindv1alpha1.ConsumerObjectUIDAnnotation
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := metadatafake.NewSimpleMetadataClient(scheme,
+		meta("v1", "Namespace", "", "team-a", "A"),
+		meta("example.org/v1alpha1", "Widget", "team-a", "a-w1", "A", objUID, "o1"),
+		meta("v1", "ConfigMap", "team-a", "a-cm", "A", kbindv1alpha1.RelatedBindingAnnotation, "b/0"),
+		meta("coordination.k8s.io/v1", "Lease", "kbind", "a-1", "A"),
+	)
+	broken := schema.GroupVersion{Group: "broken.example.org", Version: "v1"}
+	d := fakeDiscovery()
+	d.err = &discovery.ErrGroupDiscoveryFailed{Groups: map[schema.GroupVersion]error{broken: errors.New("stale")}}
+	r := &Reaper{Metadata: c, Discovery: d}
+	ctx := context.Background()
+	namespaces := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	leases := schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+	exists := func(gvr schema.GroupVersionResource, ns, name string) bool {
+		t.Helper()
+		var err error
+		if ns == "" {
+			_, err = c.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+		} else {
+			_, err = c.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	plan, err := r.Plan(ctx, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var planned []string
+	for _, o := range plan.Objects() {
+		planned = append(planned, o.String())
+	}
+	if got, want := strings.Join(planned, ","), "widgets.example.org team-a/a-w1,configmaps team-a/a-cm"; got != want {
+		t.Errorf("plan %s, want %s (no namespace, no Lease)", got, want)
+	}
+	if k, ok := plan.Kept["team-a"]; !ok || !strings.Contains(k.Reason, "broken.example.org/v1") {
+		t.Errorf("the plan must keep team-a naming the undiscoverable group: %+v", plan.Kept)
+	}
+	if !strings.Contains(plan.LeasesKept, "broken.example.org/v1") || len(plan.Undiscovered) != 1 {
+		t.Errorf("the plan must keep the Leases naming the group: %q %v", plan.LeasesKept, plan.Undiscovered)
+	}
+
+	if v, err := r.Pass(ctx, "A", func() bool { return true }); err != nil || v != Blocked {
+		t.Fatalf("pass with a group undiscoverable: %v %v, want blocked", v, err)
+	}
+	if exists(schema.GroupVersionResource{Group: "example.org", Version: "v1alpha1", Resource: "widgets"}, "team-a", "a-w1") ||
+		exists(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, "team-a", "a-cm") {
+		t.Error("what can be seen must still be reaped")
+	}
+	if !exists(namespaces, "", "team-a") {
+		t.Error("namespace team-a deleted although a group could not be discovered")
+	}
+	if !exists(leases, "kbind", "a-1") {
+		t.Error("the Lease was deleted although the pass could not see every group")
+	}
+
+	r.Discovery = fakeDiscovery() // the aggregated API is back
+	if v, err := r.Pass(ctx, "A", func() bool { return true }); err != nil || v != Done {
+		t.Fatalf("pass with discovery back: %v %v, want done", v, err)
+	}
+	if exists(namespaces, "", "team-a") || exists(leases, "kbind", "a-1") {
+		t.Error("with discovery back the namespace and the Lease must go")
+	}
+}
+
+// TestPassKeepsANamespaceItMayNotList: without the RBAC to list everything
+// in a namespace (the backend chart without rbac.namespaceCleanup), a
+// namespace kbind created cannot be proven empty and is kept for good; the
+// rest is reaped and the pass finishes (narrowed RBAC is a choice). The
+// reaper stops at the first refused list of that namespace.
+func TestPassKeepsANamespaceItMayNotList(t *testing.T) {
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := metadatafake.NewSimpleMetadataClient(scheme,
+		meta("v1", "Namespace", "", "team-a", "A"),
+		meta("example.org/v1alpha1", "Widget", "team-a", "a-w1", "A", kbindv1alpha1.ConsumerObjectUIDAnnotation, "o1"),
+		meta("coordination.k8s.io/v1", "Lease", "kbind", "a-1", "A"),
+	)
+	refused := 0
+	c.PrependReactor("list", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "team-a" && a.GetResource().Resource != "widgets" {
+			refused++
+			return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), "", nil)
+		}
+		return false, nil, nil
+	})
+	r := &Reaper{Metadata: c, Discovery: fakeDiscovery()}
+	ctx := context.Background()
+	plan, err := r.Plan(ctx, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := plan.Kept["team-a"]; !ok || k.Retry || !strings.Contains(k.Reason, "not allowed to list") || plan.LeasesKept != "" || len(plan.Leases) != 1 {
+		t.Errorf("plan: kept %+v, leases %v (%q)", plan.Kept, plan.Leases, plan.LeasesKept)
+	}
+	refused = 0
+	if v, err := r.Pass(ctx, "A", func() bool { return true }); err != nil || v != Done {
+		t.Fatalf("pass: %v %v, want done", v, err)
+	}
+	if refused != 1 {
+		t.Errorf("%d refused lists in team-a, want 1 (the first one settles it)", refused)
+	}
+	if _, err := c.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, "team-a", metav1.GetOptions{}); err != nil {
+		t.Errorf("namespace team-a: %v", err)
+	}
+	if _, err := c.Resource(schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}).Namespace("kbind").Get(ctx, "a-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Lease must go once everything that can be reaped is: %v", err)
 	}
 }

@@ -51,11 +51,19 @@ type Plan struct {
 	Related    []Object
 	Namespaces []Object
 	Leases     []Object
-	// Kept are namespaces created for the consumer that hold other objects.
-	Kept map[string][]Object
+	// Kept are the namespaces created for the consumer that stay, and why:
+	// they hold other objects or cannot be proven empty.
+	Kept map[string]NamespaceDecision
 	// Unlisted names resources that could not be listed (forbidden, or
 	// with the error).
 	Unlisted []string
+	// Undiscovered names the API group versions discovery could not list:
+	// their objects are not in the plan, and while any is left the pass
+	// keeps the consumer's namespaces and Leases.
+	Undiscovered []string
+	// LeasesKept says why the consumer's Leases would stay (the pass
+	// could not finish); empty when they go.
+	LeasesKept string
 }
 
 // Objects is the plan in deletion order.
@@ -68,16 +76,19 @@ func (p *Plan) Objects() []Object {
 }
 
 // discover returns every served resource that can be listed, preferred
-// version only, with its phase.
-func (r *Reaper) discover(ctx context.Context) ([]Resource, error) {
+// version only, with its phase, and the group versions that could not be
+// discovered (an aggregated API that is down). Those cannot be listed, so
+// their objects — a copy of the consumer, or anything in a namespace — are
+// unknown: callers must neither call a namespace empty nor finish a pass
+// while any is left.
+func (r *Reaper) discover(ctx context.Context) ([]Resource, []string, error) {
 	lists, err := r.Discovery.ServerPreferredResources()
+	undiscovered, err := Undiscovered(err)
 	if err != nil {
-		if !discovery.IsGroupDiscoveryFailedError(err) {
-			return nil, fmt.Errorf("discovering the provider's resources: %w", err)
-		}
-		// Some aggregated API is down: go on with the rest; its objects are
-		// found by a later pass.
-		log.FromContext(ctx).Info("Some API groups could not be discovered; reaping what the others serve", "error", err.Error())
+		return nil, nil, fmt.Errorf("discovering the provider's resources: %w", err)
+	}
+	if len(undiscovered) > 0 {
+		log.FromContext(ctx).Info("Some API groups could not be discovered; their objects cannot be listed, so namespaces created for the consumer and its Leases stay until they can", "groupVersions", undiscovered)
 	}
 	var out []Resource
 	for _, l := range lists {
@@ -99,7 +110,7 @@ func (r *Reaper) discover(ctx context.Context) ([]Resource, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ResourceName() < out[j].ResourceName() })
-	return out, nil
+	return out, undiscovered, nil
 }
 
 func hasVerb(verbs []string, v string) bool {
@@ -170,31 +181,35 @@ func (r *Reaper) collect(ctx context.Context, resources []Resource, uid string, 
 	return f, nil
 }
 
-// contents lists every object in a namespace (metadata only). ok is false
-// when some resource could not be listed: then the namespace cannot be
-// proven empty.
-func (r *Reaper) contents(ctx context.Context, resources []Resource, namespace string) (objs []Object, ok bool, err error) {
-	ok = true
+// contents lists every object in a namespace (metadata only) and says what
+// could not be listed: then the namespace cannot be proven empty. It stops
+// at the first resource it may not list, since that alone keeps the
+// namespace for good: without the RBAC to list everything (the chart's
+// rbac.namespaceCleanup off) a pass costs one refused request per namespace,
+// not one per resource.
+func (r *Reaper) contents(ctx context.Context, resources []Resource, undiscovered []string, namespace string) NamespaceContents {
+	c := NamespaceContents{Undiscovered: undiscovered}
 	for _, res := range resources {
 		if !res.Namespaced || (res.GVR.Resource == "events" && (res.GVR.Group == "" || res.GVR.Group == "events.k8s.io")) {
 			continue
 		}
-		list, lerr := r.Metadata.Resource(res.GVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
+		list, err := r.Metadata.Resource(res.GVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
 		switch {
-		case apierrors.IsNotFound(lerr) || apierrors.IsMethodNotSupported(lerr):
+		case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
 			continue
-		case apierrors.IsForbidden(lerr):
-			ok = false
+		case apierrors.IsForbidden(err):
+			c.Forbidden = append(c.Forbidden, res.ResourceName())
+			return c
+		case err != nil:
+			c.Failed = append(c.Failed, fmt.Sprintf("%s: %v", res.ResourceName(), err))
 			continue
-		case lerr != nil:
-			return nil, false, fmt.Errorf("listing %s in namespace %s: %w", res.ResourceName(), namespace, lerr)
 		}
 		for i := range list.Items {
 			m := &list.Items[i]
-			objs = append(objs, Object{Resource: res, Namespace: m.Namespace, Name: m.Name, UID: m.UID, Terminating: m.DeletionTimestamp != nil})
+			c.Objects = append(c.Objects, Object{Resource: res, Namespace: m.Namespace, Name: m.Name, UID: m.UID, Terminating: m.DeletionTimestamp != nil})
 		}
 	}
-	return objs, ok, nil
+	return c
 }
 
 // keySet is a set of Object keys.
@@ -208,10 +223,11 @@ func keySet(groups ...[]Object) map[string]bool {
 	return out
 }
 
-// Plan computes what reaping the consumer would delete, deleting nothing:
-// a namespace counts as empty when everything in it is on the plan.
+// Plan computes what reaping the consumer would delete, deleting nothing,
+// with the same decisions as a pass: a namespace is on the plan when
+// everything in it is, and the Leases only when the pass could finish.
 func (r *Reaper) Plan(ctx context.Context, uid string) (*Plan, error) {
-	resources, err := r.discover(ctx)
+	resources, undiscovered, err := r.discover(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -220,19 +236,56 @@ func (r *Reaper) Plan(ctx context.Context, uid string) (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{Consumer: uid, Copies: f.byPhase[PhaseCopies], Related: f.byPhase[PhaseRelated], Leases: f.byPhase[PhaseLeases],
-		Kept: map[string][]Object{}, Unlisted: append(f.unlisted, f.failed...)}
-	planned := keySet(p.Copies, p.Related, p.Leases)
+		Kept: map[string]NamespaceDecision{}, Unlisted: append(f.unlisted, f.failed...), Undiscovered: undiscovered}
+	var held []string
+	if len(undiscovered) > 0 {
+		held = append(held, "API groups could not be discovered: "+strings.Join(undiscovered, ", "))
+	}
+	if len(f.failed) > 0 {
+		held = append(held, "some resources could not be listed")
+	}
+	for _, res := range f.unlisted {
+		if res == "leases.coordination.k8s.io" {
+			held = append(held, "the Leases may not be listed")
+		}
+	}
+	// Copies and related copies are gone before namespaces are judged.
+	gone := keySet(p.Copies, p.Related)
+	ownLease := keySet(p.Leases)
+	fates := map[string]NamespaceFate{}
 	for _, ns := range f.byPhase[PhaseNamespaces] {
-		objs, ok, err := r.contents(ctx, resources, ns.Name)
-		if err != nil {
-			return nil, err
+		c := r.contents(ctx, resources, undiscovered, ns.Name)
+		var left []Object
+		for _, o := range c.Objects {
+			if !gone[o.Key()] {
+				left = append(left, o)
+			}
 		}
-		blocking := Blocking(objs, func(o Object) bool { return planned[o.Key()] })
-		if !ok || len(blocking) > 0 {
-			p.Kept[ns.Name] = blocking
-			continue
+		c.Objects = left
+		d := DecideNamespace(c, func(o Object) bool { return ownLease[o.Key()] })
+		fates[ns.Name] = d.Fate
+		if d.Fate == KeepNamespace {
+			p.Kept[ns.Name] = d
+			if d.Retry {
+				held = append(held, "namespace "+ns.Name+": "+d.Reason)
+			}
 		}
-		p.Namespaces = append(p.Namespaces, ns)
+	}
+	if len(held) > 0 {
+		// The pass cannot finish: the Leases stay, and with them the
+		// namespaces that hold them.
+		p.LeasesKept = strings.Join(held, "; ")
+		p.Leases = nil
+	}
+	for _, ns := range f.byPhase[PhaseNamespaces] {
+		switch {
+		case fates[ns.Name] == DeleteNamespace:
+			p.Namespaces = append(p.Namespaces, ns)
+		case fates[ns.Name] == DeleteNamespaceAfterLeases && p.LeasesKept == "":
+			p.Namespaces = append(p.Namespaces, ns)
+		case fates[ns.Name] == DeleteNamespaceAfterLeases:
+			p.Kept[ns.Name] = NamespaceDecision{Fate: KeepNamespace, Reason: "holds the consumer's Leases, which stay: " + p.LeasesKept, Retry: true}
+		}
 	}
 	return p, nil
 }
@@ -256,11 +309,15 @@ func (r *Reaper) Reap(ctx context.Context, uid string, stillStale func() bool) (
 func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (Verdict, error) {
 	logger := log.FromContext(ctx).WithValues("consumerClusterUID", uid)
 	ctx = log.IntoContext(ctx, logger)
-	resources, err := r.discover(ctx)
+	resources, undiscovered, err := r.discover(ctx)
 	if err != nil {
 		return Waiting, err
 	}
 	p := &pass{uid: uid, stillStale: stillStale}
+	// Like a list that failed: the consumer's objects in these groups are
+	// unknown, so the pass must not finish (its Leases stay, it stays
+	// reported and is retried), and no namespace can be proven empty.
+	p.refused += len(undiscovered)
 
 	// Copies, then related copies: each phase waits for the previous one to
 	// be gone, since a provider controller finalizing a copy may still need
@@ -317,27 +374,26 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 		if ns.Terminating {
 			continue
 		}
-		objs, ok, err := r.contents(ctx, resources, ns.Name)
-		if err != nil {
-			logger.Info("Cannot tell whether a namespace created for the consumer is empty; keeping it for now", "namespace", ns.Name, "error", err.Error())
-			p.refused++
-			continue
-		}
-		if blocking := Blocking(objs, func(o Object) bool { return ownLease[o.Key()] }); !ok || len(blocking) > 0 {
-			logger.V(1).Info("Keeping a namespace created for the consumer: it holds other objects", "namespace", ns.Name, "objects", len(blocking), "allListed", ok)
-			continue
-		}
-		if len(Blocking(objs, func(Object) bool { return false })) > 0 {
+		d := DecideNamespace(r.contents(ctx, resources, undiscovered, ns.Name), func(o Object) bool { return ownLease[o.Key()] })
+		switch d.Fate {
+		case KeepNamespace:
+			if d.Retry {
+				logger.Info("Keeping a namespace created for the consumer for now", "namespace", ns.Name, "reason", d.Reason)
+				p.refused++
+				continue
+			}
+			logger.V(1).Info("Keeping a namespace created for the consumer", "namespace", ns.Name, "reason", d.Reason)
+		case DeleteNamespaceAfterLeases:
 			deferred = append(deferred, ns)
-			continue
-		}
-		r.deleteAll(ctx, p, []Object{ns})
-		if p.stopped {
-			return Stopped, nil
+		case DeleteNamespace:
+			r.deleteAll(ctx, p, []Object{ns})
+			if p.stopped {
+				return Stopped, nil
+			}
 		}
 	}
 	if p.refused > 0 {
-		logger.Info("Some deletions were refused; keeping the consumer's Leases so it stays reported and is retried", "refused", p.refused)
+		logger.Info("Reaping cannot finish (a deletion was refused, a list failed or an API group could not be discovered); keeping the consumer's Leases so it stays reported and is retried", "refused", p.refused)
 		return Blocked, nil
 	}
 
@@ -346,12 +402,14 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 		return Stopped, nil
 	}
 	for _, ns := range deferred {
-		objs, ok, err := r.contents(ctx, resources, ns.Name)
-		if err != nil {
-			return Waiting, err
-		}
-		if blocking := Blocking(objs, func(Object) bool { return false }); !ok || len(blocking) > 0 {
-			continue // something moved in meanwhile
+		if d := DecideNamespace(r.contents(ctx, resources, undiscovered, ns.Name), func(Object) bool { return false }); d.Fate != DeleteNamespace {
+			// Something moved in meanwhile, or it cannot be listed now.
+			reason := d.Reason
+			if reason == "" {
+				reason = "it still holds a Lease of the consumer"
+			}
+			logger.Info("Keeping a namespace created for the consumer after deleting its Leases", "namespace", ns.Name, "reason", reason)
+			continue
 		}
 		r.deleteAll(ctx, p, []Object{ns})
 	}

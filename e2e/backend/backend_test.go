@@ -200,7 +200,10 @@ func asServiceAccount(t *testing.T, provider *testenv.Cluster) string {
 	}
 	install := action.NewInstall(cfg)
 	install.ReleaseName, install.Namespace, install.CreateNamespace = "backend", "kbind", true
-	if _, err := install.Run(chart, map[string]any{"reap": true}); err != nil {
+	// The consumers bind Widgets (example.org); the test expects the
+	// namespace kbind created for A to be deleted, which needs
+	// rbac.namespaceCleanup.
+	if _, err := install.Run(chart, map[string]any{"reap": true, "rbac": map[string]any{"reapGroups": []any{"example.org"}, "namespaceCleanup": true}}); err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
 	path := filepath.Join(t.TempDir(), "backend-sa.kubeconfig")

@@ -1,13 +1,25 @@
 package chart
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/lint/support"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/utils/ptr"
+
+	"github.com/kbind/kbind/e2e/harness"
+	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/testenv"
 )
 
 const backendChartDir = "../../charts/backend"
@@ -28,10 +40,16 @@ func backendArgs(t *testing.T, objs map[string]map[string]any) string {
 	return containerArgs(t, objs, "backend")
 }
 
+// reaping are the values reaping needs: reap on and the exported groups.
+func reaping(groups ...any) map[string]any {
+	return map[string]any{"reap": true, "rbac": map[string]any{"reapGroups": groups}}
+}
+
 func TestBackendLint(t *testing.T) {
 	lint := action.NewLint()
 	lint.Strict = true
-	for _, values := range []map[string]any{nil, {"reap": true}} {
+	// Helm lints in a mode where a template's fail is only logged.
+	for _, values := range []map[string]any{nil, {"reap": true}, reaping("example.org")} {
 		res := lint.Run([]string{backendChartDir}, values)
 		for _, m := range res.Messages {
 			if m.Severity >= support.WarningSev {
@@ -69,14 +87,25 @@ func TestBackendRenderDefaults(t *testing.T) {
 	if rules := fmt.Sprint(objs["ClusterRole/backend"]["rules"]); !strings.Contains(rules, "resources:[leases] verbs:[get list watch patch]") {
 		t.Errorf("the backend must read and annotate Leases: %s", rules)
 	}
+	if n := backendNotes(t, nil); !strings.Contains(n, "Reaping is OFF (report only)") || strings.Contains(n, "WARNING") {
+		t.Errorf("report-only notes:\n%s", n)
+	}
+}
+
+func backendNotes(t *testing.T, values map[string]any) string {
+	t.Helper()
+	c, err := loader.Load(backendChartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return notes(t, c, "backend", values)
 }
 
 func TestBackendRenderReap(t *testing.T) {
-	objs, err := renderBackend(t, map[string]any{
-		"replicaCount": 2, "reap": true, "staleAfter": "1h",
-		"rbac":    map[string]any{"reapGroups": []any{"example.org"}},
-		"metrics": map[string]any{"service": map[string]any{"enabled": true}},
-	})
+	values := reaping("example.org")
+	values["replicaCount"], values["staleAfter"] = 2, "1h"
+	values["metrics"] = map[string]any{"service": map[string]any{"enabled": true}}
+	objs, err := renderBackend(t, values)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,32 +117,112 @@ func TestBackendRenderReap(t *testing.T) {
 	}
 	rules := fmt.Sprint(objs["ClusterRole/backend"]["rules"])
 	for _, want := range []string{
-		"apiGroups:[example.org] resources:[*] verbs:[list delete]",
-		"resources:[secrets configmaps namespaces] verbs:[list delete]",
+		"map[apiGroups:[example.org] resources:[*] verbs:[list delete]]",
+		"resources:[secrets configmaps] verbs:[list delete]",
+		"resources:[namespaces] verbs:[list]]",
 		"resources:[leases] verbs:[get list watch patch delete]",
 	} {
 		if !strings.Contains(rules, want) {
 			t.Errorf("reap RBAC lacks %s: %s", want, rules)
 		}
 	}
-	if strings.Contains(rules, "apiGroups:[*] resources:[*] verbs:[list delete]") {
-		t.Errorf("narrowed reap groups still delete everywhere: %s", rules)
+	// Without rbac.namespaceCleanup: no wildcard anywhere, no namespace
+	// deletion.
+	if strings.Contains(rules, "apiGroups:[*]") || strings.Contains(rules, "resources:[namespaces] verbs:[list delete]") {
+		t.Errorf("reap RBAC without namespaceCleanup: %s", rules)
 	}
 	if objs["Service/backend-metrics@kbind"] == nil {
 		t.Error("metrics Service not rendered")
+	}
+	if n := backendNotes(t, values); !strings.Contains(n, "Reaping is ON") || !strings.Contains(n, "are kept (rbac.namespaceCleanup is false)") || strings.Contains(n, "WARNING") {
+		t.Errorf("reap notes:\n%s", n)
+	}
+}
+
+// TestBackendRenderNamespaceCleanup: listing everything (to prove a
+// namespace empty) and deleting namespaces is its own opt-in.
+func TestBackendRenderNamespaceCleanup(t *testing.T) {
+	values := reaping("example.org")
+	values["rbac"].(map[string]any)["namespaceCleanup"] = true
+	objs, err := renderBackend(t, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := fmt.Sprint(objs["ClusterRole/backend"]["rules"])
+	for _, want := range []string{"resources:[namespaces] verbs:[list delete]", "map[apiGroups:[*] resources:[*] verbs:[list]]"} {
+		if !strings.Contains(rules, want) {
+			t.Errorf("namespaceCleanup RBAC lacks %s: %s", want, rules)
+		}
+	}
+	if strings.Contains(rules, "apiGroups:[*] resources:[*] verbs:[list delete]") {
+		t.Errorf("namespaceCleanup must not widen deletes: %s", rules)
+	}
+	if n := backendNotes(t, values); !strings.Contains(n, "are deleted once they hold nothing else") {
+		t.Errorf("namespaceCleanup notes:\n%s", n)
+	}
+	// Report only: the switch grants nothing.
+	objs, err = renderBackend(t, map[string]any{"rbac": map[string]any{"namespaceCleanup": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rules := fmt.Sprint(objs["ClusterRole/backend"]["rules"]); strings.Contains(rules, "delete") || strings.Contains(rules, "apiGroups:[*]") {
+		t.Errorf("report-only RBAC with namespaceCleanup: %s", rules)
+	}
+}
+
+// TestBackendRenderRequiresReapGroups: reaping has no default groups; it
+// fails and says which value to set. Report only needs none.
+func TestBackendRenderRequiresReapGroups(t *testing.T) {
+	for name, values := range map[string]map[string]any{
+		"reap alone": {"reap": true},
+		"empty list": reaping(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := renderBackend(t, values)
+			if err == nil || !strings.Contains(err.Error(), "reap is true but rbac.reapGroups is empty: set it to the API groups you export to consumers") {
+				t.Errorf("expected the missing-value message, got %v", err)
+			}
+		})
+	}
+	for _, group := range []string{"", "apps", "coordination.k8s.io", "core.kbind.io"} {
+		_, err := renderBackend(t, reaping("example.org", group))
+		if want := fmt.Sprintf("rbac.reapGroups: %q is a built-in API group", group); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("expected %q, got %v", want, err)
+		}
+	}
+	if _, err := renderBackend(t, map[string]any{"rbac": map[string]any{"reapGroups": []any{}}}); err != nil {
+		t.Errorf("report only needs no reap groups: %v", err)
+	}
+}
+
+// TestBackendRenderWildcardReapGroups: "*" is the user's explicit choice; it
+// renders, and the notes warn.
+func TestBackendRenderWildcardReapGroups(t *testing.T) {
+	values := reaping("*")
+	objs, err := renderBackend(t, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rules := fmt.Sprint(objs["ClusterRole/backend"]["rules"]); !strings.Contains(rules, "map[apiGroups:[*] resources:[*] verbs:[list delete]]") {
+		t.Errorf("wildcard rule: %s", rules)
+	}
+	if n := backendNotes(t, values); !strings.Contains(n, "WARNING: rbac.reapGroups contains \"*\": the backend may delete EVERY resource of EVERY API group") {
+		t.Errorf("notes lack the wildcard warning:\n%s", n)
 	}
 }
 
 func TestBackendSchemaRejectsBadValues(t *testing.T) {
 	for name, values := range map[string]map[string]any{
-		"typo":            {"staleAfterr": "1h"},
-		"wrong type":      {"reap": "yes"},
-		"bad duration":    {"staleAfter": "soon"},
-		"empty groups":    {"rbac": map[string]any{"reapGroups": []any{}}},
-		"nested typo":     {"client": map[string]any{"qsp": 5}},
-		"zero replicas":   {"replicaCount": 0},
-		"negative burst":  {"client": map[string]any{"burst": -1}},
-		"bad pull policy": {"image": map[string]any{"pullPolicy": "Sometimes"}},
+		"typo":                 {"staleAfterr": "1h"},
+		"wrong type":           {"reap": "yes"},
+		"bad duration":         {"staleAfter": "soon"},
+		"group not text":       {"rbac": map[string]any{"reapGroups": []any{1}}},
+		"cleanup not bool":     {"rbac": map[string]any{"namespaceCleanup": "yes"}},
+		"nested typo":          {"client": map[string]any{"qsp": 5}},
+		"zero replicas":        {"replicaCount": 0},
+		"negative burst":       {"client": map[string]any{"burst": -1}},
+		"bad pull policy":      {"image": map[string]any{"pullPolicy": "Sometimes"}},
+		"duplicate reap group": reaping("example.org", "example.org"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := renderBackend(t, values); err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
@@ -121,4 +230,179 @@ func TestBackendSchemaRejectsBadValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// marked is a provider object kbind wrote for consumer: the managed and
+// consumer-cluster-uid markers, and the annotations its kind needs.
+func marked(kind, apiVersion, namespace, name, consumer string, annotations map[string]string, rest string) string {
+	ann := fmt.Sprintf("core.kbind.io/consumer-cluster-uid: %s\n", consumer)
+	for k, v := range annotations {
+		ann += fmt.Sprintf("    %s: %q\n", k, v)
+	}
+	ns := ""
+	if namespace != "" {
+		ns = "\n  namespace: " + namespace
+	}
+	return fmt.Sprintf(`---
+apiVersion: %s
+kind: %s
+metadata:
+  name: %s%s
+  labels:
+    core.kbind.io/managed: "true"
+    core.kbind.io/consumer-cluster-uid: %s
+  annotations:
+    %s%s
+`, apiVersion, kind, name, ns, consumer, ann, rest)
+}
+
+// consumerObjects are what a konnector leaves on the provider for consumer:
+// a namespace kbind created, a Widget copy and a related ConfigMap in it, and
+// a heartbeat Lease in kbind that nobody renews.
+func consumerObjects(consumer, namespace string) string {
+	return marked("Namespace", "v1", "", namespace, consumer, nil, "") +
+		marked("Widget", "example.org/v1alpha1", namespace, "w", consumer, map[string]string{"core.kbind.io/consumer-object-uid": "o-" + consumer}, "spec: {size: 1}") +
+		marked("ConfigMap", "v1", namespace, "related", consumer, map[string]string{"core.kbind.io/related-binding": "b/0"}, "data: {color: blue}") +
+		marked("Lease", "coordination.k8s.io/v1", "kbind", "provider-"+consumer, consumer, map[string]string{"core.kbind.io/connection": "provider"},
+			"spec: {holderIdentity: "+consumer+", leaseDurationSeconds: 60, renewTime: \"2026-01-01T00:00:00.000000Z\"}")
+}
+
+// TestBackendChartOnARealAPIServer installs the backend chart with reaping
+// on a real API server and runs the backend binary as the chart's
+// ServiceAccount. Without rbac.namespaceCleanup the reaper may not list
+// every resource in a namespace, so it keeps the namespace kbind created for
+// the stale consumer and reaps everything else, with no deletion refused;
+// after `helm upgrade --set rbac.namespaceCleanup=true` such a namespace
+// goes too.
+func TestBackendChartOnARealAPIServer(t *testing.T) {
+	ctx := context.Background()
+	provider := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
+		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
+	}})
+	kc := provider.KubeconfigPath
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := testenv.Kubectl(ctx, kc, args...)
+		if err != nil {
+			t.Fatalf("kubectl %v: %v", args, err)
+		}
+		return out
+	}
+	apply := func(manifest string) {
+		t.Helper()
+		file := filepath.Join(t.TempDir(), "objects.yaml")
+		if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		kubectl("apply", "-f", file)
+	}
+	gone := func(kind, namespace, name string) bool {
+		t.Helper()
+		out := kubectl("get", kind, "-n", namespace, "--ignore-not-found", "-o", "name", name)
+		return strings.TrimSpace(out) == ""
+	}
+	phase := func(namespace string) string {
+		t.Helper()
+		return kubectl("get", "namespace", namespace, "-o", "jsonpath={.status.phase}")
+	}
+
+	cfg := helmConfig(t, kc, "provider")
+	c, err := loader.Load(backendChartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := action.NewInstall(cfg)
+	install.ReleaseName, install.Namespace, install.CreateNamespace = "backend", "kbind", true
+	rel, err := install.Run(c, reaping("example.org"))
+	if err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	if !strings.Contains(rel.Info.Notes, "are kept (rbac.namespaceCleanup is false)") {
+		t.Errorf("helm install notes:\n%s", rel.Info.Notes)
+	}
+	asSA := filepath.Join(t.TempDir(), "backend-sa.kubeconfig")
+	if err := harness.WriteImpersonating(kc, asSA, "system:serviceaccount:kbind:backend"); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "backend")
+	if err := harness.Build(ctx, bin, "github.com/kbind/kbind/backend/cmd/backend"); err != nil {
+		t.Fatal(err)
+	}
+
+	apply(consumerObjects("consumer-a", "team-a"))
+	log := &enginetest.SyncBuffer{}
+	bctx, cancel := context.WithCancel(ctx)
+	b := exec.CommandContext(bctx, bin, "--kubeconfig", asSA, "--reap", "--stale-after", "2s", "--reap-interval", "500ms",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	b.Stdout, b.Stderr = log, log
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = b.Wait()
+		if t.Failed() {
+			t.Logf("backend log:\n%s", log.String())
+		}
+	}()
+
+	// The Lease goes last, once the pass is done: then the namespace's fate
+	// is settled.
+	enginetest.EventuallyWithin(t, 60*time.Second, "consumer-a reaped", func() error {
+		for _, o := range [][3]string{{"widgets.example.org", "team-a", "w"}, {"configmap", "team-a", "related"}, {"lease", "kbind", "provider-consumer-a"}} {
+			if !gone(o[0], o[1], o[2]) {
+				return fmt.Errorf("%s %s/%s still there", o[0], o[1], o[2])
+			}
+		}
+		return nil
+	})
+	if p := phase("team-a"); p != "Active" {
+		t.Errorf("namespace team-a is %q: without rbac.namespaceCleanup it must be kept", p)
+	}
+
+	upgrade := action.NewUpgrade(cfg)
+	upgrade.Namespace = "kbind"
+	values := reaping("example.org")
+	values["rbac"].(map[string]any)["namespaceCleanup"] = true
+	rel, err = upgrade.Run("backend", c, values)
+	if err != nil {
+		t.Fatalf("helm upgrade: %v", err)
+	}
+	if !strings.Contains(rel.Info.Notes, "are deleted once they hold nothing else") {
+		t.Errorf("helm upgrade notes:\n%s", rel.Info.Notes)
+	}
+	apply(consumerObjects("consumer-b", "team-b"))
+	enginetest.EventuallyWithin(t, 60*time.Second, "consumer-b reaped with its namespace", func() error {
+		for _, o := range [][3]string{{"widgets.example.org", "team-b", "w"}, {"configmap", "team-b", "related"}, {"lease", "kbind", "provider-consumer-b"}} {
+			if !gone(o[0], o[1], o[2]) {
+				return fmt.Errorf("%s %s/%s still there", o[0], o[1], o[2])
+			}
+		}
+		// No namespace controller here: a deleted namespace stays Terminating.
+		if p := phase("team-b"); p != "Terminating" {
+			return fmt.Errorf("namespace team-b is %q", p)
+		}
+		return nil
+	})
+	if p := phase("team-a"); p != "Active" {
+		t.Errorf("namespace team-a is %q: consumer-a was forgotten with its Lease", p)
+	}
+	for _, refused := range []string{"Not allowed to delete", "is forbidden: User"} {
+		if strings.Contains(log.String(), refused) {
+			t.Errorf("the chart's RBAC refused the backend a deletion:\n%s", grepLines(log.String(), refused))
+		}
+	}
+}
+
+// helmConfig is a Helm SDK configuration against the kubeconfig's context,
+// release namespace kbind.
+func helmConfig(t *testing.T, kubeconfig, context string) *action.Configuration {
+	t.Helper()
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig, flags.Context, flags.Namespace = &kubeconfig, &context, ptr.To("kbind")
+	cfg := &action.Configuration{}
+	if err := cfg.Init(flags, "kbind", "secret", func(string, ...any) {}); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -15,6 +15,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint/support"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/utils/ptr"
@@ -44,13 +45,35 @@ func render(t *testing.T, values map[string]any) (map[string]map[string]any, err
 	return renderChart(t, load(t), "konnector", values)
 }
 
-// renderChart renders chrt as release in kbind, client-only.
-func renderChart(t *testing.T, chrt *chart.Chart, release string, values map[string]any) (map[string]map[string]any, error) {
+// bound are the values every konnector install needs: the bound API groups.
+func bound(groups ...any) map[string]any {
+	return map[string]any{"rbac": map[string]any{"boundResourceGroups": groups}}
+}
+
+// renderRelease renders chrt as release in kbind, client-only, as
+// `helm install --dry-run` would.
+func renderRelease(t *testing.T, chrt *chart.Chart, release string, values map[string]any) (*helmrelease.Release, error) {
 	t.Helper()
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun, install.ClientOnly, install.ReleaseName, install.Namespace = true, true, release, "kbind"
 	install.KubeVersion = &chartutil.KubeVersion{Version: testenv.KubernetesVersion, Major: "1", Minor: "37"}
-	rel, err := install.Run(chrt, values)
+	return install.Run(chrt, values)
+}
+
+// notes are the release notes (NOTES.txt) helm install prints.
+func notes(t *testing.T, chrt *chart.Chart, release string, values map[string]any) string {
+	t.Helper()
+	rel, err := renderRelease(t, chrt, release, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel.Info.Notes
+}
+
+// renderChart renders chrt as release in kbind, client-only.
+func renderChart(t *testing.T, chrt *chart.Chart, release string, values map[string]any) (map[string]map[string]any, error) {
+	t.Helper()
+	rel, err := renderRelease(t, chrt, release, values)
 	if err != nil {
 		return nil, err
 	}
@@ -109,19 +132,63 @@ func keys(m map[string]map[string]any) []string {
 func TestLint(t *testing.T) {
 	lint := action.NewLint()
 	lint.Strict = true
-	res := lint.Run([]string{chartDir}, nil)
-	for _, m := range res.Messages {
-		if m.Severity >= support.WarningSev {
-			t.Errorf("helm lint: %s", m)
+	// Helm lints in a mode where a template's fail is only logged, so the
+	// chart lints without its required value too.
+	for _, values := range []map[string]any{nil, bound("example.org")} {
+		res := lint.Run([]string{chartDir}, values)
+		for _, m := range res.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("helm lint %v: %s", values, m)
+			}
+		}
+		for _, err := range res.Errors {
+			t.Errorf("helm lint %v: %v", values, err)
 		}
 	}
-	for _, err := range res.Errors {
-		t.Errorf("helm lint: %v", err)
+}
+
+// TestRenderRequiresBoundGroups: there is no default set of bound groups;
+// an install without them fails and says which value to set.
+func TestRenderRequiresBoundGroups(t *testing.T) {
+	for name, values := range map[string]map[string]any{
+		"defaults":   nil,
+		"empty list": bound(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := render(t, values)
+			if err == nil || !strings.Contains(err.Error(), "rbac.boundResourceGroups is empty: set it to the API groups of the APIs you bind") {
+				t.Errorf("expected the missing-value message, got %v", err)
+			}
+		})
+	}
+	// Without RBAC objects there is nothing to narrow.
+	if _, err := render(t, map[string]any{"rbac": map[string]any{"create": false}}); err != nil {
+		t.Errorf("rbac.create=false needs no bound groups: %v", err)
+	}
+}
+
+// TestRenderRefusesBuiltInGroups: kbind never binds Kubernetes' own API
+// groups or its own, so the chart grants nothing there.
+func TestRenderRefusesBuiltInGroups(t *testing.T) {
+	for _, group := range []string{"", "apps", "batch", "extensions", "policy", "autoscaling", "k8s.io",
+		"rbac.authorization.k8s.io", "admissionregistration.k8s.io", "apiextensions.k8s.io", "core.kbind.io"} {
+		t.Run(group, func(t *testing.T) {
+			_, err := render(t, bound("example.org", group))
+			if want := fmt.Sprintf("rbac.boundResourceGroups: %q is a built-in API group", group); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("expected %q, got %v", want, err)
+			}
+		})
+	}
+	for _, group := range []string{"example.org", "k8s.io.example.org", "apps.example.org", "core.kcp.io"} {
+		if _, err := render(t, bound(group)); err != nil {
+			t.Errorf("%s must be accepted: %v", group, err)
+		}
 	}
 }
 
 func TestRenderDefaults(t *testing.T) {
-	objs, err := render(t, nil)
+	values := bound("example.org")
+	objs, err := render(t, values)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,20 +213,34 @@ func TestRenderDefaults(t *testing.T) {
 	if crd["metadata"].(map[string]any)["annotations"].(map[string]any)["helm.sh/resource-policy"] != "keep" {
 		t.Error("CRDs must be kept on uninstall")
 	}
-	if !strings.Contains(fmt.Sprint(objs["ClusterRole/konnector"]["rules"]), "apiGroups:[*]") {
-		t.Errorf("default bound groups should be *: %v", objs["ClusterRole/konnector"]["rules"])
+	// Least privilege: the bound groups only, with the verbs the syncer
+	// uses (no create, no delete), and no cluster-wide Secret or ConfigMap
+	// rule; the kubeconfig Secret Role stays.
+	rules := fmt.Sprint(objs["ClusterRole/konnector"]["rules"])
+	if !strings.Contains(rules, "map[apiGroups:[example.org] resources:[*] verbs:[get list watch update patch]]") {
+		t.Errorf("the bound-group rule: %s", rules)
+	}
+	if strings.Contains(rules, "apiGroups:[*]") || strings.Contains(rules, "secrets") || strings.Contains(rules, "configmaps") {
+		t.Errorf("default RBAC grants more than the bound groups: %s", rules)
+	}
+	if r := fmt.Sprint(objs["Role/konnector-secrets@kbind"]["rules"]); !strings.Contains(r, "resources:[secrets] verbs:[get list watch update patch]") {
+		t.Errorf("the kubeconfig Secret Role: %s", r)
+	}
+	if n := notes(t, load(t), "konnector", values); strings.Contains(n, "WARNING") {
+		t.Errorf("default notes warn:\n%s", n)
 	}
 }
 
 func TestRenderOptions(t *testing.T) {
-	objs, err := render(t, map[string]any{
+	values := map[string]any{
 		"replicaCount":        2,
-		"rbac":                map[string]any{"boundResourceGroups": []any{"example.org"}},
+		"rbac":                map[string]any{"boundResourceGroups": []any{"example.org", "b.example.org"}, "relatedResources": true},
 		"installCRDs":         false,
 		"metrics":             map[string]any{"service": map[string]any{"enabled": true}},
 		"podDisruptionBudget": map[string]any{"enabled": true},
 		"secretNamespaces":    []any{"kbind", "platform"},
-	})
+	}
+	objs, err := render(t, values)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +248,11 @@ func TestRenderOptions(t *testing.T) {
 		t.Errorf("more than one replica must force leader election: %s", a)
 	}
 	rules := fmt.Sprint(objs["ClusterRole/konnector"]["rules"])
-	if strings.Contains(rules, "apiGroups:[*]") || !strings.Contains(rules, "apiGroups:[example.org]") {
-		t.Errorf("narrowed bound groups: %s", rules)
+	if strings.Contains(rules, "apiGroups:[*]") || !strings.Contains(rules, "apiGroups:[example.org b.example.org]") {
+		t.Errorf("bound groups: %s", rules)
 	}
-	if !strings.Contains(rules, "resources:[secrets configmaps]") {
-		t.Errorf("narrowing bound groups must keep the related Secret/ConfigMap rules: %s", rules)
+	if !strings.Contains(rules, "resources:[secrets configmaps] verbs:[get list watch create update patch delete]") {
+		t.Errorf("rbac.relatedResources must add the Secret/ConfigMap rule: %s", rules)
 	}
 	for _, k := range []string{"Service/konnector-metrics@kbind", "PodDisruptionBudget/konnector@kbind", "Role/konnector-secrets@platform"} {
 		if objs[k] == nil {
@@ -181,16 +262,41 @@ func TestRenderOptions(t *testing.T) {
 	if objs["CustomResourceDefinition/connections.core.kbind.io"] != nil {
 		t.Error("installCRDs=false still renders CRDs")
 	}
+	n := notes(t, load(t), "konnector", values)
+	if !strings.Contains(n, "WARNING: rbac.relatedResources is true: the konnector can read, create, update and delete every\nSecret and ConfigMap in every namespace") {
+		t.Errorf("notes lack the relatedResources warning:\n%s", n)
+	}
+	if strings.Contains(n, "boundResourceGroups contains") {
+		t.Errorf("notes warn about a wildcard that is not there:\n%s", n)
+	}
+}
+
+// TestRenderWildcardGroups: "*" is the user's explicit choice; it renders,
+// and the notes say loudly what it grants.
+func TestRenderWildcardGroups(t *testing.T) {
+	values := bound("*")
+	objs, err := render(t, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rules := fmt.Sprint(objs["ClusterRole/konnector"]["rules"]); !strings.Contains(rules, "map[apiGroups:[*] resources:[*] verbs:[get list watch update patch]]") {
+		t.Errorf("wildcard rule: %s", rules)
+	}
+	if n := notes(t, load(t), "konnector", values); !strings.Contains(n, "WARNING: rbac.boundResourceGroups contains \"*\": the konnector can get, list, watch, update and patch\nEVERY resource of EVERY API group in this cluster") {
+		t.Errorf("notes lack the wildcard warning:\n%s", n)
+	}
 }
 
 func TestSchemaRejectsBadValues(t *testing.T) {
 	for name, values := range map[string]map[string]any{
-		"typo":         {"replicas": 2},
-		"wrong type":   {"replicaCount": "two"},
-		"bad policy":   {"image": map[string]any{"pullPolicy": "Sometimes"}},
-		"zero workers": {"workers": 0},
-		"empty groups": {"rbac": map[string]any{"boundResourceGroups": []any{}}},
-		"bad timeout":  {"provider": map[string]any{"timeout": "soon"}},
+		"typo":             {"replicas": 2},
+		"wrong type":       {"replicaCount": "two"},
+		"bad policy":       {"image": map[string]any{"pullPolicy": "Sometimes"}},
+		"zero workers":     {"workers": 0},
+		"group not text":   bound(1),
+		"duplicate groups": bound("example.org", "example.org"),
+		"related not bool": {"rbac": map[string]any{"boundResourceGroups": []any{"example.org"}, "relatedResources": "yes"}},
+		"bad timeout":      {"provider": map[string]any{"timeout": "soon"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := render(t, values); err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
@@ -211,8 +317,9 @@ func TestChartOnARealAPIServer(t *testing.T) {
 	kc := pair.KubeconfigPath
 	// `helm install konnector charts/konnector -n kbind --create-namespace`,
 	// through the Helm SDK against the consumer. The consumer already has
-	// the CRDs (testenv installs them). The bound groups are narrowed, so
-	// the related rules must come from their own switch.
+	// the CRDs (testenv installs them). The bound groups are the Widgets'
+	// only; the binding copies a related ConfigMap, so the related rule is
+	// switched on.
 	flags := genericclioptions.NewConfigFlags(false)
 	flags.KubeConfig, flags.Context = &kc, ptr.To("consumer")
 	flags.Namespace = ptr.To("kbind")
@@ -222,8 +329,12 @@ func TestChartOnARealAPIServer(t *testing.T) {
 	}
 	install := action.NewInstall(cfg)
 	install.ReleaseName, install.Namespace, install.CreateNamespace = "konnector", "kbind", true
-	if _, err := install.Run(load(t), map[string]any{"installCRDs": false, "rbac": map[string]any{"boundResourceGroups": []any{"example.org"}}}); err != nil {
+	rel, err := install.Run(load(t), map[string]any{"installCRDs": false, "rbac": map[string]any{"boundResourceGroups": []any{"example.org"}, "relatedResources": true}})
+	if err != nil {
 		t.Fatalf("helm install: %v", err)
+	}
+	if !strings.Contains(rel.Info.Notes, "WARNING: rbac.relatedResources is true") {
+		t.Errorf("helm install notes lack the relatedResources warning:\n%s", rel.Info.Notes)
 	}
 	out, err := testenv.Kubectl(ctx, kc, "--context=consumer", "-n", "kbind", "get", "deployment", "-l", "app.kubernetes.io/instance=konnector", "-o", "name")
 	if err != nil || strings.TrimSpace(out) != "deployment.apps/konnector" {

@@ -28,8 +28,9 @@ const (
 	Namespace = "kbind"
 )
 
-// BoundGroups narrows the chart's RBAC to the API groups the suite binds,
-// so a rule the konnector needs but the chart lacks fails a feature.
+// BoundGroups are the API groups the suite binds, the chart's required
+// rbac.boundResourceGroups: a rule the konnector needs but the chart lacks
+// fails a feature.
 var BoundGroups = []any{"example.org", "openapi.example.org", "b.example.org"}
 
 // KonnectorArgs are the konnector flags the suite adds: shorter loops than
@@ -154,7 +155,8 @@ func (s *Suite) installChart(ctx context.Context, _ *envconf.Config) (context.Co
 	}
 	values := map[string]any{
 		"installCRDs": true,
-		"rbac":        map[string]any{"boundResourceGroups": BoundGroups},
+		// The suite's bindings copy related Secrets and ConfigMaps.
+		"rbac": map[string]any{"boundResourceGroups": BoundGroups, "relatedResources": true},
 	}
 	if s.Mode == Kind {
 		values["image"] = map[string]any{"repository": KindImageRepository, "tag": KindImageTag, "pullPolicy": "Never"}

@@ -42,3 +42,21 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- .Release.Namespace -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The API groups of rbac.boundResourceGroups, checked: the list must be set,
+and Kubernetes' own groups and kbind's are refused, since kbind never binds
+them (a rule for them would only widen the konnector's reach).
+*/}}
+{{- define "konnector.boundResourceGroups" -}}
+{{- $groups := .Values.rbac.boundResourceGroups | default list -}}
+{{- if not $groups -}}
+{{- fail "rbac.boundResourceGroups is empty: set it to the API groups of the APIs you bind, e.g. --set 'rbac.boundResourceGroups={example.org}' (docs/installation.md). The konnector may sync instances of these groups only." -}}
+{{- end -}}
+{{- range $groups -}}
+{{- if or (has . (list "" "apps" "batch" "extensions" "policy" "autoscaling" "k8s.io" "core.kbind.io")) (hasSuffix ".k8s.io" .) -}}
+{{- fail (printf "rbac.boundResourceGroups: %q is a built-in API group (Kubernetes' own, or kbind's core.kbind.io), which kbind never binds; list only the groups of the APIs you bind, e.g. example.org" .) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $groups -}}
+{{- end -}}
