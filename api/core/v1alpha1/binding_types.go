@@ -58,15 +58,16 @@ type APIReference struct {
 	Name string `json:"name"`
 }
 
-// RelatedResourceSelector selects related objects. When both fields are
-// given an object must match both; when neither is given every object in
-// scope matches.
+// RelatedResourceSelector selects related objects. At least one of
+// labelSelector (with at least one requirement) and names (with at least one
+// name) is required; when both are given an object must match both.
 type RelatedResourceSelector struct {
-	// LabelSelector matches object labels.
+	// LabelSelector matches object labels, evaluated by the API server. An
+	// empty labelSelector selects nothing on its own: give names too.
 	// +optional
 	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
 
-	// Names matches object names.
+	// Names matches object names, each watched by name.
 	// +optional
 	// +listType=set
 	Names []string `json:"names,omitempty"`
@@ -74,6 +75,7 @@ type RelatedResourceSelector struct {
 
 // RelatedResource selects Secrets or ConfigMaps to copy between the clusters,
 // keeping namespace and name.
+// +kubebuilder:validation:XValidation:rule="has(self.selector) && ((has(self.selector.labelSelector) && ((has(self.selector.labelSelector.matchLabels) && size(self.selector.labelSelector.matchLabels) > 0) || (has(self.selector.labelSelector.matchExpressions) && size(self.selector.labelSelector.matchExpressions) > 0))) || (has(self.selector.names) && size(self.selector.names) > 0))",message="a selector is required: set selector.labelSelector (with at least one requirement) or selector.names; kbind never copies every Secret or ConfigMap in scope"
 type RelatedResource struct {
 	// Group must be "" (the core group).
 	// +optional
@@ -89,8 +91,8 @@ type RelatedResource struct {
 	// +required
 	Direction RelatedResourceDirection `json:"direction"`
 
-	// Selector picks the source objects; omitted, it picks every object in
-	// scope.
+	// Selector picks the source objects: labelSelector, names or both.
+	// Required (validated): there is no "every object in scope".
 	// +optional
 	Selector RelatedResourceSelector `json:"selector,omitempty"`
 }
