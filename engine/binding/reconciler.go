@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/metadata"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -54,23 +52,8 @@ type Reconciler struct {
 	// Triggers carry Connections whose instance results changed; their
 	// bindings are re-counted.
 	Triggers <-chan event.GenericEvent
-	// Related copies relatedResources; Direct reads the consumer without the
-	// cache (Secrets are cached only in the allowed namespaces); Trigger
-	// re-queues a Connection's bindings (provider-side related watches).
+	// Related copies relatedResources (see related.go).
 	Related *related.Copier
-	Direct  client.Client
-	Trigger func(connection string)
-
-	// ConsumerMetadata watches consumer Secret and ConfigMap metadata (no
-	// payloads) for FromConsumer sources.
-	ConsumerMetadata metadata.Interface
-	// Stop ends the metadata watch (the engine's lifetime).
-	Stop <-chan struct{}
-
-	watchMu          sync.Mutex
-	watching         map[*session.Session]bool
-	consumerWatch    sync.Once
-	fromConsumerConn map[string]bool
 }
 
 // binding gives uniform access to a ClusterBinding or Binding.

@@ -74,7 +74,9 @@ type RelatedResourceSelector struct {
 }
 
 // RelatedResource selects Secrets or ConfigMaps to copy between the clusters,
-// keeping namespace and name.
+// keeping namespace and name. Objects in kube-system, kube-public,
+// kube-node-lease and the konnector's kubeconfig Secret namespaces are never
+// copied, nor objects kbind itself wrote.
 // +kubebuilder:validation:XValidation:rule="has(self.selector) && ((has(self.selector.labelSelector) && ((has(self.selector.labelSelector.matchLabels) && size(self.selector.labelSelector.matchLabels) > 0) || (has(self.selector.labelSelector.matchExpressions) && size(self.selector.labelSelector.matchExpressions) > 0))) || (has(self.selector.names) && size(self.selector.names) > 0))",message="a selector is required: set selector.labelSelector (with at least one requirement) or selector.names; kbind never copies every Secret or ConfigMap in scope"
 type RelatedResource struct {
 	// Group must be "" (the core group).
@@ -159,7 +161,10 @@ type RelatedStatus struct {
 	// are left untouched.
 	Conflicts int32 `json:"conflicts"`
 	// Skipped counts sources that are never copied (service-account
-	// tokens) or that the target side refused.
+	// tokens, objects in kube-system, kube-public, kube-node-lease or the
+	// konnector's kubeconfig Secret namespaces), entries that copy nothing
+	// (no selector, or a Binding in such a namespace), and sources the
+	// target side refused.
 	Skipped int32 `json:"skipped"`
 }
 
