@@ -365,8 +365,10 @@ func (r *Reconciler) finalize(ctx context.Context, b binding) (ctrl.Result, erro
 		}
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
-	if err := r.cleanupRelated(ctx, b); err != nil {
+	if waiting, err := r.cleanupRelated(ctx, b); err != nil {
 		return ctrl.Result{}, fmt.Errorf("deleting related copies: %w", err)
+	} else if waiting != "" {
+		return r.waitForRelated(ctx, b, waiting)
 	}
 	if !r.Namespaced {
 		if err := r.unbindCRDs(ctx, b); err != nil {

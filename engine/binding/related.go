@@ -3,7 +3,13 @@ package binding
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -11,14 +17,29 @@ import (
 	"github.com/kbind/kbind/engine/session"
 )
 
-// reconcileRelated copies the binding's related resources (SYNC-R).
+// reconcileRelated copies the binding's related resources (SYNC-R), or,
+// when its entries are all gone, deletes the copies it made. A binding
+// forgets it had copies (status.relatedResources) only once they are gone
+// on both sides; without a provider session it waits and says so.
 func (r *Reconciler) reconcileRelated(ctx context.Context, b binding, before *kbindv1alpha1.BindingStatus, o *observation) error {
 	if len(b.spec.RelatedResources) == 0 {
-		b.status.RelatedResources = nil
 		if before.RelatedResources == nil {
+			r.Related.Forget(string(b.obj.GetUID()))
 			return nil // never copied anything: nothing to clean up
 		}
-		return r.cleanupRelated(ctx, b)
+		waiting, err := r.cleanupRelated(ctx, b)
+		if err != nil {
+			return fmt.Errorf("deleting related copies: %w", err)
+		}
+		if waiting != "" {
+			if o.connProblem != "" {
+				o.connProblem += "; "
+			}
+			o.connProblem += waiting
+			return nil // status.relatedResources stays: the cleanup is retried
+		}
+		b.status.RelatedResources = nil
+		return nil
 	}
 	if o.connProblem != "" || o.session == nil {
 		return nil
@@ -42,19 +63,62 @@ func (r *Reconciler) relatedBinding(b binding, clusterUID string) related.Bindin
 }
 
 // cleanupRelated deletes every related copy of the binding (entries
-// removed, or the binding deleting).
-func (r *Reconciler) cleanupRelated(ctx context.Context, b binding) error {
+// removed, or the binding deleting): the consumer-side ones always, the
+// provider-side ones through the Connection's session. It returns why it
+// must wait ("" when done): without a session the provider copies cannot
+// be deleted, unless the Connection itself is gone, in which case they
+// are left for the backend reaper with a Warning Event.
+func (r *Reconciler) cleanupRelated(ctx context.Context, b binding) (waiting string, err error) {
+	uid := string(b.obj.GetUID())
+	if len(b.spec.RelatedResources) == 0 && b.status.RelatedResources == nil {
+		r.Related.Forget(uid)
+		return "", nil // never had related resources
+	}
+	name := b.spec.ConnectionRef.Name
 	conn := &kbindv1alpha1.Connection{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: b.spec.ConnectionRef.Name}, conn); err != nil || conn.Status.LocalClusterUID == "" {
-		return client.IgnoreNotFound(err)
+	connGone := false
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, conn); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("reading connection %s: %w", name, err)
+		}
+		connGone = true
 	}
 	var sess *session.Session
-	if s, ok := r.Sessions.Get(conn.Name); ok {
-		sess = s
+	if !connGone && conn.Status.LocalClusterUID != "" {
+		if s, ok := r.Sessions.Get(name); ok {
+			sess = s
+		}
 	}
-	if _, err := r.Related.Cleanup(ctx, r.relatedBinding(b, conn.Status.LocalClusterUID), sess); err != nil {
-		return err
+	rb := r.relatedBinding(b, conn.Status.LocalClusterUID)
+	done, err := r.Related.Cleanup(ctx, rb, sess)
+	switch {
+	case apierrors.IsForbidden(err):
+		// A refusal is a condition and a retry: the copies stay.
+		return "waiting for permission to delete related copies: " + err.Error(), nil
+	case err != nil:
+		return "", err
+	case done:
+		r.Related.Forget(uid)
+		return "", nil
+	case connGone:
+		r.Related.Abandon(rb)
+		return "", nil
 	}
-	r.Related.Forget(string(b.obj.GetUID()))
-	return nil
+	return fmt.Sprintf("waiting for the provider to delete related copies (Connection %q has no provider session)", name), nil
+}
+
+// waitForRelated keeps a deleting binding, saying why, until its provider
+// copies can be deleted.
+func (r *Reconciler) waitForRelated(ctx context.Context, b binding, waiting string) (ctrl.Result, error) {
+	before := b.status.DeepCopy()
+	meta.SetStatusCondition(&b.status.Conditions, metav1.Condition{
+		Type: string(kbindv1alpha1.ConditionReady), Status: metav1.ConditionFalse, Reason: string(kbindv1alpha1.ReasonPending),
+		Message: "deleting: " + waiting, ObservedGeneration: b.obj.GetGeneration(),
+	})
+	if !equality.Semantic.DeepEqual(before, b.status) {
+		if err := r.Client.Status().Update(ctx, b.obj); err != nil && !apierrors.IsConflict(err) {
+			return ctrl.Result{}, fmt.Errorf("updating status: %w", err)
+		}
+	}
+	return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 }

@@ -13,6 +13,7 @@
 package related
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -529,6 +530,30 @@ func (c *Copier) Cleanup(ctx context.Context, b Binding, provider *session.Sessi
 		return false, err
 	}
 	return len(sides) == 2, nil
+}
+
+// Abandon releases a binding whose Connection is gone: its provider copies
+// cannot be deleted by kbind any more, so a Warning Event names them (as
+// last seen) for the backend reaper. It forgets the binding.
+func (c *Copier) Abandon(b Binding) {
+	c.mu.Lock()
+	last, known := c.provided[b.UID]
+	c.mu.Unlock()
+	what := "their names are unknown to this konnector process"
+	if known {
+		what = "last seen: none"
+		if len(last.names) > 0 {
+			what = strings.Join(last.names, ", ")
+		}
+	}
+	marker := "core.kbind.io/related-binding=" + b.UID + "/…"
+	if uid := cmp.Or(b.ClusterUID, last.clusterUID); uid != "" {
+		marker = "core.kbind.io/consumer-cluster-uid=" + uid + ", " + marker
+	}
+	c.opts.Events.Eventf(b.Object, nil, corev1.EventTypeWarning, "RelatedCopiesLeft", "Cleanup",
+		"Connection %s is gone: the related copies this binding made on the provider (%s) are left for the backend reaper (%s)",
+		b.Connection, marker, what)
+	c.Forget(b.UID)
 }
 
 // copyOf is the target object of a source: same namespace and name, the

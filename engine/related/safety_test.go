@@ -133,7 +133,8 @@ func waitEvent(t *testing.T, obj client.Object, reason string, fragments ...stri
 // the binding reports the refusal and nothing is deleted (issue 14, item
 // 3). The reads: a FromProvider entry's sources (a refused source list
 // used to delete every copy the entry made), the provider copies (before
-// collecting them), and the target before an immutable copy is replaced.
+// collecting them), the target before an immutable copy is replaced, and
+// the provider copies before a deleted binding's cleanup.
 func TestFailedReadsNeverDelete(t *testing.T) {
 	ctx := context.Background()
 	base := []rbacv1.PolicyRule{
@@ -200,7 +201,7 @@ func TestFailedReadsNeverDelete(t *testing.T) {
 
 	// A credential that may not read Secrets at all: an immutable source
 	// re-created with other data cannot replace its copy (the target read
-	// fails).
+	// fails), and a deleted binding waits instead of forgetting its copies.
 	setKubeconfig(t, s, noread)
 	if err := env.Consumer.Delete(ctx, frozen); err != nil {
 		t.Fatal(err)
@@ -213,16 +214,21 @@ func TestFailedReadsNeverDelete(t *testing.T) {
 	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-g2", Name: "frozen"}, frozen); err != nil || string(frozen.Data["key"]) != "f1" {
 		t.Fatalf("the immutable copy must stay as it was while its target cannot be read: %v %q", err, frozen.Data["key"])
 	}
+	if err := env.Consumer.Delete(ctx, up); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitCondition(t, env.Consumer, up, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
+		"deleting: waiting for permission to delete related copies", "forbidden")
 	stays(t, env.Provider, copyOf("rel-g2", "api-key"), "the provider copies could not be read")
+	stays(t, env.Provider, copyOf("rel-g2", "frozen"), "the provider copies could not be read")
 	stays(t, env.Consumer, copyOf("rel-g", "db-credentials"), "its source could not be read")
 
-	// The permission back: the copy of the source that stopped matching
-	// goes, the immutable copy is replaced, the conditions clear, and the
-	// copy of "down" is kept.
+	// The permission back: the deleted binding's copies go, then the
+	// binding; the other binding's condition clears, its copy kept.
 	setKubeconfig(t, s, lister)
 	waitAbsent(t, env.Provider, copyOf("rel-g2", "api-key"))
-	waitSecret(t, env.Provider, "rel-g2", "frozen", data("f2"))
-	enginetest.WaitCondition(t, env.Consumer, up, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
+	waitAbsent(t, env.Provider, copyOf("rel-g2", "frozen"))
+	waitAbsent(t, env.Consumer, up)
 	enginetest.WaitCondition(t, env.Consumer, down, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
 	waitSecret(t, env.Consumer, "rel-g", "db-credentials", data("v1"))
 }
@@ -303,4 +309,102 @@ func TestFromProviderCopiesOnlyWhatIsMeantForThisConsumer(t *testing.T) {
 	for _, name := range []string{"for-another", "copy-of-another", "managed-for-us"} {
 		absent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-i", Name: name}}, "not meant for this consumer")
 	}
+}
+
+// TestCleanupWaitsForTheProvider: with no provider session, a binding
+// whose entries are removed, or that is deleted, keeps its provider
+// copies and waits, saying so; once the session is back the copies go,
+// and then the deleted binding (issue 14, item 7).
+func TestCleanupWaitsForTheProvider(t *testing.T) {
+	ctx := context.Background()
+	s, conn := connect(t, "fragile", env.Pair.Provider.Kubeconfig)
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-j", Name: "cfg"}, Data: map[string]string{"k": "j"}})
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-k", Name: "cfg"}, Data: map[string]string{"k": "k"}})
+	deleting := bindingOn(t, "fragile", "rel-j", "deleting", byName(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "cfg"))
+	emptied := bindingOn(t, "fragile", "rel-k", "emptied", byName(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "cfg"))
+	jCopy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-j", Name: "cfg"}}
+	kCopy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-k", Name: "cfg"}}
+	for _, c := range []*corev1.ConfigMap{jCopy, kCopy} {
+		enginetest.Eventually(t, "the copy on the provider", func() error { return env.Provider.Get(ctx, client.ObjectKeyFromObject(c), c) })
+	}
+	waitRelatedStatus(t, emptied, kbindv1alpha1.RelatedStatus{Copies: 1})
+
+	// The provider session goes away.
+	setKubeconfig(t, s, []byte("not a kubeconfig"))
+	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound)
+
+	// Entries removed: the binding waits and remembers its copies.
+	enginetest.Eventually(t, "removing the entries", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(emptied), emptied); err != nil {
+			return err
+		}
+		emptied.Spec.RelatedResources = nil
+		return env.Consumer.Update(ctx, emptied)
+	})
+	enginetest.WaitCondition(t, env.Consumer, emptied, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
+		"waiting for the provider to delete related copies")
+	if emptied.Status.RelatedResources == nil {
+		t.Error("the binding forgot it has related copies while they still exist")
+	}
+	stays(t, env.Provider, kCopy, "the provider could not be reached yet")
+
+	// Binding deleted: it waits, saying so, and the copy stays.
+	if err := env.Consumer.Delete(ctx, deleting); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitCondition(t, env.Consumer, deleting, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
+		"waiting for the provider to delete related copies")
+	stays(t, env.Provider, jCopy, "the provider could not be reached yet")
+
+	// The session is back: both copies go, then the deleted binding.
+	setKubeconfig(t, s, env.Pair.Provider.Kubeconfig)
+	waitAbsent(t, env.Provider, kCopy)
+	waitAbsent(t, env.Provider, jCopy)
+	waitAbsent(t, env.Consumer, deleting)
+	enginetest.Eventually(t, "status.relatedResources cleared", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(emptied), emptied); err != nil {
+			return err
+		}
+		if emptied.Status.RelatedResources != nil {
+			return fmt.Errorf("status.relatedResources %+v", emptied.Status.RelatedResources)
+		}
+		return nil
+	})
+}
+
+// TestConnectionGoneReleasesWithEvent: when the Connection itself is gone,
+// a deleted binding still deletes its consumer-side copies, releases, and
+// names the provider copies it leaves for the backend reaper.
+func TestConnectionGoneReleasesWithEvent(t *testing.T) {
+	ctx := context.Background()
+	_, conn := connect(t, "doomed", env.Pair.Provider.Kubeconfig)
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-l", Name: "up"}, Data: map[string]string{"k": "up"}})
+	mustCreate(t, env.Provider, secret("rel-l", "down", map[string]string{"app": "down"}, "down"))
+	b := bindingOn(t, "doomed", "rel-l", "orphaned",
+		byName(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "up"),
+		byLabel(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, "app", "down"))
+	up := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-l", Name: "up"}}
+	enginetest.Eventually(t, "the copy on the provider", func() error { return env.Provider.Get(ctx, client.ObjectKeyFromObject(up), up) })
+	waitSecret(t, env.Consumer, "rel-l", "down", data("down"))
+
+	// The Connection goes for good (its finalizer removed by force).
+	if err := env.Consumer.Delete(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "the Connection gone", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(conn), conn); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		return env.Consumer.Patch(ctx, conn, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+
+	if err := env.Consumer.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-l", Name: "down"}})
+	waitAbsent(t, env.Consumer, b)
+	waitEvent(t, b, "RelatedCopiesLeft", "rel-l/up", "backend reaper")
+	stays(t, env.Provider, up, "nothing can delete it without the Connection")
 }
