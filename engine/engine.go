@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -168,18 +167,22 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	if err != nil {
 		return nil, fmt.Errorf("consumer client: %w", err)
 	}
-	copier := &related.Copier{Events: mgr.GetEventRecorder("kbind-konnector")}
-	consumerMetadata, err := metadata.NewForConfig(mgr.GetConfig())
+	copier, err := related.NewCopier(ctx, related.Options{
+		Consumer: mgr.GetConfig(), ConsumerClient: direct, Events: mgr.GetEventRecorder("kbind-konnector"),
+		SecretNamespaces: opts.SecretNamespaces,
+		// Related informer events re-check the Connection's bindings
+		// (SYNC-R2: changes arrive through watches, not the resync).
+		Trigger: func(c string) { triggers.fire(c, schema.GroupKind{}) },
+	})
 	if err != nil {
-		return nil, fmt.Errorf("consumer metadata client: %w", err)
+		return nil, err
 	}
 	for i, namespaced := range []bool{false, true} {
 		if err := (&binding.Reconciler{
 			Client: mgr.GetClient(), Sessions: sessions, Installer: installer,
 			Namespaced: namespaced, Resync: opts.BindingResync,
 			Syncers: registry, Results: results, Triggers: triggers.channels[i],
-			Related: copier, Direct: direct, Trigger: func(c string) { triggers.fire(c, schema.GroupKind{}) },
-			ConsumerMetadata: consumerMetadata, Stop: ctx.Done(),
+			Related: copier,
 		}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the binding controllers: %w", err)
 		}

@@ -82,7 +82,7 @@ spec:
   connectionRef: {name: provider}
   apis: [{name: widgets.example.org}]
   relatedResources:
-  - {resource: secrets, direction: FromProvider}
+  - {resource: secrets, direction: FromProvider, selector: {names: [db]}}
 `, kind, uniqueName("defaults"))
 			if kind == "ClusterBinding" {
 				obj.SetNamespace("")
@@ -95,7 +95,7 @@ spec:
 				"connectionRef":    map[string]any{"name": "provider"},
 				"apis":             []any{map[string]any{"name": "widgets.example.org"}},
 				"conflictPolicy":   "Fail",
-				"relatedResources": []any{map[string]any{"group": "", "resource": "secrets", "direction": "FromProvider"}},
+				"relatedResources": []any{map[string]any{"group": "", "resource": "secrets", "direction": "FromProvider", "selector": map[string]any{"names": []any{"db"}}}},
 			}
 			assertEqualJSON(t, want, spec)
 		})
@@ -223,7 +223,7 @@ spec:
   connectionRef: {name: provider}
   apis: [{name: widgets.example.org}]
   relatedResources:
-  - {group: apps, resource: secrets, direction: FromProvider}`,
+  - {group: apps, resource: secrets, direction: FromProvider, selector: {names: [db]}}`,
 		fragments: []string{`spec.relatedResources[0].group`, `group must be empty`},
 	}, {
 		name: "invalid relatedResources resource and direction",
@@ -235,7 +235,7 @@ spec:
   connectionRef: {name: provider}
   apis: [{name: widgets.example.org}]
   relatedResources:
-  - {resource: pods, direction: Sideways}`,
+  - {resource: pods, direction: Sideways, selector: {names: [db]}}`,
 		fragments: []string{`spec.relatedResources[0].resource`, `Unsupported value: "pods"`, `spec.relatedResources[0].direction`, `Unsupported value: "Sideways"`},
 	}, {
 		name: "missing relatedResources direction",
@@ -247,9 +247,34 @@ spec:
   connectionRef: {name: provider}
   apis: [{name: widgets.example.org}]
   relatedResources:
-  - {resource: configmaps}`,
+  - {resource: configmaps, selector: {names: [db]}}`,
 		fragments: []string{`spec.relatedResources[0].direction: Required value`},
 	}}
+	// A relatedResources entry must select: without a selector it would copy
+	// every Secret in scope, other Connections' kubeconfigs included.
+	for _, selector := range []string{"", ", selector: {}", ", selector: {names: []}", ", selector: {labelSelector: {}}",
+		", selector: {labelSelector: {matchLabels: {}}, names: []}"} {
+		for kind, metadata := range map[string]string{"ClusterBinding": "{name: NAME}", "Binding": "{name: NAME, namespace: default}"} {
+			cases = append(cases, struct {
+				name      string
+				manifest  string
+				fragments []string
+			}{
+				name: fmt.Sprintf("%s relatedResources entry without a selector (%q)", kind, selector),
+				manifest: fmt.Sprintf(`
+apiVersion: core.kbind.io/v1alpha1
+kind: %s
+metadata: %s
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - {resource: secrets, direction: FromConsumer, selector: {names: [db]}}
+  - {resource: secrets, direction: FromConsumer%s}`, kind, metadata, selector),
+				fragments: []string{`spec.relatedResources[1]`, `a selector is required`},
+			})
+		}
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := fromYAML(t, "%s", strings.ReplaceAll(tc.manifest, "NAME", uniqueName("invalid")))

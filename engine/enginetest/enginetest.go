@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -48,6 +49,7 @@ type Env struct {
 	Logs *SyncBuffer
 
 	engineOpts engine.Options
+	userAgent  string
 	cancel     context.CancelFunc
 	done       chan struct{}
 }
@@ -58,6 +60,12 @@ type Options struct {
 	// Engine options; SecretNamespaces defaults to SecretNamespace and the
 	// intervals to test-friendly values.
 	Engine engine.Options
+	// Pair adds API server and etcd flags to the pair (audit logging, for
+	// instance); Dir and ProviderCRDs are set by Start.
+	Pair testenv.PairOptions
+	// UserAgent, when set, is the engine's consumer User-Agent, so that an
+	// audit log tells its requests from the test's own.
+	UserAgent string
 }
 
 // Start starts a pair and the engine; stop ends both. It is meant for
@@ -67,11 +75,13 @@ func Start(opts Options) (env *Env, stop func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	pair, err := testenv.StartPair(testenv.PairOptions{Dir: dir, ProviderCRDs: opts.ProviderCRDs})
+	pairOpts := opts.Pair
+	pairOpts.Dir, pairOpts.ProviderCRDs = dir, opts.ProviderCRDs
+	pair, err := testenv.StartPair(pairOpts)
 	if err != nil {
 		return nil, nil, err
 	}
-	env = &Env{Pair: pair, Scheme: runtime.NewScheme(), Logs: &SyncBuffer{}, engineOpts: opts.Engine}
+	env = &Env{Pair: pair, Scheme: runtime.NewScheme(), Logs: &SyncBuffer{}, engineOpts: opts.Engine, userAgent: opts.UserAgent}
 	stop = func() {
 		env.StopEngine()
 		_ = pair.Stop()
@@ -121,7 +131,11 @@ func (env *Env) StartEngine() error {
 	}
 	cacheOpts := cache.Options{}
 	engine.ConfigureCache(eo, &cacheOpts)
-	mgr, err := ctrl.NewManager(env.Pair.Consumer.Config, ctrl.Options{
+	cfg := rest.CopyConfig(env.Pair.Consumer.Config)
+	if env.userAgent != "" {
+		cfg.UserAgent = env.userAgent
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: env.Scheme, Cache: cacheOpts, Metrics: metricsserver.Options{BindAddress: "0"},
 		// Several managers run one after another in one process.
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},

@@ -2,9 +2,18 @@
 // relatedResources select between the clusters (spec SYNC-R1..R4): same
 // namespace and name, in the declared direction, owned per (binding,
 // entry), never overwriting a target that is not the binding's.
+//
+// It reads only through informers it owns: sources through informers
+// selected server-side by each entry's label selector or names (in the
+// binding's namespace for a Binding), copies through informers selected by
+// kbind's labels. Informers are shared between bindings, reference-counted,
+// and stopped when no binding needs them; a provider's die with its
+// session. Nothing is listed per reconcile, and a source or copy that
+// could not be read is never taken for absent.
 package related
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,19 +23,22 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/session"
 )
 
 // Binding is what the copier needs of a ClusterBinding or Binding.
@@ -37,39 +49,75 @@ type Binding struct {
 	UID string
 	// Namespace scopes a Binding; "" means every namespace.
 	Namespace string
-	Entries   []kbindv1alpha1.RelatedResource
-	// ClusterUID is the consumer cluster's identity.
+	// Connection names the binding's Connection: informer events re-queue
+	// its bindings.
+	Connection string
+	Entries    []kbindv1alpha1.RelatedResource
+	// ClusterUID is the consumer cluster's identity ("" when unknown: then
+	// only consumer-side copies can be found).
 	ClusterUID string
 }
 
-// Sides are the clients of both clusters. Reads are direct (not cached):
-// the konnector caches Secrets only in its allowed namespaces.
-type Sides struct {
-	Consumer, Provider client.Client
-}
-
-// Copier copies related resources.
-type Copier struct {
+// Options configure a Copier.
+type Options struct {
+	// Consumer is the consumer's rest config; consumer informers use it.
+	Consumer *rest.Config
+	// ConsumerClient is an uncached consumer client for writes and the
+	// occasional read of a single object.
+	ConsumerClient client.Client
+	// Events records Warning Events on bindings.
 	Events recorder.EventRecorder
-
-	mu       sync.Mutex
-	reported map[string]bool
+	// SecretNamespaces are the konnector's kubeconfig Secret namespaces:
+	// never copied from or into, on either side.
+	SecretNamespaces []string
+	// Trigger re-queues a Connection's bindings; informer events call it.
+	Trigger func(connection string)
+	// SyncTimeout bounds the wait for new informers' first list (10s).
+	SyncTimeout time.Duration
 }
 
-// reportOnce emits a Warning Event on the binding the first time a problem
-// is seen, so that a resync does not write the same Event again and again.
-func (c *Copier) reportOnce(b Binding, what, reason, format string, args ...any) {
-	key := b.UID + "/" + what
-	c.mu.Lock()
-	seen := c.reported[key]
-	if c.reported == nil {
-		c.reported = map[string]bool{}
+// Copier copies related resources. It is safe for concurrent use.
+type Copier struct {
+	opts      Options
+	denied    map[string]bool
+	transform func(any) (any, error)
+	consumer  *pool
+
+	mu        sync.Mutex
+	providers map[*session.Session]*pool
+	// held are the informers each binding (by UID) uses.
+	held map[string]map[ref]bool
+	// reported are the problems each binding has been told about; an entry
+	// goes when its problem does.
+	reported map[string]map[string]bool
+	// provided lists each binding's provider copies as last seen, to name
+	// them when its Connection is gone.
+	provided map[string]providedCopies
+}
+
+// providedCopies are a binding's provider copies as last seen.
+type providedCopies struct {
+	clusterUID string
+	names      []string
+}
+
+// NewCopier returns a Copier whose consumer informers live as long as ctx.
+func NewCopier(ctx context.Context, opts Options) (*Copier, error) {
+	cs, err := kubernetes.NewForConfig(opts.Consumer)
+	if err != nil {
+		return nil, fmt.Errorf("related: consumer client: %w", err)
 	}
-	c.reported[key] = true
-	c.mu.Unlock()
-	if !seen {
-		c.Events.Eventf(b.Object, nil, corev1.EventTypeWarning, reason, "Copy", format, args...)
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = 10 * time.Second
 	}
+	c := &Copier{
+		opts: opts, denied: DeniedNamespaces(opts.SecretNamespaces),
+		providers: map[*session.Session]*pool{}, held: map[string]map[ref]bool{},
+		reported: map[string]map[string]bool{}, provided: map[string]providedCopies{},
+	}
+	c.transform = stripTransform(c.denied)
+	c.consumer = &pool{side: consumerSide, cs: cs, ctx: log.IntoContext(ctx, log.FromContext(ctx).WithName("related")), informers: map[key]*informer{}}
+	return c, nil
 }
 
 // EntryID identifies a relatedResources entry by its content, so that an
@@ -86,135 +134,426 @@ func Owner(bindingUID, entryID string) string { return bindingUID + "/" + entryI
 // Result summarizes one Sync.
 type Result struct {
 	Status kbindv1alpha1.RelatedStatus
-	// Forbidden names refused requests ("create secrets in namespace x").
+	// Forbidden names refused requests ("list secrets (provider side)").
 	Forbidden []string
 }
 
-type claim struct {
-	entry  string
-	target client.Client
-	obj    client.Object
+// providerPool returns the session's pool, creating it; it is dropped,
+// its informers stopped, when the session stops.
+func (c *Copier) providerPool(s *session.Session) (*pool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.providers[s]; ok {
+		return p, nil
+	}
+	if s.Context().Err() != nil {
+		return nil, fmt.Errorf("the provider session of Connection %s has stopped", s.Connection)
+	}
+	cs, err := kubernetes.NewForConfig(s.Config)
+	if err != nil {
+		return nil, fmt.Errorf("provider client: %w", err)
+	}
+	p := &pool{side: providerSide, cs: cs, ctx: log.IntoContext(s.Context(), log.FromContext(s.Context()).WithName("related")), informers: map[key]*informer{}}
+	c.providers[s] = p
+	go func() {
+		<-s.Done()
+		c.mu.Lock()
+		delete(c.providers, s)
+		p.informers = map[key]*informer{} // their contexts ended with the session
+		c.mu.Unlock()
+	}()
+	return p, nil
+}
+
+// use makes the binding hold exactly refs (starting informers it is the
+// first to need, stopping those nobody needs any more) and returns them.
+func (c *Copier) use(b Binding, refs []ref) map[ref]*informer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[ref]*informer{}
+	want := map[ref]bool{}
+	for _, r := range refs {
+		want[r] = true
+		i, ok := r.pool.informers[r.key]
+		if !ok {
+			i = newInformer(r.pool, r.key, c.transform, c.fire)
+			r.pool.informers[r.key] = i
+		}
+		i.users[b.UID] = b.Connection
+		out[r] = i
+	}
+	for r := range c.held[b.UID] {
+		if !want[r] {
+			c.releaseLocked(b.UID, r)
+		}
+	}
+	c.held[b.UID] = want
+	return out
+}
+
+func (c *Copier) releaseLocked(uid string, r ref) {
+	i, ok := r.pool.informers[r.key]
+	if !ok {
+		return
+	}
+	delete(i.users, uid)
+	if len(i.users) == 0 {
+		i.cancel()
+		delete(r.pool.informers, r.key)
+	}
+}
+
+// fire re-queues the bindings that use an informer.
+func (c *Copier) fire(i *informer) {
+	if c.opts.Trigger == nil {
+		return
+	}
+	c.mu.Lock()
+	conns := map[string]bool{}
+	for _, conn := range i.users {
+		conns[conn] = true
+	}
+	c.mu.Unlock()
+	for conn := range conns {
+		c.opts.Trigger(conn)
+	}
+}
+
+// Forget drops everything the copier holds for a binding: its informers
+// (stopped when no other binding uses them), its reported problems and its
+// remembered provider copies. Call it once the binding's copies are gone,
+// or left behind on purpose.
+func (c *Copier) Forget(bindingUID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for r := range c.held[bindingUID] {
+		c.releaseLocked(bindingUID, r)
+	}
+	delete(c.held, bindingUID)
+	delete(c.reported, bindingUID)
+	delete(c.provided, bindingUID)
+}
+
+// pass is the bookkeeping of one Sync: the problems it saw, keyed
+// "<entry id>/<what>", and the entries whose sources it could not read
+// (their earlier problems could not be re-checked).
+type pass struct {
+	b        Binding
+	problems map[string]bool
+	unread   map[string]bool
+}
+
+// report emits a Warning Event on the binding the first time a problem is
+// seen; it stays quiet while the problem lasts, and speaks again if it
+// comes back after it went. The object the problem is about (nil: the
+// entry) is the Event's related object: Events of one reason on one
+// binding that differ only in their message would otherwise be folded
+// into one series showing the first message only.
+func (c *Copier) report(p *pass, entry, what string, about client.Object, reason, format string, args ...any) {
+	what = entry + "/" + what
+	p.problems[what] = true
+	c.mu.Lock()
+	seen := c.reported[p.b.UID][what]
+	c.mu.Unlock()
+	if !seen {
+		var related runtime.Object
+		if about != nil {
+			related = about
+		}
+		c.opts.Events.Eventf(p.b.Object, related, corev1.EventTypeWarning, reason, "Copy", format, args...)
+	}
+}
+
+// settle remembers the problems of a pass: those it saw, and the earlier
+// ones of entries it could not read (they may still hold). A problem that
+// went is forgotten, so that it is reported again if it comes back.
+func (c *Copier) settle(p *pass) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := p.problems
+	for what := range c.reported[p.b.UID] {
+		if entry, _, _ := strings.Cut(what, "/"); p.unread[entry] {
+			next[what] = true
+		}
+	}
+	c.reported[p.b.UID] = next
 }
 
 // Sync makes the copies of every entry match their sources and deletes
-// the copies this binding no longer wants.
-func (c *Copier) Sync(ctx context.Context, b Binding, sides Sides) (Result, error) {
+// the copies this binding no longer wants. Entries whose sources cannot be
+// read keep their copies; a refusal is named in Result.Forbidden, any
+// other failure returned (joined) after the rest is done.
+func (c *Copier) Sync(ctx context.Context, b Binding, provider *session.Session) (Result, error) {
 	var res Result
-	claims := map[string]claim{} // kind/namespace/name on the target side → owner
-	for _, e := range b.Entries {
-		id := EntryID(e)
-		source, target := sides.Consumer, sides.Provider
-		if e.Direction == kbindv1alpha1.FromProvider {
-			source, target = sides.Provider, sides.Consumer
+	pp, err := c.providerPool(provider)
+	if err != nil {
+		return res, err
+	}
+	pools := map[side]*pool{consumerSide: c.consumer, providerSide: pp}
+	targets := map[side]client.Client{consumerSide: c.opts.ConsumerClient, providerSide: provider.Client}
+	plans := planEntries(b.Entries, b.Namespace, c.denied)
+
+	var refs []ref
+	for _, s := range []side{consumerSide, providerSide} {
+		for _, kind := range relatedKinds {
+			refs = append(refs, ref{pools[s], copiesKey(s, kind, b.Namespace, b.ClusterUID)})
 		}
-		sources, err := listSources(ctx, source, e, b.Namespace)
-		if err != nil {
-			if apierrors.IsForbidden(err) {
-				res.Forbidden = append(res.Forbidden, fmt.Sprintf("list %s (%s side)", e.Resource, sourceSide(e)))
-				continue
+	}
+	for _, p := range plans {
+		for _, k := range p.keys {
+			refs = append(refs, ref{pools[p.source], k})
+		}
+	}
+	infs := c.use(b, refs)
+	all := make([]*informer, 0, len(infs))
+	for _, i := range infs {
+		all = append(all, i)
+	}
+	waitAll(ctx, all, c.opts.SyncTimeout)
+
+	ps := &pass{b: b, problems: map[string]bool{}, unread: map[string]bool{}}
+	copies := func(s side, kind kbindv1alpha1.RelatedResourceKind) (*informer, error) {
+		i := infs[ref{pools[s], copiesKey(s, kind, b.Namespace, b.ClusterUID)}]
+		return i, readable(i.state())
+	}
+	var failures []error
+	forbidden := map[string]bool{}
+	kept := map[string]bool{}           // entries whose copies stay whatever happens
+	targeted := map[string]bool{}       // side/kind pairs some entry copies to
+	claims := map[string]claim{}        // kind/namespace/name → the entry that copies it
+	providerCopies := map[string]bool{} // "kind namespace/name" of our provider copies
+	for _, p := range plans {
+		targeted[p.target().String()+"/"+string(p.entry.Resource)] = true
+		if p.skip != "" {
+			res.Status.Skipped++
+			c.report(ps, p.id, "skipped", nil, "RelatedSkipped", "%s", p.skip)
+			if p.keep {
+				kept[p.id] = true
 			}
-			return res, err
+			continue
 		}
+		var sources []client.Object
+		var readErr error
+		for _, k := range p.keys {
+			i := infs[ref{pools[p.source], k}]
+			if err := readable(i.state()); err != nil {
+				readErr = err
+				break
+			}
+			sources = append(sources, i.objects("")...)
+		}
+		if readErr != nil {
+			kept[p.id] = true
+			ps.unread[p.id] = true
+			if isForbidden(readErr) {
+				forbidden[fmt.Sprintf("list %s (%s side)", p.entry.Resource, p.source)] = true
+			} else {
+				failures = append(failures, fmt.Errorf("reading the sources of relatedResources[%d] (%s, %s side): %w", p.index, p.entry.Resource, p.source, readErr))
+			}
+			continue
+		}
+		sort.Slice(sources, func(i, j int) bool {
+			return client.ObjectKeyFromObject(sources[i]).String() < client.ObjectKeyFromObject(sources[j]).String()
+		})
+		target := targets[p.target()]
+		copiesInf, copiesErr := copies(p.target(), p.entry.Resource)
 		for _, src := range sources {
-			key := string(e.Resource) + "/" + src.GetNamespace() + "/" + src.GetName()
-			if _, taken := claims[key]; taken {
+			objKey := string(p.entry.Resource) + "/" + src.GetNamespace() + "/" + src.GetName()
+			if _, taken := claims[objKey]; taken {
 				continue // an earlier entry copies it
 			}
-			if s, ok := src.(*corev1.Secret); ok && s.Type == corev1.SecretTypeServiceAccountToken {
+			switch judgeSource(src, p, b.ClusterUID, c.denied) {
+			case notSelected:
+				continue
+			case deniedNamespace:
 				res.Status.Skipped++
-				c.reportOnce(b, "token/"+key, "RelatedSkipped",
-					"not copying Secret %s/%s: service-account tokens are never copied", s.Namespace, s.Name)
+				c.report(ps, p.id, "denied/"+objKey, src, "RelatedSkipped",
+					"not copying %s %s/%s: kbind never copies from or into namespace %s", singular(p.entry.Resource), src.GetNamespace(), src.GetName(), src.GetNamespace())
+				continue
+			case serviceAccountToken:
+				res.Status.Skipped++
+				c.report(ps, p.id, "token/"+objKey, src, "RelatedSkipped",
+					"not copying Secret %s/%s: service-account tokens are never copied", src.GetNamespace(), src.GetName())
 				continue
 			}
-			desired := copyOf(src, b, id)
-			claims[key] = claim{entry: id, target: target, obj: desired}
-			outcome, err := c.apply(ctx, target, desired, b, id)
+			desired := copyOf(src, b, p.id)
+			claims[objKey] = claim{entry: p.id, target: p.target()}
+			var cached *informer
+			if copiesErr == nil {
+				cached = copiesInf
+			}
+			outcome, err := c.apply(ctx, ps, target, cached, desired, p.id)
 			var nsErr *namespaceError
+			var readErr *readError
 			switch {
+			case errors.As(err, &readErr) && apierrors.IsForbidden(err):
+				forbidden[fmt.Sprintf("get %s in namespace %s (%s side)", p.entry.Resource, src.GetNamespace(), p.target())] = true
+				res.Status.Skipped++
 			case errors.As(err, &nsErr) && apierrors.IsForbidden(err):
-				res.Forbidden = append(res.Forbidden, fmt.Sprintf("create namespaces/%s (%s side)", src.GetNamespace(), targetSide(e)))
+				forbidden[fmt.Sprintf("create namespaces/%s (%s side)", src.GetNamespace(), p.target())] = true
 				res.Status.Skipped++
 			case apierrors.IsForbidden(err):
-				res.Forbidden = append(res.Forbidden, fmt.Sprintf("write %s in namespace %s (%s side)", e.Resource, src.GetNamespace(), targetSide(e)))
+				forbidden[fmt.Sprintf("write %s in namespace %s (%s side)", p.entry.Resource, src.GetNamespace(), p.target())] = true
 				res.Status.Skipped++
 			case err != nil && (apierrors.IsInvalid(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err)):
 				res.Status.Skipped++
-				c.reportOnce(b, "rejected/"+key, "RelatedRejected",
-					"the %s side refused the copy of %s %s/%s: %v", targetSide(e), e.Resource, src.GetNamespace(), src.GetName(), err)
+				c.report(ps, p.id, "rejected/"+objKey, src, "RelatedRejected",
+					"the %s side refused the copy of %s %s/%s: %v", p.target(), singular(p.entry.Resource), src.GetNamespace(), src.GetName(), err)
 			case err != nil:
-				return res, err
+				failures = append(failures, fmt.Errorf("copying %s %s/%s to the %s side: %w", singular(p.entry.Resource), src.GetNamespace(), src.GetName(), p.target(), err))
 			case outcome == conflict:
 				res.Status.Conflicts++
 			case outcome == otherEntry:
 			default:
 				res.Status.Copies++
+				if p.target() == providerSide {
+					providerCopies[string(p.entry.Resource)+" "+src.GetNamespace()+"/"+src.GetName()] = true
+				}
 			}
 		}
 	}
-	if err := c.collect(ctx, b, sides, claims); err != nil {
-		return res, err
+
+	// Collect: this binding's copies no entry claims any more.
+	for _, s := range []side{consumerSide, providerSide} {
+		for _, kind := range relatedKinds {
+			i, err := copies(s, kind)
+			if err != nil {
+				if isForbidden(err) && targeted[s.String()+"/"+string(kind)] {
+					forbidden[fmt.Sprintf("list %s (%s side)", kind, s)] = true
+				} else if !isForbidden(err) {
+					failures = append(failures, fmt.Errorf("reading the related copies (%s, %s side): %w", kind, s, err))
+				}
+				continue
+			}
+			for _, obj := range i.objects(b.UID) {
+				objKey := string(kind) + "/" + obj.GetNamespace() + "/" + obj.GetName()
+				owner := obj.GetAnnotations()[kbindv1alpha1.RelatedBindingAnnotation]
+				if !collectable(owner, b.UID, s, objKey, claims, kept) {
+					if s == providerSide {
+						providerCopies[string(kind)+" "+obj.GetNamespace()+"/"+obj.GetName()] = true
+					}
+					continue
+				}
+				if err := deleteCopy(ctx, targets[s], obj); err != nil {
+					failures = append(failures, fmt.Errorf("deleting related copy %s on the %s side: %w", objKey, s, err))
+					continue
+				}
+				log.FromContext(ctx).V(1).Info("Deleted related copy", "side", s.String(), "resource", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
+			}
+		}
+	}
+	for f := range forbidden {
+		res.Forbidden = append(res.Forbidden, f)
 	}
 	sort.Strings(res.Forbidden)
-	return res, nil
+	c.settle(ps)
+	c.remember(b, providerCopies)
+	return res, errors.Join(failures...)
 }
 
-func sourceSide(e kbindv1alpha1.RelatedResource) string {
-	if e.Direction == kbindv1alpha1.FromProvider {
-		return "provider"
+func (c *Copier) remember(b Binding, providerCopies map[string]bool) {
+	names := make([]string, 0, len(providerCopies))
+	for n := range providerCopies {
+		names = append(names, n)
 	}
-	return "consumer"
+	sort.Strings(names)
+	c.mu.Lock()
+	c.provided[b.UID] = providedCopies{clusterUID: b.ClusterUID, names: names}
+	c.mu.Unlock()
 }
 
-func targetSide(e kbindv1alpha1.RelatedResource) string {
-	if e.Direction == kbindv1alpha1.FromProvider {
-		return "consumer"
+func singular(r kbindv1alpha1.RelatedResourceKind) string {
+	if r == kbindv1alpha1.RelatedResourceSecrets {
+		return "Secret"
 	}
-	return "provider"
+	return "ConfigMap"
 }
 
-// listSources lists the entry's matching sources: label selector
-// server-side, names client-side; both must match when both are given.
-func listSources(ctx context.Context, c client.Client, e kbindv1alpha1.RelatedResource, namespace string) ([]client.Object, error) {
-	opts := []client.ListOption{}
-	if namespace != "" {
-		opts = append(opts, client.InNamespace(namespace))
+// deleteCopy deletes exactly the copy that was read: if it changed or was
+// replaced since, the delete is refused and the next pass decides again.
+func deleteCopy(ctx context.Context, c client.Client, obj client.Object) error {
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	err := c.Delete(ctx, obj.DeepCopyObject().(client.Object), client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
-	if e.Selector.LabelSelector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(e.Selector.LabelSelector)
+	return err
+}
+
+// Cleanup deletes every copy the binding made: on the consumer always, on
+// the provider when there is a session (provider non-nil and the binding's
+// ClusterUID known). It reports done only when both sides were read and
+// every copy is gone; a read that fails is an error, never taken for "no
+// copies". Call Forget when done.
+func (c *Copier) Cleanup(ctx context.Context, b Binding, provider *session.Session) (done bool, err error) {
+	sides := []side{consumerSide}
+	pools := map[side]*pool{consumerSide: c.consumer}
+	targets := map[side]client.Client{consumerSide: c.opts.ConsumerClient}
+	if provider != nil && b.ClusterUID != "" {
+		pp, err := c.providerPool(provider)
 		if err != nil {
-			return nil, fmt.Errorf("relatedResources selector: %w", err)
+			return false, err
 		}
-		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+		sides = append(sides, providerSide)
+		pools[providerSide], targets[providerSide] = pp, provider.Client
 	}
-	names := map[string]bool{}
-	for _, n := range e.Selector.Names {
-		names[n] = true
-	}
-	var out []client.Object
-	keep := func(o client.Object) {
-		if len(names) == 0 || names[o.GetName()] {
-			out = append(out, o)
+	var refs []ref
+	for _, s := range sides {
+		for _, kind := range relatedKinds {
+			refs = append(refs, ref{pools[s], copiesKey(s, kind, b.Namespace, b.ClusterUID)})
 		}
 	}
-	switch e.Resource {
-	case kbindv1alpha1.RelatedResourceSecrets:
-		var list corev1.SecretList
-		if err := c.List(ctx, &list, opts...); err != nil {
-			return nil, err
+	infs := c.use(b, refs)
+	all := make([]*informer, 0, len(infs))
+	for _, i := range infs {
+		all = append(all, i)
+	}
+	waitAll(ctx, all, c.opts.SyncTimeout)
+	var failures []error
+	for _, r := range refs {
+		i := infs[r]
+		if err := readable(i.state()); err != nil {
+			failures = append(failures, fmt.Errorf("reading the related copies (%s, %s side): %w", r.key.resource, r.pool.side, err))
+			continue
 		}
-		for i := range list.Items {
-			keep(&list.Items[i])
-		}
-	default:
-		var list corev1.ConfigMapList
-		if err := c.List(ctx, &list, opts...); err != nil {
-			return nil, err
-		}
-		for i := range list.Items {
-			keep(&list.Items[i])
+		for _, obj := range i.objects(b.UID) {
+			if err := deleteCopy(ctx, targets[r.pool.side], obj); err != nil {
+				failures = append(failures, fmt.Errorf("deleting related copy %s %s/%s on the %s side: %w",
+					singular(r.key.resource), obj.GetNamespace(), obj.GetName(), r.pool.side, err))
+				continue
+			}
+			log.FromContext(ctx).V(1).Info("Deleted related copy", "side", r.pool.side.String(), "resource", r.key.resource,
+				"namespace", obj.GetNamespace(), "name", obj.GetName())
 		}
 	}
-	return out, nil
+	if err := errors.Join(failures...); err != nil {
+		return false, err
+	}
+	return len(sides) == 2, nil
+}
+
+// Abandon releases a binding whose Connection is gone: its provider copies
+// cannot be deleted by kbind any more, so a Warning Event names them (as
+// last seen) for the backend reaper. It forgets the binding.
+func (c *Copier) Abandon(b Binding) {
+	c.mu.Lock()
+	last, known := c.provided[b.UID]
+	c.mu.Unlock()
+	what := "their names are unknown to this konnector process"
+	if known {
+		what = "last seen: none"
+		if len(last.names) > 0 {
+			what = strings.Join(last.names, ", ")
+		}
+	}
+	marker := "core.kbind.io/related-binding=" + b.UID + "/…"
+	if uid := cmp.Or(b.ClusterUID, last.clusterUID); uid != "" {
+		marker = "core.kbind.io/consumer-cluster-uid=" + uid + ", " + marker
+	}
+	c.opts.Events.Eventf(b.Object, nil, corev1.EventTypeWarning, "RelatedCopiesLeft", "Cleanup",
+		"Connection %s is gone: the related copies this binding made on the provider (%s) are left for the backend reaper (%s)",
+		b.Connection, marker, what)
+	c.Forget(b.UID)
 }
 
 // copyOf is the target object of a source: same namespace and name, the
@@ -244,8 +583,20 @@ func copyOf(src client.Object, b Binding, entry string) client.Object {
 		}
 		return out
 	case *corev1.ConfigMap:
-		return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta,
-			Data: s.Data, BinaryData: s.BinaryData, Immutable: s.Immutable}
+		out := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta, Immutable: s.Immutable}
+		if s.Data != nil {
+			out.Data = map[string]string{}
+			for k, v := range s.Data {
+				out.Data[k] = v
+			}
+		}
+		if s.BinaryData != nil {
+			out.BinaryData = map[string][]byte{}
+			for k, v := range s.BinaryData {
+				out.BinaryData[k] = v
+			}
+		}
+		return out
 	}
 	return nil
 }
@@ -258,24 +609,39 @@ const (
 	otherEntry
 )
 
-// apply writes desired unless the target belongs to someone else. An
-// immutable target whose payload changed is replaced.
-func (c *Copier) apply(ctx context.Context, target client.Client, desired client.Object, b Binding, entry string) (outcome, error) {
-	existing := desired.DeepCopyObject().(client.Object)
-	err := target.Get(ctx, client.ObjectKeyFromObject(desired), existing)
-	switch {
-	case apierrors.IsNotFound(err):
-		if err := ensureNamespace(ctx, target, desired.GetNamespace(), b.ClusterUID); err != nil {
-			return applied, &namespaceError{err}
+// apply writes desired unless the target belongs to someone else. The
+// target is read from the copies informer, or (not cached: absent, foreign
+// or not seen yet) directly. An immutable target whose payload changed is
+// replaced.
+func (c *Copier) apply(ctx context.Context, ps *pass, target client.Client, copies *informer, desired client.Object, entry string) (outcome, error) {
+	b := ps.b
+	var existing client.Object
+	if copies != nil {
+		if o, ok := copies.get(desired.GetNamespace(), desired.GetName()); ok {
+			existing = o.DeepCopyObject().(client.Object)
 		}
-	case err != nil:
-		return applied, err
-	default:
+	}
+	if existing == nil {
+		obj := desired.DeepCopyObject().(client.Object)
+		err := target.Get(ctx, client.ObjectKeyFromObject(desired), obj)
+		switch {
+		case apierrors.IsNotFound(err):
+			if err := ensureNamespace(ctx, target, desired.GetNamespace(), b.ClusterUID); err != nil {
+				return applied, &namespaceError{err}
+			}
+		case err != nil:
+			return applied, &readError{err}
+		default:
+			existing = obj
+		}
+	}
+	kind := desired.GetObjectKind().GroupVersionKind().Kind
+	if existing != nil {
 		owner := existing.GetAnnotations()[kbindv1alpha1.RelatedBindingAnnotation]
 		if !strings.HasPrefix(owner, b.UID+"/") {
-			c.reportOnce(b, "conflict/"+desired.GetObjectKind().GroupVersionKind().Kind+"/"+desired.GetNamespace()+"/"+desired.GetName(), "RelatedConflict",
+			c.report(ps, entry, "conflict/"+kind+"/"+desired.GetNamespace()+"/"+desired.GetName(), desired, "RelatedConflict",
 				"%s %s/%s exists and is not this binding's copy; it was left untouched",
-				strings.ToLower(desired.GetObjectKind().GroupVersionKind().Kind), desired.GetNamespace(), desired.GetName())
+				strings.ToLower(kind), desired.GetNamespace(), desired.GetName())
 			return conflict, nil
 		}
 		if owner != Owner(b.UID, entry) {
@@ -285,8 +651,8 @@ func (c *Copier) apply(ctx context.Context, target client.Client, desired client
 			return applied, nil
 		}
 		if immutable(existing) {
-			if err := target.Delete(ctx, existing); client.IgnoreNotFound(err) != nil {
-				return applied, err
+			if err := deleteCopy(ctx, target, existing); err != nil {
+				return applied, fmt.Errorf("replacing immutable copy: %w", err)
 			}
 		}
 	}
@@ -311,11 +677,11 @@ func samePayload(existing, desired client.Object) bool {
 	}
 	switch d := desired.(type) {
 	case *corev1.Secret:
-		e := existing.(*corev1.Secret)
-		return equality.Semantic.DeepEqual(e.Data, d.Data) && e.Type == d.Type && equality.Semantic.DeepEqual(e.Immutable, d.Immutable)
+		e, ok := existing.(*corev1.Secret)
+		return ok && equality.Semantic.DeepEqual(e.Data, d.Data) && e.Type == d.Type && equality.Semantic.DeepEqual(e.Immutable, d.Immutable)
 	case *corev1.ConfigMap:
-		e := existing.(*corev1.ConfigMap)
-		return equality.Semantic.DeepEqual(e.Data, d.Data) && equality.Semantic.DeepEqual(e.BinaryData, d.BinaryData) &&
+		e, ok := existing.(*corev1.ConfigMap)
+		return ok && equality.Semantic.DeepEqual(e.Data, d.Data) && equality.Semantic.DeepEqual(e.BinaryData, d.BinaryData) &&
 			equality.Semantic.DeepEqual(e.Immutable, d.Immutable)
 	}
 	return false
@@ -330,6 +696,12 @@ func immutable(obj client.Object) bool {
 	}
 	return false
 }
+
+// readError is a failure to read the target.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return "reading the target: " + e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
 
 // namespaceError is a failure to create the target namespace.
 type namespaceError struct{ err error }
@@ -356,76 +728,4 @@ func ensureNamespace(ctx context.Context, c client.Client, name, clusterUID stri
 		return err
 	}
 	return nil
-}
-
-// collect deletes this binding's copies that no entry claims any more: the
-// source stopped matching or disappeared, or its entry was removed (SYNC-R4).
-func (c *Copier) collect(ctx context.Context, b Binding, sides Sides, claims map[string]claim) error {
-	for _, side := range []client.Client{sides.Consumer, sides.Provider} {
-		if side == nil {
-			continue // no provider session: its side is cleaned up later
-		}
-		for _, kind := range []kbindv1alpha1.RelatedResourceKind{kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.RelatedResourceConfigMaps} {
-			copies, err := c.copiesOf(ctx, side, kind, b)
-			if err != nil {
-				if apierrors.IsForbidden(err) {
-					continue
-				}
-				return err
-			}
-			for _, obj := range copies {
-				key := string(kind) + "/" + obj.GetNamespace() + "/" + obj.GetName()
-				cl, ok := claims[key]
-				if ok && cl.target == side && Owner(b.UID, cl.entry) == obj.GetAnnotations()[kbindv1alpha1.RelatedBindingAnnotation] {
-					continue
-				}
-				if err := side.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-					return fmt.Errorf("deleting related copy %s: %w", key, err)
-				}
-				log.FromContext(ctx).V(1).Info("Deleted related copy", "key", key)
-			}
-		}
-	}
-	return nil
-}
-
-// copiesOf lists a side's copies made by the binding, selected server-side
-// by the managed and consumer-cluster labels.
-func (c *Copier) copiesOf(ctx context.Context, side client.Client, kind kbindv1alpha1.RelatedResourceKind, b Binding) ([]client.Object, error) {
-	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{
-		kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
-		kbindv1alpha1.ConsumerClusterUIDLabel: b.ClusterUID,
-	})}}
-	if b.Namespace != "" {
-		opts = append(opts, client.InNamespace(b.Namespace))
-	}
-	var out []client.Object
-	mine := func(o client.Object) {
-		if strings.HasPrefix(o.GetAnnotations()[kbindv1alpha1.RelatedBindingAnnotation], b.UID+"/") {
-			out = append(out, o)
-		}
-	}
-	if kind == kbindv1alpha1.RelatedResourceSecrets {
-		var list corev1.SecretList
-		if err := side.List(ctx, &list, opts...); err != nil {
-			return nil, err
-		}
-		for i := range list.Items {
-			mine(&list.Items[i])
-		}
-		return out, nil
-	}
-	var list corev1.ConfigMapList
-	if err := side.List(ctx, &list, opts...); err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		mine(&list.Items[i])
-	}
-	return out, nil
-}
-
-// Cleanup deletes every copy the binding made (unbind).
-func (c *Copier) Cleanup(ctx context.Context, b Binding, sides Sides) error {
-	return c.collect(ctx, b, sides, map[string]claim{})
 }

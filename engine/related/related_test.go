@@ -234,19 +234,20 @@ func TestFromConsumerConfigMapsNamesAndEntries(t *testing.T) {
 	})
 }
 
-func TestForeignTargetsTokensAndEmptySelector(t *testing.T) {
+func TestForeignTargetsAndTokens(t *testing.T) {
 	ctx := context.Background()
+	selected := map[string]string{"copy": "yes"}
 	// The provider already has an unmanaged Secret of the same name.
 	foreign := secret("rel-c", "shared", nil, "provider-owned")
 	mustCreate(t, env.Provider, foreign)
-	mustCreate(t, env.Consumer, secret("rel-c", "shared", nil, "consumer"))
-	mustCreate(t, env.Consumer, secret("rel-c", "plain", nil, "p"))
-	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-c", Name: "sa-token",
+	mustCreate(t, env.Consumer, secret("rel-c", "shared", selected, "consumer"))
+	mustCreate(t, env.Consumer, secret("rel-c", "plain", selected, "p"))
+	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-c", Name: "sa-token", Labels: selected,
 		Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
 		Type: corev1.SecretTypeServiceAccountToken, Data: map[string][]byte{"token": []byte("t")}}
 	mustCreate(t, env.Consumer, token)
-	// An empty selector selects every Secret in scope.
-	b := binding(t, "rel-c", "related", kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromConsumer})
+	b := binding(t, "rel-c", "related", kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromConsumer,
+		Selector: kbindv1alpha1.RelatedResourceSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: selected}}})
 	waitSecret(t, env.Provider, "rel-c", "plain", data("p"))
 	enginetest.Eventually(t, "related status", func() error {
 		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
@@ -337,9 +338,10 @@ func TestForbiddenTargetNamespace(t *testing.T) {
 		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "limited"}}})
 	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-d", Name: "cfg"}, Data: map[string]string{"a": "b"}})
 	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-d", Name: "related"}, Spec: kbindv1alpha1.BindingSpec{
-		ConnectionRef:    kbindv1alpha1.ConnectionReference{Name: "limited"},
-		APIs:             []kbindv1alpha1.APIReference{{Name: "none.example.org"}},
-		RelatedResources: []kbindv1alpha1.RelatedResource{{Resource: kbindv1alpha1.RelatedResourceConfigMaps, Direction: kbindv1alpha1.FromConsumer}},
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "limited"},
+		APIs:          []kbindv1alpha1.APIReference{{Name: "none.example.org"}},
+		RelatedResources: []kbindv1alpha1.RelatedResource{{Resource: kbindv1alpha1.RelatedResourceConfigMaps, Direction: kbindv1alpha1.FromConsumer,
+			Selector: kbindv1alpha1.RelatedResourceSelector{Names: []string{"cfg"}}}},
 	}}
 	mustCreate(t, env.Consumer, b)
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
@@ -352,7 +354,7 @@ func TestForbiddenTargetNamespace(t *testing.T) {
 		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return err
 		}
-		b.Spec.RelatedResources[0].Selector.Names = []string{"cfg"}
+		b.Spec.RelatedResources[0].Selector.Names = []string{"cfg", "more"}
 		return env.Consumer.Update(ctx, b)
 	})
 	enginetest.Eventually(t, "the copy", func() error {

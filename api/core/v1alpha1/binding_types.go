@@ -58,22 +58,26 @@ type APIReference struct {
 	Name string `json:"name"`
 }
 
-// RelatedResourceSelector selects related objects. When both fields are
-// given an object must match both; when neither is given every object in
-// scope matches.
+// RelatedResourceSelector selects related objects. At least one of
+// labelSelector (with at least one requirement) and names (with at least one
+// name) is required; when both are given an object must match both.
 type RelatedResourceSelector struct {
-	// LabelSelector matches object labels.
+	// LabelSelector matches object labels, evaluated by the API server. An
+	// empty labelSelector selects nothing on its own: give names too.
 	// +optional
 	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
 
-	// Names matches object names.
+	// Names matches object names, each watched by name.
 	// +optional
 	// +listType=set
 	Names []string `json:"names,omitempty"`
 }
 
 // RelatedResource selects Secrets or ConfigMaps to copy between the clusters,
-// keeping namespace and name.
+// keeping namespace and name. Objects in kube-system, kube-public,
+// kube-node-lease and the konnector's kubeconfig Secret namespaces are never
+// copied, nor objects kbind itself wrote.
+// +kubebuilder:validation:XValidation:rule="has(self.selector) && ((has(self.selector.labelSelector) && ((has(self.selector.labelSelector.matchLabels) && size(self.selector.labelSelector.matchLabels) > 0) || (has(self.selector.labelSelector.matchExpressions) && size(self.selector.labelSelector.matchExpressions) > 0))) || (has(self.selector.names) && size(self.selector.names) > 0))",message="a selector is required: set selector.labelSelector (with at least one requirement) or selector.names; kbind never copies every Secret or ConfigMap in scope"
 type RelatedResource struct {
 	// Group must be "" (the core group).
 	// +optional
@@ -89,8 +93,8 @@ type RelatedResource struct {
 	// +required
 	Direction RelatedResourceDirection `json:"direction"`
 
-	// Selector picks the source objects; omitted, it picks every object in
-	// scope.
+	// Selector picks the source objects: labelSelector, names or both.
+	// Required (validated): there is no "every object in scope".
 	// +optional
 	Selector RelatedResourceSelector `json:"selector,omitempty"`
 }
@@ -160,7 +164,10 @@ type RelatedStatus struct {
 	// are left untouched.
 	Conflicts int32 `json:"conflicts"`
 	// Skipped counts sources that are never copied (service-account
-	// tokens) or that the target side refused.
+	// tokens, objects in kube-system, kube-public, kube-node-lease or the
+	// konnector's kubeconfig Secret namespaces), entries that copy nothing
+	// (no selector, or a Binding in such a namespace), and sources the
+	// target side refused.
 	Skipped int32 `json:"skipped"`
 }
 

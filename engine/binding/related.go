@@ -1,0 +1,124 @@
+package binding
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/conditions"
+	"github.com/kbind/kbind/engine/related"
+	"github.com/kbind/kbind/engine/session"
+)
+
+// reconcileRelated copies the binding's related resources (SYNC-R), or,
+// when its entries are all gone, deletes the copies it made. A binding
+// forgets it had copies (status.relatedResources) only once they are gone
+// on both sides; without a provider session it waits and says so.
+func (r *Reconciler) reconcileRelated(ctx context.Context, b binding, before *kbindv1alpha1.BindingStatus, o *observation) error {
+	if len(b.spec.RelatedResources) == 0 {
+		if before.RelatedResources == nil {
+			r.Related.Forget(string(b.obj.GetUID()))
+			return nil // never copied anything: nothing to clean up
+		}
+		waiting, err := r.cleanupRelated(ctx, b)
+		if err != nil {
+			return fmt.Errorf("deleting related copies: %w", err)
+		}
+		if waiting != "" {
+			if o.connProblem != "" {
+				o.connProblem += "; "
+			}
+			o.connProblem += waiting
+			return nil // status.relatedResources stays: the cleanup is retried
+		}
+		b.status.RelatedResources = nil
+		return nil
+	}
+	if o.connProblem != "" || o.session == nil {
+		return nil
+	}
+	res, err := r.Related.Sync(ctx, r.relatedBinding(b, o.clusterUID), o.session)
+	if err != nil {
+		return fmt.Errorf("copying related resources: %w", err)
+	}
+	b.status.RelatedResources = &res.Status
+	o.instanceForbidden = append(o.instanceForbidden, res.Forbidden...)
+	return nil
+}
+
+func (r *Reconciler) relatedBinding(b binding, clusterUID string) related.Binding {
+	ns := ""
+	if r.Namespaced {
+		ns = b.obj.GetNamespace()
+	}
+	return related.Binding{Object: b.obj, UID: string(b.obj.GetUID()), Namespace: ns, Connection: b.spec.ConnectionRef.Name,
+		Entries: b.spec.RelatedResources, ClusterUID: clusterUID}
+}
+
+// cleanupRelated deletes every related copy of the binding (entries
+// removed, or the binding deleting): the consumer-side ones always, the
+// provider-side ones through the Connection's session. It returns why it
+// must wait ("" when done): without a session the provider copies cannot
+// be deleted, unless the Connection itself is gone, in which case they
+// are left for the backend reaper with a Warning Event.
+func (r *Reconciler) cleanupRelated(ctx context.Context, b binding) (waiting string, err error) {
+	uid := string(b.obj.GetUID())
+	if len(b.spec.RelatedResources) == 0 && b.status.RelatedResources == nil {
+		r.Related.Forget(uid)
+		return "", nil // never had related resources
+	}
+	name := b.spec.ConnectionRef.Name
+	conn := &kbindv1alpha1.Connection{}
+	connGone := false
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, conn); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("reading connection %s: %w", name, err)
+		}
+		connGone = true
+	}
+	var sess *session.Session
+	if !connGone && conn.Status.LocalClusterUID != "" {
+		if s, ok := r.Sessions.Get(name); ok {
+			sess = s
+		}
+	}
+	rb := r.relatedBinding(b, conn.Status.LocalClusterUID)
+	done, err := r.Related.Cleanup(ctx, rb, sess)
+	switch {
+	case apierrors.IsForbidden(err):
+		// A refusal is a condition and a retry: the copies stay.
+		return "waiting for permission to delete related copies: " + err.Error(), nil
+	case err != nil:
+		return "", err
+	case done:
+		r.Related.Forget(uid)
+		return "", nil
+	case connGone:
+		r.Related.Abandon(rb)
+		return "", nil
+	}
+	return fmt.Sprintf("waiting for the provider to delete related copies (Connection %q has no provider session)", name), nil
+}
+
+// waitForRelated keeps a deleting binding, saying why, until its provider
+// copies can be deleted.
+func (r *Reconciler) waitForRelated(ctx context.Context, b binding, waiting string) (ctrl.Result, error) {
+	before := b.status.DeepCopy()
+	conditions.Set(&b.status.Conditions, metav1.Condition{
+		Type: string(kbindv1alpha1.ConditionReady), Status: metav1.ConditionFalse, Reason: string(kbindv1alpha1.ReasonPending),
+		Message: "deleting: " + waiting,
+	}, b.obj.GetGeneration())
+	if !equality.Semantic.DeepEqual(before, b.status) {
+		if err := r.Client.Status().Update(ctx, b.obj); err != nil && !apierrors.IsConflict(err) {
+			return ctrl.Result{}, fmt.Errorf("updating status: %w", err)
+		}
+	}
+	return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+}

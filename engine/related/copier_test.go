@@ -1,0 +1,111 @@
+package related
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// testCopier is a Copier whose consumer pool reads a fake clientset: the
+// bookkeeping (sharing, reference counts, reported problems) is under
+// test here, not the API server.
+func testCopier(t *testing.T) (*Copier, *events.FakeRecorder, chan string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	recorder := events.NewFakeRecorder(16)
+	triggered := make(chan string, 64)
+	c := &Copier{
+		opts:   Options{Events: recorder, SyncTimeout: time.Second, Trigger: func(conn string) { triggered <- conn }},
+		denied: denied, providers: nil, held: map[string]map[ref]bool{},
+		reported: map[string]map[string]bool{}, provided: map[string]providedCopies{},
+	}
+	c.transform = stripTransform(denied)
+	c.consumer = &pool{side: consumerSide, cs: fake.NewClientset(), ctx: ctx, informers: map[key]*informer{}}
+	return c, recorder, triggered
+}
+
+func TestInformersAreSharedAndStopped(t *testing.T) {
+	c, _, triggered := testCopier(t)
+	secrets := key{resource: kbindv1alpha1.RelatedResourceSecrets, namespace: "team-a", labels: "app=db"}
+	configmaps := key{resource: kbindv1alpha1.RelatedResourceConfigMaps, namespace: "team-a", labels: "app=db"}
+	b1, b2 := Binding{UID: "b1", Connection: "one"}, Binding{UID: "b2", Connection: "two"}
+
+	first := c.use(b1, []ref{{c.consumer, secrets}, {c.consumer, configmaps}})
+	second := c.use(b2, []ref{{c.consumer, secrets}})
+	shared := first[ref{c.consumer, secrets}]
+	if second[ref{c.consumer, secrets}] != shared || len(c.consumer.informers) != 2 || len(shared.users) != 2 {
+		t.Fatalf("one informer per key, shared: %d informers, %d users", len(c.consumer.informers), len(shared.users))
+	}
+	// Its first sync re-queues the bindings of both Connections.
+	seen := map[string]bool{}
+	deadline := time.After(10 * time.Second)
+	for !seen["one"] || !seen["two"] {
+		select {
+		case conn := <-triggered:
+			seen[conn] = true
+		case <-deadline:
+			t.Fatalf("triggers %v", seen)
+		}
+	}
+
+	// b1 stops needing configmaps: that informer stops; secrets stays.
+	unused := first[ref{c.consumer, configmaps}]
+	c.use(b1, []ref{{c.consumer, secrets}})
+	if _, ok := c.consumer.informers[configmaps]; ok || unused.ctx.Err() == nil {
+		t.Error("an informer nobody uses still runs")
+	}
+	c.Forget(b1.UID)
+	if shared.ctx.Err() != nil || len(shared.users) != 1 {
+		t.Error("an informer another binding uses was stopped")
+	}
+	c.Forget(b2.UID)
+	if shared.ctx.Err() == nil || len(c.consumer.informers) != 0 || len(c.held) != 0 {
+		t.Errorf("state left after every binding was forgotten: %d informers, %d bindings held", len(c.consumer.informers), len(c.held))
+	}
+}
+
+func TestProblemsAreReportedOnceAndForgotten(t *testing.T) {
+	c, recorder, _ := testCopier(t)
+	b := Binding{UID: "b", Object: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x"}}}
+	// Problems of entry e1; unread says e1's sources could not be read.
+	run := func(unread bool, problems ...string) int {
+		ps := &pass{b: b, problems: map[string]bool{}, unread: map[string]bool{"e1": unread}}
+		for _, p := range problems {
+			c.report(ps, "e1", p, nil, "RelatedConflict", "%s", p)
+		}
+		c.settle(ps)
+		n := len(recorder.Events)
+		for len(recorder.Events) > 0 {
+			<-recorder.Events
+		}
+		return n
+	}
+	if n := run(false, "conflict/a"); n != 1 {
+		t.Errorf("a new problem: %d Events", n)
+	}
+	if n := run(false, "conflict/a"); n != 0 {
+		t.Errorf("a lasting problem: %d Events", n)
+	}
+	if n := run(true); n != 0 || !c.reported["b"]["e1/conflict/a"] {
+		t.Error("a pass that could not read the entry forgot its problem")
+	}
+	if run(false); len(c.reported["b"]) != 0 {
+		t.Errorf("a resolved problem is still remembered: %v", c.reported["b"])
+	}
+	if n := run(false, "conflict/a"); n != 1 {
+		t.Errorf("a problem that came back: %d Events", n)
+	}
+	c.provided["b"] = providedCopies{names: []string{"secrets ns/a"}}
+	c.Forget("b")
+	if _, ok := c.reported["b"]; ok || len(c.provided) != 0 {
+		t.Error("Forget left state behind")
+	}
+}

@@ -1,0 +1,285 @@
+package related
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// side is a cluster: the consumer or the provider.
+type side int
+
+const (
+	consumerSide side = iota
+	providerSide
+)
+
+func (s side) String() string {
+	if s == providerSide {
+		return "provider"
+	}
+	return "consumer"
+}
+
+// key identifies an informer within a pool: one resource, one namespace
+// ("" is every namespace), one server-side label and field selector.
+type key struct {
+	resource  kbindv1alpha1.RelatedResourceKind
+	namespace string
+	labels    string
+	fields    string
+}
+
+func (k key) String() string {
+	var sel []string
+	for _, s := range []string{k.labels, k.fields} {
+		if s != "" {
+			sel = append(sel, s)
+		}
+	}
+	ns := k.namespace
+	if ns == "" {
+		ns = "*"
+	}
+	return fmt.Sprintf("%s in %s [%s]", k.resource, ns, strings.Join(sel, "; "))
+}
+
+// pool holds the informers of one cluster: the consumer's live as long as
+// the engine, a provider's as long as its session.
+type pool struct {
+	side side
+	cs   kubernetes.Interface
+	ctx  context.Context
+	// informers is guarded by Copier.mu.
+	informers map[key]*informer
+}
+
+// ref names an informer a binding holds.
+type ref struct {
+	pool *pool
+	key  key
+}
+
+// informer is a shared, reference-counted informer and the outcome of its
+// last list or watch request.
+type informer struct {
+	key    key
+	inf    cache.SharedIndexInformer
+	ctx    context.Context
+	cancel context.CancelFunc
+	// users maps the UIDs of the bindings that hold it to their Connection
+	// (guarded by Copier.mu).
+	users map[string]string
+
+	mu  sync.Mutex
+	err error
+}
+
+// record keeps the outcome of a list or watch request: a success clears an
+// earlier error.
+func (i *informer) record(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return // stopping
+	}
+	i.mu.Lock()
+	i.err = err
+	i.mu.Unlock()
+}
+
+func (i *informer) state() (synced bool, err error) {
+	if i.ctx.Err() != nil {
+		return false, errStopped
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.inf.HasSynced(), i.err
+}
+
+// errStopped is the state of an informer whose pool stopped (its provider
+// session ended) while it was in use.
+var errStopped = errors.New("stopped (the provider session ended)")
+
+// errNotSynced is the state of an informer whose first list has not
+// completed yet.
+var errNotSynced = errors.New("not read yet (the first list has not completed)")
+
+// readable decides whether what an informer holds may be acted on: only
+// after a complete first list, and not while the API server refuses it (a
+// refused read is reported and never shrinks what exists).
+func readable(synced bool, err error) error {
+	switch {
+	case err != nil && isForbidden(err):
+		return err
+	case synced:
+		return nil
+	case err != nil:
+		return err
+	}
+	return errNotSynced
+}
+
+// bindingIndex indexes copies by the UID of the binding that made them.
+const bindingIndex = "related-binding"
+
+func byBinding(obj any) ([]string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil
+	}
+	owner := m.GetAnnotations()[kbindv1alpha1.RelatedBindingAnnotation]
+	if uid, _, ok := strings.Cut(owner, "/"); ok && uid != "" {
+		return []string{uid}, nil
+	}
+	return nil, nil
+}
+
+// newInformer starts an informer for k in p; its events and its first sync
+// call fire, which re-queues the bindings that use it.
+func newInformer(p *pool, k key, transform cache.TransformFunc, fire func(*informer)) *informer {
+	ctx, cancel := context.WithCancel(p.ctx)
+	i := &informer{key: k, ctx: ctx, cancel: cancel, users: map[string]string{}}
+	opts := func(o metav1.ListOptions) metav1.ListOptions {
+		o.LabelSelector, o.FieldSelector = k.labels, k.fields
+		return o
+	}
+	var example runtime.Object
+	lw := &cache.ListWatch{}
+	if k.resource == kbindv1alpha1.RelatedResourceSecrets {
+		example = &corev1.Secret{}
+		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list, err := p.cs.CoreV1().Secrets(k.namespace).List(ctx, opts(o))
+			i.record(ctx, err)
+			return list, err
+		}
+		lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := p.cs.CoreV1().Secrets(k.namespace).Watch(ctx, opts(o))
+			i.record(ctx, err)
+			return w, err
+		}
+	} else {
+		example = &corev1.ConfigMap{}
+		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list, err := p.cs.CoreV1().ConfigMaps(k.namespace).List(ctx, opts(o))
+			i.record(ctx, err)
+			return list, err
+		}
+		lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := p.cs.CoreV1().ConfigMaps(k.namespace).Watch(ctx, opts(o))
+			i.record(ctx, err)
+			return w, err
+		}
+	}
+	i.inf = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, p.cs), example, cache.SharedIndexInformerOptions{
+		Indexers:          cache.Indexers{bindingIndex: byBinding},
+		ObjectDescription: fmt.Sprintf("related %s (%s side)", k, p.side),
+	})
+	logger := log.FromContext(p.ctx).WithValues("side", p.side.String(), "informer", k.String())
+	_ = i.inf.SetTransform(transform)
+	_ = i.inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		if ctx.Err() == nil {
+			logger.V(1).Info("Related informer: list or watch failed; retrying", "error", err.Error())
+		}
+	})
+	handler := func() { fire(i) }
+	_, _ = i.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { handler() },
+		UpdateFunc: func(any, any) { handler() },
+		DeleteFunc: func(any) { handler() },
+	})
+	go i.inf.RunWithContext(ctx)
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), i.inf.HasSynced) {
+			handler()
+		}
+	}()
+	logger.V(1).Info("Started a related informer")
+	return i
+}
+
+// waitAll waits, up to timeout, until every informer can be read or is
+// refused; the caller then looks at each one's state.
+func waitAll(ctx context.Context, infs []*informer, timeout time.Duration) {
+	_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		for _, i := range infs {
+			synced, err := i.state()
+			if !synced && err != errStopped && (err == nil || !isForbidden(err)) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// stripTransform drops what kbind never needs from cached objects: managed
+// fields and kubectl's last-applied-configuration (which holds the whole
+// object, Secret data included); in namespaces kbind never copies from,
+// the payload too (such sources are only reported).
+func stripTransform(denied map[string]bool) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return obj, nil // a tombstone: nothing to strip
+		}
+		m.SetManagedFields(nil)
+		if a := m.GetAnnotations(); a != nil {
+			if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {
+				delete(a, corev1.LastAppliedConfigAnnotation)
+				m.SetAnnotations(a)
+			}
+		}
+		if denied[m.GetNamespace()] {
+			switch o := obj.(type) {
+			case *corev1.Secret:
+				o.Data, o.StringData = nil, nil
+			case *corev1.ConfigMap:
+				o.Data, o.BinaryData = nil, nil
+			}
+		}
+		return obj, nil
+	}
+}
+
+// objects returns what an informer holds, optionally only the copies of
+// one binding.
+func (i *informer) objects(bindingUID string) []client.Object {
+	var items []any
+	if bindingUID == "" {
+		items = i.inf.GetStore().List()
+	} else {
+		items, _ = i.inf.GetIndexer().ByIndex(bindingIndex, bindingUID)
+	}
+	out := make([]client.Object, 0, len(items))
+	for _, item := range items {
+		if o, ok := item.(client.Object); ok {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// get returns the cached object namespace/name, if any. Callers must not
+// modify it.
+func (i *informer) get(namespace, name string) (client.Object, bool) {
+	item, ok, err := i.inf.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	o, ok := item.(client.Object)
+	return o, ok
+}
