@@ -375,3 +375,32 @@ func ensureNamespace(t *testing.T, name string) {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
 }
+
+func TestConnectionRefImmutable(t *testing.T) {
+	ctx := context.Background()
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("moving")}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "one"}, APIs: []kbindv1alpha1.APIReference{{Name: "widgets.example.org"}}}}
+	if err := c.Create(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	changed := cb.DeepCopy()
+	changed.Spec.ConnectionRef.Name = "two"
+	expectRejected(t, c.Update(ctx, changed), "spec.connectionRef", "connectionRef is immutable")
+	// The API list stays editable (removing an API unbinds it).
+	changed = cb.DeepCopy()
+	changed.Spec.APIs = append(changed.Spec.APIs, kbindv1alpha1.APIReference{Name: "gadgets.example.org"})
+	if err := c.Update(ctx, changed); err != nil {
+		t.Fatalf("updating apis: %v", err)
+	}
+}
+
+func TestAllowInsecureValues(t *testing.T) {
+	ctx := context.Background()
+	conn := newConnection(uniqueName("insecure"))
+	conn.Spec.AllowInsecure = []kbindv1alpha1.InsecureKubeconfigFeature{"Everything"}
+	expectRejected(t, c.Create(ctx, conn), "spec.allowInsecure", "Unsupported value")
+	conn.Spec.AllowInsecure = []kbindv1alpha1.InsecureKubeconfigFeature{kbindv1alpha1.InsecureSkipTLSVerify, kbindv1alpha1.InsecureProxyURL, kbindv1alpha1.InsecurePlainHTTP}
+	if err := c.Create(ctx, conn); err != nil {
+		t.Fatalf("every known feature must be accepted: %v", err)
+	}
+}

@@ -152,7 +152,21 @@ func TestPullPolicyAllKeepsCRDsOnUnbindAndWhenNotReady(t *testing.T) {
 		t.Fatalf("unbinding under pullPolicy All deleted the CRD: %v", err)
 	}
 
-	// The Connection stops being Ready (its Secret breaks): CRDs stay.
+	// An object synced through a new binding...
+	cb = clusterBinding(t, "keeps-again", conn.Name, "keeps.all.example.org")
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(1)}}}
+	obj.SetAPIVersion("all.example.org/v1alpha1")
+	obj.SetKind("Keep")
+	obj.SetNamespace("default")
+	obj.SetName("kept")
+	if err := env.Consumer.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "the provider copy", func() error { return env.Provider.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopy()) })
+
+	// ...the Connection stops being Ready (its Secret breaks): CRDs,
+	// objects and provider copies stay.
 	secret := &corev1.Secret{}
 	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: enginetest.SecretNamespace, Name: conn.Spec.KubeconfigSecretRef.Name}, secret); err != nil {
 		t.Fatal(err)
@@ -164,6 +178,12 @@ func TestPullPolicyAllKeepsCRDsOnUnbindAndWhenNotReady(t *testing.T) {
 	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound)
 	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil || !crd.DeletionTimestamp.IsZero() {
 		t.Fatalf("a Connection that is not Ready lost its CRD: %v", err)
+	}
+	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil || !obj.GetDeletionTimestamp().IsZero() {
+		t.Fatalf("a Connection that is not Ready lost a consumer object: %v", err)
+	}
+	if err := env.Provider.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopy()); err != nil {
+		t.Fatalf("a Connection that is not Ready lost a provider copy: %v", err)
 	}
 	var crds apiextensionsv1.CustomResourceDefinitionList
 	if err := env.Consumer.List(ctx, &crds, client.MatchingLabels{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}); err != nil {

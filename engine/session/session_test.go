@@ -1,0 +1,61 @@
+package session
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+func TestOnlyOurContent(t *testing.T) {
+	copyOf := func(consumer string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "example.org/v1", "kind": "Widget",
+			"spec": map[string]any{"secretish": "x"}, "status": map[string]any{"phase": "Ready"},
+		}}
+		u.SetName("w")
+		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "m"}})
+		if consumer != "" {
+			u.SetLabels(map[string]string{kbindv1alpha1.ConsumerClusterUIDLabel: consumer})
+			u.SetAnnotations(map[string]string{kbindv1alpha1.ConsumerClusterUIDAnnotation: consumer})
+		}
+		return u
+	}
+	cases := []struct {
+		name      string
+		uid       string
+		in        any
+		keepsSpec bool
+	}{
+		{"our copy keeps its content", "me", copyOf("me"), true},
+		{"another consumer's copy keeps only metadata", "me", copyOf("them"), false},
+		{"an unmarked object keeps only metadata", "me", copyOf(""), false},
+		{"consumer unknown yet: everything is kept", "", copyOf("them"), true},
+	}
+	for _, tc := range cases {
+		out, err := onlyOurContent(tc.uid)(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := out.(*unstructured.Unstructured)
+		_, hasSpec := u.Object["spec"]
+		_, hasStatus := u.Object["status"]
+		if hasSpec != tc.keepsSpec || hasStatus != tc.keepsSpec {
+			t.Errorf("%s: spec kept %v, status kept %v", tc.name, hasSpec, hasStatus)
+		}
+		if u.GetName() != "w" || u.GetKind() != "Widget" || len(u.GetManagedFields()) != 0 {
+			t.Errorf("%s: metadata %v", tc.name, u.Object["metadata"])
+		}
+		if tc.uid != "" && !tc.keepsSpec && u.GetAnnotations()[kbindv1alpha1.ConsumerClusterUIDAnnotation] != copyOf("them").GetAnnotations()[kbindv1alpha1.ConsumerClusterUIDAnnotation] && tc.name != "an unmarked object keeps only metadata" {
+			t.Errorf("%s: the ownership markers must stay", tc.name)
+		}
+	}
+	// Typed objects (namespaces) are kept as they are.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"x": "y"}}}
+	if out, _ := onlyOurContent("me")(ns); out.(*corev1.Namespace).Labels["x"] != "y" {
+		t.Error("typed objects must be kept")
+	}
+}
