@@ -28,6 +28,16 @@ func waitGoneBinding(t *testing.T, obj client.Object) {
 	})
 }
 
+// defaultObject is a consumer object in the default namespace.
+func defaultObject(apiVersion, kind, name string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(1)}}}
+	obj.SetAPIVersion(apiVersion)
+	obj.SetKind(kind)
+	obj.SetNamespace("default")
+	obj.SetName(name)
+	return obj
+}
+
 func setPullPolicy(t *testing.T, name string, policy kbindv1alpha1.PullPolicy) {
 	t.Helper()
 	ctx := context.Background()
@@ -87,11 +97,7 @@ func TestStorageVersionChangeIsFollowed(t *testing.T) {
 	conn := connect(t, "storer", nil)
 	cb := clusterBinding(t, "storeds", conn.Name, "storeds.example.org")
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	old := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(1)}}}
-	old.SetAPIVersion("example.org/v1alpha1")
-	old.SetKind("Stored")
-	old.SetNamespace("default")
-	old.SetName("before")
+	old := defaultObject("example.org/v1alpha1", "Stored", "before")
 	if err := env.Consumer.Create(ctx, old); err != nil {
 		t.Fatal(err)
 	}
@@ -123,11 +129,7 @@ func TestStorageVersionChangeIsFollowed(t *testing.T) {
 	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(old), got); err != nil {
 		t.Fatalf("the object stored in the old version: %v", err)
 	}
-	fresh := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(2)}}}
-	fresh.SetAPIVersion("example.org/v1")
-	fresh.SetKind("Stored")
-	fresh.SetNamespace("default")
-	fresh.SetName("after")
+	fresh := defaultObject("example.org/v1", "Stored", "after")
 	if err := env.Consumer.Create(ctx, fresh); err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +157,7 @@ func TestPullPolicyAllKeepsCRDsOnUnbindAndWhenNotReady(t *testing.T) {
 	// An object synced through a new binding...
 	cb = clusterBinding(t, "keeps-again", conn.Name, "keeps.all.example.org")
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(1)}}}
-	obj.SetAPIVersion("all.example.org/v1alpha1")
-	obj.SetKind("Keep")
-	obj.SetNamespace("default")
-	obj.SetName("kept")
+	obj := defaultObject("all.example.org/v1alpha1", "Keep", "kept")
 	if err := env.Consumer.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}

@@ -134,12 +134,7 @@ func TestDeletionSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	enginetest.WaitCondition(t, consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	obj := &unstructured.Unstructured{}
-	obj.SetAPIVersion("example.org/v1alpha1")
-	obj.SetKind("Restart")
-	obj.SetNamespace("default")
-	obj.SetName("r1")
-	obj.Object["spec"] = map[string]any{"size": int64(1)}
+	obj := widgetObject("Restart", "r1")
 	if err := consumer.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
@@ -253,12 +248,7 @@ func TestSessionPublishedOnlyAfterIdentity(t *testing.T) {
 	t.Cleanup(func() { deleteBinding(t, cb) })
 	enginetest.WaitCondition(t, consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	eventually(t, "the related copy", func() error { return provider.Get(ctx, client.ObjectKeyFromObject(creds), &corev1.Secret{}) })
-	obj := &unstructured.Unstructured{}
-	obj.SetAPIVersion("example.org/v1alpha1")
-	obj.SetKind("Verify")
-	obj.SetNamespace("default")
-	obj.SetName("v1")
-	obj.Object["spec"] = map[string]any{"size": int64(1)}
+	obj := widgetObject("Verify", "v1")
 	if err := consumer.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
@@ -292,6 +282,17 @@ func TestSessionPublishedOnlyAfterIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCondition(t, "verify", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+}
+
+// widgetObject is a consumer object of an example.org/v1alpha1 kind in
+// the default namespace.
+func widgetObject(kind, name string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(1)}}}
+	obj.SetAPIVersion("example.org/v1alpha1")
+	obj.SetKind(kind)
+	obj.SetNamespace("default")
+	obj.SetName(name)
+	return obj
 }
 
 func deleteBinding(t *testing.T, b client.Object) {
