@@ -254,7 +254,7 @@ func teardownFeature() features.Feature {
 // after the restart every consumer object and every provider copy is gone,
 // and no finalizer is left behind.
 func killDuringDeletionFeature() features.Feature {
-	const ns, n = "doomed", 200
+	const ns, n = "doomed", 400
 	return features.New("konnector killed with SIGKILL mid-deletion and restarted").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			s.Apply(ctx, t, harness.ProviderContext, harness.CRDManifest("lamps", "Lamp", "example.org", "Namespaced", true))
@@ -273,7 +273,16 @@ func killDuringDeletionFeature() features.Feature {
 				out := s.Run(ctx, t, append(args, "-n", ns, "get", "lamps", "-o", "name")...)
 				return len(strings.Fields(out))
 			}
-			s.Run(ctx, t, consumer, "-n", ns, "delete", "lamps", "--all", "--wait=false")
+			// The deletions arrive while the konnector releases them; it is
+			// killed as soon as the first provider copies are gone.
+			deleted := make(chan error, 1)
+			go func() {
+				out, err := s.Kubectl(ctx, consumer, "-n", ns, "delete", "lamps", "--all", "--wait=false")
+				if err != nil {
+					err = fmt.Errorf("%v: %s", err, out)
+				}
+				deleted <- err
+			}()
 			harness.Eventually(t, "the first provider copies deleted", func() error {
 				if c := count(provider); c == n {
 					return fmt.Errorf("none deleted yet")
@@ -287,6 +296,9 @@ func killDuringDeletionFeature() features.Feature {
 			t.Logf("killed with %d of %d provider copies left", left, n)
 			if left == 0 {
 				t.Errorf("the kill came after the deletion: not mid-deletion")
+			}
+			if err := <-deleted; err != nil {
+				t.Fatal(err)
 			}
 			if err := s.Konnector.Start(ctx); err != nil {
 				t.Fatal(err)
