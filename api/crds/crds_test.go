@@ -35,6 +35,8 @@ var connectionFields = []field{
 	{path: "spec.schema.pullPolicy", typ: "string", def: `"Bound"`, enum: []string{"Bound", "All", "None"}},
 	{path: "spec.schema.updatePolicy", typ: "string", def: `"Always"`, enum: []string{"Always", "Once"}},
 	{path: "spec.autoBind", typ: "boolean", def: `false`},
+	{path: "spec.allowInsecure", typ: "array", listType: "set"},
+	{path: "spec.allowInsecure[]", typ: "string", enum: []string{"SkipTLSVerify", "ProxyURL", "PlainHTTP"}},
 	{path: "status", typ: "object", rules: []string{
 		"!has(oldSelf.remoteClusterUID) || has(self.remoteClusterUID)",
 		"!has(oldSelf.localClusterUID) || has(self.localClusterUID)",
@@ -53,12 +55,13 @@ var connectionFields = []field{
 }
 
 var bindingFields = []field{
-	{path: "spec.connectionRef", typ: "object", required: true},
+	{path: "spec.connectionRef", typ: "object", required: true, rules: []string{"self == oldSelf"}},
 	{path: "spec.connectionRef.name", typ: "string", required: true, minLength: i64(1)},
 	{path: "spec.apis", typ: "array", required: true, minItems: i64(1), listType: "map", listMapKeys: []string{"name"}},
 	{path: "spec.apis[].name", typ: "string", required: true, minLength: i64(1)},
 	{path: "spec.conflictPolicy", typ: "string", def: `"Fail"`, enum: []string{"Fail", "Adopt"}},
 	{path: "spec.relatedResources", typ: "array", listType: "atomic"},
+	{path: "spec.relatedResources[]", typ: "object", rules: []string{"has(self.selector) && ((has(self.selector.labelSelector) && ((has(self.selector.labelSelector.matchLabels) && size(self.selector.labelSelector.matchLabels) > 0) || (has(self.selector.labelSelector.matchExpressions) && size(self.selector.labelSelector.matchExpressions) > 0))) || (has(self.selector.names) && size(self.selector.names) > 0))"}},
 	{path: "spec.relatedResources[].group", typ: "string", def: `""`, rules: []string{"self == ''"}},
 	{path: "spec.relatedResources[].resource", typ: "string", required: true, enum: []string{"secrets", "configmaps"}},
 	{path: "spec.relatedResources[].direction", typ: "string", required: true, enum: []string{"FromProvider", "FromConsumer"}},
