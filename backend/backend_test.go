@@ -379,8 +379,8 @@ func world(t *testing.T, env *backendtest.Env) []string {
 	mixed.SetLabels(map[string]string{kbindv1alpha1.ManagedLabel: "true", kbindv1alpha1.ConsumerClusterUIDLabel: consumerA})
 	mixed.SetAnnotations(map[string]string{kbindv1alpha1.ConsumerClusterUIDAnnotation: consumerB, kbindv1alpha1.ConsumerObjectUIDAnnotation: "x"})
 	env.Create(t, mixed)
-	l, a := backendtest.Markers(consumerA) // no related-binding annotation
-	env.Create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: "user-secret", Labels: l, Annotations: a}})
+	marked := kbindv1alpha1.NamespaceMarkers(consumerA) // no related-binding annotation
+	env.Create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: "user-secret", Labels: marked.Labels, Annotations: marked.Annotations}})
 
 	return []string{
 		"would delete gadgets.example.org a-g1 (consumer " + consumerA + ")",

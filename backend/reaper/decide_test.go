@@ -3,6 +3,8 @@ package reaper
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -222,5 +224,50 @@ func TestUndiscovered(t *testing.T) {
 				t.Errorf("Undiscovered = %v, %v; want %q, error %v", got, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+// The reaper accepts exactly what the engine's writers write: the markers
+// of each kind of object kbind creates make it the consumer's in its phase,
+// and dropping any one of them (a partially marked object) makes it not.
+func TestOwnedAcceptsWhatWritersWrite(t *testing.T) {
+	const uid = "consumer-uid"
+	cases := []struct {
+		phase   Phase
+		markers kbindv1alpha1.Markers
+		// optional lists markers that are informational, not ownership.
+		optional []string
+	}{
+		{PhaseCopies, kbindv1alpha1.CopyMarkers(uid, "object-uid"), nil},
+		{PhaseRelated, kbindv1alpha1.RelatedCopyMarkers(uid, "binding-uid/entry"), nil},
+		{PhaseNamespaces, kbindv1alpha1.NamespaceMarkers(uid), nil},
+		{PhaseLeases, kbindv1alpha1.LeaseMarkers(uid, "provider"), []string{kbindv1alpha1.ConnectionAnnotation}},
+	}
+	for _, tc := range cases {
+		if !Owned(tc.phase, uid, tc.markers.Labels, tc.markers.Annotations) {
+			t.Errorf("%s: the writers' markers are not accepted", tc.phase)
+		}
+		if Owned(tc.phase, "another-consumer", tc.markers.Labels, tc.markers.Annotations) {
+			t.Errorf("%s: accepted for another consumer", tc.phase)
+		}
+		for _, drop := range []struct {
+			labels bool
+			keys   map[string]string
+		}{{true, tc.markers.Labels}, {false, tc.markers.Annotations}} {
+			for key := range drop.keys {
+				if slices.Contains(tc.optional, key) {
+					continue
+				}
+				labels, annotations := maps.Clone(tc.markers.Labels), maps.Clone(tc.markers.Annotations)
+				if drop.labels {
+					delete(labels, key)
+				} else {
+					delete(annotations, key)
+				}
+				if Owned(tc.phase, uid, labels, annotations) {
+					t.Errorf("%s: accepted without %s", tc.phase, key)
+				}
+			}
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/namespace"
 )
 
 const (
@@ -100,16 +100,7 @@ func Renew(ctx context.Context, c client.Client, l Lease, now time.Time) error {
 
 // stamp writes the Lease's markers and renewal.
 func (l Lease) stamp(lease *coordinationv1.Lease, now time.Time) {
-	if lease.Labels == nil {
-		lease.Labels = map[string]string{}
-	}
-	if lease.Annotations == nil {
-		lease.Annotations = map[string]string{}
-	}
-	lease.Labels[kbindv1alpha1.ManagedLabel] = kbindv1alpha1.ManagedLabelValue
-	lease.Labels[kbindv1alpha1.ConsumerClusterUIDLabel] = l.LocalClusterUID
-	lease.Annotations[kbindv1alpha1.ConsumerClusterUIDAnnotation] = l.LocalClusterUID
-	lease.Annotations[kbindv1alpha1.ConnectionAnnotation] = l.Connection
+	kbindv1alpha1.LeaseMarkers(l.LocalClusterUID, l.Connection).Stamp(lease)
 	lease.Spec.HolderIdentity = ptr.To(l.LocalClusterUID)
 	lease.Spec.LeaseDurationSeconds = ptr.To[int32](DurationSeconds)
 	renew := metav1.NewMicroTime(now)
@@ -120,15 +111,7 @@ func (l Lease) stamp(lease *coordinationv1.Lease, now time.Time) {
 }
 
 func ensureNamespace(ctx context.Context, c client.Client, l Lease) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: l.Namespace,
-		Labels: map[string]string{
-			kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
-			kbindv1alpha1.ConsumerClusterUIDLabel: l.LocalClusterUID,
-		},
-		Annotations: map[string]string{kbindv1alpha1.ConsumerClusterUIDAnnotation: l.LocalClusterUID},
-	}}
-	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := namespace.Create(ctx, c, l.Namespace, l.LocalClusterUID); err != nil {
 		return &Error{Verb: "create", Resource: "namespaces/" + l.Namespace, Err: err}
 	}
 	return nil

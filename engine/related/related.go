@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/namespace"
 	"github.com/kbind/kbind/engine/session"
 )
 
@@ -560,17 +561,8 @@ func (c *Copier) Abandon(b Binding) {
 // payload (data, stringData as data, binaryData, type, immutable) and
 // kbind's markers. Source labels are not copied.
 func copyOf(src client.Object, b Binding, entry string) client.Object {
-	meta := metav1.ObjectMeta{
-		Namespace: src.GetNamespace(), Name: src.GetName(),
-		Labels: map[string]string{
-			kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
-			kbindv1alpha1.ConsumerClusterUIDLabel: b.ClusterUID,
-		},
-		Annotations: map[string]string{
-			kbindv1alpha1.RelatedBindingAnnotation:     Owner(b.UID, entry),
-			kbindv1alpha1.ConsumerClusterUIDAnnotation: b.ClusterUID,
-		},
-	}
+	meta := metav1.ObjectMeta{Namespace: src.GetNamespace(), Name: src.GetName()}
+	kbindv1alpha1.RelatedCopyMarkers(b.ClusterUID, Owner(b.UID, entry)).Stamp(&meta)
 	switch s := src.(type) {
 	case *corev1.Secret:
 		out := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: meta, Type: s.Type, Immutable: s.Immutable}
@@ -716,16 +708,5 @@ func ensureNamespace(ctx context.Context, c client.Client, name, clusterUID stri
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
-	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: name,
-		Labels: map[string]string{
-			kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
-			kbindv1alpha1.ConsumerClusterUIDLabel: clusterUID,
-		},
-		Annotations: map[string]string{kbindv1alpha1.ConsumerClusterUIDAnnotation: clusterUID},
-	}}
-	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
+	return namespace.Create(ctx, c, name, clusterUID)
 }

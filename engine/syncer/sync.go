@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/namespace"
 	"github.com/kbind/kbind/engine/metrics"
 )
 
@@ -157,14 +158,7 @@ func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured) *unstructured.Unst
 	u := s.newObject()
 	u.SetNamespace(cobj.GetNamespace())
 	u.SetName(cobj.GetName())
-	u.SetLabels(map[string]string{
-		kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
-		kbindv1alpha1.ConsumerClusterUIDLabel: s.target.ClusterUID,
-	})
-	u.SetAnnotations(map[string]string{
-		kbindv1alpha1.ConsumerClusterUIDAnnotation: s.target.ClusterUID,
-		kbindv1alpha1.ConsumerObjectUIDAnnotation:  string(cobj.GetUID()),
-	})
+	kbindv1alpha1.CopyMarkers(s.target.ClusterUID, string(cobj.GetUID())).Stamp(u)
 	if spec, ok := cobj.Object["spec"]; ok {
 		u.Object["spec"] = runtimeDeepCopy(spec)
 	}
@@ -216,18 +210,7 @@ func (s *Syncer) ensureNamespace(ctx context.Context, cobj *unstructured.Unstruc
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("reading provider namespace %s: %w", cobj.GetNamespace(), err)
 	}
-	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: cobj.GetNamespace(),
-		Labels: map[string]string{
-			kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
-			kbindv1alpha1.ConsumerClusterUIDLabel: s.target.ClusterUID,
-		},
-		Annotations: map[string]string{kbindv1alpha1.ConsumerClusterUIDAnnotation: s.target.ClusterUID},
-	}}
-	if err := s.session.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
+	return namespace.Create(ctx, s.session.Client, cobj.GetNamespace(), s.target.ClusterUID)
 }
 
 // failed records a provider refusal: a Warning Event on the consumer object

@@ -138,24 +138,13 @@ func CRD(plural, kind string, scope apiextensionsv1.ResourceScope) *apiextension
 	}
 }
 
-// Markers are the labels and annotations kbind puts on what it writes for
-// a consumer; objectUID adds ownership marker 2 of a provider copy.
-func Markers(consumer string) (map[string]string, map[string]string) {
-	return map[string]string{
-			kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
-			kbindv1alpha1.ConsumerClusterUIDLabel: consumer,
-		}, map[string]string{
-			kbindv1alpha1.ConsumerClusterUIDAnnotation: consumer,
-		}
-}
-
 // Namespace creates a namespace; a non-empty consumer marks it as created by
 // kbind for that consumer.
 func (e *Env) Namespace(t testing.TB, name, consumer string) {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if consumer != "" {
-		ns.Labels, ns.Annotations = Markers(consumer)
+		kbindv1alpha1.NamespaceMarkers(consumer).Stamp(ns)
 	}
 	e.create(t, ns)
 }
@@ -165,8 +154,7 @@ func (e *Env) Namespace(t testing.TB, name, consumer string) {
 func (e *Env) Lease(t testing.TB, namespace, name, consumer string) (renew func()) {
 	t.Helper()
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	l.Labels, l.Annotations = Markers(consumer)
-	l.Annotations[kbindv1alpha1.ConnectionAnnotation] = "provider"
+	kbindv1alpha1.LeaseMarkers(consumer, "provider").Stamp(l)
 	now := metav1.NewMicroTime(time.Now())
 	l.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To(consumer), LeaseDurationSeconds: ptr.To[int32](60), AcquireTime: &now, RenewTime: &now}
 	e.create(t, l)
@@ -205,10 +193,7 @@ func (e *Env) Copy(t testing.TB, kind, namespace, name, consumer string, finaliz
 	u.SetNamespace(namespace)
 	u.SetName(name)
 	if consumer != "" {
-		l, a := Markers(consumer)
-		a[kbindv1alpha1.ConsumerObjectUIDAnnotation] = "consumer-object-" + name
-		u.SetLabels(l)
-		u.SetAnnotations(a)
+		kbindv1alpha1.CopyMarkers(consumer, "consumer-object-"+name).Stamp(u)
 	}
 	u.SetFinalizers(finalizers)
 	u.Object["spec"] = map[string]any{"size": int64(1)}
@@ -219,9 +204,8 @@ func (e *Env) Copy(t testing.TB, kind, namespace, name, consumer string, finaliz
 // Related creates a related ConfigMap or Secret copy for consumer.
 func (e *Env) Related(t testing.TB, kind, namespace, name, consumer string) {
 	t.Helper()
-	l, a := Markers(consumer)
-	a[kbindv1alpha1.RelatedBindingAnnotation] = "binding-uid/0"
-	meta := metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: l, Annotations: a}
+	meta := metav1.ObjectMeta{Namespace: namespace, Name: name}
+	kbindv1alpha1.RelatedCopyMarkers(consumer, "binding-uid/0").Stamp(&meta)
 	switch kind {
 	case "Secret":
 		e.create(t, &corev1.Secret{ObjectMeta: meta, StringData: map[string]string{"password": "s3cr3t-never-logged"}})

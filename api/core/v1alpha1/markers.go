@@ -1,0 +1,71 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// Markers are the labels and annotations that say "kbind wrote this, for
+// this consumer cluster". This file is the one definition of them: the
+// engine stamps them on everything it writes on the provider (and on
+// related copies it writes on the consumer), and the backend reaper checks
+// exactly these before it deletes anything.
+// +kubebuilder:object:generate=false
+type Markers struct {
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// base is what every kbind-written object carries: the managed label and
+// the consumer cluster's identity as label (for server-side selection) and
+// annotation (ownership marker 1).
+func base(consumerClusterUID string) Markers {
+	return Markers{
+		Labels: map[string]string{
+			ManagedLabel:            ManagedLabelValue,
+			ConsumerClusterUIDLabel: consumerClusterUID,
+		},
+		Annotations: map[string]string{ConsumerClusterUIDAnnotation: consumerClusterUID},
+	}
+}
+
+// CopyMarkers are the markers of a provider copy of a consumer object:
+// both ownership markers (the consumer cluster and the consumer object).
+func CopyMarkers(consumerClusterUID, consumerObjectUID string) Markers {
+	m := base(consumerClusterUID)
+	m.Annotations[ConsumerObjectUIDAnnotation] = consumerObjectUID
+	return m
+}
+
+// RelatedCopyMarkers are the markers of a related Secret or ConfigMap copy;
+// owner is "<binding UID>/<entry id>".
+func RelatedCopyMarkers(consumerClusterUID, owner string) Markers {
+	m := base(consumerClusterUID)
+	m.Annotations[RelatedBindingAnnotation] = owner
+	return m
+}
+
+// NamespaceMarkers are the markers of a namespace kbind creates.
+func NamespaceMarkers(consumerClusterUID string) Markers {
+	return base(consumerClusterUID)
+}
+
+// LeaseMarkers are the markers of a Connection's heartbeat Lease.
+func LeaseMarkers(consumerClusterUID, connection string) Markers {
+	m := base(consumerClusterUID)
+	m.Annotations[ConnectionAnnotation] = connection
+	return m
+}
+
+// Stamp sets the markers on obj, keeping its other labels and annotations.
+func (m Markers) Stamp(obj metav1.Object) {
+	obj.SetLabels(merged(obj.GetLabels(), m.Labels))
+	obj.SetAnnotations(merged(obj.GetAnnotations(), m.Annotations))
+}
+
+func merged(into, from map[string]string) map[string]string {
+	if into == nil {
+		into = make(map[string]string, len(from))
+	}
+	for k, v := range from {
+		into[k] = v
+	}
+	return into
+}

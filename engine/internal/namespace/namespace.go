@@ -1,0 +1,29 @@
+// Package namespace creates the namespaces kbind needs on either cluster
+// (a provider namespace for copies, a target namespace for related copies,
+// the heartbeat Lease namespace), always with kbind's markers, so that the
+// backend reaper recognises them.
+package namespace
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// Create creates the namespace name, marked as created by kbind for the
+// consumer cluster; one that exists already is left as it is. Callers
+// check their cache first (Create always writes) and wrap the API error,
+// which is returned as it is so that they can tell a refusal.
+func Create(ctx context.Context, c client.Client, name, consumerClusterUID string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	kbindv1alpha1.NamespaceMarkers(consumerClusterUID).Stamp(ns)
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
