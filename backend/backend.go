@@ -3,6 +3,8 @@
 // when enabled, the reaper that deletes what stale consumers left behind
 // (BE-3). The binary (cmd/backend) turns configuration into Options; the
 // integration tests run the same wiring in-process.
+//
+// Requirement ids in comments (such as BE-3) refer to docs/requirements.md.
 package backend
 
 import (

@@ -2,6 +2,8 @@
 // environment: a binary (the konnector) turns its configuration into
 // Options, configures its manager's cache with ConfigureCache and calls
 // Setup.
+//
+// Requirement ids in comments (such as SYNC-R2) refer to docs/requirements.md.
 package engine
 
 import (

@@ -4,6 +4,8 @@
 // compared with the backend's clock, so a holder with a skewed or
 // far-future clock cannot keep itself alive, and a restarted backend starts
 // every clock afresh, so a restart never reaps early.
+//
+// Requirement ids in comments (such as BE-1) refer to docs/requirements.md.
 package liveness
 
 import (

@@ -6,6 +6,8 @@
 // deletes with a UID precondition, never strips finalizers, and keeps no
 // state between passes: a restarted backend recomputes everything from the
 // cluster, so nothing is deleted twice or missed.
+//
+// Requirement ids in comments (such as BE-3) refer to docs/requirements.md.
 package reaper
 
 import (

@@ -4,4 +4,6 @@
 // with Helm and the konnector running with the chart's ServiceAccount, and
 // features that drive kubectl the way an operator does, including every
 // command of the troubleshooting guide (guide_test.go).
+//
+// Requirement ids in comments (such as CONN-2) refer to docs/requirements.md.
 package suite

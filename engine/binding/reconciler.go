@@ -2,6 +2,8 @@
 // SCHEMA-3..6): it checks each listed API against the Connection's exports,
 // delivers the consumer CRDs through the schema installer, reports what it
 // cannot do on the binding, and unbinds in order on deletion.
+//
+// Requirement ids in comments (such as BIND-1) refer to docs/requirements.md.
 package binding
 
 import (

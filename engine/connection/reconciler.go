@@ -3,6 +3,8 @@
 // discovers the provider's exports, keeps the provider session and heartbeat
 // running while the Connection is Ready, maintains the autoBind
 // ClusterBinding, and tears down in order on deletion.
+//
+// Requirement ids in comments (such as CONN-7) refer to docs/requirements.md.
 package connection
 
 import (

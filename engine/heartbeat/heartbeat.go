@@ -2,6 +2,8 @@
 // on the provider (spec HB-1), so that the provider side (the optional
 // backend, or an operator) can tell live consumers from gone ones. Heartbeat
 // errors never block sync: they are reported, logged at V(2) and retried.
+//
+// Requirement ids in comments (such as HB-1) refer to docs/requirements.md.
 package heartbeat
 
 import (

@@ -1,6 +1,8 @@
 // Package identity reads a cluster's identity (spec CONN-3): the UID of the
 // kcp LogicalCluster "cluster" when that API is served, else the UID of the
 // kube-system Namespace.
+//
+// Requirement ids in comments (such as CONN-3) refer to docs/requirements.md.
 package identity
 
 import (

@@ -4,6 +4,8 @@
 // (skipped TLS verification, proxies, plain HTTP) a Connection must opt in
 // to. Errors name the offending field or
 // the parse position, never the data: a kubeconfig is a credential.
+//
+// Requirement ids in comments (such as CONN-2) refer to docs/requirements.md.
 package kubeconfig
 
 import (

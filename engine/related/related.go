@@ -10,6 +10,8 @@
 // and stopped when no binding needs them; a provider's die with its
 // session. Nothing is listed per reconcile, and a source or copy that
 // could not be read is never taken for absent.
+//
+// Requirement ids in comments (such as SYNC-R4) refer to docs/requirements.md.
 package related
 
 import (

@@ -1,7 +1,9 @@
 // Package schema owns what the provider exports and how it becomes consumer
 // CRDs: discovery of exported APIs from labelled CRDs or from server
-// discovery + /openapi/v3 (spec CONN-4), and (later) CRD derivation and
-// synthesis (SCHEMA-*).
+// discovery + /openapi/v3 (spec CONN-4), CRD derivation and synthesis
+// (SCHEMA-1, SCHEMA-2), and the pull and update policies (SCHEMA-3..5).
+//
+// Requirement ids in comments (such as CONN-4) refer to docs/requirements.md.
 package schema
 
 import (

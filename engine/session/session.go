@@ -9,6 +9,8 @@
 // accepts connections and never answers cannot block a caller. Starting one
 // provider's cache never blocks another: no lock is held across a cache
 // start or sync.
+//
+// Requirement ids in comments (such as CONN-8) refer to docs/requirements.md.
 package session
 
 import (

@@ -5,6 +5,8 @@
 // overwriting, repairs drift, and deletes safely behind the
 // core.kbind.io/syncer finalizer. It is driven by informers on both sides;
 // nothing is written when nothing changed.
+//
+// Requirement ids in comments (such as SYNC-D) refer to docs/requirements.md.
 package syncer
 
 import (

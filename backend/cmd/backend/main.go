@@ -2,6 +2,8 @@
 // against the provider cluster, judges the konnectors' heartbeat Leases by
 // its own clock, marks and reports stale consumers and, with --reap, deletes
 // what they left behind. See docs/backend.md for every option.
+//
+// Requirement ids in comments (such as HB-1) refer to docs/requirements.md.
 package main
 
 import (

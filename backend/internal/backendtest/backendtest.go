@@ -5,6 +5,8 @@
 // Leases, provider copies, related copies and namespaces, with kbind's
 // markers. The backend module must not import the engine, so this is its
 // own small harness.
+//
+// Requirement ids in comments (such as HB-1) refer to docs/requirements.md.
 package backendtest
 
 import (

@@ -3,6 +3,8 @@
 // has the same name in all three places: flag --stale-after, environment
 // KBIND_BACKEND_STALE_AFTER, config file key stale-after. Precedence: flag,
 // then environment, then file, then default.
+//
+// Requirement ids in comments (such as BE-1) refer to docs/requirements.md.
 package config
 
 import (
