@@ -3,9 +3,9 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-MODULES := api engine konnector backend e2e tools
+MODULES := api flagconfig engine konnector backend e2e tools
 # Modules that hold Go packages (tools only pins `go tool` dependencies).
-CODE_MODULES := api engine konnector backend e2e
+CODE_MODULES := api flagconfig engine konnector backend e2e
 BINARIES := konnector backend
 GO ?= go
 # Test timeout per module; the e2e suites are the long ones.

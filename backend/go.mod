@@ -5,9 +5,9 @@ go 1.26.0
 require (
 	github.com/go-logr/logr v1.4.3
 	github.com/kbind/kbind/api v0.0.0-00010101000000-000000000000
+	github.com/kbind/kbind/flagconfig v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
-	github.com/spf13/pflag v1.0.10
-	github.com/spf13/viper v1.21.0
+	github.com/spf13/pflag v1.1.0
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -55,6 +55,7 @@ require (
 	github.com/sourcegraph/conc v0.3.1-0.20240121214520-5f936abd7ae8 // indirect
 	github.com/spf13/afero v1.15.0 // indirect
 	github.com/spf13/cast v1.10.0 // indirect
+	github.com/spf13/viper v1.21.0 // indirect
 	github.com/subosito/gotenv v1.6.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
@@ -81,4 +82,7 @@ require (
 )
 
 // replace keeps `GOWORK=off` builds of this module working too.
-replace github.com/kbind/kbind/api => ../api
+replace (
+	github.com/kbind/kbind/api => ../api
+	github.com/kbind/kbind/flagconfig => ../flagconfig
+)

@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/kbind/kbind/api v0.0.0-00010101000000-000000000000
 	github.com/kbind/kbind/engine v0.0.0-00010101000000-000000000000
+	github.com/kbind/kbind/flagconfig v0.0.0-00010101000000-000000000000
 	github.com/spf13/pflag v1.1.0
-	github.com/spf13/viper v1.21.0
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 	sigs.k8s.io/controller-runtime v0.25.2
@@ -53,6 +53,7 @@ require (
 	github.com/sourcegraph/conc v0.3.1-0.20240121214520-5f936abd7ae8 // indirect
 	github.com/spf13/afero v1.15.0 // indirect
 	github.com/spf13/cast v1.10.0 // indirect
+	github.com/spf13/viper v1.21.0 // indirect
 	github.com/subosito/gotenv v1.6.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
@@ -86,4 +87,5 @@ require (
 replace (
 	github.com/kbind/kbind/api => ../api
 	github.com/kbind/kbind/engine => ../engine
+	github.com/kbind/kbind/flagconfig => ../flagconfig
 )

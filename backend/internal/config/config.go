@@ -2,7 +2,9 @@
 // variables and optional config file into one validated Config. Every option
 // has the same name in all three places: flag --stale-after, environment
 // KBIND_BACKEND_STALE_AFTER, config file key stale-after. Precedence: flag,
-// then environment, then file, then default.
+// then environment, then file, then default. The loading itself (precedence,
+// the file's unknown keys, the help text) is flagconfig's; this package
+// declares the options, maps them into Config, completes and validates it.
 //
 // Requirement ids in comments (such as BE-1) refer to docs/requirements.md.
 package config
@@ -11,11 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
+
+	"github.com/kbind/kbind/flagconfig"
 )
 
 // EnvPrefix prefixes every environment variable.
@@ -55,7 +57,6 @@ type Config struct {
 // option keys; flag names, config file keys and (upper-cased, - → _,
 // prefixed) environment variable names.
 const (
-	keyConfig                  = "config"
 	keyKubeconfig              = "kubeconfig"
 	keyNamespace               = "namespace"
 	keyStaleAfter              = "stale-after"
@@ -79,8 +80,7 @@ const DefaultStaleAfter = 30 * time.Minute
 
 // FlagSet declares every option with its default and help text.
 func FlagSet(name string) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.String(keyConfig, "", "Optional YAML config file; keys are the flag names (e.g. stale-after: 1h).")
+	fs := flagconfig.NewFlagSet(name, "stale-after: 1h")
 	fs.String(keyKubeconfig, "", "Kubeconfig of the provider cluster. Empty: in-cluster configuration.")
 	fs.String(keyNamespace, DefaultNamespace, "Namespace the backend runs in (leader election).")
 	fs.Duration(keyStaleAfter, DefaultStaleAfter, "A heartbeat Lease whose renewTime the backend has not seen change for this long is stale. Keep it well above the konnector's 30s renewal interval.")
@@ -97,99 +97,52 @@ func FlagSet(name string) *pflag.FlagSet {
 	return fs
 }
 
-// EnvName returns the environment variable of an option key.
-func EnvName(key string) string {
-	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+// command names the backend's environment variables and says what it does
+// in the help text.
+var command = flagconfig.Command{
+	EnvPrefix: EnvPrefix,
+	Summary: "kbind backend: runs against a provider cluster, reports consumers whose heartbeat Leases went\n" +
+		"stale and, with --reap, deletes what they left behind.",
 }
 
-// Usage writes the help text: every option with its default and its
-// environment variable.
-func Usage(w io.Writer, name string, fs *pflag.FlagSet) {
-	fmt.Fprintf(w, "Usage: %s [flags]\n\n", name)
-	fmt.Fprintf(w, "kbind backend: runs against a provider cluster, reports consumers whose heartbeat Leases went\n")
-	fmt.Fprintf(w, "stale and, with --reap, deletes what they left behind.\n\n")
-	fmt.Fprintf(w, "Every flag can also be set as an environment variable (%s_<FLAG>, upper case, - as _)\n", EnvPrefix)
-	fmt.Fprintf(w, "or as a key of the --config file. Precedence: flag, environment, file, default.\n\nFlags:\n")
-	fs.VisitAll(func(f *pflag.Flag) {
-		f.Usage = fmt.Sprintf("%s [env %s]", f.Usage, EnvName(f.Name))
-	})
-	fmt.Fprint(w, fs.FlagUsages())
-}
+// EnvName returns the environment variable of an option key.
+func EnvName(key string) string { return command.EnvName(key) }
 
 // ErrHelp is returned by Load when help was asked for.
-var ErrHelp = pflag.ErrHelp
+var ErrHelp = flagconfig.ErrHelp
 
 // Load parses args (without the program name) against the environment
 // lookup function (os.LookupEnv in production) and returns the validated
 // configuration.
 func Load(name string, args []string, lookupEnv func(string) (string, bool), usage io.Writer) (*Config, error) {
-	fs := FlagSet(name)
-	fs.Usage = func() { Usage(usage, name, fs) }
-	if err := fs.Parse(args); err != nil {
+	values, err := command.Load(FlagSet(name), args, lookupEnv, usage)
+	if err != nil {
 		return nil, err
 	}
-	// An environment variable counts as its flag when the flag was not
-	// given, so it is parsed (and rejected) exactly like the flag and wins
-	// over the config file.
-	var envErrs []error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if val, ok := lookupEnv(EnvName(f.Name)); ok && !f.Changed {
-			if err := fs.Set(f.Name, val); err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s=%q: %w", EnvName(f.Name), val, err))
-			}
-		}
-	})
-	if err := errors.Join(envErrs...); err != nil {
-		return nil, err
-	}
-	v := viper.New()
-	if err := v.BindPFlags(fs); err != nil {
-		return nil, fmt.Errorf("binding flags: %w", err)
-	}
-	if file := v.GetString(keyConfig); file != "" {
-		v.SetConfigFile(file)
-		if err := v.ReadInConfig(); err != nil {
-			return nil, fmt.Errorf("reading config file %s: %w", file, err)
-		}
-		if err := checkKeys(v.AllKeys(), fs); err != nil {
-			return nil, fmt.Errorf("config file %s: %w", file, err)
-		}
-	}
-
 	c := &Config{
-		Kubeconfig:              v.GetString(keyKubeconfig),
-		Namespace:               v.GetString(keyNamespace),
-		StaleAfter:              v.GetDuration(keyStaleAfter),
-		Reap:                    v.GetBool(keyReap),
-		DryRun:                  v.GetBool(keyDryRun),
-		ReapInterval:            v.GetDuration(keyReapInterval),
-		QPS:                     float32(v.GetFloat64(keyQPS)),
-		Burst:                   v.GetInt(keyBurst),
-		Timeout:                 v.GetDuration(keyTimeout),
-		MetricsAddr:             v.GetString(keyMetricsAddr),
-		ProbeAddr:               v.GetString(keyProbeAddr),
-		LeaderElect:             v.GetBool(keyLeaderElect),
-		LeaderElectionNamespace: v.GetString(keyLeaderElectionNamespace),
+		Kubeconfig:              values.String(keyKubeconfig),
+		Namespace:               values.String(keyNamespace),
+		StaleAfter:              values.Duration(keyStaleAfter),
+		Reap:                    values.Bool(keyReap),
+		DryRun:                  values.Bool(keyDryRun),
+		ReapInterval:            values.Duration(keyReapInterval),
+		QPS:                     values.Float32(keyQPS),
+		Burst:                   values.Int(keyBurst),
+		Timeout:                 values.Duration(keyTimeout),
+		MetricsAddr:             values.String(keyMetricsAddr),
+		ProbeAddr:               values.String(keyProbeAddr),
+		LeaderElect:             values.Bool(keyLeaderElect),
+		LeaderElectionNamespace: values.String(keyLeaderElectionNamespace),
 	}
-	if c.LeaderElectionNamespace == "" {
-		c.LeaderElectionNamespace = c.Namespace
-	}
+	c.complete()
 	return c, c.validate()
 }
 
-// checkKeys rejects config file keys that are not options, so a typo fails
-// loudly instead of being ignored.
-func checkKeys(keys []string, fs *pflag.FlagSet) error {
-	var unknown []string
-	for _, k := range keys {
-		if fs.Lookup(k) == nil {
-			unknown = append(unknown, k)
-		}
+// complete fills the options whose default is another option.
+func (c *Config) complete() {
+	if c.LeaderElectionNamespace == "" {
+		c.LeaderElectionNamespace = c.Namespace
 	}
-	if len(unknown) > 0 {
-		return fmt.Errorf("unknown option(s) %s; see --help", strings.Join(unknown, ", "))
-	}
-	return nil
 }
 
 func (c *Config) validate() error {

@@ -2,18 +2,20 @@
 // and optional config file into one validated Config. Every option has the
 // same name in all three places: flag --provider-qps, environment
 // KBIND_PROVIDER_QPS, config file key provider-qps. Precedence: flag, then
-// environment, then file, then default.
+// environment, then file, then default. The loading itself (precedence, the
+// file's unknown keys, the help text) is flagconfig's; this package declares
+// the options, maps them into Config, completes and validates it.
 package config
 
 import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
+
+	"github.com/kbind/kbind/flagconfig"
 )
 
 // EnvPrefix prefixes every environment variable.
@@ -51,7 +53,6 @@ type Config struct {
 // option keys; flag names, config file keys and (upper-cased, - → _,
 // prefixed) environment variable names.
 const (
-	keyConfig                  = "config"
 	keyKubeconfig              = "kubeconfig"
 	keyNamespace               = "namespace"
 	keySecretNamespaces        = "secret-namespaces"
@@ -76,8 +77,7 @@ const DefaultNamespace = "kbind"
 
 // FlagSet declares every option with its default and help text.
 func FlagSet(name string) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.String(keyConfig, "", "Optional YAML config file; keys are the flag names (e.g. provider-qps: 50).")
+	fs := flagconfig.NewFlagSet(name, "provider-qps: 50")
 	fs.String(keyKubeconfig, "", "Kubeconfig of the consumer cluster. Empty: in-cluster configuration.")
 	fs.String(keyNamespace, DefaultNamespace, "Namespace the konnector runs in (leader election, Events).")
 	fs.StringSlice(keySecretNamespaces, nil, "Namespaces kubeconfig Secrets may be read from; Secrets are cached only there. Empty: the konnector namespace.")
@@ -98,129 +98,58 @@ func FlagSet(name string) *pflag.FlagSet {
 	return fs
 }
 
-// EnvName returns the environment variable of an option key.
-func EnvName(key string) string {
-	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+// command names the konnector's environment variables and says what it
+// does in the help text.
+var command = flagconfig.Command{
+	EnvPrefix: EnvPrefix,
+	Summary:   "kbind konnector: syncs the APIs a provider cluster exports into this consumer cluster.",
 }
 
-// Usage writes the help text: every option with its default and its
-// environment variable.
-func Usage(w io.Writer, name string, fs *pflag.FlagSet) {
-	fmt.Fprintf(w, "Usage: %s [flags]\n\n", name)
-	fmt.Fprintf(w, "kbind konnector: syncs the APIs a provider cluster exports into this consumer cluster.\n\n")
-	fmt.Fprintf(w, "Every flag can also be set as an environment variable (%s_<FLAG>, upper case, - as _)\n", EnvPrefix)
-	fmt.Fprintf(w, "or as a key of the --config file. Precedence: flag, environment, file, default.\n\nFlags:\n")
-	fs.VisitAll(func(f *pflag.Flag) {
-		f.Usage = fmt.Sprintf("%s [env %s]", f.Usage, EnvName(f.Name))
-	})
-	fmt.Fprint(w, fs.FlagUsages())
-}
+// EnvName returns the environment variable of an option key.
+func EnvName(key string) string { return command.EnvName(key) }
 
 // ErrHelp is returned by Load when help was asked for.
-var ErrHelp = pflag.ErrHelp
+var ErrHelp = flagconfig.ErrHelp
 
 // Load parses args (without the program name) against the environment
 // lookup function (os.LookupEnv in production) and returns the validated
 // configuration.
 func Load(name string, args []string, lookupEnv func(string) (string, bool), usage io.Writer) (*Config, error) {
-	fs := FlagSet(name)
-	fs.Usage = func() { Usage(usage, name, fs) }
-	if err := fs.Parse(args); err != nil {
+	values, err := command.Load(FlagSet(name), args, lookupEnv, usage)
+	if err != nil {
 		return nil, err
 	}
-	// An environment variable counts as its flag when the flag was not
-	// given, so it is parsed (and rejected) exactly like the flag and wins
-	// over the config file. Lookups are explicit so tests pass their own
-	// environment.
-	var envErrs []error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if val, ok := lookupEnv(EnvName(f.Name)); ok && !f.Changed {
-			if err := fs.Set(f.Name, val); err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s=%q: %w", EnvName(f.Name), val, err))
-			}
-		}
-	})
-	if err := errors.Join(envErrs...); err != nil {
-		return nil, err
-	}
-	v := viper.New()
-	if err := v.BindPFlags(fs); err != nil {
-		return nil, fmt.Errorf("binding flags: %w", err)
-	}
-	if file := v.GetString(keyConfig); file != "" {
-		v.SetConfigFile(file)
-		if err := v.ReadInConfig(); err != nil {
-			return nil, fmt.Errorf("reading config file %s: %w", file, err)
-		}
-		if err := checkKeys(v.AllKeys(), fs); err != nil {
-			return nil, fmt.Errorf("config file %s: %w", file, err)
-		}
-	}
-
 	c := &Config{
-		Kubeconfig:              v.GetString(keyKubeconfig),
-		Namespace:               v.GetString(keyNamespace),
-		SecretNamespaces:        stringSlice(v.Get(keySecretNamespaces)),
-		ProviderQPS:             float32(v.GetFloat64(keyProviderQPS)),
-		ProviderBurst:           v.GetInt(keyProviderBurst),
-		ProviderTimeout:         v.GetDuration(keyProviderTimeout),
-		ConsumerQPS:             float32(v.GetFloat64(keyConsumerQPS)),
-		ConsumerBurst:           v.GetInt(keyConsumerBurst),
-		DiscoveryInterval:       v.GetDuration(keyDiscoveryInterval),
-		BindingResync:           v.GetDuration(keyBindingResync),
-		HeartbeatInterval:       v.GetDuration(keyHeartbeatInterval),
-		Workers:                 v.GetInt(keyWorkers),
-		MetricsAddr:             v.GetString(keyMetricsAddr),
-		ProbeAddr:               v.GetString(keyProbeAddr),
-		PprofAddr:               v.GetString(keyPprofAddr),
-		LeaderElect:             v.GetBool(keyLeaderElect),
-		LeaderElectionNamespace: v.GetString(keyLeaderElectionNamespace),
+		Kubeconfig:              values.String(keyKubeconfig),
+		Namespace:               values.String(keyNamespace),
+		SecretNamespaces:        values.Strings(keySecretNamespaces),
+		ProviderQPS:             values.Float32(keyProviderQPS),
+		ProviderBurst:           values.Int(keyProviderBurst),
+		ProviderTimeout:         values.Duration(keyProviderTimeout),
+		ConsumerQPS:             values.Float32(keyConsumerQPS),
+		ConsumerBurst:           values.Int(keyConsumerBurst),
+		DiscoveryInterval:       values.Duration(keyDiscoveryInterval),
+		BindingResync:           values.Duration(keyBindingResync),
+		HeartbeatInterval:       values.Duration(keyHeartbeatInterval),
+		Workers:                 values.Int(keyWorkers),
+		MetricsAddr:             values.String(keyMetricsAddr),
+		ProbeAddr:               values.String(keyProbeAddr),
+		PprofAddr:               values.String(keyPprofAddr),
+		LeaderElect:             values.Bool(keyLeaderElect),
+		LeaderElectionNamespace: values.String(keyLeaderElectionNamespace),
 	}
+	c.complete()
+	return c, c.validate()
+}
+
+// complete fills the options whose default is another option.
+func (c *Config) complete() {
 	if len(c.SecretNamespaces) == 0 {
 		c.SecretNamespaces = []string{c.Namespace}
 	}
 	if c.LeaderElectionNamespace == "" {
 		c.LeaderElectionNamespace = c.Namespace
 	}
-	return c, c.validate()
-}
-
-// checkKeys rejects config file keys that are not options, so a typo fails
-// loudly instead of being ignored.
-func checkKeys(keys []string, fs *pflag.FlagSet) error {
-	var unknown []string
-	for _, k := range keys {
-		if fs.Lookup(k) == nil {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		return fmt.Errorf("unknown option(s) %s; see --help", strings.Join(unknown, ", "))
-	}
-	return nil
-}
-
-// stringSlice accepts a list (flag, YAML list) or a comma-separated string
-// (environment variable, YAML scalar).
-func stringSlice(v any) []string {
-	var raw []string
-	switch t := v.(type) {
-	case []string:
-		raw = t
-	case []any:
-		for _, e := range t {
-			raw = append(raw, fmt.Sprint(e))
-		}
-	case string:
-		raw = strings.Split(t, ",")
-	}
-	var out []string
-	for _, s := range raw {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func (c *Config) validate() error {
