@@ -1,5 +1,5 @@
 // Package backend wires kbind's optional provider-side backend: the
-// liveness controller that judges heartbeat Leases (spec BE-1, BE-2) and,
+// liveness controller that judges heartbeat Leases (BE-1, BE-2) and,
 // when enabled, the reaper that deletes what stale consumers left behind
 // (BE-3). The binary (cmd/backend) turns configuration into Options; the
 // integration tests run the same wiring in-process.

@@ -9,7 +9,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
-// field is what the spec table (spec §2) says about one schema property.
+// field is what the API reference says about one schema property (the
+// defaults, enums and validation rules docs/connections.md and
+// docs/bindings.md describe).
 type field struct {
 	path        string // dot path below openAPIV3Schema; [] steps into items
 	typ         string

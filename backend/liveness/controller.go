@@ -34,7 +34,7 @@ const (
 	ReasonReaping = "ReapingConsumer"
 )
 
-// Reaper deletes what a stale consumer left on the provider (spec BE-3).
+// Reaper deletes what a stale consumer left on the provider (BE-3).
 // Reap runs one stateless pass for the consumer and reports done once
 // nothing of it is left, its Leases included. stillStale is asked between
 // deletions; when it returns false the pass stops at once.

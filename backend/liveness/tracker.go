@@ -1,5 +1,5 @@
 // Package liveness judges whether kbind heartbeat Leases are stale by the
-// backend's own clock (spec BE-1). A Lease is live while the backend keeps
+// backend's own clock (BE-1). A Lease is live while the backend keeps
 // seeing its renewTime change; the timestamps the holder writes are never
 // compared with the backend's clock, so a holder with a skewed or
 // far-future clock cannot keep itself alive, and a restarted backend starts

@@ -45,7 +45,7 @@ func (p Phase) String() string {
 }
 
 // BuiltInGroup reports whether an API group is one of Kubernetes' own: kbind
-// never exports those (spec CONN-4), so they never hold instance copies.
+// never exports those (CONN-4), so they never hold instance copies.
 func BuiltInGroup(group string) bool {
 	switch group {
 	case "", "apps", "batch", "extensions", "policy", "autoscaling":

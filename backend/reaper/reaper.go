@@ -1,5 +1,5 @@
 // Package reaper deletes what a consumer cluster that stopped heartbeating
-// left on the provider (spec BE-3): its provider copies, then its related
+// left on the provider (BE-3): its provider copies, then its related
 // Secret/ConfigMap copies, then the namespaces kbind created for it once they
 // hold nothing else, and last its heartbeat Leases. It selects server-side by
 // the consumer-cluster-uid label, re-checks every marker before deleting,

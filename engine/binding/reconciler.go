@@ -1,4 +1,4 @@
-// Package binding reconciles ClusterBindings and Bindings (spec BIND-1..2,
+// Package binding reconciles ClusterBindings and Bindings (BIND-1..2,
 // SCHEMA-3..6): it checks each listed API against the Connection's exports,
 // delivers the consumer CRDs through the schema installer, reports what it
 // cannot do on the binding, and unbinds in order on deletion.

@@ -1,4 +1,4 @@
-// Package connection reconciles Connections (spec CONN-1..8, HB-1): it
+// Package connection reconciles Connections (CONN-1..8, HB-1): it
 // resolves the kubeconfig Secret, reads and pins both cluster identities,
 // discovers the provider's exports, keeps the provider session and heartbeat
 // running while the Connection is Ready, maintains the autoBind

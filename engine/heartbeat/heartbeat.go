@@ -1,5 +1,5 @@
 // Package heartbeat renews one coordination.k8s.io/v1 Lease per Connection
-// on the provider (spec HB-1), so that the provider side (the optional
+// on the provider (HB-1), so that the provider side (the optional
 // backend, or an operator) can tell live consumers from gone ones. Heartbeat
 // errors never block sync: they are reported, logged at V(2) and retried.
 //

@@ -1,4 +1,4 @@
-// Package identity reads a cluster's identity (spec CONN-3): the UID of the
+// Package identity reads a cluster's identity (CONN-3): the UID of the
 // kcp LogicalCluster "cluster" when that API is served, else the UID of the
 // kube-system Namespace.
 //

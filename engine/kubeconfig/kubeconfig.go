@@ -1,6 +1,6 @@
 // Package kubeconfig turns the bytes of a provider kubeconfig Secret into a
 // client configuration, refusing anything that would make the konnector read
-// local files or run code (spec CONN-2), and finding the insecure features
+// local files or run code (CONN-2), and finding the insecure features
 // (skipped TLS verification, proxies, plain HTTP) a Connection must opt in
 // to. Errors name the offending field or
 // the parse position, never the data: a kubeconfig is a credential.

@@ -1,4 +1,4 @@
-// Package metrics holds kbind's Prometheus metrics (spec §6). They are
+// Package metrics holds kbind's Prometheus metrics (docs/metrics.md). They are
 // registered with controller-runtime's registry, so the konnector serves
 // them on its metrics endpoint next to controller-runtime's own.
 package metrics

@@ -1,5 +1,5 @@
 // Package related copies the Secrets and ConfigMaps a binding's
-// relatedResources select between the clusters (spec SYNC-R1..R4): same
+// relatedResources select between the clusters (SYNC-R1..R4): same
 // namespace and name, in the declared direction, owned per (binding,
 // entry), never overwriting a target that is not the binding's.
 //

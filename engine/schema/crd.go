@@ -24,7 +24,7 @@ func SpecHash(spec *apiextensionsv1.CustomResourceDefinitionSpec) string {
 	return "sha256:" + hex.EncodeToString(sum[:])[:16]
 }
 
-// FromCRD derives the consumer CRD from a provider CRD (spec SCHEMA-1): one
+// FromCRD derives the consumer CRD from a provider CRD (SCHEMA-1): one
 // version (the storage version, else the first served one) served and
 // stored, conversion None, every server-populated field dropped, the
 // version's schema, printer columns, subresources and selectable fields

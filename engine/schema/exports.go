@@ -1,6 +1,6 @@
 // Package schema owns what the provider exports and how it becomes consumer
 // CRDs: discovery of exported APIs from labelled CRDs or from server
-// discovery + /openapi/v3 (spec CONN-4), CRD derivation and synthesis
+// discovery + /openapi/v3 (CONN-4), CRD derivation and synthesis
 // (SCHEMA-1, SCHEMA-2), and the pull and update policies (SCHEMA-3..5).
 //
 // Requirement ids in comments (such as CONN-4) refer to docs/requirements.md.
@@ -92,7 +92,7 @@ type Discoverer struct {
 	Discovery discovery.DiscoveryInterface // server discovery and /openapi/v3
 }
 
-// Discover resolves source and lists the exports (spec CONN-4). Auto tries
+// Discover resolves source and lists the exports (CONN-4). Auto tries
 // the labelled CRD list first: one or more exports select CRD, none falls
 // through to OpenAPI, and a list error (403 included) is returned, not a
 // fallback.

@@ -84,7 +84,7 @@ func (d *Discoverer) ReadOpenAPI(ctx context.Context, export kbindv1alpha1.Expor
 }
 
 // FromOpenAPI synthesizes the consumer CRD of an API from discovery and
-// OpenAPI (spec SCHEMA-2): every discovered version served, the preferred
+// OpenAPI (SCHEMA-2): every discovered version served, the preferred
 // one stored, names from discovery, the status subresource only when
 // discovered, and each $ref replaced by a permissive object that keeps
 // unknown fields. The output is deterministic: the same input gives a

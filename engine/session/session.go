@@ -1,4 +1,4 @@
-// Package session owns provider sessions (spec CONN-8): one client and one
+// Package session owns provider sessions (CONN-8): one client and one
 // cache per Connection, shared by everything that talks to that provider,
 // with explicit QPS, burst and timeout. A session built from new kubeconfig
 // data is a candidate until the Connection reconciler has verified the

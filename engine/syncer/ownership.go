@@ -5,7 +5,7 @@ import (
 )
 
 // Ownership is how a provider object relates to a consumer object of the
-// same name (spec SYNC-4).
+// same name (SYNC-4).
 type Ownership string
 
 const (

@@ -1,4 +1,4 @@
-// Package syncer owns instance sync (spec SYNC-1..5, SYNC-D): one Syncer
+// Package syncer owns instance sync (SYNC-1..5, SYNC-D): one Syncer
 // per (Connection, bound API) copies each consumer object's spec up to the
 // provider by server-side apply and its status back down, creates provider
 // namespaces, classifies ownership and reports conflicts instead of

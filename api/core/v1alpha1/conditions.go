@@ -3,7 +3,7 @@ package v1alpha1
 // ConditionType is the type of a status condition on a kbind object.
 type ConditionType string
 
-// Condition types (spec §2.3).
+// Condition types (docs/connections.md, docs/bindings.md#conditions).
 const (
 	// ConditionReady is the summary condition of every kbind kind.
 	ConditionReady ConditionType = "Ready"
@@ -35,7 +35,7 @@ const (
 // Reason is the machine-readable reason of a status condition.
 type Reason string
 
-// Condition reasons (spec §2.3). No other reasons are used.
+// Condition reasons (docs/connections.md, docs/bindings.md#conditions). No other reasons are used.
 const (
 	ReasonAsExpected             Reason = "AsExpected"
 	ReasonPending                Reason = "Pending"

@@ -1,6 +1,6 @@
 package v1alpha1
 
-// Labels kbind reads or writes (spec §3).
+// Labels kbind reads or writes (docs/concepts.md#well-known-strings).
 const (
 	// ExportedLabel opts a provider CRD into export for the CRD schema source.
 	// Only the exact value ExportedLabelValue counts.
@@ -20,7 +20,7 @@ const (
 	ConsumerClusterUIDLabel = "core.kbind.io/consumer-cluster-uid"
 )
 
-// Annotations kbind reads or writes (spec §3, §5).
+// Annotations kbind reads or writes (docs/concepts.md#well-known-strings).
 const (
 	// ConnectionAnnotation names the Connection that supplies a consumer CRD,
 	// or that renews a heartbeat Lease.

@@ -3,7 +3,8 @@ package v1alpha1
 import "testing"
 
 // TestWellKnownSpelling pins every well-known string to its spelling in the
-// specification (spec §2.3, §3) and the troubleshooting guide: operators
+// docs (docs/concepts.md#well-known-strings, the condition tables) and the
+// troubleshooting guide: operators
 // grep for these, so a typo here is an outage.
 func TestWellKnownSpelling(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{

@@ -97,7 +97,7 @@ func run(ctx context.Context) error {
 	return mgr.Start(ctx)
 }
 
-// heartbeatInterval is how often the konnector renews its Lease (spec HB-1).
+// heartbeatInterval is how often the konnector renews its Lease (HB-1).
 const heartbeatInterval = 30 * time.Second
 
 // providerConfig is the provider cluster's client configuration with the
