@@ -18,7 +18,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/enginetest"
-	"github.com/kbind/kbind/engine/schema"
+	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/testenv"
 )
 
@@ -165,7 +165,7 @@ func consumerCRD(t *testing.T, name string) *apiextensionsv1.CustomResourceDefin
 		if err := env.Consumer.Get(context.Background(), client.ObjectKey{Name: name}, crd); err != nil {
 			return err
 		}
-		if !schema.Established(crd) {
+		if !kbindschema.Established(crd) {
 			return fmt.Errorf("not established")
 		}
 		return nil
@@ -198,8 +198,8 @@ func TestClusterBindingInstallsTheProviderSchema(t *testing.T) {
 		t.Errorf("consumer CRD markers: %v %v", crd.Labels, crd.Annotations)
 	}
 	hash := crd.Annotations[kbindv1alpha1.SchemaHashAnnotation]
-	if !strings.HasPrefix(hash, "sha256:") || len(hash) != len("sha256:")+16 || hash != schema.SpecHash(&crd.Spec) {
-		t.Errorf("schema hash %q does not identify the spec (%s)", hash, schema.SpecHash(&crd.Spec))
+	if !strings.HasPrefix(hash, "sha256:") || len(hash) != len("sha256:")+16 || hash != kbindschema.SpecHash(&crd.Spec) {
+		t.Errorf("schema hash %q does not identify the spec (%s)", hash, kbindschema.SpecHash(&crd.Spec))
 	}
 	if w := cb.Status.BoundAPIs[1]; w.Name != "widgets.example.org" || w.CRDHash != hash || w.Instances == nil {
 		t.Errorf("boundAPIs %+v", cb.Status.BoundAPIs)
@@ -264,7 +264,7 @@ func TestBindingBeforeConnection(t *testing.T) {
 	consumerCRD(t, "followers.example.org")
 }
 
-// addProperty changes a provider CRD's schema.
+// addProperty changes a provider CRD's kbindschema.
 func addProperty(t *testing.T, name, property string) {
 	t.Helper()
 	crd := providerCRD(t, name)
@@ -379,9 +379,17 @@ func TestUnbindDeletesTheCRD(t *testing.T) {
 	consumerCRD(t, "unbinds.example.org")
 
 	// The Binding still lists it: deleting the ClusterBinding keeps the CRD.
+	// (Wait until the ClusterBinding is gone: deleted after the Binding, it
+	// would be the last to list the API and rightly delete the CRD.)
 	if err := env.Consumer.Delete(ctx, cb); err != nil {
 		t.Fatal(err)
 	}
+	enginetest.Eventually(t, "clusterbinding gone", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	crd := consumerCRD(t, "unbinds.example.org")
 	// A namespaced Binding never deletes a CRD.

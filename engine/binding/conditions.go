@@ -8,14 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/patch"
 )
-
-type condition struct {
-	typ     kbindv1alpha1.ConditionType
-	status  metav1.ConditionStatus
-	reason  kbindv1alpha1.Reason
-	message string
-}
 
 // wellFormed matches "<plural>.<group>": a lower-case DNS label, a dot, a
 // DNS subdomain.
@@ -31,10 +25,10 @@ func describeMissing(name string) string {
 }
 
 // desiredConditions decides Ready, Synced, Conflicts and PermissionDenied.
-func desiredConditions(o observation) []condition {
-	var out []condition
+func desiredConditions(o observation) []patch.Condition {
+	var out []patch.Condition
 	add := func(t kbindv1alpha1.ConditionType, s metav1.ConditionStatus, r kbindv1alpha1.Reason, msg string) {
-		out = append(out, condition{t, s, r, msg})
+		out = append(out, patch.Condition{Type: t, Status: s, Reason: r, Message: msg})
 	}
 	if o.conflicts > 0 {
 		reason := kbindv1alpha1.ReasonForeignObjectExists

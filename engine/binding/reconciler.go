@@ -8,13 +8,13 @@ package binding
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +28,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/index"
-	"github.com/kbind/kbind/engine/internal/conditions"
+	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/related"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
@@ -83,15 +83,12 @@ func access(obj client.Object) binding {
 	panic(fmt.Sprintf("binding: unexpected type %T", obj))
 }
 
-func (r *Reconciler) kind() string {
-	if r.Namespaced {
-		return "Binding"
-	}
-	return "ClusterBinding"
-}
-
-// Reconcile implements reconcile.Reconciler.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
+// Reconcile implements reconcile.Reconciler: fetch, the deletion path, the
+// finalizer, then the phases in order — read the Connection, deliver the
+// consumer CRDs, run the syncers, unbind the APIs no longer listed, copy
+// related resources — and one status write at the end, also when a phase
+// failed (Ready then says what failed), and only when the status changed.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ ctrl.Result, retErr error) {
 	obj := r.newObject()
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -101,42 +98,51 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return r.finalize(ctx, b)
 	}
-	if !controllerutil.ContainsFinalizer(obj, kbindv1alpha1.CleanupFinalizer) {
-		patch := client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
-		controllerutil.AddFinalizer(obj, kbindv1alpha1.CleanupFinalizer)
-		if err := r.Client.Patch(ctx, obj, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
+	if err := patch.AddFinalizer(ctx, r.Client, obj, kbindv1alpha1.CleanupFinalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 
-	before := b.status.DeepCopy()
-	o, err := r.observe(ctx, b)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.reconcileSyncers(ctx, b, before, &o); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.unbindRemoved(ctx, b, before, &o); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.reconcileRelated(ctx, b, before, &o); err != nil {
-		return ctrl.Result{}, err
-	}
-	b.status.BoundAPIs = o.bound
-	for _, c := range desiredConditions(o) {
-		conditions.Set(&b.status.Conditions, metav1.Condition{
-			Type: string(c.typ), Status: c.status, Reason: string(c.reason), Message: c.message,
-		}, obj.GetGeneration())
-	}
-	if !equality.Semantic.DeepEqual(before, b.status) {
-		patchBase := obj.DeepCopyObject().(client.Object)
-		*access(patchBase).status = *before
-		if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(patchBase)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("updating status: %w", err)
+	before := obj.DeepCopyObject().(client.Object)
+	prior := access(before).status
+	o := &observation{connection: b.spec.ConnectionRef.Name}
+	defer func() {
+		setStatus(b, o, retErr)
+		if err := patch.Status(ctx, r.Client, before, obj); err != nil {
+			retErr = errors.Join(retErr, err)
 		}
+	}()
+	if err := r.readConnection(ctx, o); err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading the Connection: %w", err)
+	}
+	if err := r.deliverSchemas(ctx, b, o); err != nil {
+		return ctrl.Result{}, fmt.Errorf("delivering the consumer CRDs: %w", err)
+	}
+	if err := r.reconcileSyncers(ctx, b, prior, o); err != nil {
+		return ctrl.Result{}, fmt.Errorf("running the syncers: %w", err)
+	}
+	if err := r.unbindRemoved(ctx, b, prior, o); err != nil {
+		return ctrl.Result{}, fmt.Errorf("unbinding APIs no longer listed: %w", err)
+	}
+	if err := r.reconcileRelated(ctx, b, prior, o); err != nil {
+		return ctrl.Result{}, fmt.Errorf("copying related resources: %w", err)
 	}
 	return ctrl.Result{RequeueAfter: r.resync()}, nil
+}
+
+// setStatus writes what a reconcile learned into the binding's status.
+// After a failed phase only Ready changes — False, saying what failed: the
+// rest of the observation is partial, and status.boundAPIs is what
+// unbinding remembers, so a partial pass never shrinks it.
+func setStatus(b binding, o *observation, failed error) {
+	if failed != nil {
+		patch.SetCondition(&b.status.Conditions, metav1.Condition{
+			Type: string(kbindv1alpha1.ConditionReady), Status: metav1.ConditionFalse, Reason: string(kbindv1alpha1.ReasonPending),
+			Message: "reconciling failed, retrying with backoff: " + failed.Error(),
+		}, b.obj.GetGeneration())
+		return
+	}
+	b.status.BoundAPIs = o.bound
+	patch.SetConditions(&b.status.Conditions, desiredConditions(*o), b.obj.GetGeneration())
 }
 
 // reconcileSyncers starts, re-scopes or stops the syncers of every API the
@@ -259,7 +265,7 @@ func (r *Reconciler) resync() time.Duration {
 // observation is what one reconcile learned about a binding; conditions are
 // a pure function of it.
 type observation struct {
-	kind, connection string
+	connection string
 	// connProblem is why the Connection cannot be used (missing, not Ready).
 	connProblem string
 	notExported []string
@@ -270,7 +276,8 @@ type observation struct {
 	problems      []string
 	pending       []string
 	bound         []kbindv1alpha1.BoundAPI
-	// session and clusterUID are the Connection's, when usable.
+	// conn, session and clusterUID are the Connection's, when usable.
+	conn       *kbindv1alpha1.Connection
 	session    *session.Session
 	clusterUID string
 	// notSyncing lists bound APIs whose syncer does not run (yet).
@@ -285,15 +292,17 @@ type observation struct {
 	unbinding []string
 }
 
-func (r *Reconciler) observe(ctx context.Context, b binding) (observation, error) {
-	o := observation{kind: r.kind(), connection: b.spec.ConnectionRef.Name}
+// readConnection reads the binding's Connection and its session; a
+// Connection that cannot be used is a condition (connProblem), not an
+// error.
+func (r *Reconciler) readConnection(ctx context.Context, o *observation) error {
 	conn := &kbindv1alpha1.Connection{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: o.connection}, conn); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return o, fmt.Errorf("reading connection %s: %w", o.connection, err)
+			return fmt.Errorf("reading connection %s: %w", o.connection, err)
 		}
 		o.connProblem = fmt.Sprintf("Connection %q not found", o.connection)
-		return o, nil
+		return nil
 	}
 	if c := meta.FindStatusCondition(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady)); !syncer.ConnectionUsable(conn) {
 		why := "no status yet"
@@ -301,19 +310,29 @@ func (r *Reconciler) observe(ctx context.Context, b binding) (observation, error
 			why = c.Reason + ": " + c.Message
 		}
 		o.connProblem = fmt.Sprintf("Connection %q is not Ready (%s)", o.connection, why)
-		return o, nil
+		return nil
 	}
 	sess, ok := r.Sessions.Get(conn.Name)
 	if !ok {
 		o.connProblem = fmt.Sprintf("Connection %q has no provider session yet", o.connection)
-		return o, nil
+		return nil
 	}
-	o.session, o.clusterUID = sess, conn.Status.LocalClusterUID
+	o.conn, o.session, o.clusterUID = conn, sess, conn.Status.LocalClusterUID
+	return nil
+}
+
+// deliverSchemas checks each listed API against the Connection's exports
+// and the binding's scope, and installs the consumer CRD of each one the
+// binding may use (SCHEMA-3..5); o.bound lists them.
+func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observation) error {
+	if o.conn == nil {
+		return nil // the Connection cannot be used: connProblem says why
+	}
 	exports := map[string]kbindv1alpha1.ExportedAPI{}
-	for _, e := range conn.Status.ExportedAPIs {
+	for _, e := range o.conn.Status.ExportedAPIs {
 		exports[e.Name] = e
 	}
-	discoverer := &kbindschema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
+	discoverer := &kbindschema.Discoverer{Client: o.session.Client, Discovery: o.session.Discovery}
 	for _, api := range b.spec.APIs {
 		export, ok := exports[api.Name]
 		switch {
@@ -326,7 +345,7 @@ func (r *Reconciler) observe(ctx context.Context, b binding) (observation, error
 		case r.Namespaced:
 			covering, err := r.coveringClusterBindings(ctx, api.Name)
 			if err != nil {
-				return o, err
+				return err
 			}
 			if len(covering) > 0 {
 				o.overlapped = append(o.overlapped, fmt.Sprintf("%s (ClusterBinding %s)", api.Name, strings.Join(covering, ", ")))
@@ -334,14 +353,14 @@ func (r *Reconciler) observe(ctx context.Context, b binding) (observation, error
 			}
 		}
 		entry := kbindv1alpha1.BoundAPI{Name: api.Name}
-		outcome, ok := r.deliver(ctx, &o, discoverer, conn, export)
+		outcome, ok := r.deliver(ctx, o, discoverer, o.conn, export)
 		if ok {
 			entry.CRDHash = outcome.Hash
 		}
 		o.bound = append(o.bound, entry)
 	}
 	sort.Slice(o.bound, func(i, j int) bool { return o.bound[i].Name < o.bound[j].Name })
-	return o, nil
+	return nil
 }
 
 // deliver computes and installs one API's consumer CRD, recording what
@@ -402,22 +421,12 @@ func (r *Reconciler) finalize(ctx context.Context, b binding) (ctrl.Result, erro
 		return ctrl.Result{}, err
 	}
 	if remaining > 0 {
-		before := b.status.DeepCopy()
-		conditions.Set(&b.status.Conditions, metav1.Condition{
-			Type: string(kbindv1alpha1.ConditionReady), Status: metav1.ConditionFalse, Reason: string(kbindv1alpha1.ReasonPending),
-			Message: fmt.Sprintf("deleting: waiting for %d object(s) to release their provider copies (an unreachable provider is waited for, never guessed)", remaining),
-		}, b.obj.GetGeneration())
-		if !equality.Semantic.DeepEqual(before, b.status) {
-			if err := r.Client.Status().Update(ctx, b.obj); err != nil && !apierrors.IsConflict(err) {
-				return ctrl.Result{}, err
-			}
-		}
-		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+		return r.waitDeleting(ctx, b, fmt.Sprintf("waiting for %d object(s) to release their provider copies (an unreachable provider is waited for, never guessed)", remaining))
 	}
 	if waiting, err := r.cleanupRelated(ctx, b); err != nil {
 		return ctrl.Result{}, fmt.Errorf("deleting related copies: %w", err)
 	} else if waiting != "" {
-		return r.waitForRelated(ctx, b, waiting)
+		return r.waitDeleting(ctx, b, waiting)
 	}
 	if !r.Namespaced {
 		if err := r.unbindCRDs(ctx, b); err != nil {
@@ -429,12 +438,21 @@ func (r *Reconciler) finalize(ctx context.Context, b binding) (ctrl.Result, erro
 			return ctrl.Result{}, err
 		}
 	}
-	patch := client.MergeFromWithOptions(b.obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(b.obj, kbindv1alpha1.CleanupFinalizer)
-	if err := r.Client.Patch(ctx, b.obj, patch); err != nil {
-		return ctrl.Result{}, fmt.Errorf("removing finalizer: %w", err)
+	return ctrl.Result{}, patch.RemoveFinalizer(ctx, r.Client, b.obj, kbindv1alpha1.CleanupFinalizer)
+}
+
+// waitDeleting keeps a deleting binding, saying in Ready why, and looks
+// again shortly.
+func (r *Reconciler) waitDeleting(ctx context.Context, b binding, why string) (ctrl.Result, error) {
+	before := b.obj.DeepCopyObject().(client.Object)
+	patch.SetCondition(&b.status.Conditions, metav1.Condition{
+		Type: string(kbindv1alpha1.ConditionReady), Status: metav1.ConditionFalse, Reason: string(kbindv1alpha1.ReasonPending),
+		Message: "deleting: " + why,
+	}, b.obj.GetGeneration())
+	if err := patch.Status(ctx, r.Client, before, b.obj); err != nil {
+		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 }
 
 // drain takes the deleting binding out of every syncer's scope and releases

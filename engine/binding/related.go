@@ -3,16 +3,11 @@ package binding
 import (
 	"context"
 	"fmt"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
-	"github.com/kbind/kbind/engine/internal/conditions"
 	"github.com/kbind/kbind/engine/related"
 	"github.com/kbind/kbind/engine/session"
 )
@@ -105,20 +100,4 @@ func (r *Reconciler) cleanupRelated(ctx context.Context, b binding) (waiting str
 		return "", nil
 	}
 	return fmt.Sprintf("waiting for the provider to delete related copies (Connection %q has no provider session)", name), nil
-}
-
-// waitForRelated keeps a deleting binding, saying why, until its provider
-// copies can be deleted.
-func (r *Reconciler) waitForRelated(ctx context.Context, b binding, waiting string) (ctrl.Result, error) {
-	before := b.status.DeepCopy()
-	conditions.Set(&b.status.Conditions, metav1.Condition{
-		Type: string(kbindv1alpha1.ConditionReady), Status: metav1.ConditionFalse, Reason: string(kbindv1alpha1.ReasonPending),
-		Message: "deleting: " + waiting,
-	}, b.obj.GetGeneration())
-	if !equality.Semantic.DeepEqual(before, b.status) {
-		if err := r.Client.Status().Update(ctx, b.obj); err != nil && !apierrors.IsConflict(err) {
-			return ctrl.Result{}, fmt.Errorf("updating status: %w", err)
-		}
-	}
-	return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 }

@@ -9,9 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
-	"github.com/kbind/kbind/engine/internal/conditions"
+	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/kubeconfig"
-	"github.com/kbind/kbind/engine/schema"
+	kbindschema "github.com/kbind/kbind/engine/schema"
 )
 
 // observation is what one reconcile learned; conditions are a pure function
@@ -33,18 +33,22 @@ type observation struct {
 	// verified: the provider identity was read and matches the pins.
 	verified bool
 	// discovery is the discovery outcome, nil on error or when not probed.
-	discovery *schema.Result
+	discovery *kbindschema.Result
 	// discoveryErr is the discovery error.
 	discoveryErr error
 	// exports are the fresh exports plus the last known exports of groups
 	// discovery could not read (unreadable).
 	exports    []kbindv1alpha1.ExportedAPI
-	unreadable []schema.GroupError
+	unreadable []kbindschema.GroupError
 	// insecure lists the insecure kubeconfig features in use (each allowed
 	// by spec.allowInsecure, or the Secret would have been refused).
 	insecure []kubeconfig.Finding
 	// draining lists the bindings a deleting Connection waits for.
 	draining []string
+	// deleting: the Connection is being deleted.
+	deleting bool
+	// published: the session of this kubeconfig is the published one.
+	published bool
 	// heartbeat is the last renewal's result; heartbeatKnown is false
 	// before the first.
 	heartbeat      error
@@ -58,35 +62,27 @@ type observation struct {
 	schemaKnown bool
 }
 
-// condition is a condition without bookkeeping fields.
-type condition struct {
-	typ     kbindv1alpha1.ConditionType
-	status  metav1.ConditionStatus
-	reason  kbindv1alpha1.Reason
-	message string
-}
-
 // desiredConditions decides the Connection conditions. A condition missing
 // from the result is left as it is (nothing was learned about it). A
 // deleting Connection that waits for its bindings is Ready=False with
 // DrainingBindings, whatever else holds.
-func desiredConditions(o observation) []condition {
+func desiredConditions(o observation) []patch.Condition {
 	out := connectionConditions(o)
 	if len(o.draining) == 0 {
 		return out
 	}
 	for i := range out {
-		if out[i].typ == kbindv1alpha1.ConditionReady {
+		if out[i].Type == kbindv1alpha1.ConditionReady {
 			out[i] = drainingReady(o.draining)
 		}
 	}
 	return out
 }
 
-func connectionConditions(o observation) []condition {
-	var out []condition
+func connectionConditions(o observation) []patch.Condition {
+	var out []patch.Condition
 	add := func(t kbindv1alpha1.ConditionType, s metav1.ConditionStatus, r kbindv1alpha1.Reason, format string, args ...any) {
-		out = append(out, condition{t, s, r, fmt.Sprintf(format, args...)})
+		out = append(out, cond(t, s, r, format, args...))
 	}
 	ready := func(s metav1.ConditionStatus, r kbindv1alpha1.Reason, msg string) {
 		add(kbindv1alpha1.ConditionReady, s, r, "%s", msg)
@@ -155,7 +151,7 @@ func connectionConditions(o observation) []condition {
 }
 
 // joinErrors joins the group errors keep selects (all when nil).
-func joinErrors(errs []schema.GroupError, keep func(error) bool) string {
+func joinErrors(errs []kbindschema.GroupError, keep func(error) bool) string {
 	var out []string
 	for _, e := range errs {
 		if keep == nil || keep(e.Err) {
@@ -165,21 +161,77 @@ func joinErrors(errs []schema.GroupError, keep func(error) bool) string {
 	return strings.Join(out, "; ")
 }
 
-// drainingReady is Ready of a deleting Connection that waits for the
-// bindings still referencing it (CONN-7).
-func drainingReady(draining []string) condition {
-	return condition{kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings,
-		fmt.Sprintf("waiting for %d binding(s) referencing this Connection to be deleted: %s", len(draining), strings.Join(draining, ", "))}
+// decision is what a reconcile does, given what it observed.
+type decision struct {
+	ready bool
+	// useSession: syncers and bindings may use the session (published,
+	// cache running); otherwise its watches stop.
+	useSession bool
+	heartbeat  heartbeatAction
+	requeue    requeueKind
 }
 
-func withHeartbeat(out []condition, o observation) []condition {
+type heartbeatAction int
+
+const (
+	heartbeatKeep heartbeatAction = iota // leave it as it is
+	heartbeatRun                         // renew through this (verified) session
+	heartbeatStop                        // stop renewing
+)
+
+type requeueKind int
+
+const (
+	requeueDiscovery requeueKind = iota // at the next discovery pass
+	requeueSecret                       // at the discovery interval: the Secret watch re-triggers sooner
+	requeueBackoff                      // with the per-Connection exponential backoff
+)
+
+// decide turns an observation (and whether the conditions say Ready) into
+// what to do. The session serves syncers and bindings while the Connection
+// is Ready, and while it is deleting and drains through a verified
+// provider. The heartbeat renews through any verified session, whatever
+// else fails: liveness means "the konnector serves this Connection"; it
+// stops only when the very kubeconfig it uses now reaches another cluster.
+func decide(o observation, ready bool) decision {
+	d := decision{ready: ready, useSession: ready || (o.deleting && o.verified)}
+	switch {
+	case o.verified:
+		d.heartbeat = heartbeatRun
+	case o.identityChanged != "" && o.published:
+		d.heartbeat = heartbeatStop
+	}
+	switch {
+	case d.useSession:
+		d.requeue = requeueDiscovery
+	case o.secretErr != nil:
+		d.requeue = requeueSecret
+	default:
+		d.requeue = requeueBackoff
+	}
+	return d
+}
+
+// drainingReady is Ready of a deleting Connection that waits for the
+// bindings still referencing it (CONN-7).
+func drainingReady(draining []string) patch.Condition {
+	return cond(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings,
+		"waiting for %d binding(s) referencing this Connection to be deleted: %s", len(draining), strings.Join(draining, ", "))
+}
+
+// cond is a decided condition with a formatted message.
+func cond(t kbindv1alpha1.ConditionType, s metav1.ConditionStatus, r kbindv1alpha1.Reason, format string, args ...any) patch.Condition {
+	return patch.Condition{Type: t, Status: s, Reason: r, Message: fmt.Sprintf(format, args...)}
+}
+
+func withHeartbeat(out []patch.Condition, o observation) []patch.Condition {
 	if o.schemaKnown {
 		if len(o.lagging) == 0 {
-			out = append(out, condition{kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
-				"every consumer CRD supplied by this Connection carries the schema its policy calls for"})
+			out = append(out, cond(kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
+				"every consumer CRD supplied by this Connection carries the schema its policy calls for"))
 		} else {
-			out = append(out, condition{kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
-				fmt.Sprintf("%d consumer CRD(s) lag behind the provider schema: %s", len(o.lagging), strings.Join(o.lagging, ", "))})
+			out = append(out, cond(kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
+				"%d consumer CRD(s) lag behind the provider schema: %s", len(o.lagging), strings.Join(o.lagging, ", ")))
 		}
 	}
 	if !o.heartbeatKnown {
@@ -187,31 +239,22 @@ func withHeartbeat(out []condition, o observation) []condition {
 	}
 	switch {
 	case o.heartbeat == nil:
-		out = append(out, condition{kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
-			fmt.Sprintf("Lease %s is renewed every %s", o.leaseRef, o.leaseEvery)})
+		out = append(out, cond(kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
+			"Lease %s is renewed every %s", o.leaseRef, o.leaseEvery))
 	case apierrors.IsForbidden(o.heartbeat):
-		out = append(out, condition{kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, o.heartbeat.Error()})
+		out = append(out, cond(kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, "%s", o.heartbeat.Error()))
 	default:
-		out = append(out, condition{kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, o.heartbeat.Error()})
+		out = append(out, cond(kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, "%s", o.heartbeat.Error()))
 	}
 	return out
 }
 
 // isReady reports whether the decided conditions make the Connection Ready.
-func isReady(conds []condition) bool {
+func isReady(conds []patch.Condition) bool {
 	for _, c := range conds {
-		if c.typ == kbindv1alpha1.ConditionReady {
-			return c.status == metav1.ConditionTrue
+		if c.Type == kbindv1alpha1.ConditionReady {
+			return c.Status == metav1.ConditionTrue
 		}
 	}
 	return false
-}
-
-// apply sets the decided conditions on the status, keeping transition times
-// of unchanged ones (so an unchanged status is byte-identical and not
-// written).
-func apply(conds *[]metav1.Condition, decided []condition, generation int64) {
-	for _, c := range decided {
-		conditions.Set(conds, metav1.Condition{Type: string(c.typ), Status: c.status, Reason: string(c.reason), Message: c.message}, generation)
-	}
 }

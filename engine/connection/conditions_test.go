@@ -66,9 +66,9 @@ func TestDesiredConditions(t *testing.T) {
 			var got []string
 			decided := desiredConditions(tc.obs)
 			for _, c := range decided {
-				got = append(got, fmt.Sprintf("%s=%s/%s", c.typ, c.status, c.reason))
-				if c.message == "" {
-					t.Errorf("%s has no message", c.typ)
+				got = append(got, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+				if c.Message == "" {
+					t.Errorf("%s has no message", c.Type)
 				}
 			}
 			if strings.Join(got, " ") != tc.want {
@@ -91,16 +91,16 @@ func TestDesiredConditionMessages(t *testing.T) {
 		kbindv1alpha1.ConditionSecretValid: "the kubeconfig Secret is usable; insecure features allowed by spec.allowInsecure: ProxyURL (clusters[p].proxy-url)",
 	}
 	for _, c := range desiredConditions(obs) {
-		if w, ok := want[c.typ]; ok && c.message != w {
-			t.Errorf("%s message\n got %q\nwant %q", c.typ, c.message, w)
+		if w, ok := want[c.Type]; ok && c.Message != w {
+			t.Errorf("%s message\n got %q\nwant %q", c.Type, c.Message, w)
 		}
 	}
 }
 
 func TestDrainingReady(t *testing.T) {
 	c := drainingReady([]string{"ClusterBinding a", "Binding ns/b"})
-	if c.status != metav1.ConditionFalse || c.reason != kbindv1alpha1.ReasonDrainingBindings ||
-		c.message != "waiting for 2 binding(s) referencing this Connection to be deleted: ClusterBinding a, Binding ns/b" {
+	if c.Status != metav1.ConditionFalse || c.Reason != kbindv1alpha1.ReasonDrainingBindings ||
+		c.Message != "waiting for 2 binding(s) referencing this Connection to be deleted: ClusterBinding a, Binding ns/b" {
 		t.Errorf("%+v", c)
 	}
 }
@@ -136,6 +136,39 @@ func TestLoopbackHint(t *testing.T) {
 		}
 		if hint != "" && !strings.Contains(hint, "points at the Pod itself") {
 			t.Errorf("hint %q does not say the address is the Pod itself", hint)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	cases := []struct {
+		name  string
+		obs   observation
+		ready bool
+		want  decision
+	}{
+		{"ready", observation{verified: true, published: true}, true,
+			decision{ready: true, useSession: true, heartbeat: heartbeatRun, requeue: requeueDiscovery}},
+		{"ready on a new, verified session", observation{verified: true}, true,
+			decision{ready: true, useSession: true, heartbeat: heartbeatRun, requeue: requeueDiscovery}},
+		{"discovery refused: no session, the heartbeat goes on", observation{verified: true, published: true}, false,
+			decision{heartbeat: heartbeatRun, requeue: requeueBackoff}},
+		{"broken Secret: the heartbeat keeps its last session", observation{secretErr: errors.New("garbage")}, false,
+			decision{heartbeat: heartbeatKeep, requeue: requeueSecret}},
+		{"unreachable", observation{identityErr: errors.New("refused")}, false,
+			decision{heartbeat: heartbeatKeep, requeue: requeueBackoff}},
+		{"new kubeconfig reaches another cluster: the verified session keeps the heartbeat", observation{identityChanged: "moved"}, false,
+			decision{heartbeat: heartbeatKeep, requeue: requeueBackoff}},
+		{"the same kubeconfig now reaches another cluster: stop the heartbeat", observation{identityChanged: "moved", published: true}, false,
+			decision{heartbeat: heartbeatStop, requeue: requeueBackoff}},
+		{"deleting, draining through a verified provider", observation{deleting: true, verified: true, published: true}, false,
+			decision{useSession: true, heartbeat: heartbeatRun, requeue: requeueDiscovery}},
+		{"deleting, provider unreachable: bindings wait", observation{deleting: true, identityErr: errors.New("refused")}, false,
+			decision{heartbeat: heartbeatKeep, requeue: requeueBackoff}},
+	}
+	for _, tc := range cases {
+		if got := decide(tc.obs, tc.ready); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -34,9 +34,10 @@ import (
 	"github.com/kbind/kbind/engine/heartbeat"
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/kubeconfig"
 	"github.com/kbind/kbind/engine/metrics"
-	"github.com/kbind/kbind/engine/schema"
+	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
 )
 
@@ -55,7 +56,7 @@ type Reconciler struct {
 	// LocalIdentity reads the consumer cluster's identity.
 	LocalIdentity *identity.Reader
 	// Installer delivers consumer CRDs (pullPolicy All) and knows which lag.
-	Installer *schema.Installer
+	Installer *kbindschema.Installer
 	// Base bounds the heartbeats' lifetime (the engine's).
 	Base context.Context
 
@@ -78,7 +79,7 @@ type probe struct {
 	at          time.Time
 	remoteUID   string
 	identityErr error
-	discovery   *schema.Result
+	discovery   *kbindschema.Result
 	discovErr   error
 }
 
@@ -116,11 +117,14 @@ func (r *Reconciler) init() {
 	}
 }
 
-// Reconcile implements reconcile.Reconciler. A deleting Connection that
-// still has bindings runs the same connect path as a live one (its bindings
-// drain through its session, which a konnector restart must rebuild), with
-// Ready=False/DrainingBindings; once no binding references it, it tears
-// down.
+// Reconcile implements reconcile.Reconciler in three steps: observe (the
+// Secret, the session, both identities, the exports, the heartbeat's last
+// result), decide (decide and desiredConditions, pure functions), act
+// (heartbeat, session, autoBind, one status write only when it changed).
+// A deleting Connection that still has bindings goes through the same steps
+// (its bindings drain through its session, which a konnector restart must
+// rebuild) with Ready=False/DrainingBindings; once no binding references
+// it, it tears down.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	conn := &kbindv1alpha1.Connection{}
 	if err := r.Client.Get(ctx, req.NamespacedName, conn); err != nil {
@@ -130,114 +134,122 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		}
 		return ctrl.Result{}, err
 	}
-	deleting := !conn.DeletionTimestamp.IsZero()
-	var draining []string
-	if deleting {
-		if !controllerutil.ContainsFinalizer(conn, kbindv1alpha1.CleanupFinalizer) {
-			r.forget(conn.Name)
-			return ctrl.Result{}, nil
-		}
-		if err := r.deleteAutoBinding(ctx, conn); err != nil {
-			return ctrl.Result{}, err
-		}
-		var err error
-		if draining, err = r.referencingBindings(ctx, conn.Name); err != nil {
-			return ctrl.Result{}, err
-		}
-		if len(draining) == 0 {
-			return ctrl.Result{}, r.teardown(ctx, conn)
-		}
-	} else if err := r.ensureFinalizer(ctx, conn, conn.Name); err != nil {
+	draining, done, err := r.deletionPath(ctx, conn)
+	if done || err != nil {
 		return ctrl.Result{}, err
 	}
 
+	// Observe.
 	before := conn.DeepCopy()
-	obs := observation{draining: draining}
-	sess, published, next := r.connect(ctx, conn, &obs)
+	obs := observation{draining: draining, deleting: !conn.DeletionTimestamp.IsZero()}
+	sess, next := r.connect(ctx, conn, &obs)
 	r.heartbeatInto(conn.Name, &obs)
 	// pullPolicy All installs once per discovery pass, not on every
-	// reconcile (heartbeat results and binding changes trigger many).
-	if !deleting && obs.fresh && obs.discovery != nil && obs.discoveryErr == nil && obs.identityErr == nil && obs.identityChanged == "" &&
-		conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyAll {
+	// reconcile (heartbeat results and binding changes trigger many); it
+	// comes before the decision because SchemaInSync reports its outcome.
+	if installsAll(obs, conn.Spec.Schema.PullPolicy) {
 		r.installAll(ctx, conn, sess, obs.discovery.Source, obs.exports)
 	}
 	obs.lagging, obs.schemaKnown = r.Installer.Lagging(conn.Name)
 
-	decided := desiredConditions(obs)
-	apply(&conn.Status.Conditions, decided, conn.Generation)
-	ready := isReady(decided)
-	metrics.ConnectionReady.WithLabelValues(conn.Name).Set(map[bool]float64{true: 1, false: 0}[ready])
-	if ready {
-		conn.Status.ActiveSchemaSource = obs.discovery.Source
-		conn.Status.ExportedAPIs = obs.exports
+	// Decide.
+	conds := desiredConditions(obs)
+	d := decide(obs, isReady(conds))
+
+	// Act.
+	switch d.heartbeat {
+	case heartbeatRun:
+		r.ensureHeartbeat(conn, sess)
+	case heartbeatStop:
+		r.stopHeartbeat(conn.Name)
 	}
-	// The session serves syncers and bindings while the Connection is Ready,
-	// and while it is deleting and draining through a verified provider;
-	// otherwise its watches stop (the heartbeat does not, see connect).
-	switch usable := ready || (deleting && obs.verified); {
-	case usable && !published:
+	switch {
+	case d.useSession && !obs.published:
 		r.Sessions.Publish(sess)
 		sess.Activate()
-	case usable:
+	case d.useSession:
 		sess.Activate()
 	default:
 		r.Sessions.Unpublish(conn.Name)
 	}
-
+	patch.SetConditions(&conn.Status.Conditions, conds, conn.Generation)
+	metrics.ConnectionReady.WithLabelValues(conn.Name).Set(map[bool]float64{true: 1, false: 0}[d.ready])
 	var autoBindErr error
-	if ready {
+	if d.ready {
+		conn.Status.ActiveSchemaSource = obs.discovery.Source
+		conn.Status.ExportedAPIs = obs.exports
 		autoBindErr = r.reconcileAutoBind(ctx, conn)
 	}
-	if err := r.patchStatus(ctx, before, conn); err != nil {
-		return ctrl.Result{}, err
+	if err := patch.Status(ctx, r.Client, before, conn); err != nil {
+		return ctrl.Result{}, fmt.Errorf("connection %s: %w", conn.Name, err)
 	}
 	if autoBindErr != nil {
 		return ctrl.Result{}, autoBindErr
 	}
-	switch {
-	case ready || (deleting && obs.verified):
+	switch d.requeue {
+	case requeueDiscovery:
 		r.backoff.Forget(conn.Name)
 		return ctrl.Result{RequeueAfter: next}, nil
-	case obs.secretErr != nil:
-		// The Secret watch re-triggers; a slow poll covers what it cannot
-		// see (a namespace added to the allowed list needs a restart anyway).
+	case requeueSecret:
 		return ctrl.Result{RequeueAfter: r.DiscoveryInterval}, nil
 	default:
 		return ctrl.Result{RequeueAfter: r.backoff.When(conn.Name)}, nil
 	}
 }
 
+// deletionPath handles a deleting Connection: done when there is nothing
+// more to do (already finalized, or torn down now that no binding
+// references it), else the bindings it waits for. A live Connection gets
+// its finalizer.
+func (r *Reconciler) deletionPath(ctx context.Context, conn *kbindv1alpha1.Connection) (draining []string, done bool, err error) {
+	if conn.DeletionTimestamp.IsZero() {
+		return nil, false, patch.AddFinalizer(ctx, r.Client, conn, kbindv1alpha1.CleanupFinalizer)
+	}
+	if !controllerutil.ContainsFinalizer(conn, kbindv1alpha1.CleanupFinalizer) {
+		r.forget(conn.Name)
+		return nil, true, nil
+	}
+	if err := r.deleteAutoBinding(ctx, conn); err != nil {
+		return nil, true, err
+	}
+	if draining, err = r.referencingBindings(ctx, conn.Name); err != nil {
+		return nil, true, err
+	}
+	if len(draining) == 0 {
+		return nil, true, r.teardown(ctx, conn)
+	}
+	return draining, false, nil
+}
+
+// installsAll reports whether this reconcile installs every export
+// (pullPolicy All): on a fresh, successful discovery pass of a live
+// Connection.
+func installsAll(o observation, pull kbindv1alpha1.PullPolicy) bool {
+	return pull == kbindv1alpha1.PullPolicyAll && !o.deleting && o.fresh && o.discovery != nil &&
+		o.discoveryErr == nil && o.identityErr == nil && o.identityChanged == ""
+}
+
 // connect resolves the kubeconfig, prepares the session for it, reads and
-// checks both identities and the exports, and returns the session, whether
-// it is the published one, and when the next discovery pass is due. The
-// caller publishes it once the Connection can use it: a session built from
-// new kubeconfig data is never used before its provider identity is
-// verified against the pin, so nothing is ever written to an unverified
-// cluster. The heartbeat runs through any verified session, whatever else
-// fails (see ensureHeartbeat).
-func (r *Reconciler) connect(ctx context.Context, conn *kbindv1alpha1.Connection, obs *observation) (*session.Session, bool, time.Duration) {
+// checks both identities and the exports, and returns the session and when
+// the next discovery pass is due. It only reads: Reconcile publishes the
+// session once the Connection can use it (a session built from new
+// kubeconfig data is never used before its provider identity is verified
+// against the pin, so nothing is ever written to an unverified cluster).
+func (r *Reconciler) connect(ctx context.Context, conn *kbindv1alpha1.Connection, obs *observation) (*session.Session, time.Duration) {
 	parsed, err := r.resolveSecret(ctx, conn)
 	if err != nil {
 		obs.secretErr = err
-		return nil, false, 0
+		return nil, 0
 	}
 	obs.insecure = parsed.Insecure
 	localUID, _ := r.readLocalUID(ctx) // "" (unknown yet) caches everything; observe reports the error
 	sess, published, err := r.Sessions.Prepare(conn.Name, parsed.Hash, parsed.Namespace, localUID, parsed.Config)
 	if err != nil {
 		obs.secretErr = fmt.Errorf("the kubeconfig cannot be used: %w", err)
-		return nil, false, 0
+		return nil, 0
 	}
-	next := r.observe(ctx, conn, sess, parsed, obs)
-	switch {
-	case obs.verified:
-		r.ensureHeartbeat(conn, sess)
-	case obs.identityChanged != "" && published:
-		// The cluster behind this very kubeconfig is another one now: the
-		// heartbeat must not write there either.
-		r.stopHeartbeat(conn.Name)
-	}
-	return sess, published, next
+	obs.published = published
+	return sess, r.observe(ctx, conn, sess, parsed, obs)
 }
 
 // teardown finishes a deleting Connection no binding references any more
@@ -247,10 +259,8 @@ func (r *Reconciler) connect(ctx context.Context, conn *kbindv1alpha1.Connection
 func (r *Reconciler) teardown(ctx context.Context, conn *kbindv1alpha1.Connection) error {
 	r.deleteLease(ctx, conn.Name)
 	r.forget(conn.Name)
-	patch := client.MergeFromWithOptions(conn.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(conn, kbindv1alpha1.CleanupFinalizer)
-	if err := r.Client.Patch(ctx, conn, patch); err != nil {
-		return fmt.Errorf("removing finalizer of connection %s: %w", conn.Name, err)
+	if err := patch.RemoveFinalizer(ctx, r.Client, conn, kbindv1alpha1.CleanupFinalizer); err != nil {
+		return fmt.Errorf("connection %s: %w", conn.Name, err)
 	}
 	return nil
 }
@@ -261,11 +271,11 @@ func (r *Reconciler) teardown(ctx context.Context, conn *kbindv1alpha1.Connectio
 func (r *Reconciler) installAll(ctx context.Context, conn *kbindv1alpha1.Connection, sess *session.Session, source kbindv1alpha1.ActiveSchemaSource, exports []kbindv1alpha1.ExportedAPI) {
 	withStatus := conn.DeepCopy()
 	withStatus.Status.ActiveSchemaSource = source
-	d := &schema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
+	d := &kbindschema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
 	for _, export := range exports {
-		desired, err := schema.Desired(ctx, d, withStatus, export)
+		desired, err := kbindschema.Desired(ctx, d, withStatus, export)
 		if err == nil {
-			var outcome schema.Outcome
+			var outcome kbindschema.Outcome
 			outcome, err = r.Installer.Ensure(ctx, withStatus, export.Name, desired)
 			if err == nil && outcome.Problem != "" {
 				err = errors.New(outcome.Problem)
@@ -297,8 +307,8 @@ func (r *Reconciler) resolveSecret(ctx context.Context, conn *kbindv1alpha1.Conn
 		}
 		return nil, fmt.Errorf("reading %s: %w", where, err)
 	}
-	if err := r.ensureFinalizer(ctx, secret, conn.Name); err != nil {
-		return nil, fmt.Errorf("adding finalizer %s to %s: %w", kbindv1alpha1.CleanupFinalizer, where, err)
+	if err := patch.AddFinalizer(ctx, r.Client, secret, kbindv1alpha1.CleanupFinalizer); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	data, ok := secret.Data[key]
 	if !ok {
@@ -361,7 +371,7 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 		// A group that could not be read keeps its last known exports:
 		// only a successful read that no longer lists an API removes it.
 		obs.unreadable = p.discovery.Unreadable
-		obs.exports = schema.KeepUnreadable(p.discovery.Exports, p.discovery.Unreadable,
+		obs.exports = kbindschema.KeepUnreadable(p.discovery.Exports, p.discovery.Unreadable,
 			conn.Status.ExportedAPIs, conn.Status.ActiveSchemaSource, p.discovery.Source)
 	}
 	if due := r.DiscoveryInterval - time.Since(p.at); due > 0 {
@@ -381,7 +391,7 @@ func (r *Reconciler) probe(ctx context.Context, conn *kbindv1alpha1.Connection, 
 		p.identityErr = err
 		return p
 	}
-	d := &schema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
+	d := &kbindschema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
 	p.discovery, p.discovErr = d.Discover(ctx, conn.Spec.Schema.Source)
 	return p
 }
@@ -539,28 +549,6 @@ func (r *Reconciler) forget(name string) {
 	metrics.ConnectionReady.DeleteLabelValues(name)
 }
 
-func (r *Reconciler) ensureFinalizer(ctx context.Context, obj client.Object, connection string) error {
-	if controllerutil.ContainsFinalizer(obj, kbindv1alpha1.CleanupFinalizer) {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
-	controllerutil.AddFinalizer(obj, kbindv1alpha1.CleanupFinalizer)
-	if err := r.Client.Patch(ctx, obj, patch); err != nil {
-		return fmt.Errorf("adding finalizer for connection %s: %w", connection, err)
-	}
-	return nil
-}
-
-func (r *Reconciler) patchStatus(ctx context.Context, before, after *kbindv1alpha1.Connection) error {
-	if equality.Semantic.DeepEqual(before.Status, after.Status) {
-		return nil
-	}
-	if err := r.Client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("updating status of connection %s: %w", after.Name, err)
-	}
-	return nil
-}
-
 // reconcileAutoBind maintains the ClusterBinding named after the
 // Connection while autoBind is on (CONN-6): every exported API, Fail,
 // controlled by the Connection; deleted when nothing is exported. Turning
@@ -600,13 +588,13 @@ func (r *Reconciler) reconcileAutoBind(ctx context.Context, conn *kbindv1alpha1.
 	if equality.Semantic.DeepEqual(cb.Spec, desired.Spec) && cb.Labels[kbindv1alpha1.ManagedLabel] == kbindv1alpha1.ManagedLabelValue {
 		return nil
 	}
-	patch := client.MergeFrom(cb.DeepCopy())
+	base := client.MergeFrom(cb.DeepCopy())
 	cb.Spec = desired.Spec
 	if cb.Labels == nil {
 		cb.Labels = map[string]string{}
 	}
 	cb.Labels[kbindv1alpha1.ManagedLabel] = kbindv1alpha1.ManagedLabelValue
-	if err := r.Client.Patch(ctx, cb, patch); err != nil {
+	if err := r.Client.Patch(ctx, cb, base); err != nil {
 		return fmt.Errorf("updating autoBind ClusterBinding %s: %w", conn.Name, err)
 	}
 	return nil

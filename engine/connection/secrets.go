@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -18,6 +17,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/internal/patch"
 )
 
 // SecretReconciler releases the core.kbind.io/cleanup finalizer of a
@@ -60,13 +60,8 @@ func (r *SecretReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if secretNeeded(conns.Items) {
 		return ctrl.Result{}, nil
 	}
-	patch := client.MergeFromWithOptions(secret.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(secret, kbindv1alpha1.CleanupFinalizer)
-	if err := r.Client.Patch(ctx, secret, patch); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("releasing finalizer of Secret %s: %w", req, err)
+	if err := patch.RemoveFinalizer(ctx, r.Client, secret, kbindv1alpha1.CleanupFinalizer); err != nil {
+		return ctrl.Result{}, fmt.Errorf("kubeconfig Secret %s: %w", req, err)
 	}
 	log.FromContext(ctx).V(1).Info("Released the kubeconfig Secret: no Connection uses it any more")
 	return ctrl.Result{}, nil

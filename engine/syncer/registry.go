@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -22,6 +23,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/session"
 )
 
@@ -29,6 +31,14 @@ import (
 // the scope the bindings give it, starting, re-scoping, restarting (new
 // provider session) and stopping them as bindings, CRDs and Connections
 // change.
+//
+// Locking: mu guards syncers, failures, used and backoff. It is never held
+// across a call that blocks on the network or on a Syncer (resolve,
+// scopeOf, Stop, the informer removals of Forget): Reconcile takes its
+// decision under mu from the state it reads there, releases it to act, and
+// reads the state again after anything that ran unlocked. A Syncer is
+// published in syncers only once it can be stopped (prepared), so whoever
+// finds it there may stop it.
 type Registry struct {
 	Consumer client.Client
 	Cache    cache.Cache
@@ -46,6 +56,7 @@ type Registry struct {
 	mu       sync.Mutex
 	syncers  map[string]*Syncer
 	failures map[string]failure
+	backoff  workqueue.TypedRateLimiter[string]
 	// used records, per API, the kinds whose informers the registry made
 	// the caches start (consumer and provider), so Forget can stop them.
 	used map[string]map[usedInformer]bool
@@ -54,21 +65,18 @@ type Registry struct {
 	started func(*Syncer)
 }
 
-// failure is the last start failure of an API's Syncer.
+// failure is the last start failure of an API's Syncer and when it may be
+// started again.
 type failure struct {
-	err   error
-	count int
-	at    time.Time
+	err     error
+	retryAt time.Time
 }
 
-// restartBackoff is how long a failed Syncer waits before it is started
-// again: 1s after the first failure, doubling, at most a minute.
-func restartBackoff(failures int) time.Duration {
-	d := time.Second
-	for i := 1; i < failures && d < time.Minute; i++ {
-		d *= 2
-	}
-	return min(d, time.Minute)
+// newRestartBackoff is how long a failed Syncer waits before it is started
+// again: 1s after the first failure, doubling, at most a minute; reset once
+// it syncs.
+func newRestartBackoff() workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)
 }
 
 func (r *Registry) notify(connection string) {
@@ -112,6 +120,7 @@ func (r *Registry) Forget(ctx context.Context, crdName, connection string) {
 	current := r.syncers[crdName]
 	delete(r.syncers, crdName)
 	delete(r.failures, crdName)
+	r.restartBackoff().Forget(crdName)
 	used := r.used[crdName]
 	delete(r.used, crdName)
 	r.mu.Unlock()
@@ -339,7 +348,7 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 		}
 		current := r.syncers[crdName]
 		f, failed := r.failures[crdName]
-		switch nextStep(current, want, api, failed && time.Since(f.at) < restartBackoff(f.count)) {
+		switch nextStep(current, want, api, failed && time.Now().Before(f.retryAt)) {
 		case stepWait, stepDone:
 			r.mu.Unlock()
 			return nil
@@ -375,6 +384,14 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 	}
 }
 
+// restartBackoff returns the restart rate limiter; mu is held.
+func (r *Registry) restartBackoff() workqueue.TypedRateLimiter[string] {
+	if r.backoff == nil {
+		r.backoff = newRestartBackoff()
+	}
+	return r.backoff
+}
+
 // newSyncer builds the Syncer of an API, reporting its readiness and
 // failures back to the registry.
 func (r *Registry) newSyncer(crdName string, api API) *Syncer {
@@ -384,6 +401,7 @@ func (r *Registry) newSyncer(crdName string, api API) *Syncer {
 		OnReady: func() {
 			r.mu.Lock()
 			delete(r.failures, crdName)
+			r.restartBackoff().Forget(crdName)
 			r.mu.Unlock()
 			r.notify(api.Connection)
 		},
@@ -392,11 +410,10 @@ func (r *Registry) newSyncer(crdName string, api API) *Syncer {
 			if r.failures == nil {
 				r.failures = map[string]failure{}
 			}
-			f := r.failures[crdName]
-			f.err, f.count, f.at = err, f.count+1, time.Now()
-			r.failures[crdName] = f
+			delay := r.restartBackoff().When(crdName)
+			r.failures[crdName] = failure{err: err, retryAt: time.Now().Add(delay)}
 			r.mu.Unlock()
-			time.AfterFunc(restartBackoff(f.count), func() { r.notify(api.Connection) })
+			time.AfterFunc(delay, func() { r.notify(api.Connection) })
 		},
 	})
 }
@@ -472,9 +489,7 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 			}
 			// Orphan keeps the provider copy anyway: it needs no provider
 			// to be released (the escape hatch for a provider gone for good).
-			patch := client.MergeFrom(obj.DeepCopy())
-			controllerutil.RemoveFinalizer(obj, kbindv1alpha1.SyncerFinalizer)
-			if err := r.Consumer.Patch(ctx, obj, patch); client.IgnoreNotFound(err) != nil {
+			if err := patch.RemoveFinalizer(ctx, r.Consumer, obj, kbindv1alpha1.SyncerFinalizer); err != nil {
 				return 0, err
 			}
 			continue
@@ -487,7 +502,7 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 			}
 			exists, pobj = false, nil
 		}
-		if _, err := s.release(ctx, obj, pobj, exists, true); err != nil {
+		if _, err := s.release(ctx, obj, pobj, exists); err != nil {
 			return 0, err
 		}
 		if controllerutil.ContainsFinalizer(obj, kbindv1alpha1.SyncerFinalizer) {

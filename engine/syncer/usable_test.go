@@ -46,14 +46,17 @@ func TestConnectionUsable(t *testing.T) {
 }
 
 func TestRestartBackoff(t *testing.T) {
-	for _, tc := range []struct {
-		failures int
-		want     time.Duration
-	}{
-		{1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {6, 32 * time.Second}, {7, time.Minute}, {50, time.Minute},
-	} {
-		if got := restartBackoff(tc.failures); got != tc.want {
-			t.Errorf("restartBackoff(%d) = %s, want %s", tc.failures, got, tc.want)
+	// The n-th consecutive failure of an API's Syncer waits this long.
+	limiter := newRestartBackoff()
+	want := map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 6: 32 * time.Second, 7: time.Minute, 50: time.Minute}
+	for n := 1; n <= 50; n++ {
+		got := limiter.When("widgets.example.org")
+		if w, ok := want[n]; ok && got != w {
+			t.Errorf("failure %d: wait %s, want %s", n, got, w)
 		}
+	}
+	limiter.Forget("widgets.example.org")
+	if got := limiter.When("widgets.example.org"); got != time.Second {
+		t.Errorf("after the Syncer synced: wait %s, want 1s", got)
 	}
 }

@@ -1,4 +1,4 @@
-package conditions
+package patch
 
 import (
 	"strings"
@@ -33,14 +33,14 @@ func TestTruncate(t *testing.T) {
 	}
 }
 
-func TestSet(t *testing.T) {
+func TestSetCondition(t *testing.T) {
 	var conds []metav1.Condition
-	Set(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending", Message: strings.Repeat("x", 40000)}, 3)
+	SetCondition(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending", Message: strings.Repeat("x", 40000)}, 3)
 	if len(conds) != 1 || len(conds[0].Message) > MaxMessageLength || conds[0].ObservedGeneration != 3 || conds[0].LastTransitionTime.IsZero() {
 		t.Fatalf("conditions %+v", conds)
 	}
 	first := conds[0].LastTransitionTime
-	Set(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending", Message: "other"}, 4)
+	SetCondition(&conds, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending", Message: "other"}, 4)
 	if conds[0].LastTransitionTime != first || conds[0].Message != "other" || conds[0].ObservedGeneration != 4 {
 		t.Errorf("an unchanged status must keep its transition time: %+v", conds[0])
 	}

@@ -1,0 +1,106 @@
+package binding
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/patch"
+)
+
+func TestDesiredConditions(t *testing.T) {
+	bound := []kbindv1alpha1.BoundAPI{{Name: "widgets.example.org"}}
+	cases := []struct {
+		name string
+		obs  observation
+		// want is "Type=Status/Reason" joined by spaces, in decision order.
+		want string
+		// message holds fragments the Ready message must contain.
+		message []string
+	}{
+		{"Connection missing", observation{connection: "p", connProblem: `Connection "p" not found`},
+			"Conflicts=False/AsExpected Ready=False/Pending Synced=False/Pending", []string{`Connection "p" not found`}},
+		{"ready, syncing", observation{bound: bound},
+			"Conflicts=False/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Synced=True/AsExpected", []string{"1 API(s) bound"}},
+		{"ready, syncer starting", observation{bound: bound, notSyncing: []string{"widgets.example.org"}},
+			"Conflicts=False/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Synced=False/Pending", nil},
+		{"not exported", observation{connection: "p", notExported: []string{"Widget"}},
+			"Conflicts=False/AsExpected PermissionDenied=False/AsExpected Ready=False/APINotExported Synced=False/Pending", []string{`"Widget" (not of the form <plural>.<group>`}},
+		{"cluster-scoped API in a Binding", observation{clusterScoped: []string{"clusterwidgets.example.org"}},
+			"Conflicts=False/AsExpected PermissionDenied=False/AsExpected Ready=False/APINotExported Synced=False/Pending", []string{"use a ClusterBinding"}},
+		{"covered by a ClusterBinding", observation{overlapped: []string{"widgets.example.org (ClusterBinding all)"}},
+			"Conflicts=False/AsExpected PermissionDenied=False/AsExpected Ready=False/Pending Synced=False/Pending", []string{"takes precedence"}},
+		{"schema read refused", observation{bound: bound, forbidden: []string{"get customresourcedefinitions/widgets.example.org: forbidden"}},
+			"Conflicts=False/AsExpected PermissionDenied=True/Forbidden Ready=False/Forbidden Synced=False/Pending", []string{"the provider refuses a schema read"}},
+		{"instance writes refused, still Ready", observation{bound: bound, instanceForbidden: []string{"apply Widget in namespace a: forbidden (3 object(s))"}},
+			"Conflicts=False/AsExpected PermissionDenied=True/Forbidden Ready=True/AsExpected Synced=True/AsExpected", nil},
+		{"CRD not established", observation{bound: bound, pending: []string{"CRD widgets.example.org is not established yet"}},
+			"Conflicts=False/AsExpected PermissionDenied=False/AsExpected Ready=False/Pending Synced=False/Pending", []string{"not established"}},
+		{"unbinding a removed API", observation{bound: append(bound, kbindv1alpha1.BoundAPI{Name: "gadgets.example.org"}), unbinding: []string{"gadgets.example.org (2 object(s) waiting)"}},
+			"Conflicts=False/AsExpected PermissionDenied=False/AsExpected Ready=False/Pending Synced=False/Pending", []string{"unbinding APIs no longer listed", "gadgets.example.org (2 object(s) waiting)"}},
+		{"conflicts, mostly foreign", observation{bound: bound, conflicts: 3, ownedByAnother: 1},
+			"Conflicts=True/ForeignObjectExists PermissionDenied=False/AsExpected Ready=True/AsExpected Synced=True/AsExpected", nil},
+		{"conflicts, mostly another consumer's", observation{bound: bound, conflicts: 3, ownedByAnother: 2},
+			"Conflicts=True/OwnedByAnother PermissionDenied=False/AsExpected Ready=True/AsExpected Synced=True/AsExpected", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			var ready string
+			for _, c := range desiredConditions(tc.obs) {
+				got = append(got, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+				if c.Message == "" {
+					t.Errorf("%s has no message", c.Type)
+				}
+				if c.Type == kbindv1alpha1.ConditionReady {
+					ready = c.Message
+				}
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("conditions\n got %s\nwant %s", strings.Join(got, " "), tc.want)
+			}
+			for _, f := range tc.message {
+				if !strings.Contains(ready, f) {
+					t.Errorf("Ready message %q lacks %q", ready, f)
+				}
+			}
+		})
+	}
+}
+
+// A failed phase changes only Ready, and never shrinks status.boundAPIs
+// (what unbinding remembers).
+func TestSetStatusAfterAFailedPhase(t *testing.T) {
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "b", Generation: 2}}
+	cb.Status.BoundAPIs = []kbindv1alpha1.BoundAPI{{Name: "widgets.example.org"}, {Name: "gadgets.example.org"}}
+	patch.SetCondition(&cb.Status.Conditions, metav1.Condition{Type: string(kbindv1alpha1.ConditionSynced), Status: metav1.ConditionTrue, Reason: "AsExpected", Message: "ok"}, 1)
+	b := access(cb)
+	setStatus(b, &observation{bound: []kbindv1alpha1.BoundAPI{{Name: "widgets.example.org"}}}, errors.New("listing bindings: timeout"))
+	if len(cb.Status.BoundAPIs) != 2 {
+		t.Errorf("boundAPIs shrunk by a failed pass: %+v", cb.Status.BoundAPIs)
+	}
+	var ready, synced *metav1.Condition
+	for i := range cb.Status.Conditions {
+		switch cb.Status.Conditions[i].Type {
+		case string(kbindv1alpha1.ConditionReady):
+			ready = &cb.Status.Conditions[i]
+		case string(kbindv1alpha1.ConditionSynced):
+			synced = &cb.Status.Conditions[i]
+		}
+	}
+	if ready == nil || ready.Status != metav1.ConditionFalse || !strings.Contains(ready.Message, "listing bindings: timeout") || ready.ObservedGeneration != 2 {
+		t.Errorf("Ready %+v", ready)
+	}
+	if synced == nil || synced.Status != metav1.ConditionTrue || synced.ObservedGeneration != 1 {
+		t.Errorf("a failed pass changed Synced: %+v", synced)
+	}
+
+	setStatus(b, &observation{bound: []kbindv1alpha1.BoundAPI{{Name: "widgets.example.org"}}}, nil)
+	if len(cb.Status.BoundAPIs) != 1 {
+		t.Errorf("a successful pass writes boundAPIs: %+v", cb.Status.BoundAPIs)
+	}
+}

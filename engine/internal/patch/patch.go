@@ -1,0 +1,106 @@
+// Package patch owns how the engine writes its own objects, so that every
+// reconciler writes them one way: finalizers added and removed by a merge
+// patch guarded by the object's resourceVersion (a concurrent change is a
+// conflict and a retry, never overwritten), status written once per
+// reconcile from a before/after snapshot and only when it changed, and
+// conditions set with a message the API server accepts and the observed
+// generation.
+package patch
+
+import (
+	"context"
+	"fmt"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// AddFinalizer adds finalizer to obj (updated in place from the answer);
+// no request when it is there already.
+func AddFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
+	if controllerutil.ContainsFinalizer(obj, finalizer) {
+		return nil
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	controllerutil.AddFinalizer(obj, finalizer)
+	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("adding finalizer %s: %w", finalizer, err)
+	}
+	return nil
+}
+
+// RemoveFinalizer removes finalizer from obj; no request when it is not
+// there, and an object already gone is not an error.
+func RemoveFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
+	if !controllerutil.ContainsFinalizer(obj, finalizer) {
+		return nil
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	controllerutil.RemoveFinalizer(obj, finalizer)
+	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer %s: %w", finalizer, err)
+	}
+	return nil
+}
+
+// Status writes obj's status when it differs from before, a deep copy of
+// obj taken before the reconcile changed the status: a merge patch of the
+// status subresource carrying only the difference. An unchanged status
+// costs no request.
+func Status(ctx context.Context, c client.Client, before, obj client.Object) error {
+	if equality.Semantic.DeepEqual(before, obj) {
+		return nil
+	}
+	if err := c.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("updating status: %w", err)
+	}
+	return nil
+}
+
+// MaxMessageLength is the API server's limit on a condition message.
+const MaxMessageLength = 32768
+
+// Truncate keeps msg within MaxMessageLength (on a rune boundary), marking
+// the cut with "...": a longer message makes the whole status write fail,
+// forever.
+func Truncate(msg string) string {
+	if len(msg) <= MaxMessageLength {
+		return msg
+	}
+	cut := MaxMessageLength - len("...")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "..."
+}
+
+// Condition is a decided condition: what a reconciler's pure decision
+// returns, without the bookkeeping fields SetConditions fills in.
+type Condition struct {
+	Type    kbindv1alpha1.ConditionType
+	Status  metav1.ConditionStatus
+	Reason  kbindv1alpha1.Reason
+	Message string
+}
+
+// SetConditions sets every decided condition on conds (see SetCondition).
+func SetConditions(conds *[]metav1.Condition, decided []Condition, generation int64) {
+	for _, c := range decided {
+		SetCondition(conds, metav1.Condition{Type: string(c.Type), Status: c.Status, Reason: string(c.Reason), Message: c.Message}, generation)
+	}
+}
+
+// SetCondition sets c on conds with a truncated message and the generation
+// as observedGeneration; an unchanged condition keeps its transition time.
+func SetCondition(conds *[]metav1.Condition, c metav1.Condition, generation int64) {
+	c.Message = Truncate(c.Message)
+	c.ObservedGeneration = generation
+	meta.SetStatusCondition(conds, c)
+}
