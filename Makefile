@@ -33,20 +33,17 @@ fmt: ## gofmt every module.
 	gofmt -w $(MODULES) tools/controlplane
 
 .PHONY: verify
-verify: generate ## Regenerate and fail on any diff; gofmt, go vet and go mod tidy on every module.
+verify: generate lint ## Regenerate and fail on any diff; gofmt, golangci-lint (go vet among its linters), go mod tidy on every module.
 	@if [ -n "$$(git status --porcelain -- api charts)" ]; then \
 	  echo "generated files are out of date; run 'make generate' and commit:"; git status --porcelain -- api charts; git --no-pager diff --stat -- api charts; exit 1; fi
-	@unformatted=$$(gofmt -l $(MODULES) tools/controlplane); if [ -n "$$unformatted" ]; then \
-	  echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
-	@for m in $(CODE_MODULES); do echo "go vet ./$$m/..."; (cd $$m && $(GO) vet ./...); done
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod/go.sum of $$m are not tidy; run 'cd $$m && go mod tidy'"; exit 1; }; done
-	@for m in tools/controlplane/etcd tools/controlplane/kubernetes; do (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "$$m is not tidy; run 'cd $$m && GOWORK=off go mod tidy'"; exit 1; }; done
+	@for m in tools/controlplane/etcd tools/controlplane/kubernetes tools/golangci-lint; do (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "$$m is not tidy; run 'cd $$m && GOWORK=off go mod tidy'"; exit 1; }; done
 
 .PHONY: lint
-lint: ## Static checks: gofmt, go vet, and staticcheck-style vet analyzers on every module.
+lint: ## Static checks: gofmt, and golangci-lint (pinned in tools/golangci-lint, see .golangci.yml) on every module.
 	@unformatted=$$(gofmt -l $(MODULES) tools/controlplane); if [ -n "$$unformatted" ]; then \
 	  echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
-	@for m in $(CODE_MODULES); do (cd $$m && $(GO) vet ./...); done
+	@lint=$$(tools/golangci-lint/build.sh); for m in $(CODE_MODULES); do echo "golangci-lint ./$$m/..."; (cd $$m && $$lint run ./...); done
 
 .PHONY: build
 build: ## Build the binaries into bin/.

@@ -115,7 +115,7 @@ func (c *Controller) handler() handler.TypedEventHandler[*coordinationv1.Lease, 
 			}
 			enqueue(ctx, e.ObjectNew, q)
 		},
-		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*coordinationv1.Lease], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*coordinationv1.Lease], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			c.Tracker.Forget(leaseKey(e.Object))
 			c.forgetBad(leaseKey(e.Object))
 			if uid := e.Object.Labels[kbindv1alpha1.ConsumerClusterUIDLabel]; uid != "" {

@@ -16,17 +16,17 @@ import (
 type Phase int
 
 const (
-	// PhaseNone: the resource never holds kbind copies; it is only looked at
+	// PhaseNone means the resource never holds kbind copies; it is only looked at
 	// to tell whether a namespace is empty.
 	PhaseNone Phase = iota
-	// PhaseCopies: provider copies of bound instances (any API outside the
+	// PhaseCopies deletes provider copies of bound instances (any API outside the
 	// built-in groups: CRDs and aggregated APIs).
 	PhaseCopies
-	// PhaseRelated: related Secret and ConfigMap copies.
+	// PhaseRelated deletes related Secret and ConfigMap copies.
 	PhaseRelated
-	// PhaseNamespaces: namespaces kbind created for the consumer.
+	// PhaseNamespaces deletes namespaces kbind created for the consumer.
 	PhaseNamespaces
-	// PhaseLeases: the consumer's heartbeat Leases, last.
+	// PhaseLeases deletes the consumer's heartbeat Leases, last.
 	PhaseLeases
 )
 
@@ -175,15 +175,15 @@ func Blocking(contents []Object, removable func(Object) bool) []Object {
 type Verdict int
 
 const (
-	// Done: nothing of the consumer is left, its Leases included.
+	// Done means nothing of the consumer is left, its Leases included.
 	Done Verdict = iota
-	// Waiting: deletions were issued (or are in progress behind provider
+	// Waiting means deletions were issued (or are in progress behind provider
 	// finalizers); the next phase waits until they are gone.
 	Waiting
-	// Blocked: some deletion was refused; everything else went on, but the
+	// Blocked means some deletion was refused; everything else went on, but the
 	// Leases stay so the consumer keeps being reported and retried.
 	Blocked
-	// Stopped: the consumer renewed a Lease during the pass.
+	// Stopped means the consumer renewed a Lease during the pass.
 	Stopped
 )
 
@@ -244,12 +244,12 @@ type NamespaceContents struct {
 type NamespaceFate int
 
 const (
-	// KeepNamespace: it holds something else, or cannot be proven empty.
+	// KeepNamespace keeps a namespace that holds something else, or cannot be proven empty.
 	KeepNamespace NamespaceFate = iota
-	// DeleteNamespace: it holds nothing that counts.
+	// DeleteNamespace deletes a namespace that holds nothing that counts.
 	DeleteNamespace
-	// DeleteNamespaceAfterLeases: it holds only the consumer's own Leases;
-	// it goes right after them.
+	// DeleteNamespaceAfterLeases deletes a namespace holding only the consumer's own Leases
+	// right after them.
 	DeleteNamespaceAfterLeases
 )
 

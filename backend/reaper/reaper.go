@@ -13,6 +13,7 @@ package reaper
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -99,29 +100,20 @@ func (r *Reaper) discover(ctx context.Context) ([]Resource, []string, error) {
 			continue
 		}
 		for _, ar := range l.APIResources {
-			if strings.Contains(ar.Name, "/") || !hasVerb(ar.Verbs, "list") {
+			if strings.Contains(ar.Name, "/") || !slices.Contains(ar.Verbs, "list") {
 				continue
 			}
 			out = append(out, Resource{
 				GVR:        gv.WithResource(ar.Name),
 				Kind:       ar.Kind,
 				Namespaced: ar.Namespaced,
-				Deletable:  hasVerb(ar.Verbs, "delete"),
+				Deletable:  slices.Contains(ar.Verbs, "delete"),
 				Phase:      PhaseOf(gv.Group, ar.Name),
 			})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ResourceName() < out[j].ResourceName() })
 	return out, undiscovered, nil
-}
-
-func hasVerb(verbs []string, v string) bool {
-	for _, x := range verbs {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // listOwned lists a resource's objects of the consumer: server-side selection
@@ -155,7 +147,7 @@ type found struct {
 }
 
 // collect lists the consumer's objects of the given phases.
-func (r *Reaper) collect(ctx context.Context, resources []Resource, uid string, phases ...Phase) (*found, error) {
+func (r *Reaper) collect(ctx context.Context, resources []Resource, uid string, phases ...Phase) *found {
 	want := map[Phase]bool{}
 	for _, p := range phases {
 		want[p] = true
@@ -180,7 +172,7 @@ func (r *Reaper) collect(ctx context.Context, resources []Resource, uid string, 
 		}
 		f.byPhase[res.Phase] = append(f.byPhase[res.Phase], objs...)
 	}
-	return f, nil
+	return f
 }
 
 // contents lists every object in a namespace (metadata only) and says what
@@ -233,10 +225,7 @@ func (r *Reaper) Plan(ctx context.Context, uid string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.collect(ctx, resources, uid, PhaseCopies, PhaseRelated, PhaseLeases, PhaseNamespaces)
-	if err != nil {
-		return nil, err
-	}
+	f := r.collect(ctx, resources, uid, PhaseCopies, PhaseRelated, PhaseLeases, PhaseNamespaces)
 	p := &Plan{Consumer: uid, Copies: f.byPhase[PhaseCopies], Related: f.byPhase[PhaseRelated], Leases: f.byPhase[PhaseLeases],
 		Kept: map[string]NamespaceDecision{}, Unlisted: append(f.unlisted, f.failed...), Undiscovered: undiscovered}
 	var held []string
@@ -325,10 +314,7 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 	// be gone, since a provider controller finalizing a copy may still need
 	// its related Secret.
 	for _, phase := range []Phase{PhaseCopies, PhaseRelated} {
-		f, err := r.collect(ctx, resources, uid, phase)
-		if err != nil {
-			return Waiting, err
-		}
+		f := r.collect(ctx, resources, uid, phase)
 		r.report(ctx, p, f)
 		objs := f.byPhase[phase]
 		if len(objs) == 0 {
@@ -339,10 +325,7 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 		if p.stopped {
 			return Stopped, nil
 		}
-		left, err := r.collect(ctx, resources, uid, phase)
-		if err != nil {
-			return Waiting, err
-		}
+		left := r.collect(ctx, resources, uid, phase)
 		remaining := 0
 		for _, o := range left.byPhase[phase] {
 			if !refusedKeys[o.Key()] {
@@ -355,10 +338,7 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 		}
 	}
 
-	f, err := r.collect(ctx, resources, uid, PhaseNamespaces, PhaseLeases)
-	if err != nil {
-		return Waiting, err
-	}
+	f := r.collect(ctx, resources, uid, PhaseNamespaces, PhaseLeases)
 	r.report(ctx, p, f)
 	for _, res := range f.unlisted {
 		if res == "leases.coordination.k8s.io" {

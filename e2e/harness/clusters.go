@@ -40,6 +40,8 @@ const (
 // Mode is the cluster provider in use.
 type Mode string
 
+// The modes: local control planes (etcd and kube-apiserver processes), or
+// kind clusters.
 const (
 	Local Mode = "local"
 	Kind  Mode = "kind"

@@ -92,7 +92,7 @@ func (k *processKonnector) Start(ctx context.Context) error {
 	go func() { _ = cmd.Wait(); close(done) }()
 	k.cmd, k.done = cmd, done
 	ready := "http://" + probe + "/readyz"
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		select {
 		case <-done:
 			return false, fmt.Errorf("the konnector exited: %v", cmd.ProcessState)

@@ -56,6 +56,7 @@ func WithDir(dir string) support.ClusterOpts {
 	}
 }
 
+// SetDefaults sets the Kubernetes version to the one kbind builds.
 func (p *Provider) SetDefaults() support.E2EClusterProvider {
 	if p.version == "" {
 		p.version = testenv.KubernetesVersion
@@ -63,6 +64,7 @@ func (p *Provider) SetDefaults() support.E2EClusterProvider {
 	return p
 }
 
+// WithName names the cluster (and its kubeconfig context).
 func (p *Provider) WithName(name string) support.E2EClusterProvider { p.name = name; return p }
 
 // WithVersion accepts only the version kbind builds; anything else fails
@@ -76,6 +78,7 @@ func (p *Provider) WithVersion(version string) support.E2EClusterProvider {
 // (KUBEBUILDER_ASSETS or the kbind control plane cache).
 func (p *Provider) WithPath(string) support.E2EClusterProvider { return p }
 
+// WithOpts applies e2e-framework cluster options.
 func (p *Provider) WithOpts(opts ...support.ClusterOpts) support.E2EClusterProvider {
 	for _, o := range opts {
 		o(p)
@@ -114,6 +117,7 @@ func (p *Provider) CreateWithConfig(context.Context, string) (string, error) {
 	return "", errors.New("localcluster: config files are not supported; use WithOpts")
 }
 
+// GetKubeconfig is the admin kubeconfig path of the running cluster.
 func (p *Provider) GetKubeconfig() string {
 	if p.cluster == nil {
 		return ""
@@ -121,6 +125,7 @@ func (p *Provider) GetKubeconfig() string {
 	return p.cluster.KubeconfigPath
 }
 
+// GenerateKubeconfig returns the admin kubeconfig path (it is written at Create).
 func (p *Provider) GenerateKubeconfig(...string) (string, error) {
 	if p.cluster == nil {
 		return "", errors.New("localcluster: cluster not created")
@@ -164,6 +169,7 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
+// Destroy stops the control plane.
 func (p *Provider) Destroy(context.Context) error {
 	if p.cluster == nil {
 		return nil
@@ -177,6 +183,7 @@ func (p *Provider) Destroy(context.Context) error {
 // once the API server serves and the default namespace exists.
 func (p *Provider) WaitForControlPlane(context.Context, klient.Client) error { return nil }
 
+// KubernetesRestConfig is the admin rest config of the running cluster.
 func (p *Provider) KubernetesRestConfig() *rest.Config {
 	if p.cluster == nil {
 		return nil

@@ -44,7 +44,7 @@ type Proxy struct {
 func NewProxy(t testing.TB, upstream *rest.Config) *Proxy {
 	t.Helper()
 	p := &Proxy{closed: make(chan struct{})}
-	var forward http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var forward http.Handler = http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-p.closed:

@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -193,7 +193,7 @@ func TestReadable(t *testing.T) {
 		{"a transient watch error after a good list: the cache holds the last good state", true, other, nil},
 	}
 	for _, tc := range cases {
-		if got := readable(tc.synced, tc.err); got != tc.want {
+		if got := readable(tc.synced, tc.err); !errors.Is(got, tc.want) || (got == nil) != (tc.want == nil) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -218,7 +218,7 @@ func TestStripTransform(t *testing.T) {
 	if cm := out.(*corev1.ConfigMap); cm.Data != nil || cm.BinaryData != nil {
 		t.Errorf("a payload in a denied namespace was cached: %+v", cm)
 	}
-	tombstone := cache.DeletedFinalStateUnknown{Key: "a/b"}
+	tombstone := toolscache.DeletedFinalStateUnknown{Key: "a/b"}
 	if out, err := transform(tombstone); err != nil || out != tombstone {
 		t.Errorf("a tombstone: %v %v", out, err)
 	}

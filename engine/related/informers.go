@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -80,7 +80,7 @@ type ref struct {
 // last list or watch request.
 type informer struct {
 	key    key
-	inf    cache.SharedIndexInformer
+	inf    toolscache.SharedIndexInformer
 	ctx    context.Context
 	cancel context.CancelFunc
 	// users maps the UIDs of the bindings that hold it to their Connection
@@ -151,7 +151,7 @@ func byBinding(obj any) ([]string, error) {
 
 // newInformer starts an informer for k in p; its events and its first sync
 // call fire, which re-queues the bindings that use it.
-func newInformer(p *pool, k key, transform cache.TransformFunc, fire func(*informer)) *informer {
+func newInformer(p *pool, k key, transform toolscache.TransformFunc, fire func(*informer)) *informer {
 	ctx, cancel := context.WithCancel(p.ctx)
 	i := &informer{key: k, ctx: ctx, cancel: cancel, users: map[string]string{}}
 	opts := func(o metav1.ListOptions) metav1.ListOptions {
@@ -159,7 +159,7 @@ func newInformer(p *pool, k key, transform cache.TransformFunc, fire func(*infor
 		return o
 	}
 	var example runtime.Object
-	lw := &cache.ListWatch{}
+	lw := &toolscache.ListWatch{}
 	if k.resource == kbindv1alpha1.RelatedResourceSecrets {
 		example = &corev1.Secret{}
 		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -185,26 +185,26 @@ func newInformer(p *pool, k key, transform cache.TransformFunc, fire func(*infor
 			return w, err
 		}
 	}
-	i.inf = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, p.cs), example, cache.SharedIndexInformerOptions{
-		Indexers:          cache.Indexers{bindingIndex: byBinding},
+	i.inf = toolscache.NewSharedIndexInformerWithOptions(toolscache.ToListWatcherWithWatchListSemantics(lw, p.cs), example, toolscache.SharedIndexInformerOptions{
+		Indexers:          toolscache.Indexers{bindingIndex: byBinding},
 		ObjectDescription: fmt.Sprintf("related %s (%s side)", k, p.side),
 	})
 	logger := log.FromContext(p.ctx).WithValues("side", p.side.String(), "informer", k.String())
 	_ = i.inf.SetTransform(transform)
-	_ = i.inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+	_ = i.inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		if ctx.Err() == nil {
 			logger.V(1).Info("Related informer: list or watch failed; retrying", "error", err.Error())
 		}
 	})
 	handler := func() { fire(i) }
-	_, _ = i.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, _ = i.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { handler() },
 		UpdateFunc: func(any, any) { handler() },
 		DeleteFunc: func(any) { handler() },
 	})
 	go i.inf.RunWithContext(ctx)
 	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), i.inf.HasSynced) {
+		if toolscache.WaitForCacheSync(ctx.Done(), i.inf.HasSynced) {
 			handler()
 		}
 	}()
@@ -218,7 +218,7 @@ func waitAll(ctx context.Context, infs []*informer, timeout time.Duration) {
 	_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		for _, i := range infs {
 			synced, err := i.state()
-			if !synced && err != errStopped && (err == nil || !isForbidden(err)) {
+			if !synced && !errors.Is(err, errStopped) && (err == nil || !isForbidden(err)) {
 				return false, nil
 			}
 		}
@@ -230,7 +230,7 @@ func waitAll(ctx context.Context, infs []*informer, timeout time.Duration) {
 // fields and kubectl's last-applied-configuration (which holds the whole
 // object, Secret data included); in namespaces kbind never copies from,
 // the payload too (such sources are only reported).
-func stripTransform(denied map[string]bool) cache.TransformFunc {
+func stripTransform(denied map[string]bool) toolscache.TransformFunc {
 	return func(obj any) (any, error) {
 		m, err := meta.Accessor(obj)
 		if err != nil {

@@ -313,7 +313,8 @@ func TestEntryIDFollowsContent(t *testing.T) {
 	a := kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromProvider}
 	b := a
 	b.Selector.Names = []string{"x"}
-	if related.EntryID(a) == related.EntryID(b) || related.EntryID(a) != related.EntryID(a) || len(related.EntryID(a)) != 10 {
+	first, again := related.EntryID(a), related.EntryID(a)
+	if first == related.EntryID(b) || first != again || len(first) != 10 {
 		t.Error("an entry's identity must follow its content")
 	}
 }

@@ -35,7 +35,7 @@ type OpenAPIAPI struct {
 }
 
 // ReadOpenAPI collects discovery and /openapi/v3 data of one export.
-func (d *Discoverer) ReadOpenAPI(ctx context.Context, export kbindv1alpha1.ExportedAPI) (*OpenAPIAPI, error) {
+func (d *Discoverer) ReadOpenAPI(_ context.Context, export kbindv1alpha1.ExportedAPI) (*OpenAPIAPI, error) {
 	groups, err := d.Discovery.ServerGroups()
 	if err != nil {
 		return nil, &ListError{Verb: "discover", Resource: "server API groups", Err: err}

@@ -84,8 +84,8 @@ func TestFromOpenAPI(t *testing.T) {
 	if md := props["metadata"]; md.Type != "object" || len(md.AllOf) != 0 {
 		t.Errorf("metadata %+v", md)
 	}
-	if any := specProps["anything"]; any.Type != "" || any.XPreserveUnknownFields == nil {
-		t.Errorf("untyped node must keep any value: %+v", any)
+	if untyped := specProps["anything"]; untyped.Type != "" || untyped.XPreserveUnknownFields == nil {
+		t.Errorf("untyped node must keep any value: %+v", untyped)
 	}
 	if items := specProps["items"].Items.Schema; items.Type != "object" || items.XPreserveUnknownFields == nil {
 		t.Errorf("allOf-wrapped $ref in items: %+v", items)

@@ -12,16 +12,16 @@ import (
 type Action string
 
 const (
-	// ActionNone: the CRD is as the policy wants it.
+	// ActionNone leaves the CRD: it is as the policy wants it.
 	ActionNone Action = "None"
-	// ActionCreate: install the desired CRD.
+	// ActionCreate installs the desired CRD.
 	ActionCreate Action = "Create"
-	// ActionUpdate: replace the spec of kbind's CRD with the desired one.
+	// ActionUpdate replaces the spec of kbind's CRD with the desired one.
 	ActionUpdate Action = "Update"
-	// ActionStamp: put kbind's markers on an existing CRD (pullPolicy None,
+	// ActionStamp puts kbind's markers on an existing CRD (pullPolicy None,
 	// CRD source) without touching its spec.
 	ActionStamp Action = "Stamp"
-	// ActionReport: leave the CRD alone and report Problem on the binding.
+	// ActionReport leaves the CRD alone and reports Problem on the binding.
 	ActionReport Action = "Report"
 )
 

@@ -9,13 +9,13 @@ import (
 type Ownership string
 
 const (
-	// Absent: there is no provider object.
+	// Absent means there is no provider object.
 	Absent Ownership = "Absent"
-	// Ours: both markers equal this consumer cluster and object.
+	// Ours means both markers equal this consumer cluster and object.
 	Ours Ownership = "Ours"
-	// Unmarked: the provider object carries no ownership markers.
+	// Unmarked means the provider object carries no ownership markers.
 	Unmarked Ownership = "Unmarked"
-	// Another: partial markers, another cluster or another object.
+	// Another means partial markers, another cluster or another object.
 	Another Ownership = "Another"
 )
 

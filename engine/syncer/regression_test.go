@@ -111,7 +111,7 @@ func TestRemovingAnAPIReleasesLikeUnbind(t *testing.T) {
 	})
 	// The other API is untouched.
 	if _, ok := get(t, env.Provider, keeperGVK, "narrow-a", "k1"); !ok {
-		t.Error("the copy of an API still listed was deleted")
+		t.Error("the pcopy of an API still listed was deleted")
 	}
 	if err := env.Consumer.Delete(ctx, cb); err != nil {
 		t.Fatal(err)
@@ -169,33 +169,33 @@ func TestManyRefusalsKeepStatusWritable(t *testing.T) {
 		fmt.Sprintf("apply Refused in namespace refused-a: forbidden (%d object(s))", n))
 }
 
-// SYNC-5: a provider copy that is terminating is waited for, not raced:
-// a consumer change made meanwhile is not applied to the dying copy; once
-// it is gone, a new copy carries the current spec.
+// SYNC-5: a provider pcopy that is terminating is waited for, not raced:
+// a consumer change made meanwhile is not applied to the dying pcopy; once
+// it is gone, a new pcopy carries the current spec.
 func TestTerminatingCopyIsWaitedFor(t *testing.T) {
 	ctx := context.Background()
 	w := create(t, env.Consumer, object(widgetGVK, "terminating-a", "w1", map[string]any{"size": int64(1)}))
-	copy := waitCopy(t, widgetGVK, "terminating-a", "w1", nil)
-	controllerutil.AddFinalizer(copy, "example.org/slow-cleanup")
-	if err := env.Provider.Update(ctx, copy); err != nil {
+	pcopy := waitCopy(t, widgetGVK, "terminating-a", "w1", nil)
+	controllerutil.AddFinalizer(pcopy, "example.org/slow-cleanup")
+	if err := env.Provider.Update(ctx, pcopy); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Provider.Delete(ctx, copy); err != nil {
+	if err := env.Provider.Delete(ctx, pcopy); err != nil {
 		t.Fatal(err)
 	}
-	oldUID := copy.GetUID()
+	oldUID := pcopy.GetUID()
 	enginetest.Eventually(t, "consumer spec updated", func() error {
 		u, _ := get(t, env.Consumer, widgetGVK, "terminating-a", "w1")
 		u.Object["spec"] = map[string]any{"size": int64(2)}
 		return env.Consumer.Update(ctx, u)
 	})
 	// The Widget syncs other objects meanwhile: once a later object has a
-	// copy, w1's update has been seen too.
+	// pcopy, w1's update has been seen too.
 	create(t, env.Consumer, object(widgetGVK, "terminating-a", "w2", map[string]any{"size": int64(1)}))
 	waitCopy(t, widgetGVK, "terminating-a", "w2", nil)
 	dying, ok := get(t, env.Provider, widgetGVK, "terminating-a", "w1")
 	if !ok || dying.GetUID() != oldUID || dying.Object["spec"].(map[string]any)["size"] != int64(1) {
-		t.Fatalf("the terminating copy was written: %v", dying)
+		t.Fatalf("the terminating pcopy was written: %v", dying)
 	}
 
 	controllerutil.RemoveFinalizer(dying, "example.org/slow-cleanup")
@@ -243,7 +243,7 @@ func TestNoListPerObject(t *testing.T) {
 	for i := 0; i < n; i++ {
 		create(t, env.Consumer, object(countedGVK, "counted-a", fmt.Sprintf("c%03d", i), map[string]any{"i": int64(i)}))
 	}
-	enginetest.Eventually(t, "every copy", func() error {
+	enginetest.Eventually(t, "every pcopy", func() error {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(countedGVK.GroupVersion().WithKind("CountedList"))
 		if err := env.Provider.List(ctx, list, client.InNamespace("counted-a")); err != nil {

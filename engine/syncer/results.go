@@ -17,6 +17,8 @@ import (
 // State is the engine's own per-object sync result.
 type State string
 
+// The per-object states: the provider copy matches; not delivered yet;
+// refused by the provider; left alone because of an ownership conflict.
 const (
 	StateSynced   State = "Synced"
 	StatePending  State = "Pending"

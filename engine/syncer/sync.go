@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -22,6 +23,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/namespace"
+	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/metrics"
 )
 
@@ -52,18 +54,16 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 		return false, err
 	}
 	if !cobj.GetDeletionTimestamp().IsZero() {
-		return s.release(ctx, cobj, pobj, exists, false)
+		return s.release(ctx, cobj, pobj, exists)
 	}
 	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
 		// Before the first provider write (SYNC-D); the update event brings
 		// the object back.
-		patch := client.MergeFromWithOptions(cobj.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		controllerutil.AddFinalizer(cobj, kbindv1alpha1.SyncerFinalizer)
-		if err := s.consumer.Patch(ctx, cobj, patch); err != nil {
+		if err := patch.AddFinalizer(ctx, s.consumer, cobj, kbindv1alpha1.SyncerFinalizer); err != nil {
 			if isConflictOrGone(err) {
 				return true, nil
 			}
-			return false, fmt.Errorf("adding finalizer %s: %w", kbindv1alpha1.SyncerFinalizer, err)
+			return false, err
 		}
 		// Go on with the patched object: no round trip through the informer
 		// before the first provider write.
@@ -76,18 +76,18 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 		return false, nil
 	}
 	verdict := Decide(Classify(exists, annotationsOf(pobj), s.target.ClusterUID, string(cobj.GetUID())), policy)
-	if verdict.Conflict != "" {
+	if !verdict.Write {
 		return false, s.reportConflict(ctx, cobj, verdict.Conflict)
 	}
 
 	if s.target.Namespaced {
 		if err := s.ensureNamespace(ctx, cobj); err != nil {
-			return s.failed(ctx, cobj, err, "create", "namespaces/"+key.Namespace)
+			return s.failed(cobj, err, "create", "namespaces/"+key.Namespace)
 		}
 	}
 	desired := s.desiredCopy(cobj)
 	digest := digestOf(desired)
-	if last, ok := s.applied.Load(key); (!exists || !upToDate(pobj, desired)) && !(ok && last == digest) {
+	if last, ok := s.applied.Load(key); (!exists || !upToDate(pobj, desired)) && (!ok || last != digest) {
 		applied := desired.DeepCopy()
 		start := time.Now()
 		opts := []client.ApplyOption{client.FieldOwner(kbindv1alpha1.FieldManager)}
@@ -102,14 +102,14 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 			if !exists && apierrors.IsConflict(err) {
 				return false, fmt.Errorf("the provider copy exists but is not in the cache yet: %w", err)
 			}
-			return s.failed(ctx, cobj, err, "apply", s.target.GVK.Kind+" "+key.String())
+			return s.failed(cobj, err, "apply", s.target.GVK.Kind+" "+key.String())
 		}
 		metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(time.Since(start).Seconds())
 		s.applied.Store(key, digest)
 		if verdict.Adopt {
 			log.FromContext(ctx).Info("Adopted an unmarked provider object (conflictPolicy Adopt)")
 		}
-		pobj, exists = applied, true
+		pobj = applied
 	} else if !exists {
 		// Applied a moment ago; the provider informer has not reported it
 		// yet. Its event brings the object back.
@@ -160,7 +160,7 @@ func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured) *unstructured.Unst
 	u.SetName(cobj.GetName())
 	kbindv1alpha1.CopyMarkers(s.target.ClusterUID, string(cobj.GetUID())).Stamp(u)
 	if spec, ok := cobj.Object["spec"]; ok {
-		u.Object["spec"] = runtimeDeepCopy(spec)
+		u.Object["spec"] = runtime.DeepCopyJSONValue(spec)
 	}
 	return u
 }
@@ -173,10 +173,6 @@ func digestOf(u *unstructured.Unstructured) string {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
-}
-
-func runtimeDeepCopy(v any) any {
-	return (&unstructured.Unstructured{Object: map[string]any{"v": v}}).DeepCopy().Object["v"]
 }
 
 // upToDate reports whether the provider copy already carries the desired
@@ -216,7 +212,7 @@ func (s *Syncer) ensureNamespace(ctx context.Context, cobj *unstructured.Unstruc
 // failed records a provider refusal: a Warning Event on the consumer object
 // with the provider's message, the failed count, and a retry with backoff
 // (never a hot loop).
-func (s *Syncer) failed(ctx context.Context, cobj *unstructured.Unstructured, err error, verb, resource string) (bool, error) {
+func (s *Syncer) failed(cobj *unstructured.Unstructured, err error, verb, resource string) (bool, error) {
 	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) &&
 		!apierrors.IsRequestEntityTooLargeError(err) && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("%s %s on the provider: %w", verb, resource, err)
@@ -255,14 +251,14 @@ func (s *Syncer) reportConflict(ctx context.Context, cobj *unstructured.Unstruct
 	}[reason]
 	changed := s.results.set(s.target, key, Result{State: StateConflict, Conflict: reason, Message: msg})
 	if cobj.GetAnnotations()[kbindv1alpha1.ConflictAnnotation] != string(reason) {
-		patch := client.MergeFrom(cobj.DeepCopy())
+		base := client.MergeFrom(cobj.DeepCopy())
 		ann := cobj.GetAnnotations()
 		if ann == nil {
 			ann = map[string]string{}
 		}
 		ann[kbindv1alpha1.ConflictAnnotation] = string(reason)
 		cobj.SetAnnotations(ann)
-		if err := s.consumer.Patch(ctx, cobj, patch); err != nil {
+		if err := s.consumer.Patch(ctx, cobj, base); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 	}
@@ -323,7 +319,7 @@ func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstru
 		return nil
 	}
 	updated := cobj.DeepCopy()
-	updated.Object["status"] = runtimeDeepCopy(pstatus)
+	updated.Object["status"] = runtime.DeepCopyJSONValue(pstatus)
 	start := time.Now()
 	if err := s.consumer.Status().Update(ctx, updated); err != nil {
 		return err
@@ -342,11 +338,11 @@ func (s *Syncer) clearConflict(ctx context.Context, cobj *unstructured.Unstructu
 	if err := s.ccache.Get(ctx, client.ObjectKeyFromObject(cobj), fresh); err != nil {
 		return err
 	}
-	patch := client.MergeFrom(fresh.DeepCopy())
+	base := client.MergeFrom(fresh.DeepCopy())
 	ann := fresh.GetAnnotations()
 	delete(ann, kbindv1alpha1.ConflictAnnotation)
 	fresh.SetAnnotations(ann)
-	if err := s.consumer.Patch(ctx, fresh, patch); err != nil {
+	if err := s.consumer.Patch(ctx, fresh, base); err != nil {
 		return err
 	}
 	s.events.Eventf(fresh, nil, corev1.EventTypeNormal, eventSynced, "Sync", "the conflict is resolved; the object syncs")
@@ -357,7 +353,7 @@ func (s *Syncer) clearConflict(ctx context.Context, cobj *unstructured.Unstructu
 // scope: the owned provider copy is deleted and the finalizer released only
 // once it is gone (SYNC-D). Orphan releases at once and keeps the copy; a
 // foreign or absent copy releases.
-func (s *Syncer) release(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists, drain bool) (bool, error) {
+func (s *Syncer) release(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists bool) (bool, error) {
 	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
 		s.results.forget(s.target, client.ObjectKeyFromObject(cobj))
 		return false, nil
@@ -369,7 +365,7 @@ func (s *Syncer) release(ctx context.Context, cobj, pobj *unstructured.Unstructu
 			uid := pobj.GetUID()
 			if err := s.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 				if apierrors.IsForbidden(err) {
-					_, ferr := s.failed(ctx, cobj, err, "delete", s.target.GVK.Kind+" "+client.ObjectKeyFromObject(cobj).String())
+					_, ferr := s.failed(cobj, err, "delete", s.target.GVK.Kind+" "+client.ObjectKeyFromObject(cobj).String())
 					return true, ferr
 				}
 				return false, fmt.Errorf("deleting the provider copy: %w", err)
@@ -380,13 +376,11 @@ func (s *Syncer) release(ctx context.Context, cobj, pobj *unstructured.Unstructu
 		s.results.set(s.target, client.ObjectKeyFromObject(cobj), Result{State: StatePending})
 		return false, nil
 	}
-	patch := client.MergeFromWithOptions(cobj.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(cobj, kbindv1alpha1.SyncerFinalizer)
-	if err := s.consumer.Patch(ctx, cobj, patch); err != nil {
-		if isConflictOrGone(err) {
-			return !apierrors.IsNotFound(err), nil
+	if err := patch.RemoveFinalizer(ctx, s.consumer, cobj, kbindv1alpha1.SyncerFinalizer); err != nil {
+		if apierrors.IsConflict(err) {
+			return true, nil
 		}
-		return false, fmt.Errorf("releasing finalizer %s: %w", kbindv1alpha1.SyncerFinalizer, err)
+		return false, err
 	}
 	s.results.forget(s.target, client.ObjectKeyFromObject(cobj))
 	return false, nil

@@ -11,7 +11,6 @@ package syncer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -326,10 +325,6 @@ func (s *Syncer) processNext(ctx context.Context) bool {
 	}
 	return true
 }
-
-// errWait is returned when an object waits for something the provider
-// informer will report (a terminating copy going away).
-var errWait = errors.New("waiting")
 
 func isConflictOrGone(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)

@@ -154,22 +154,22 @@ func get(t *testing.T, c client.Client, gvk schema.GroupVersionKind, namespace, 
 	return u, true
 }
 
-// waitCopy waits until the provider copy exists and check passes.
+// waitCopy waits until the provider pcopy exists and check passes.
 func waitCopy(t *testing.T, gvk schema.GroupVersionKind, namespace, name string, check func(*unstructured.Unstructured) error) *unstructured.Unstructured {
 	t.Helper()
-	var copy *unstructured.Unstructured
-	enginetest.Eventually(t, fmt.Sprintf("provider copy %s/%s", namespace, name), func() error {
+	var pcopy *unstructured.Unstructured
+	enginetest.Eventually(t, fmt.Sprintf("provider pcopy %s/%s", namespace, name), func() error {
 		u, ok := get(t, env.Provider, gvk, namespace, name)
 		if !ok {
 			return fmt.Errorf("absent")
 		}
-		copy = u
+		pcopy = u
 		if check != nil {
 			return check(u)
 		}
 		return nil
 	})
-	return copy
+	return pcopy
 }
 
 func waitGone(t *testing.T, c client.Client, gvk schema.GroupVersionKind, namespace, name string) {
@@ -198,17 +198,17 @@ func TestSpecUpStatusDown(t *testing.T) {
 	w := create(t, env.Consumer, object(widgetGVK, "sync-a", "my-widget", map[string]any{"size": int64(3)}))
 	start := time.Now()
 	uid := clusterUID(t)
-	copy := waitCopy(t, widgetGVK, "sync-a", "my-widget", nil)
+	pcopy := waitCopy(t, widgetGVK, "sync-a", "my-widget", nil)
 	t.Logf("spec up took %s", time.Since(start))
-	if specOf(copy) != specOf(w) {
-		t.Errorf("provider spec %s, consumer %s", specOf(copy), specOf(w))
+	if specOf(pcopy) != specOf(w) {
+		t.Errorf("provider spec %s, consumer %s", specOf(pcopy), specOf(w))
 	}
-	ann, labels := copy.GetAnnotations(), copy.GetLabels()
+	ann, labels := pcopy.GetAnnotations(), pcopy.GetLabels()
 	if ann[kbindv1alpha1.ConsumerClusterUIDAnnotation] != uid || ann[kbindv1alpha1.ConsumerObjectUIDAnnotation] != string(w.GetUID()) ||
 		labels[kbindv1alpha1.ManagedLabel] != "true" || labels[kbindv1alpha1.ConsumerClusterUIDLabel] != uid {
-		t.Errorf("provider copy markers: labels %v annotations %v", labels, ann)
+		t.Errorf("provider pcopy markers: labels %v annotations %v", labels, ann)
 	}
-	for _, mf := range copy.GetManagedFields() {
+	for _, mf := range pcopy.GetManagedFields() {
 		if mf.Operation == metav1.ManagedFieldsOperationApply && mf.Manager != kbindv1alpha1.FieldManager {
 			t.Errorf("applied by %s", mf.Manager)
 		}
@@ -226,13 +226,13 @@ func TestSpecUpStatusDown(t *testing.T) {
 	}
 
 	// Status down.
-	copy.Object["status"] = map[string]any{"phase": "Ready", "observed": int64(3)}
-	if err := env.Provider.Status().Update(ctx, copy); err != nil {
+	pcopy.Object["status"] = map[string]any{"phase": "Ready", "observed": int64(3)}
+	if err := env.Provider.Status().Update(ctx, pcopy); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.Eventually(t, "status on the consumer", func() error {
 		w, _ = get(t, env.Consumer, widgetGVK, "sync-a", "my-widget")
-		if fmt.Sprint(w.Object["status"]) != fmt.Sprint(copy.Object["status"]) {
+		if fmt.Sprint(w.Object["status"]) != fmt.Sprint(pcopy.Object["status"]) {
 			return fmt.Errorf("consumer status %v", w.Object["status"])
 		}
 		return nil
@@ -273,11 +273,11 @@ func TestSpecUpStatusDown(t *testing.T) {
 func TestDeletion(t *testing.T) {
 	ctx := context.Background()
 	w := create(t, env.Consumer, object(widgetGVK, "del-a", "doomed", map[string]any{"size": int64(1)}))
-	copy := waitCopy(t, widgetGVK, "del-a", "doomed", nil)
+	pcopy := waitCopy(t, widgetGVK, "del-a", "doomed", nil)
 
 	// A provider finalizer holds the consumer object (Terminating).
-	controllerutil.AddFinalizer(copy, "example.org/provider-controller")
-	if err := env.Provider.Update(ctx, copy); err != nil {
+	controllerutil.AddFinalizer(pcopy, "example.org/provider-controller")
+	if err := env.Provider.Update(ctx, pcopy); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Consumer.Delete(ctx, w); err != nil {
@@ -290,11 +290,11 @@ func TestDeletion(t *testing.T) {
 		return nil
 	})
 	if _, ok := get(t, env.Consumer, widgetGVK, "del-a", "doomed"); !ok {
-		t.Fatal("the consumer object went before its provider copy")
+		t.Fatal("the consumer object went before its provider pcopy")
 	}
-	copy, _ = get(t, env.Provider, widgetGVK, "del-a", "doomed")
-	controllerutil.RemoveFinalizer(copy, "example.org/provider-controller")
-	if err := env.Provider.Update(ctx, copy); err != nil {
+	pcopy, _ = get(t, env.Provider, widgetGVK, "del-a", "doomed")
+	controllerutil.RemoveFinalizer(pcopy, "example.org/provider-controller")
+	if err := env.Provider.Update(ctx, pcopy); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, env.Provider, widgetGVK, "del-a", "doomed")
@@ -312,7 +312,7 @@ func TestOrphan(t *testing.T) {
 	}
 	waitGone(t, env.Consumer, widgetGVK, "orphan-a", "kept")
 	if _, ok := get(t, env.Provider, widgetGVK, "orphan-a", "kept"); !ok {
-		t.Error("Orphan deleted the provider copy")
+		t.Error("Orphan deleted the provider pcopy")
 	}
 }
 
@@ -405,9 +405,9 @@ func TestConflicts(t *testing.T) {
 func TestDriftRepair(t *testing.T) {
 	ctx := context.Background()
 	create(t, env.Consumer, object(widgetGVK, "drift-a", "steady", map[string]any{"size": int64(2)}))
-	copy := waitCopy(t, widgetGVK, "drift-a", "steady", nil)
-	copy.Object["spec"] = map[string]any{"size": int64(99)}
-	if err := env.Provider.Update(ctx, copy); err != nil {
+	pcopy := waitCopy(t, widgetGVK, "drift-a", "steady", nil)
+	pcopy.Object["spec"] = map[string]any{"size": int64(99)}
+	if err := env.Provider.Update(ctx, pcopy); err != nil {
 		t.Fatal(err)
 	}
 	waitCopy(t, widgetGVK, "drift-a", "steady", func(u *unstructured.Unstructured) error {
@@ -416,11 +416,11 @@ func TestDriftRepair(t *testing.T) {
 		}
 		return nil
 	})
-	if err := env.Provider.Delete(ctx, copy); err != nil {
+	if err := env.Provider.Delete(ctx, pcopy); err != nil {
 		t.Fatal(err)
 	}
 	waitCopy(t, widgetGVK, "drift-a", "steady", func(u *unstructured.Unstructured) error {
-		if u.GetUID() == copy.GetUID() {
+		if u.GetUID() == pcopy.GetUID() {
 			return fmt.Errorf("not recreated yet")
 		}
 		return nil
@@ -519,7 +519,7 @@ func TestNamespacedBindingScopeAndDrain(t *testing.T) {
 		t.Error("an object outside the Binding's namespace got the finalizer")
 	}
 
-	// Deleting the Binding drains: the provider copy goes, the consumer
+	// Deleting the Binding drains: the provider pcopy goes, the consumer
 	// object stays without the finalizer, the CRD stays.
 	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-things", Name: "things"}}
 	if err := env.Consumer.Delete(ctx, b); err != nil {
@@ -639,7 +639,7 @@ func TestRecreateSameName(t *testing.T) {
 	waitCopy(t, widgetGVK, "recreate-a", "phoenix", func(u *unstructured.Unstructured) error {
 		if u.GetUID() == first.GetUID() || u.GetAnnotations()[kbindv1alpha1.ConsumerObjectUIDAnnotation] != string(again.GetUID()) ||
 			fmt.Sprint(u.Object["spec"]) != "map[gen:2]" {
-			return fmt.Errorf("still the old copy: %v %v", u.GetAnnotations(), u.Object["spec"])
+			return fmt.Errorf("still the old pcopy: %v %v", u.GetAnnotations(), u.Object["spec"])
 		}
 		return nil
 	})
@@ -823,7 +823,7 @@ func TestDrainWaitsForAnUnreachableProvider(t *testing.T) {
 	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "remotes"}}
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	create(t, env.Consumer, object(remoteGVK, "remote-a", "r1", map[string]any{"x": "y"}))
-	enginetest.Eventually(t, "the remote copy", func() error {
+	enginetest.Eventually(t, "the remote pcopy", func() error {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(remoteGVK)
 		return rc.Get(ctx, client.ObjectKey{Namespace: "remote-a", Name: "r1"}, u)
@@ -878,6 +878,6 @@ func TestDrainWaitsForAnUnreachableProvider(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Error("no ProviderCopiesLeft Event naming the copy left behind")
+		t.Error("no ProviderCopiesLeft Event naming the pcopy left behind")
 	}
 }

@@ -23,6 +23,7 @@ const (
 // +kubebuilder:validation:Enum=secrets;configmaps
 type RelatedResourceKind string
 
+// The related resource kinds.
 const (
 	RelatedResourceSecrets    RelatedResourceKind = "secrets"
 	RelatedResourceConfigMaps RelatedResourceKind = "configmaps"
@@ -33,10 +34,10 @@ const (
 type RelatedResourceDirection string
 
 const (
-	// FromProvider: the source lives on the provider and is copied to the
+	// FromProvider means the source lives on the provider and is copied to the
 	// consumer.
 	FromProvider RelatedResourceDirection = "FromProvider"
-	// FromConsumer: the source lives on the consumer and is copied to the
+	// FromConsumer means the source lives on the consumer and is copied to the
 	// provider.
 	FromConsumer RelatedResourceDirection = "FromConsumer"
 )
@@ -244,5 +245,5 @@ type BindingList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ClusterBinding{}, &ClusterBindingList{}, &Binding{}, &BindingList{})
+	register(&ClusterBinding{}, &ClusterBindingList{}, &Binding{}, &BindingList{})
 }

@@ -22,6 +22,7 @@ const (
 // +kubebuilder:validation:Enum=CRD;OpenAPI
 type ActiveSchemaSource string
 
+// The sources Auto resolves to.
 const (
 	ActiveSchemaSourceCRD     ActiveSchemaSource = "CRD"
 	ActiveSchemaSourceOpenAPI ActiveSchemaSource = "OpenAPI"
@@ -55,6 +56,7 @@ const (
 // +kubebuilder:validation:Enum=Namespaced;Cluster
 type APIScope string
 
+// The scopes of an exported API.
 const (
 	APIScopeNamespaced APIScope = "Namespaced"
 	APIScopeCluster    APIScope = "Cluster"
@@ -67,13 +69,13 @@ const (
 type InsecureKubeconfigFeature string
 
 const (
-	// InsecureSkipTLSVerify: a cluster sets insecure-skip-tls-verify, so the
+	// InsecureSkipTLSVerify means a cluster sets insecure-skip-tls-verify, so the
 	// provider's certificate is not checked.
 	InsecureSkipTLSVerify InsecureKubeconfigFeature = "SkipTLSVerify"
-	// InsecureProxyURL: a cluster sets proxy-url, so requests (and the
+	// InsecureProxyURL means a cluster sets proxy-url, so requests (and the
 	// credentials in them) go through a proxy.
 	InsecureProxyURL InsecureKubeconfigFeature = "ProxyURL"
-	// InsecurePlainHTTP: a cluster's server is an http:// URL, so requests
+	// InsecurePlainHTTP means a cluster's server is an http:// URL, so requests
 	// and credentials travel unencrypted.
 	InsecurePlainHTTP InsecureKubeconfigFeature = "PlainHTTP"
 )
@@ -224,5 +226,5 @@ type ConnectionList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Connection{}, &ConnectionList{})
+	register(&Connection{}, &ConnectionList{})
 }

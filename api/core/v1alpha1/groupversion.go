@@ -1,9 +1,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // GroupName is the API group of every kbind kind.
@@ -14,11 +14,23 @@ var (
 	GroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
 
 	// SchemeBuilder registers this package's kinds with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds this package's kinds to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
+
+	// kinds are the package's kinds, registered by each file's init.
+	kinds []runtime.Object
 )
+
+// register records kinds for addKnownTypes.
+func register(objs ...runtime.Object) { kinds = append(kinds, objs...) }
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, kinds...)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
 
 // Resource returns the GroupResource of a resource of this group.
 func Resource(resource string) schema.GroupResource {

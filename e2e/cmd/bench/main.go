@@ -155,7 +155,7 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 		fmt.Fprintf(os.Stderr, "bench: N=%d ...\n", n)
 		r, err := b.runN(ctx, n)
 		if err != nil {
-			return fmt.Errorf("N=%d: %w", n, err)
+			return fmt.Errorf("run with N=%d: %w", n, err)
 		}
 		runs = append(runs, r)
 	}
@@ -475,7 +475,7 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	// Spec up: consumer creates → provider ADDED events.
 	up := newRecorder()
 	for _, g := range gvrs {
-		if err := up.watch(wctx, b.provider, g, func(t watch.EventType, u *unstructured.Unstructured) bool {
+		if err := up.watch(wctx, b.provider, g, func(_ watch.EventType, u *unstructured.Unstructured) bool {
 			return strings.HasPrefix(u.GetNamespace(), prefix+"-")
 		}); err != nil {
 			return r, err
@@ -495,7 +495,7 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	// Status down: provider status patches → consumer events with status.
 	down := newRecorder()
 	for _, g := range gvrs {
-		if err := down.watch(wctx, b.consumer, g, func(t watch.EventType, u *unstructured.Unstructured) bool {
+		if err := down.watch(wctx, b.consumer, g, func(_ watch.EventType, u *unstructured.Unstructured) bool {
 			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
 			return strings.HasPrefix(u.GetNamespace(), prefix+"-") && phase == "Ready"
 		}); err != nil {
