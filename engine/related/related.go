@@ -287,171 +287,207 @@ func (c *Copier) settle(p *pass) {
 // read keep their copies; a refusal is named in Result.Forbidden, any
 // other failure returned (joined) after the rest is done.
 func (c *Copier) Sync(ctx context.Context, b Binding, provider *session.Session) (Result, error) {
-	var res Result
 	pp, err := c.providerPool(provider)
 	if err != nil {
-		return res, err
+		return Result{}, err
 	}
-	pools := map[side]*pool{consumerSide: c.consumer, providerSide: pp}
-	targets := map[side]client.Client{consumerSide: c.opts.ConsumerClient, providerSide: provider.Client}
+	run := &syncRun{
+		c: c, b: b, ps: &pass{b: b, problems: map[string]bool{}, unread: map[string]bool{}},
+		pools:     map[side]*pool{consumerSide: c.consumer, providerSide: pp},
+		targets:   map[side]client.Client{consumerSide: c.opts.ConsumerClient, providerSide: provider.Client},
+		forbidden: map[string]bool{}, kept: map[string]bool{}, targeted: map[string]bool{},
+		claims: map[string]claim{}, providerCopies: map[string]bool{},
+	}
 	plans := planEntries(b.Entries, b.Namespace, c.denied)
+	run.readInformers(ctx, plans)
+	for _, p := range plans {
+		run.copyEntry(ctx, p)
+	}
+	run.collect(ctx)
+	for f := range run.forbidden {
+		run.res.Forbidden = append(run.res.Forbidden, f)
+	}
+	sort.Strings(run.res.Forbidden)
+	c.settle(run.ps)
+	c.remember(b, run.providerCopies)
+	return run.res, errors.Join(run.failures...)
+}
 
+// syncRun is the state of one Sync pass: the informers it reads, what it
+// found and did.
+type syncRun struct {
+	c       *Copier
+	b       Binding
+	ps      *pass
+	pools   map[side]*pool
+	targets map[side]client.Client
+	infs    map[ref]*informer
+
+	res      Result
+	failures []error
+	// forbidden names refused requests; kept the entries whose copies
+	// stay whatever happens (their sources could not be read); targeted
+	// the side/kind pairs some entry copies to; claims which entry copies
+	// each kind/namespace/name; providerCopies the "kind namespace/name"
+	// of this binding's provider copies.
+	forbidden, kept, targeted, providerCopies map[string]bool
+	claims                                    map[string]claim
+}
+
+// readInformers makes the binding hold the informers of its copies (both
+// sides) and of every entry's sources, and waits for them to be read.
+func (r *syncRun) readInformers(ctx context.Context, plans []entryPlan) {
 	var refs []ref
 	for _, s := range []side{consumerSide, providerSide} {
 		for _, kind := range relatedKinds {
-			refs = append(refs, ref{pools[s], copiesKey(s, kind, b.Namespace, b.ClusterUID)})
+			refs = append(refs, ref{r.pools[s], copiesKey(s, kind, r.b.Namespace, r.b.ClusterUID)})
 		}
 	}
 	for _, p := range plans {
 		for _, k := range p.keys {
-			refs = append(refs, ref{pools[p.source], k})
+			refs = append(refs, ref{r.pools[p.source], k})
 		}
 	}
-	infs := c.use(b, refs)
-	all := make([]*informer, 0, len(infs))
-	for _, i := range infs {
+	r.infs = r.c.use(r.b, refs)
+	all := make([]*informer, 0, len(r.infs))
+	for _, i := range r.infs {
 		all = append(all, i)
 	}
-	waitAll(ctx, all, c.opts.SyncTimeout)
+	waitAll(ctx, all, r.c.opts.SyncTimeout)
+}
 
-	ps := &pass{b: b, problems: map[string]bool{}, unread: map[string]bool{}}
-	copies := func(s side, kind kbindv1alpha1.RelatedResourceKind) (*informer, error) {
-		i := infs[ref{pools[s], copiesKey(s, kind, b.Namespace, b.ClusterUID)}]
-		return i, readable(i.state())
+// copies is the informer of the binding's copies of kind on side s, and
+// whether it can be read.
+func (r *syncRun) copies(s side, kind kbindv1alpha1.RelatedResourceKind) (*informer, error) {
+	i := r.infs[ref{r.pools[s], copiesKey(s, kind, r.b.Namespace, r.b.ClusterUID)}]
+	return i, readable(i.state())
+}
+
+// copyEntry copies the sources of one entry. An entry whose sources cannot
+// be read keeps its copies: a failed read never deletes.
+func (r *syncRun) copyEntry(ctx context.Context, p entryPlan) {
+	r.targeted[p.target().String()+"/"+string(p.entry.Resource)] = true
+	if p.skip != "" {
+		r.res.Status.Skipped++
+		r.c.report(r.ps, p.id, "skipped", nil, "RelatedSkipped", "%s", p.skip)
+		if p.keep {
+			r.kept[p.id] = true
+		}
+		return
 	}
-	var failures []error
-	forbidden := map[string]bool{}
-	kept := map[string]bool{}           // entries whose copies stay whatever happens
-	targeted := map[string]bool{}       // side/kind pairs some entry copies to
-	claims := map[string]claim{}        // kind/namespace/name → the entry that copies it
-	providerCopies := map[string]bool{} // "kind namespace/name" of our provider copies
-	for _, p := range plans {
-		targeted[p.target().String()+"/"+string(p.entry.Resource)] = true
-		if p.skip != "" {
-			res.Status.Skipped++
-			c.report(ps, p.id, "skipped", nil, "RelatedSkipped", "%s", p.skip)
-			if p.keep {
-				kept[p.id] = true
-			}
-			continue
-		}
-		var sources []client.Object
-		var readErr error
-		for _, k := range p.keys {
-			i := infs[ref{pools[p.source], k}]
-			if err := readable(i.state()); err != nil {
-				readErr = err
-				break
-			}
-			sources = append(sources, i.objects("")...)
-		}
-		if readErr != nil {
-			kept[p.id] = true
-			ps.unread[p.id] = true
-			if isForbidden(readErr) {
-				forbidden[fmt.Sprintf("list %s (%s side)", p.entry.Resource, p.source)] = true
+	var sources []client.Object
+	for _, k := range p.keys {
+		i := r.infs[ref{r.pools[p.source], k}]
+		if err := readable(i.state()); err != nil {
+			r.kept[p.id] = true
+			r.ps.unread[p.id] = true
+			if isForbidden(err) {
+				r.forbidden[fmt.Sprintf("list %s (%s side)", p.entry.Resource, p.source)] = true
 			} else {
-				failures = append(failures, fmt.Errorf("reading the sources of relatedResources[%d] (%s, %s side): %w", p.index, p.entry.Resource, p.source, readErr))
+				r.failures = append(r.failures, fmt.Errorf("reading the sources of relatedResources[%d] (%s, %s side): %w", p.index, p.entry.Resource, p.source, err))
 			}
-			continue
+			return
 		}
-		sort.Slice(sources, func(i, j int) bool {
-			return client.ObjectKeyFromObject(sources[i]).String() < client.ObjectKeyFromObject(sources[j]).String()
-		})
-		target := targets[p.target()]
-		copiesInf, copiesErr := copies(p.target(), p.entry.Resource)
-		for _, src := range sources {
-			objKey := string(p.entry.Resource) + "/" + src.GetNamespace() + "/" + src.GetName()
-			if _, taken := claims[objKey]; taken {
-				continue // an earlier entry copies it
-			}
-			switch judgeSource(src, p, b.ClusterUID, c.denied) {
-			case notSelected:
-				continue
-			case deniedNamespace:
-				res.Status.Skipped++
-				c.report(ps, p.id, "denied/"+objKey, src, "RelatedSkipped",
-					"not copying %s %s/%s: kbind never copies from or into namespace %s", singular(p.entry.Resource), src.GetNamespace(), src.GetName(), src.GetNamespace())
-				continue
-			case serviceAccountToken:
-				res.Status.Skipped++
-				c.report(ps, p.id, "token/"+objKey, src, "RelatedSkipped",
-					"not copying Secret %s/%s: service-account tokens are never copied", src.GetNamespace(), src.GetName())
-				continue
-			}
-			desired := copyOf(src, b, p.id)
-			claims[objKey] = claim{entry: p.id, target: p.target()}
-			var cached *informer
-			if copiesErr == nil {
-				cached = copiesInf
-			}
-			outcome, err := c.apply(ctx, ps, target, cached, desired, p.id)
-			var nsErr *namespaceError
-			var readErr *readError
-			switch {
-			case errors.As(err, &readErr) && apierrors.IsForbidden(err):
-				forbidden[fmt.Sprintf("get %s in namespace %s (%s side)", p.entry.Resource, src.GetNamespace(), p.target())] = true
-				res.Status.Skipped++
-			case errors.As(err, &nsErr) && apierrors.IsForbidden(err):
-				forbidden[fmt.Sprintf("create namespaces/%s (%s side)", src.GetNamespace(), p.target())] = true
-				res.Status.Skipped++
-			case apierrors.IsForbidden(err):
-				forbidden[fmt.Sprintf("write %s in namespace %s (%s side)", p.entry.Resource, src.GetNamespace(), p.target())] = true
-				res.Status.Skipped++
-			case err != nil && (apierrors.IsInvalid(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err)):
-				res.Status.Skipped++
-				c.report(ps, p.id, "rejected/"+objKey, src, "RelatedRejected",
-					"the %s side refused the copy of %s %s/%s: %v", p.target(), singular(p.entry.Resource), src.GetNamespace(), src.GetName(), err)
-			case err != nil:
-				failures = append(failures, fmt.Errorf("copying %s %s/%s to the %s side: %w", singular(p.entry.Resource), src.GetNamespace(), src.GetName(), p.target(), err))
-			case outcome == conflict:
-				res.Status.Conflicts++
-			case outcome == otherEntry:
-			default:
-				res.Status.Copies++
-				if p.target() == providerSide {
-					providerCopies[string(p.entry.Resource)+" "+src.GetNamespace()+"/"+src.GetName()] = true
-				}
-			}
+		sources = append(sources, i.objects("")...)
+	}
+	sort.Slice(sources, func(i, j int) bool {
+		return client.ObjectKeyFromObject(sources[i]).String() < client.ObjectKeyFromObject(sources[j]).String()
+	})
+	copiesInf, copiesErr := r.copies(p.target(), p.entry.Resource)
+	if copiesErr != nil {
+		copiesInf = nil // unreadable: every target is read with a GET
+	}
+	for _, src := range sources {
+		r.copySource(ctx, p, src, copiesInf)
+	}
+}
+
+// copySource copies one source object unless an earlier entry does, kbind
+// never copies it, or its target belongs to someone else, and counts the
+// outcome.
+func (r *syncRun) copySource(ctx context.Context, p entryPlan, src client.Object, copiesInf *informer) {
+	objKey := string(p.entry.Resource) + "/" + src.GetNamespace() + "/" + src.GetName()
+	if _, taken := r.claims[objKey]; taken {
+		return // an earlier entry copies it
+	}
+	switch judgeSource(src, p, r.b.ClusterUID, r.c.denied) {
+	case notSelected:
+		return
+	case deniedNamespace:
+		r.res.Status.Skipped++
+		r.c.report(r.ps, p.id, "denied/"+objKey, src, "RelatedSkipped",
+			"not copying %s %s/%s: kbind never copies from or into namespace %s", singular(p.entry.Resource), src.GetNamespace(), src.GetName(), src.GetNamespace())
+		return
+	case serviceAccountToken:
+		r.res.Status.Skipped++
+		r.c.report(r.ps, p.id, "token/"+objKey, src, "RelatedSkipped",
+			"not copying Secret %s/%s: service-account tokens are never copied", src.GetNamespace(), src.GetName())
+		return
+	}
+	desired := copyOf(src, r.b, p.id)
+	r.claims[objKey] = claim{entry: p.id, target: p.target()}
+	outcome, err := r.c.apply(ctx, r.ps, r.targets[p.target()], copiesInf, desired, p.id)
+	var nsErr *namespaceError
+	var readErr *readError
+	switch {
+	case errors.As(err, &readErr) && apierrors.IsForbidden(err):
+		r.forbidden[fmt.Sprintf("get %s in namespace %s (%s side)", p.entry.Resource, src.GetNamespace(), p.target())] = true
+		r.res.Status.Skipped++
+	case errors.As(err, &nsErr) && apierrors.IsForbidden(err):
+		r.forbidden[fmt.Sprintf("create namespaces/%s (%s side)", src.GetNamespace(), p.target())] = true
+		r.res.Status.Skipped++
+	case apierrors.IsForbidden(err):
+		r.forbidden[fmt.Sprintf("write %s in namespace %s (%s side)", p.entry.Resource, src.GetNamespace(), p.target())] = true
+		r.res.Status.Skipped++
+	case err != nil && (apierrors.IsInvalid(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err)):
+		r.res.Status.Skipped++
+		r.c.report(r.ps, p.id, "rejected/"+objKey, src, "RelatedRejected",
+			"the %s side refused the copy of %s %s/%s: %v", p.target(), singular(p.entry.Resource), src.GetNamespace(), src.GetName(), err)
+	case err != nil:
+		r.failures = append(r.failures, fmt.Errorf("copying %s %s/%s to the %s side: %w", singular(p.entry.Resource), src.GetNamespace(), src.GetName(), p.target(), err))
+	case outcome == conflict:
+		r.res.Status.Conflicts++
+	case outcome == otherEntry:
+	default:
+		r.res.Status.Copies++
+		if p.target() == providerSide {
+			r.providerCopies[string(p.entry.Resource)+" "+src.GetNamespace()+"/"+src.GetName()] = true
 		}
 	}
+}
 
-	// Collect: this binding's copies no entry claims any more.
+// collect deletes this binding's copies that no entry claims any more (the
+// source stopped matching or went, or its entry was removed: SYNC-R4),
+// never those of an entry whose sources could not be read.
+func (r *syncRun) collect(ctx context.Context) {
 	for _, s := range []side{consumerSide, providerSide} {
 		for _, kind := range relatedKinds {
-			i, err := copies(s, kind)
+			i, err := r.copies(s, kind)
 			if err != nil {
-				if isForbidden(err) && targeted[s.String()+"/"+string(kind)] {
-					forbidden[fmt.Sprintf("list %s (%s side)", kind, s)] = true
+				if isForbidden(err) && r.targeted[s.String()+"/"+string(kind)] {
+					r.forbidden[fmt.Sprintf("list %s (%s side)", kind, s)] = true
 				} else if !isForbidden(err) {
-					failures = append(failures, fmt.Errorf("reading the related copies (%s, %s side): %w", kind, s, err))
+					r.failures = append(r.failures, fmt.Errorf("reading the related copies (%s, %s side): %w", kind, s, err))
 				}
 				continue
 			}
-			for _, obj := range i.objects(b.UID) {
+			for _, obj := range i.objects(r.b.UID) {
 				objKey := string(kind) + "/" + obj.GetNamespace() + "/" + obj.GetName()
 				owner := obj.GetAnnotations()[kbindv1alpha1.RelatedBindingAnnotation]
-				if !collectable(owner, b.UID, s, objKey, claims, kept) {
+				if !collectable(owner, r.b.UID, s, objKey, r.claims, r.kept) {
 					if s == providerSide {
-						providerCopies[string(kind)+" "+obj.GetNamespace()+"/"+obj.GetName()] = true
+						r.providerCopies[string(kind)+" "+obj.GetNamespace()+"/"+obj.GetName()] = true
 					}
 					continue
 				}
-				if err := deleteCopy(ctx, targets[s], obj); err != nil {
-					failures = append(failures, fmt.Errorf("deleting related copy %s on the %s side: %w", objKey, s, err))
+				if err := deleteCopy(ctx, r.targets[s], obj); err != nil {
+					r.failures = append(r.failures, fmt.Errorf("deleting related copy %s on the %s side: %w", objKey, s, err))
 					continue
 				}
 				log.FromContext(ctx).V(1).Info("Deleted related copy", "side", s.String(), "resource", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
 			}
 		}
 	}
-	for f := range forbidden {
-		res.Forbidden = append(res.Forbidden, f)
-	}
-	sort.Strings(res.Forbidden)
-	c.settle(ps)
-	c.remember(b, providerCopies)
-	return res, errors.Join(failures...)
 }
 
 func (c *Copier) remember(b Binding, providerCopies map[string]bool) {
