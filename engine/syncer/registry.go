@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,10 +152,38 @@ func (r *Registry) Count(ctx context.Context, crdName string, gvk schema.GroupVe
 	if !allNamespaces {
 		opts = append(opts, client.InNamespace(namespace))
 	}
-	if err := r.Cache.List(ctx, list, opts...); err != nil {
+	if err := r.listConsumer(ctx, crdName, list, opts...); err != nil {
 		return 0, fmt.Errorf("counting %s: %w", crdName, err)
 	}
 	return int32(len(list.Items)), nil
+}
+
+// cacheSyncTimeout bounds how long a reconcile waits for a consumer
+// informer to sync.
+const cacheSyncTimeout = 15 * time.Second
+
+// listConsumer lists objects of an API from the consumer cache, waiting at
+// most cacheSyncTimeout for a new informer to sync: an informer whose API
+// is no longer served (its CRD just deleted) never syncs, and a reconcile
+// that waited for it would block its controller for good. Such an
+// informer is removed again unless a Syncer uses it, so that no watch is
+// left retrying a gone API.
+func (r *Registry) listConsumer(ctx context.Context, crdName string, list *unstructured.UnstructuredList, opts ...client.ListOption) error {
+	wait, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
+	defer cancel()
+	err := r.Cache.List(wait, list, opts...)
+	if err == nil || wait.Err() == nil || ctx.Err() != nil {
+		return err
+	}
+	r.mu.Lock()
+	_, syncing := r.syncers[crdName]
+	r.mu.Unlock()
+	if !syncing {
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(list.GroupVersionKind().GroupVersion().WithKind(strings.TrimSuffix(list.GetKind(), "List")))
+		_ = r.Cache.RemoveInformer(ctx, obj)
+	}
+	return fmt.Errorf("the consumer cache did not sync within %s (is the API still served?): %w", cacheSyncTimeout, err)
 }
 
 // LastError is the error the API's Syncer last failed with, "" when it
@@ -459,7 +488,7 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 		opts = append(opts, client.InNamespace(namespace))
 	}
 	r.recordInformer(crdName, gvk, nil)
-	if err := r.Cache.List(ctx, objs, opts...); err != nil {
+	if err := r.listConsumer(ctx, crdName, objs, opts...); err != nil {
 		return 0, fmt.Errorf("listing %s: %w", crdName, err)
 	}
 	connGone := false
