@@ -41,6 +41,12 @@ func (r *Reconciler) reconcileRelated(ctx context.Context, b binding, before *kb
 	}
 	res, err := r.Related.Sync(ctx, r.relatedBinding(b, o.clusterUID), o.session)
 	if err != nil {
+		// Part of the pass failed. A binding that had no copies yet still
+		// records that it may have some now, so that removing every entry
+		// later cleans up what this pass made.
+		if b.status.RelatedResources == nil {
+			b.status.RelatedResources = &res.Status
+		}
 		return fmt.Errorf("copying related resources: %w", err)
 	}
 	b.status.RelatedResources = &res.Status

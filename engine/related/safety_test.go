@@ -3,6 +3,7 @@ package related_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -407,4 +408,43 @@ func TestConnectionGoneReleasesWithEvent(t *testing.T) {
 	waitAbsent(t, env.Consumer, b)
 	waitEvent(t, b, "RelatedCopiesLeft", "rel-l/up", "backend reaper")
 	stays(t, env.Provider, up, "nothing can delete it without the Connection")
+}
+
+// A pass that copies some sources and fails on another (the provider
+// answers 500) still records that the binding has copies: removing every
+// entry afterwards deletes the copy it made instead of leaking it.
+func TestAPartlyFailedPassIsRemembered(t *testing.T) {
+	ctx := context.Background()
+	proxy := enginetest.NewProxy(t, env.Pair.Provider.Config)
+	proxy.SetFault(func(r *http.Request) enginetest.Fault {
+		if r.Method == http.MethodPatch && r.URL.Path == "/api/v1/namespaces/rel-l/configmaps/bad" {
+			return enginetest.Fault{Status: http.StatusInternalServerError}
+		}
+		return enginetest.Fault{}
+	})
+	connect(t, "flaky", proxy.Kubeconfig(t))
+	for _, name := range []string{"good", "bad"} {
+		mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-l", Name: name}, Data: map[string]string{"k": name}})
+	}
+	b := bindingOn(t, "flaky", "rel-l", "partly", byName(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "good", "bad"))
+	good := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-l", Name: "good"}}
+	enginetest.Eventually(t, "the copy that could be made", func() error { return env.Provider.Get(ctx, client.ObjectKeyFromObject(good), good) })
+	enginetest.Eventually(t, "the binding remembers it has copies", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		if b.Status.RelatedResources == nil {
+			return fmt.Errorf("status.relatedResources not set")
+		}
+		return nil
+	})
+
+	enginetest.Eventually(t, "removing the entries", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		b.Spec.RelatedResources = nil
+		return env.Consumer.Update(ctx, b)
+	})
+	waitAbsent(t, env.Provider, good)
 }
