@@ -107,25 +107,11 @@ func restartFeature() features.Feature {
 			return ctx
 		}).
 		Assess("kill -9 mid-sync, restart, converge", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			var b strings.Builder
-			for i := range n {
-				fmt.Fprintf(&b, "%s---\n", object("example.org", "Bulb", ns, fmt.Sprintf("bulb-%03d", i), fmt.Sprintf("{watts: %d}", i)))
-			}
-			file := s.WriteFile(t, b.String())
-			count := func(args ...string) int {
-				out := s.Run(ctx, t, append(args, "-n", ns, "get", "bulbs", "-o", "name")...)
-				return len(strings.Fields(out))
-			}
+			file := s.WriteFile(t, objects("Bulb", ns, "bulb", "watts", n))
+			count := func(cluster string) int { return countObjects(ctx, t, cluster, ns, "bulbs") }
 			// The objects arrive while the konnector syncs them; it is
 			// killed as soon as the first copies are on the provider.
-			applied := make(chan error, 1)
-			go func() {
-				out, err := s.Kubectl(ctx, consumer, "apply", "-f", file)
-				if err != nil {
-					err = fmt.Errorf("%v: %s", err, out)
-				}
-				applied <- err
-			}()
+			applied := kubectlInBackground(ctx, consumer, "apply", "-f", file)
 			harness.Eventually(t, "the first copies on the provider", func() error {
 				if c := count(provider); c == 0 {
 					return fmt.Errorf("none yet")
@@ -260,29 +246,15 @@ func killDuringDeletionFeature() features.Feature {
 			s.Apply(ctx, t, harness.ProviderContext, harness.CRDManifest("lamps", "Lamp", "example.org", "Namespaced", true))
 			s.Apply(ctx, t, harness.ConsumerContext, namespaces(ns)+clusterBinding("lamps", connection, "", "lamps.example.org"))
 			waitReady(ctx, t, "clusterbinding/lamps")
-			var b strings.Builder
-			for i := range n {
-				fmt.Fprintf(&b, "%s---\n", object("example.org", "Lamp", ns, fmt.Sprintf("lamp-%03d", i), fmt.Sprintf("{lumen: %d}", i)))
-			}
-			s.Run(ctx, t, consumer, "apply", "-f", s.WriteFile(t, b.String()))
+			s.Run(ctx, t, consumer, "apply", "-f", s.WriteFile(t, objects("Lamp", ns, "lamp", "lumen", n)))
 			eventuallyJSONPath(ctx, t, strconv.Itoa(n)+"/"+strconv.Itoa(n), "{.status.boundAPIs[0].instances.total}/{.status.boundAPIs[0].instances.synced}", consumer, "get", "clusterbinding", "lamps")
 			return ctx
 		}).
 		Assess("kill -9 mid-deletion, restart, everything gone", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			count := func(args ...string) int {
-				out := s.Run(ctx, t, append(args, "-n", ns, "get", "lamps", "-o", "name")...)
-				return len(strings.Fields(out))
-			}
+			count := func(cluster string) int { return countObjects(ctx, t, cluster, ns, "lamps") }
 			// The deletions arrive while the konnector releases them; it is
 			// killed as soon as the first provider copies are gone.
-			deleted := make(chan error, 1)
-			go func() {
-				out, err := s.Kubectl(ctx, consumer, "-n", ns, "delete", "lamps", "--all", "--wait=false")
-				if err != nil {
-					err = fmt.Errorf("%v: %s", err, out)
-				}
-				deleted <- err
-			}()
+			deleted := kubectlInBackground(ctx, consumer, "-n", ns, "delete", "lamps", "--all", "--wait=false")
 			harness.Eventually(t, "the first provider copies deleted", func() error {
 				if c := count(provider); c == n {
 					return fmt.Errorf("none deleted yet")
@@ -313,4 +285,35 @@ func killDuringDeletionFeature() features.Feature {
 			s.Gone(ctx, t, consumer, "crd", "lamps.example.org")
 			return ctx
 		}).Feature()
+}
+
+// objects is a multi-document manifest of n example.org objects of kind
+// in ns, named <prefix>-000…, each with spec {<field>: i}.
+func objects(kind, ns, prefix, field string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "%s---\n", object("example.org", kind, ns, fmt.Sprintf("%s-%03d", prefix, i), fmt.Sprintf("{%s: %d}", field, i)))
+	}
+	return b.String()
+}
+
+// countObjects counts the objects of resource in ns on one cluster (a
+// --context argument).
+func countObjects(ctx context.Context, t *testing.T, cluster, ns, resource string) int {
+	t.Helper()
+	return len(strings.Fields(s.Run(ctx, t, cluster, "-n", ns, "get", resource, "-o", "name")))
+}
+
+// kubectlInBackground runs kubectl while the test goes on; the channel
+// gets its outcome.
+func kubectlInBackground(ctx context.Context, args ...string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		out, err := s.Kubectl(ctx, args...)
+		if err != nil {
+			err = fmt.Errorf("%v: %s", err, out)
+		}
+		done <- err
+	}()
+	return done
 }

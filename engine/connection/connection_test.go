@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -391,17 +392,25 @@ func waitRenewed(t *testing.T, c client.Client, key client.ObjectKey, n int) {
 	})
 }
 
-func TestLeaseNamespaceFromContext(t *testing.T) {
-	ctx := context.Background()
+// providerKubeconfigWith is the provider's admin kubeconfig, changed by
+// mutate.
+func providerKubeconfigWith(t *testing.T, mutate func(*clientcmdapi.Config)) []byte {
+	t.Helper()
 	kc, err := clientcmd.Load(pair.Provider.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc.Contexts[kc.CurrentContext].Namespace = "team-hb"
+	mutate(kc)
 	data, err := clientcmd.Write(*kc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return data
+}
+
+func TestLeaseNamespaceFromContext(t *testing.T) {
+	ctx := context.Background()
+	data := providerKubeconfigWith(t, func(kc *clientcmdapi.Config) { kc.Contexts[kc.CurrentContext].Namespace = "team-hb" })
 	createSecret(t, secretNS, "ctx-ns", map[string][]byte{"kubeconfig": data})
 	createConnection(t, "ctx-ns", secretNS, "ctx-ns")
 	conn := waitCondition(t, "ctx-ns", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "team-hb/ctx-ns-")

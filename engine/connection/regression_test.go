@@ -16,7 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -389,17 +389,11 @@ func TestSharedSecretReleasedWhenBothGoAtOnce(t *testing.T) {
 // Connection opts in, and the opt-in is visible in SecretValid.
 func TestInsecureKubeconfigNeedsOptIn(t *testing.T) {
 	ctx := context.Background()
-	kc, err := clientcmd.Load(pair.Provider.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range kc.Clusters {
-		c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil
-	}
-	data, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := providerKubeconfigWith(t, func(kc *clientcmdapi.Config) {
+		for _, c := range kc.Clusters {
+			c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil
+		}
+	})
 	createSecret(t, secretNS, "insecure", map[string][]byte{"kubeconfig": data})
 	createConnection(t, "insecure", secretNS, "insecure")
 	waitCondition(t, "insecure", kbindv1alpha1.ConditionSecretValid, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound,

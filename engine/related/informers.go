@@ -159,31 +159,11 @@ func newInformer(p *pool, k key, transform toolscache.TransformFunc, fire func(*
 		return o
 	}
 	var example runtime.Object
-	lw := &toolscache.ListWatch{}
+	var lw *toolscache.ListWatch
 	if k.resource == kbindv1alpha1.RelatedResourceSecrets {
-		example = &corev1.Secret{}
-		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			list, err := p.cs.CoreV1().Secrets(k.namespace).List(ctx, opts(o))
-			i.record(ctx, err)
-			return list, err
-		}
-		lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			w, err := p.cs.CoreV1().Secrets(k.namespace).Watch(ctx, opts(o))
-			i.record(ctx, err)
-			return w, err
-		}
+		example, lw = &corev1.Secret{}, listWatch(p.cs.CoreV1().Secrets(k.namespace), opts, i.record)
 	} else {
-		example = &corev1.ConfigMap{}
-		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			list, err := p.cs.CoreV1().ConfigMaps(k.namespace).List(ctx, opts(o))
-			i.record(ctx, err)
-			return list, err
-		}
-		lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			w, err := p.cs.CoreV1().ConfigMaps(k.namespace).Watch(ctx, opts(o))
-			i.record(ctx, err)
-			return w, err
-		}
+		example, lw = &corev1.ConfigMap{}, listWatch(p.cs.CoreV1().ConfigMaps(k.namespace), opts, i.record)
 	}
 	i.inf = toolscache.NewSharedIndexInformerWithOptions(toolscache.ToListWatcherWithWatchListSemantics(lw, p.cs), example, toolscache.SharedIndexInformerOptions{
 		Indexers:          toolscache.Indexers{bindingIndex: byBinding},
@@ -210,6 +190,29 @@ func newInformer(p *pool, k key, transform toolscache.TransformFunc, fire func(*
 	}()
 	logger.V(1).Info("Started a related informer")
 	return i
+}
+
+// lister is what listWatch needs of a typed client (Secrets or ConfigMaps).
+type lister[L runtime.Object] interface {
+	List(context.Context, metav1.ListOptions) (L, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+// listWatch lists and watches through c with the informer's selectors
+// (opts), recording each request's outcome.
+func listWatch[L runtime.Object](c lister[L], opts func(metav1.ListOptions) metav1.ListOptions, record func(context.Context, error)) *toolscache.ListWatch {
+	return &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list, err := c.List(ctx, opts(o))
+			record(ctx, err)
+			return list, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := c.Watch(ctx, opts(o))
+			record(ctx, err)
+			return w, err
+		},
+	}
 }
 
 // waitAll waits, up to timeout, until every informer can be read or is

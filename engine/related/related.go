@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -337,23 +338,36 @@ type syncRun struct {
 // readInformers makes the binding hold the informers of its copies (both
 // sides) and of every entry's sources, and waits for them to be read.
 func (r *syncRun) readInformers(ctx context.Context, plans []entryPlan) {
-	var refs []ref
-	for _, s := range []side{consumerSide, providerSide} {
-		for _, kind := range relatedKinds {
-			refs = append(refs, ref{r.pools[s], copiesKey(s, kind, r.b.Namespace, r.b.ClusterUID)})
-		}
-	}
+	refs := copiesRefs(r.b, r.pools, consumerSide, providerSide)
 	for _, p := range plans {
 		for _, k := range p.keys {
 			refs = append(refs, ref{r.pools[p.source], k})
 		}
 	}
-	r.infs = r.c.use(r.b, refs)
-	all := make([]*informer, 0, len(r.infs))
-	for _, i := range r.infs {
+	r.infs = r.c.hold(ctx, r.b, refs)
+}
+
+// copiesRefs are the informers of the binding's copies on the given sides.
+func copiesRefs(b Binding, pools map[side]*pool, sides ...side) []ref {
+	var refs []ref
+	for _, s := range sides {
+		for _, kind := range relatedKinds {
+			refs = append(refs, ref{pools[s], copiesKey(s, kind, b.Namespace, b.ClusterUID)})
+		}
+	}
+	return refs
+}
+
+// hold makes the binding hold exactly refs (see use) and waits, up to the
+// sync timeout, until each can be read or is refused.
+func (c *Copier) hold(ctx context.Context, b Binding, refs []ref) map[ref]*informer {
+	infs := c.use(b, refs)
+	all := make([]*informer, 0, len(infs))
+	for _, i := range infs {
 		all = append(all, i)
 	}
-	waitAll(ctx, all, r.c.opts.SyncTimeout)
+	waitAll(ctx, all, c.opts.SyncTimeout)
+	return infs
 }
 
 // copies is the informer of the binding's copies of kind on side s, and
@@ -536,18 +550,8 @@ func (c *Copier) Cleanup(ctx context.Context, b Binding, provider *session.Sessi
 		sides = append(sides, providerSide)
 		pools[providerSide], targets[providerSide] = pp, provider.Client
 	}
-	var refs []ref
-	for _, s := range sides {
-		for _, kind := range relatedKinds {
-			refs = append(refs, ref{pools[s], copiesKey(s, kind, b.Namespace, b.ClusterUID)})
-		}
-	}
-	infs := c.use(b, refs)
-	all := make([]*informer, 0, len(infs))
-	for _, i := range infs {
-		all = append(all, i)
-	}
-	waitAll(ctx, all, c.opts.SyncTimeout)
+	refs := copiesRefs(b, pools, sides...)
+	infs := c.hold(ctx, b, refs)
 	var failures []error
 	for _, r := range refs {
 		i := infs[r]
@@ -605,28 +609,14 @@ func copyOf(src client.Object, b Binding, entry string) client.Object {
 	case *corev1.Secret:
 		out := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: meta, Type: s.Type, Immutable: s.Immutable}
 		out.Data = map[string][]byte{}
-		for k, v := range s.Data {
-			out.Data[k] = v
-		}
+		maps.Copy(out.Data, s.Data)
 		for k, v := range s.StringData {
 			out.Data[k] = []byte(v)
 		}
 		return out
 	case *corev1.ConfigMap:
-		out := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta, Immutable: s.Immutable}
-		if s.Data != nil {
-			out.Data = map[string]string{}
-			for k, v := range s.Data {
-				out.Data[k] = v
-			}
-		}
-		if s.BinaryData != nil {
-			out.BinaryData = map[string][]byte{}
-			for k, v := range s.BinaryData {
-				out.BinaryData[k] = v
-			}
-		}
-		return out
+		return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta, Immutable: s.Immutable,
+			Data: maps.Clone(s.Data), BinaryData: maps.Clone(s.BinaryData)}
 	}
 	return nil
 }
@@ -656,7 +646,7 @@ func (c *Copier) apply(ctx context.Context, ps *pass, target client.Client, copi
 		err := target.Get(ctx, client.ObjectKeyFromObject(desired), obj)
 		switch {
 		case apierrors.IsNotFound(err):
-			if err := ensureNamespace(ctx, target, desired.GetNamespace(), b.ClusterUID); err != nil {
+			if err := namespace.Ensure(ctx, target, target, desired.GetNamespace(), b.ClusterUID); err != nil {
 				return applied, &namespaceError{err}
 			}
 		case err != nil:
@@ -738,13 +728,3 @@ type namespaceError struct{ err error }
 
 func (e *namespaceError) Error() string { return "creating the target namespace: " + e.err.Error() }
 func (e *namespaceError) Unwrap() error { return e.err }
-
-func ensureNamespace(ctx context.Context, c client.Client, name, clusterUID string) error {
-	ns := &corev1.Namespace{}
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err == nil {
-		return nil
-	} else if !apierrors.IsNotFound(err) {
-		return err
-	}
-	return namespace.Create(ctx, c, name, clusterUID)
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -145,14 +144,9 @@ func (r *Registry) Forget(ctx context.Context, crdName, connection string) {
 // Count counts the consumer objects of an API in one namespace, or in all,
 // from the consumer cache — the informer its Syncer uses, no second one.
 func (r *Registry) Count(ctx context.Context, crdName string, gvk schema.GroupVersionKind, namespace string, allNamespaces bool) (int32, error) {
-	r.recordInformer(crdName, gvk, nil)
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	var opts []client.ListOption
-	if !allNamespaces {
-		opts = append(opts, client.InNamespace(namespace))
-	}
-	if err := r.listConsumer(ctx, crdName, list, opts...); err != nil {
+	// Only the number is needed: the cached objects are not copied.
+	list, err := r.listConsumer(ctx, crdName, gvk, namespace, allNamespaces, client.UnsafeDisableDeepCopy)
+	if err != nil {
 		return 0, fmt.Errorf("counting %s: %w", crdName, err)
 	}
 	return int32(len(list.Items)), nil
@@ -162,28 +156,36 @@ func (r *Registry) Count(ctx context.Context, crdName string, gvk schema.GroupVe
 // informer to sync.
 const cacheSyncTimeout = 15 * time.Second
 
-// listConsumer lists objects of an API from the consumer cache, waiting at
+// listConsumer lists objects of an API from the consumer cache (in one
+// namespace, or in all), recording the informer for Forget. It waits at
 // most cacheSyncTimeout for a new informer to sync: an informer whose API
 // is no longer served (its CRD just deleted) never syncs, and a reconcile
 // that waited for it would block its controller for good. Such an
 // informer is removed again unless a Syncer uses it, so that no watch is
 // left retrying a gone API.
-func (r *Registry) listConsumer(ctx context.Context, crdName string, list *unstructured.UnstructuredList, opts ...client.ListOption) error {
+func (r *Registry) listConsumer(ctx context.Context, crdName string, gvk schema.GroupVersionKind, namespace string, allNamespaces bool,
+	opts ...client.ListOption) (*unstructured.UnstructuredList, error) {
+	r.recordInformer(crdName, gvk, nil)
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if !allNamespaces {
+		opts = append(opts, client.InNamespace(namespace))
+	}
 	wait, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
 	defer cancel()
 	err := r.Cache.List(wait, list, opts...)
 	if err == nil || wait.Err() == nil || ctx.Err() != nil {
-		return err
+		return list, err
 	}
 	r.mu.Lock()
 	_, syncing := r.syncers[crdName]
 	r.mu.Unlock()
 	if !syncing {
 		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(list.GroupVersionKind().GroupVersion().WithKind(strings.TrimSuffix(list.GetKind(), "List")))
+		obj.SetGroupVersionKind(gvk)
 		_ = r.Cache.RemoveInformer(ctx, obj)
 	}
-	return fmt.Errorf("the consumer cache did not sync within %s (is the API still served?): %w", cacheSyncTimeout, err)
+	return nil, fmt.Errorf("the consumer cache did not sync within %s (is the API still served?): %w", cacheSyncTimeout, err)
 }
 
 // LastError is the error the API's Syncer last failed with, "" when it
@@ -482,13 +484,8 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	s := New(Options{Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session, Events: r.Events, Results: r.Results})
 	defer s.queue.ShutDown()
 	s.target.GVK = gvk
-	objs := s.newList()
-	var opts []client.ListOption
-	if !allNamespaces {
-		opts = append(opts, client.InNamespace(namespace))
-	}
-	r.recordInformer(crdName, gvk, nil)
-	if err := r.listConsumer(ctx, crdName, objs, opts...); err != nil {
+	objs, err := r.listConsumer(ctx, crdName, gvk, namespace, allNamespaces)
+	if err != nil {
 		return 0, fmt.Errorf("listing %s: %w", crdName, err)
 	}
 	connGone := false

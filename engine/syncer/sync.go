@@ -81,7 +81,8 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 	}
 
 	if s.target.Namespaced {
-		if err := s.ensureNamespace(ctx, cobj); err != nil {
+		// A missing provider namespace is created, marked as kbind's (SYNC-3).
+		if err := namespace.Ensure(ctx, s.session.Cache(), s.session.Client, key.Namespace, s.target.ClusterUID); err != nil {
 			return s.failed(cobj, err, "create", "namespaces/"+key.Namespace)
 		}
 	}
@@ -193,20 +194,6 @@ func upToDate(pobj, desired *unstructured.Unstructured) bool {
 		}
 	}
 	return true
-}
-
-// ensureNamespace creates a missing provider namespace, marked as kbind's
-// (SYNC-3).
-func (s *Syncer) ensureNamespace(ctx context.Context, cobj *unstructured.Unstructured) error {
-	ns := &corev1.Namespace{}
-	err := s.session.Cache().Get(ctx, client.ObjectKey{Name: cobj.GetNamespace()}, ns)
-	if err == nil {
-		return nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading provider namespace %s: %w", cobj.GetNamespace(), err)
-	}
-	return namespace.Create(ctx, s.session.Client, cobj.GetNamespace(), s.target.ClusterUID)
 }
 
 // failed records a provider refusal: a Warning Event on the consumer object

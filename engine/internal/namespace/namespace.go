@@ -15,10 +15,20 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
 
+// Ensure makes sure the namespace name exists: read through r (a cache, or
+// the client itself), created through c when it is missing. The API error
+// is returned as it is, so that callers can tell a refusal; they wrap it.
+func Ensure(ctx context.Context, r client.Reader, c client.Client, name, consumerClusterUID string) error {
+	err := r.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{})
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	return Create(ctx, c, name, consumerClusterUID)
+}
+
 // Create creates the namespace name, marked as created by kbind for the
-// consumer cluster; one that exists already is left as it is. Callers
-// check their cache first (Create always writes) and wrap the API error,
-// which is returned as it is so that they can tell a refusal.
+// consumer cluster; one that exists already is left as it is. Create
+// always writes: Ensure reads first.
 func Create(ctx context.Context, c client.Client, name, consumerClusterUID string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	kbindv1alpha1.NamespaceMarkers(consumerClusterUID).Stamp(ns)
