@@ -39,6 +39,14 @@ var connectionFields = []field{
 	{path: "spec.autoBind", typ: "boolean", def: `false`},
 	{path: "spec.allowInsecure", typ: "array", listType: "set"},
 	{path: "spec.allowInsecure[]", typ: "string", enum: []string{"SkipTLSVerify", "ProxyURL", "PlainHTTP"}},
+	{path: "spec.isolation", typ: "object", def: `{"mode":"None"}`, rules: []string{
+		"self == oldSelf",
+		"self.mode == 'Namespace' ? has(self.__namespace__) : !has(self.__namespace__)",
+		"self.mode == 'Prefixed' ? has(self.prefix) : !has(self.prefix)",
+	}},
+	{path: "spec.isolation.mode", typ: "string", def: `"None"`, enum: []string{"None", "Namespace", "Prefixed"}},
+	{path: "spec.isolation.namespace", typ: "string", minLength: i64(1)},
+	{path: "spec.isolation.prefix", typ: "string", minLength: i64(1)},
 	{path: "status", typ: "object", rules: []string{
 		"!has(oldSelf.remoteClusterUID) || has(self.remoteClusterUID)",
 		"!has(oldSelf.localClusterUID) || has(self.localClusterUID)",
@@ -90,6 +98,7 @@ var (
 		{"Ready", `.status.conditions[?(@.type=="Ready")].status`},
 		{"Source", ".status.activeSchemaSource"},
 		{"Secret", ".spec.kubeconfigSecretRef.name"},
+		{"Isolation", ".spec.isolation.mode"},
 		{"Age", ".metadata.creationTimestamp"},
 	}
 	bindingColumns = []column{

@@ -66,6 +66,7 @@ spec:
 		"kubeconfigSecretRef": map[string]any{"namespace": "kbind", "name": "provider-kubeconfig", "key": "kubeconfig"},
 		"schema":              map[string]any{"source": "Auto", "pullPolicy": "Bound", "updatePolicy": "Always"},
 		"autoBind":            false,
+		"isolation":           map[string]any{"mode": "None"},
 	}
 	assertEqualJSON(t, want, spec)
 }
@@ -128,6 +129,56 @@ spec:
   kubeconfigSecretRef: {namespace: kbind, name: s}
   schema: {pullPolicy: Sometimes}`,
 		fragments: []string{`spec.schema.pullPolicy`, `Unsupported value: "Sometimes"`, `"Bound", "All", "None"`},
+	}, {
+		name: "invalid isolation mode",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: s}
+  isolation: {mode: Shared}`,
+		fragments: []string{`spec.isolation.mode`, `Unsupported value: "Shared"`, `"None", "Namespace", "Prefixed"`},
+	}, {
+		name: "isolation Namespace without a namespace",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: s}
+  isolation: {mode: Namespace}`,
+		fragments: []string{`spec.isolation`, `namespace is required with mode Namespace`},
+	}, {
+		name: "isolation Prefixed with a namespace",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: s}
+  isolation: {mode: Prefixed, prefix: a, namespace: b}`,
+		fragments: []string{`spec.isolation`, `only allowed with it`},
+	}, {
+		name: "isolation namespace not a DNS label",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: s}
+  isolation: {mode: Namespace, namespace: Tenant.A}`,
+		fragments: []string{`spec.isolation.namespace`, `should match`},
+	}, {
+		name: "isolation prefix too long",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: s}
+  isolation: {mode: Prefixed, prefix: abcdefghijabcdefghijabcdefghijk}`,
+		fragments: []string{`spec.isolation.prefix`, `may not be more than 30`},
 	}, {
 		name: "invalid updatePolicy enum",
 		manifest: `
@@ -313,6 +364,41 @@ func TestKubeconfigSecretRefImmutable(t *testing.T) {
 	changed.Spec.Schema.Source = kbindv1alpha1.SchemaSourceOpenAPI
 	if err := c.Update(ctx, changed); err != nil {
 		t.Fatalf("updating autoBind and schema.source: %v", err)
+	}
+}
+
+// TestIsolationImmutable: the mode and its parameters cannot change once
+// the Connection exists (the provider copies could not follow), neither
+// from the default None nor between modes.
+func TestIsolationImmutable(t *testing.T) {
+	ctx := context.Background()
+	plain := newConnection(uniqueName("isolation-none"))
+	if err := c.Create(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	isolated := newConnection(uniqueName("isolation-ns"))
+	isolated.Spec.Isolation = kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"}
+	if err := c.Create(ctx, isolated); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		from *kbindv1alpha1.Connection
+		to   kbindv1alpha1.Isolation
+	}{
+		{plain, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"}},
+		{plain, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"}},
+		{isolated, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-b"}},
+		{isolated, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNone}},
+	} {
+		changed := tc.from.DeepCopy()
+		changed.Spec.Isolation = tc.to
+		expectRejected(t, c.Update(ctx, changed), "spec.isolation", "isolation is immutable; create a new Connection to change it")
+	}
+	// Updating something else keeps the isolation as it is.
+	changed := isolated.DeepCopy()
+	changed.Spec.AutoBind = true
+	if err := c.Update(ctx, changed); err != nil {
+		t.Fatalf("updating autoBind of an isolated Connection: %v", err)
 	}
 }
 

@@ -108,10 +108,10 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	header, row := tableRow(t, out, conn.Name)
-	if got := strings.Join(header, " "); got != "NAME READY SOURCE SECRET AGE" {
+	if got := strings.Join(header, " "); got != "NAME READY SOURCE SECRET ISOLATION AGE" {
 		t.Errorf("connection columns = %q", got)
 	}
-	assertColumns(t, header, row, map[string]string{"READY": "True", "SOURCE": "CRD", "SECRET": "provider-kubeconfig", "AGE": `\d+s`})
+	assertColumns(t, header, row, map[string]string{"READY": "True", "SOURCE": "CRD", "SECRET": "provider-kubeconfig", "ISOLATION": "None", "AGE": `\d+s`})
 
 	header, row = tableRow(t, out, cb.Name)
 	if got := strings.Join(header, " "); got != "NAME CONNECTION READY CONFLICTS AGE" {

@@ -80,6 +80,53 @@ const (
 	InsecurePlainHTTP InsecureKubeconfigFeature = "PlainHTTP"
 )
 
+// IsolationMode says where a Connection's consumer objects live on the
+// provider (docs/isolation.md).
+// +kubebuilder:validation:Enum=None;Namespace;Prefixed
+type IsolationMode string
+
+const (
+	// IsolationNone keeps consumer namespaces and names on the provider.
+	IsolationNone IsolationMode = "None"
+	// IsolationNamespace writes every namespaced consumer object, from any
+	// consumer namespace, into one provider namespace under a derived name.
+	// Cluster-scoped APIs cannot be bound.
+	IsolationNamespace IsolationMode = "Namespace"
+	// IsolationPrefixed maps consumer namespace X to provider namespace
+	// "<prefix>-X" and a cluster-scoped name N to "<prefix>-N".
+	IsolationPrefixed IsolationMode = "Prefixed"
+)
+
+// Isolation says where a Connection's consumer objects live on the
+// provider, so that many consumers can share one provider without meeting.
+// +kubebuilder:validation:XValidation:rule="self.mode == 'Namespace' ? has(self.__namespace__) : !has(self.__namespace__)",message="namespace is required with mode Namespace, and only allowed with it"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'Prefixed' ? has(self.prefix) : !has(self.prefix)",message="prefix is required with mode Prefixed, and only allowed with it"
+type Isolation struct {
+	// Mode is None (the same namespace and name on the provider), Namespace
+	// (everything in one provider namespace) or Prefixed (namespace X
+	// becomes "<prefix>-X").
+	// +optional
+	// +kubebuilder:default=None
+	Mode IsolationMode `json:"mode,omitempty"`
+
+	// Namespace is the provider namespace every consumer object is written
+	// to, under a derived name (mode Namespace). A DNS label.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// Prefix is prepended, with a "-", to consumer namespaces and to the
+	// names of cluster-scoped objects (mode Prefixed). A DNS label of at
+	// most 30 characters, which leaves room for readable namespaces.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=30
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Prefix string `json:"prefix,omitempty"`
+}
+
 // SecretKeyReference points at one key of a Secret.
 type SecretKeyReference struct {
 	// Namespace of the Secret. Required and never inferred; it must be one of
@@ -146,6 +193,23 @@ type ConnectionSpec struct {
 	// +optional
 	// +listType=set
 	AllowInsecure []InsecureKubeconfigFeature `json:"allowInsecure,omitempty"`
+
+	// Isolation says where consumer objects live on the provider (None,
+	// Namespace or Prefixed). Immutable: the provider copies of a Connection
+	// cannot move; create a new Connection to change it.
+	// +optional
+	// +kubebuilder:default={mode: None}
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="isolation is immutable; create a new Connection to change it"
+	Isolation Isolation `json:"isolation,omitempty"`
+}
+
+// IsolationOf returns the Connection's isolation; an object stored before
+// the field existed is None.
+func (s ConnectionSpec) IsolationOf() Isolation {
+	if s.Isolation.Mode == "" {
+		return Isolation{Mode: IsolationNone}
+	}
+	return s.Isolation
 }
 
 // ExportedAPI is one API the provider exports.
@@ -207,6 +271,7 @@ type ConnectionStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.activeSchemaSource`
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.spec.kubeconfigSecretRef.name`
+// +kubebuilder:printcolumn:name="Isolation",type=string,JSONPath=`.spec.isolation.mode`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Connection struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -1,6 +1,11 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // Markers are the labels and annotations that say "kbind wrote this, for
 // this consumer cluster". This file is the one definition of them: the
@@ -52,6 +57,42 @@ func LeaseMarkers(consumerClusterUID, connection string) Markers {
 	m := base(consumerClusterUID)
 	m.Annotations[ConnectionAnnotation] = connection
 	return m
+}
+
+// WithOrigin adds the consumer object a provider copy stands for (copies
+// written under isolation, whose provider namespace and name differ from
+// the consumer's): annotations with the namespace and name, and labels for
+// selection. A cluster-scoped object has no namespace marker.
+func (m Markers) WithOrigin(namespace, name string) Markers {
+	if namespace != "" {
+		m.Labels[ConsumerNamespaceLabel] = namespace
+		m.Annotations[ConsumerNamespaceAnnotation] = namespace
+	}
+	m.Labels[ConsumerNameLabel] = ConsumerNameLabelValue(name)
+	m.Annotations[ConsumerNameAnnotation] = name
+	return m
+}
+
+// PrefixedNamespaceMarkers are the markers of a provider namespace kbind
+// creates for consumer namespace consumerNamespace under Prefixed
+// isolation.
+func PrefixedNamespaceMarkers(consumerClusterUID, consumerNamespace string) Markers {
+	m := base(consumerClusterUID)
+	m.Labels[ConsumerNamespaceLabel] = consumerNamespace
+	m.Annotations[ConsumerNamespaceAnnotation] = consumerNamespace
+	return m
+}
+
+// ConsumerNameLabelValue is the ConsumerNameLabel value for a consumer
+// object name: the name when it fits a label value (object names are DNS
+// subdomains, so at most 63 characters do), else "sha256-" and the first 16
+// hex characters of its SHA-256.
+func ConsumerNameLabelValue(name string) string {
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "sha256-" + hex.EncodeToString(sum[:])[:16]
 }
 
 // Stamp sets the markers on obj, keeping its other labels and annotations.

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,5 +35,35 @@ func TestMarkers(t *testing.T) {
 	CopyMarkers("c", "o").Stamp(obj)
 	if obj.Labels["keep"] != "me" || obj.Labels[ManagedLabel] != ManagedLabelValue || obj.Annotations[ConsumerObjectUIDAnnotation] != "o" {
 		t.Errorf("stamped %v %v", obj.Labels, obj.Annotations)
+	}
+}
+
+func TestOriginMarkers(t *testing.T) {
+	long := strings.Repeat("n", 64)
+	cases := []struct {
+		namespace, name string
+		labels          map[string]string
+	}{
+		{"team-a", "w1", map[string]string{ConsumerNamespaceLabel: "team-a", ConsumerNameLabel: "w1"}},
+		{"", "cluster-wide", map[string]string{ConsumerNameLabel: "cluster-wide"}},
+		{"team-a", long, map[string]string{ConsumerNamespaceLabel: "team-a", ConsumerNameLabel: ConsumerNameLabelValue(long)}},
+	}
+	for _, tc := range cases {
+		m := CopyMarkers("c", "o").WithOrigin(tc.namespace, tc.name)
+		for k, v := range tc.labels {
+			if m.Labels[k] != v {
+				t.Errorf("%s/%s: label %s = %q, want %q", tc.namespace, tc.name, k, m.Labels[k], v)
+			}
+		}
+		if _, ok := m.Labels[ConsumerNamespaceLabel]; ok != (tc.namespace != "") {
+			t.Errorf("%s/%s: namespace label %v", tc.namespace, tc.name, m.Labels)
+		}
+		if m.Annotations[ConsumerNameAnnotation] != tc.name || m.Annotations[ConsumerNamespaceAnnotation] != tc.namespace {
+			t.Errorf("%s/%s: annotations %v", tc.namespace, tc.name, m.Annotations)
+		}
+	}
+	v := ConsumerNameLabelValue(long)
+	if len(v) > 63 || !strings.HasPrefix(v, "sha256-") || v == ConsumerNameLabelValue(long+"x") {
+		t.Errorf("label value of a long name: %q", v)
 	}
 }

@@ -18,6 +18,19 @@ const (
 	// watches and the backend reaper can select server-side. The same key is
 	// also written as an annotation (ConsumerClusterUIDAnnotation).
 	ConsumerClusterUIDLabel = "core.kbind.io/consumer-cluster-uid"
+
+	// ConsumerNamespaceLabel carries, on a provider copy written under
+	// isolation (and on a namespace kbind creates for Prefixed isolation),
+	// the consumer namespace it stands for, so that a provider operator can
+	// select the copies of one consumer namespace. The same key is also
+	// written as an annotation (ConsumerNamespaceAnnotation).
+	ConsumerNamespaceLabel = "core.kbind.io/consumer-namespace"
+	// ConsumerNameLabel carries, on a provider copy written under isolation,
+	// the consumer object's name when it fits a label value (63
+	// characters), else "sha256-" and 16 hex characters of the name (see
+	// ConsumerNameLabelValue). The annotation of the same key always holds
+	// the name itself.
+	ConsumerNameLabel = "core.kbind.io/consumer-name"
 )
 
 // Annotations kbind reads or writes (docs/concepts.md#well-known-strings).
@@ -37,6 +50,13 @@ const (
 	// ConsumerObjectUIDAnnotation is ownership marker 2: the UID of the
 	// consumer object a provider copy belongs to.
 	ConsumerObjectUIDAnnotation = "core.kbind.io/consumer-object-uid"
+
+	// ConsumerNamespaceAnnotation and ConsumerNameAnnotation name, on a
+	// provider copy written under isolation, the consumer object it stands
+	// for: the way back from a derived provider name is always these
+	// annotations, never parsing the name.
+	ConsumerNamespaceAnnotation = "core.kbind.io/consumer-namespace"
+	ConsumerNameAnnotation      = "core.kbind.io/consumer-name"
 
 	// RelatedBindingAnnotation identifies the binding (and entry) that owns a
 	// related Secret or ConfigMap copy.

@@ -1,0 +1,100 @@
+package isolation
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// dnsLabel turns fuzz input into a valid DNS label of 1..63 characters.
+func dnsLabel(s string, maxLen int) string {
+	return validName(s, maxLen, false)
+}
+
+// dnsSubdomain turns fuzz input into a valid DNS subdomain of 1..253
+// characters.
+func dnsSubdomain(s string) string {
+	return validName(s, 253, true)
+}
+
+func validName(s string, maxLen int, dots bool) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			b.WriteRune(r)
+		case r == '.' && dots:
+			b.WriteRune(r)
+		}
+	}
+	out := b.String()
+	if len(out) > maxLen {
+		out = out[:maxLen]
+	}
+	// Every dot-separated part starts and ends with a letter or digit.
+	parts := strings.Split(out, ".")
+	kept := parts[:0]
+	for _, p := range parts {
+		if p = strings.Trim(p, "-"); p != "" {
+			kept = append(kept, p)
+		}
+	}
+	out = strings.Join(kept, ".")
+	if out == "" {
+		return "x"
+	}
+	return out
+}
+
+// FuzzMapping checks, for any two consumer keys and each mode: the
+// provider key is a valid namespace and name, different keys never map to
+// one provider key, and the origin markers lead back to the consumer key.
+func FuzzMapping(f *testing.F) {
+	f.Add("a-b", "c", "a", "b-c", "tenant")
+	f.Add("team-a", "w1", "team-a", "w1", "p")
+	f.Add(strings.Repeat("n", 63), strings.Repeat("x", 253), strings.Repeat("n", 62), strings.Repeat("x", 253), strings.Repeat("p", 30))
+	f.Add("default", "db", "", "default-db", "a")
+	f.Fuzz(func(t *testing.T, ns1, name1, ns2, name2, param string) {
+		k1 := types.NamespacedName{Namespace: optionalLabel(ns1), Name: dnsSubdomain(name1)}
+		k2 := types.NamespacedName{Namespace: optionalLabel(ns2), Name: dnsSubdomain(name2)}
+		for _, m := range []Mapping{
+			For(kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNone}),
+			For(kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: dnsLabel(param, 63)}),
+			For(kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: dnsLabel(param, 30)}),
+		} {
+			p1, err1 := m.Object(k1)
+			p2, err2 := m.Object(k2)
+			if err1 == nil {
+				assertValid(t, p1)
+				if back, ok := Origin(m.Markers("uid", k1, "obj").Annotations); m.Isolated() && (!ok || back != k1) {
+					t.Fatalf("%s: %v does not round-trip: %v", m, k1, back)
+				}
+				if k1.Namespace != "" && m.Namespace(k1.Namespace) == m.LeaseNamespace("") && m.Mode() == kbindv1alpha1.IsolationPrefixed {
+					t.Fatalf("%s: consumer namespace %q maps onto the Lease namespace", m, k1.Namespace)
+				}
+			} else if err1 != ErrClusterScoped || k1.Namespace != "" || m.AllowsClusterScoped() {
+				t.Fatalf("%s: %v: unexpected error %v", m, k1, err1)
+			}
+			if err1 == nil && err2 == nil && k1 != k2 && p1 == p2 {
+				t.Fatalf("%s: %v and %v both map to %v", m, k1, k2, p1)
+			}
+			if err1 == nil && k1.Namespace != "" {
+				if errs := validation.IsDNS1123Label(m.Namespace(k1.Namespace)); len(errs) > 0 {
+					t.Fatalf("%s: namespace of %q is invalid: %v", m, k1.Namespace, errs)
+				}
+			}
+		}
+	})
+}
+
+// optionalLabel makes an empty input a cluster-scoped key.
+func optionalLabel(s string) string {
+	if s == "" {
+		return ""
+	}
+	return dnsLabel(s, 63)
+}
