@@ -66,6 +66,10 @@ func desiredConditions(o observation) []patch.Condition {
 		notReady = append(notReady, fmt.Sprintf("cluster-scoped, which a namespaced Binding cannot activate (use a ClusterBinding): %s", strings.Join(o.clusterScoped, ", ")))
 		reason = kbindv1alpha1.ReasonAPINotExported
 	}
+	if len(o.unconfinable) > 0 {
+		notReady = append(notReady, fmt.Sprintf("cluster-scoped, which Connection %q cannot confine to a namespace under %s (bind it through a Connection with isolation None or Prefixed): %s", o.connection, o.isolation, strings.Join(o.unconfinable, ", ")))
+		reason = kbindv1alpha1.ReasonAPINotExported
+	}
 	if len(o.overlapped) > 0 {
 		notReady = append(notReady, fmt.Sprintf("already covered by a ClusterBinding, which takes precedence: %s", strings.Join(o.overlapped, ", ")))
 	}
@@ -76,6 +80,9 @@ func desiredConditions(o observation) []patch.Condition {
 		}
 	}
 	notReady = append(notReady, o.problems...)
+	if o.relatedRefused != "" {
+		notReady = append(notReady, o.relatedRefused)
+	}
 	notReady = append(notReady, o.pending...)
 	if len(o.unbinding) > 0 {
 		notReady = append(notReady, "unbinding APIs no longer listed, waiting for their objects to release the provider copies: "+strings.Join(o.unbinding, ", "))
@@ -85,7 +92,7 @@ func desiredConditions(o observation) []patch.Condition {
 	if len(notReady) > 0 {
 		add(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, reason, strings.Join(notReady, "; "))
 		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
-			fmt.Sprintf("%d of %d API(s) installed", max(installed, 0), len(o.bound)-len(o.unbinding)+len(o.notExported)+len(o.clusterScoped)+len(o.overlapped)))
+			fmt.Sprintf("%d of %d API(s) installed", max(installed, 0), len(o.bound)-len(o.unbinding)+len(o.notExported)+len(o.clusterScoped)+len(o.unconfinable)+len(o.overlapped)))
 		return out
 	}
 	add(kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, fmt.Sprintf("%d API(s) bound", len(o.bound)))

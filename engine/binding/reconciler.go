@@ -29,6 +29,7 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/patch"
+	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/related"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
@@ -271,11 +272,18 @@ type observation struct {
 	notExported []string
 	// misfit names APIs a namespaced Binding cannot activate, with why.
 	clusterScoped []string
-	overlapped    []string
-	forbidden     []string
-	problems      []string
-	pending       []string
-	bound         []kbindv1alpha1.BoundAPI
+	// unconfinable names cluster-scoped APIs the Connection's Namespace
+	// isolation cannot confine; isolation describes it.
+	unconfinable []string
+	isolation    string
+	overlapped   []string
+	// relatedRefused says why the binding's related resources are not
+	// copied at all.
+	relatedRefused string
+	forbidden      []string
+	problems       []string
+	pending        []string
+	bound          []kbindv1alpha1.BoundAPI
 	// conn, session and clusterUID are the Connection's, when usable.
 	conn       *kbindv1alpha1.Connection
 	session    *session.Session
@@ -318,6 +326,7 @@ func (r *Reconciler) readConnection(ctx context.Context, o *observation) error {
 		return nil
 	}
 	o.conn, o.session, o.clusterUID = conn, sess, conn.Status.LocalClusterUID
+	o.isolation = isolation.For(conn.Spec.IsolationOf()).String()
 	return nil
 }
 
@@ -333,6 +342,7 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 		exports[e.Name] = e
 	}
 	discoverer := &kbindschema.Discoverer{Client: o.session.Client, Discovery: o.session.Discovery}
+	iso := isolation.For(o.conn.Spec.IsolationOf())
 	for _, api := range b.spec.APIs {
 		export, ok := exports[api.Name]
 		switch {
@@ -341,6 +351,9 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 			continue
 		case r.Namespaced && export.Scope == kbindv1alpha1.APIScopeCluster:
 			o.clusterScoped = append(o.clusterScoped, api.Name)
+			continue
+		case export.Scope == kbindv1alpha1.APIScopeCluster && !iso.AllowsClusterScoped():
+			o.unconfinable = append(o.unconfinable, api.Name)
 			continue
 		case r.Namespaced:
 			covering, err := r.coveringClusterBindings(ctx, api.Name)

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/related"
 	"github.com/kbind/kbind/engine/session"
 )
@@ -37,6 +38,12 @@ func (r *Reconciler) reconcileRelated(ctx context.Context, b binding, before *kb
 		return nil
 	}
 	if o.connProblem != "" || o.session == nil {
+		return nil
+	}
+	if iso := isolation.For(o.conn.Spec.IsolationOf()); iso.Isolated() {
+		// Related copies do not go through the isolation mapping yet: copying
+		// them to their consumer names would put them outside the tenant.
+		o.relatedRefused = (fmt.Sprintf("relatedResources are not copied under %s of Connection %q: related copies do not support isolation yet; remove the entries or use a Connection with isolation None", iso, o.connection))
 		return nil
 	}
 	res, err := r.Related.Sync(ctx, r.relatedBinding(b, o.clusterUID), o.session)

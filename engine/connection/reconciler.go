@@ -35,6 +35,7 @@ import (
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/patch"
+	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/kubeconfig"
 	"github.com/kbind/kbind/engine/metrics"
 	kbindschema "github.com/kbind/kbind/engine/schema"
@@ -243,7 +244,8 @@ func (r *Reconciler) connect(ctx context.Context, conn *kbindv1alpha1.Connection
 	}
 	obs.insecure = parsed.Insecure
 	localUID, _ := r.readLocalUID(ctx) // "" (unknown yet) caches everything; observe reports the error
-	sess, published, err := r.Sessions.Prepare(conn.Name, parsed.Hash, parsed.Namespace, localUID, parsed.Config)
+	confinedTo := isolation.For(conn.Spec.IsolationOf()).ConfinedTo()
+	sess, published, err := r.Sessions.Prepare(conn.Name, parsed.Hash, parsed.Namespace, localUID, confinedTo, parsed.Config)
 	if err != nil {
 		obs.secretErr = fmt.Errorf("the kubeconfig cannot be used: %w", err)
 		return nil, 0
@@ -435,7 +437,7 @@ func (r *Reconciler) loopbackHint(parsed *kubeconfig.Parsed) string {
 // or the Lease changed. The loop runs until stopHeartbeat — not with the
 // session's watches: a Connection that is not Ready keeps its heartbeat.
 func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *session.Session) {
-	lease := heartbeat.For(conn.Name, conn.Status.LocalClusterUID, sess.Namespace)
+	lease := heartbeat.For(conn.Name, conn.Status.LocalClusterUID, isolation.For(conn.Spec.IsolationOf()).LeaseNamespace(sess.Namespace))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	prev, ok := r.heartbeats[conn.Name]

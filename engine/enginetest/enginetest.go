@@ -113,6 +113,45 @@ func Start(opts Options) (env *Env, stop func(), err error) {
 // StartEngine starts a new manager running the engine on the consumer (as
 // a konnector process start would).
 func (env *Env) StartEngine() error {
+	cancel, done, err := env.runEngine(env.Pair.Consumer.Config)
+	if err != nil {
+		return err
+	}
+	env.cancel, env.done = cancel, done
+	return nil
+}
+
+// Consumer is one more consumer cluster with its own engine, sharing Env's
+// provider (many consumers on one provider).
+type Consumer struct {
+	Cluster *testenv.Cluster
+	Client  client.Client
+}
+
+// StartConsumer starts another consumer cluster named name (with the
+// core.kbind.io CRDs and the kubeconfig Secret namespace) and an engine on
+// it, both stopped when the test ends.
+func (env *Env) StartConsumer(t testing.TB, name string) *Consumer {
+	t.Helper()
+	cluster := testenv.StartClusterT(t, name, testenv.ClusterOptions{InstallKbindCRDs: true})
+	c, err := client.New(cluster.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SecretNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	cancel, done, err := env.runEngine(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); <-done })
+	return &Consumer{Cluster: cluster, Client: c}
+}
+
+// runEngine starts a manager running the engine on the consumer cfg
+// points at; cancel stops it, done is closed once it has.
+func (env *Env) runEngine(consumer *rest.Config) (cancel context.CancelFunc, done chan struct{}, err error) {
 	eo := env.engineOpts
 	if len(eo.SecretNamespaces) == 0 {
 		eo.SecretNamespaces = []string{SecretNamespace}
@@ -131,7 +170,7 @@ func (env *Env) StartEngine() error {
 	}
 	cacheOpts := cache.Options{}
 	engine.ConfigureCache(eo, &cacheOpts)
-	cfg := rest.CopyConfig(env.Pair.Consumer.Config)
+	cfg := rest.CopyConfig(consumer)
 	if env.userAgent != "" {
 		cfg.UserAgent = env.userAgent
 	}
@@ -141,22 +180,21 @@ func (env *Env) StartEngine() error {
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if _, err := engine.Setup(ctx, mgr, eo); err != nil {
 		cancel()
-		return err
+		return nil, nil, err
 	}
-	done := make(chan struct{})
+	done = make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := mgr.Start(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
 	}()
-	env.cancel, env.done = cancel, done
-	return nil
+	return cancel, done, nil
 }
 
 // StopEngine stops the running engine and waits until it has stopped.

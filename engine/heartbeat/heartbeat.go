@@ -23,9 +23,6 @@ import (
 )
 
 const (
-	// DefaultNamespace holds Leases when the provider kubeconfig context has
-	// no namespace.
-	DefaultNamespace = "kbind"
 	// DurationSeconds is the Lease's leaseDurationSeconds.
 	DurationSeconds = 60
 	// Interval is how often a Lease is renewed.
@@ -41,16 +38,12 @@ type Lease struct {
 }
 
 // For returns the Lease of a Connection: name
-// "<connection>-<first 10 chars of localClusterUID>", namespace the provider
-// context's namespace, else DefaultNamespace.
-func For(connection, localClusterUID, contextNamespace string) Lease {
+// "<connection>-<first 10 chars of localClusterUID>" in namespace ns (the
+// Connection's isolation decides it: isolation.Mapping.LeaseNamespace).
+func For(connection, localClusterUID, ns string) Lease {
 	uid := localClusterUID
 	if len(uid) > 10 {
 		uid = uid[:10]
-	}
-	ns := contextNamespace
-	if ns == "" {
-		ns = DefaultNamespace
 	}
 	return Lease{Namespace: ns, Name: connection + "-" + uid, Connection: connection, LocalClusterUID: localClusterUID}
 }

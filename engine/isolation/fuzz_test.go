@@ -1,6 +1,7 @@
 package isolation
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -76,7 +77,7 @@ func FuzzMapping(f *testing.F) {
 				if k1.Namespace != "" && m.Namespace(k1.Namespace) == m.LeaseNamespace("") && m.Mode() == kbindv1alpha1.IsolationPrefixed {
 					t.Fatalf("%s: consumer namespace %q maps onto the Lease namespace", m, k1.Namespace)
 				}
-			} else if err1 != ErrClusterScoped || k1.Namespace != "" || m.AllowsClusterScoped() {
+			} else if !errors.Is(err1, ErrClusterScoped) || k1.Namespace != "" || m.AllowsClusterScoped() {
 				t.Fatalf("%s: %v: unexpected error %v", m, k1, err1)
 			}
 			if err1 == nil && err2 == nil && k1 != k2 && p1 == p2 {

@@ -170,23 +170,23 @@ func joined(ns, name string) string {
 	return hashed(ns+"-"+strings.ReplaceAll(name, ".", "-"), ns+"/"+name, maxName)
 }
 
-// prefixed is "<prefix>-<s>" when it fits max, else a hashed name with
+// prefixed is "<prefix>-<s>" when it fits limit, else a hashed name with
 // "--" right after the prefix (a readable one never has: s starts with a
 // letter or digit): "<prefix>--<s with . as ->-<hash>", truncated to fit.
-func prefixed(prefix, s string, max int) string {
-	if readable := prefix + "-" + s; len(readable) <= max {
+func prefixed(prefix, s string, limit int) string {
+	if readable := prefix + "-" + s; len(readable) <= limit {
 		return readable
 	}
-	return prefix + "--" + hashed(strings.ReplaceAll(s, ".", "-"), s, max-len(prefix)-2)
+	return prefix + "--" + hashed(strings.ReplaceAll(s, ".", "-"), s, limit-len(prefix)-2)
 }
 
-// hashed is "<readable, truncated>-<hash of identity>" in at most max
+// hashed is "<readable, truncated>-<hash of identity>" in at most limit
 // characters; a truncated part that ends in "-" is trimmed, so that the
 // result stays a DNS label or subdomain.
-func hashed(readable, identity string, max int) string {
+func hashed(readable, identity string, limit int) string {
 	sum := sha256.Sum256([]byte(identity))
 	h := hex.EncodeToString(sum[:])[:hashLen]
-	keep := max - hashLen - 1
+	keep := limit - hashLen - 1
 	if keep <= 0 {
 		return h
 	}

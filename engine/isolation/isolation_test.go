@@ -1,6 +1,7 @@
 package isolation
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -16,7 +17,9 @@ var (
 	withPrefix = For(kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"})
 )
 
-func key(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+func key(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
 
 func TestObject(t *testing.T) {
 	long63 := strings.Repeat("n", 63)
@@ -45,7 +48,7 @@ func TestObject(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.m.Object(tc.in)
-			if err != tc.wantErr || got != tc.want {
+			if !errors.Is(err, tc.wantErr) || got != tc.want {
 				t.Fatalf("Object(%v) = %v, %v; want %v, %v", tc.in, got, err, tc.want, tc.wantErr)
 			}
 			if err == nil {

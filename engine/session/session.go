@@ -56,6 +56,9 @@ type Session struct {
 	Hash string
 	// Namespace is the provider kubeconfig context's namespace, "" if unset.
 	Namespace string
+	// ConfinedTo is the one provider namespace the session's cache watches
+	// (Namespace isolation), "" for every namespace.
+	ConfinedTo string
 	// Config is the provider rest config with QPS and burst, without a
 	// request timeout (watches use it).
 	Config *rest.Config
@@ -159,19 +162,23 @@ func (m *Manager) Get(connection string) (*Session, bool) {
 // the metadata of every other object of a bound API (ownership needs their
 // markers, nothing more) — another consumer's specs are never held in
 // memory here. "" keeps everything.
-func (m *Manager) Prepare(connection, hash, namespace, consumerUID string, cfg *rest.Config) (s *Session, published bool, err error) {
+//
+// confinedTo, when set, is the one provider namespace the cache watches
+// namespaced objects in (Namespace isolation): credentials that hold a Role
+// in that namespace and nothing else work.
+func (m *Manager) Prepare(connection, hash, namespace, consumerUID, confinedTo string, cfg *rest.Config) (s *Session, published bool, err error) {
 	m.mu.Lock()
-	if cur, ok := m.sessions[connection]; ok && cur.Hash == hash {
+	if cur, ok := m.sessions[connection]; ok && cur.Hash == hash && cur.ConfinedTo == confinedTo {
 		m.mu.Unlock()
 		return cur, true, nil
 	}
-	if cand, ok := m.candidates[connection]; ok && cand.Hash == hash {
+	if cand, ok := m.candidates[connection]; ok && cand.Hash == hash && cand.ConfinedTo == confinedTo {
 		m.mu.Unlock()
 		return cand, false, nil
 	}
 	m.mu.Unlock()
 
-	s, err = m.build(connection, hash, namespace, consumerUID, cfg)
+	s, err = m.build(connection, hash, namespace, consumerUID, confinedTo, cfg)
 	if err != nil {
 		return nil, false, err
 	}
@@ -270,7 +277,7 @@ func (m *Manager) notify(connection string) {
 	}
 }
 
-func (m *Manager) build(connection, hash, namespace, consumerUID string, base *rest.Config) (*Session, error) {
+func (m *Manager) build(connection, hash, namespace, consumerUID, confinedTo string, base *rest.Config) (*Session, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = m.opts.QPS, m.opts.Burst
 	// One token bucket for every request of the session (controller-runtime
@@ -285,6 +292,9 @@ func (m *Manager) build(connection, hash, namespace, consumerUID string, base *r
 	cl, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.Scheme = m.opts.Scheme
 		o.Cache.DefaultTransform = onlyOurContent(consumerUID)
+		if confinedTo != "" {
+			o.Cache.DefaultNamespaces = map[string]cache.Config{confinedTo: {}}
+		}
 		o.Logger = log.Log.WithName("provider").WithValues("connection", connection)
 		// The mapper's discovery requests are one-shot: give them the
 		// request timeout (the cluster's own HTTP client has none, for
@@ -310,7 +320,7 @@ func (m *Manager) build(connection, hash, namespace, consumerUID string, base *r
 	}
 	ctx, cancel := context.WithCancel(log.IntoContext(m.base, log.Log.WithValues("connection", connection)))
 	return &Session{
-		Connection: connection, Hash: hash, Namespace: namespace,
+		Connection: connection, Hash: hash, Namespace: namespace, ConfinedTo: confinedTo,
 		Config: cfg, Direct: direct, Client: c, Discovery: dc,
 		cluster: cl, ctx: ctx, cancel: cancel,
 	}, nil

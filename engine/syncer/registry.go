@@ -24,6 +24,7 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/patch"
+	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/session"
 )
 
@@ -248,6 +249,7 @@ func (r *Registry) resolve(ctx context.Context, crdName string) (API, bool, erro
 			Namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 			HasStatus:  version.Subresources != nil && version.Subresources.Status != nil,
 			ClusterUID: conn.Status.LocalClusterUID,
+			Isolation:  isolation.For(conn.Spec.IsolationOf()),
 		},
 	}, true, nil
 }

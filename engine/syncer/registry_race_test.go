@@ -77,7 +77,7 @@ func TestReconcileRaceLeavesOneSyncer(t *testing.T) {
 		}}).Build()
 
 	sessions := session.NewManager(ctx, session.Options{Scheme: scheme, QPS: 10, Burst: 10})
-	sess, _, err := sessions.Prepare("p", "h", "", "uid", &rest.Config{Host: "https://127.0.0.1:1"})
+	sess, _, err := sessions.Prepare("p", "h", "", "uid", "", &rest.Config{Host: "https://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,13 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 		s.results.forget(s.target, key)
 		return false, nil
 	}
-	pobj, exists, err := s.providerGet(ctx, key)
+	pkey, err := s.target.Isolation.Object(key)
+	if err != nil {
+		// Never written somewhere surprising: the binding says the same.
+		s.unplaceable(cobj, err)
+		return false, nil
+	}
+	pobj, exists, err := s.providerGet(ctx, pkey)
 	if err != nil {
 		return false, err
 	}
@@ -77,16 +83,20 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 	}
 	verdict := Decide(Classify(exists, annotationsOf(pobj), s.target.ClusterUID, string(cobj.GetUID())), policy)
 	if !verdict.Write {
-		return false, s.reportConflict(ctx, cobj, verdict.Conflict)
+		return false, s.reportConflict(ctx, cobj, verdict.Conflict, "")
 	}
 
-	if s.target.Namespaced {
+	if s.target.Namespaced && s.target.Isolation.CreatesNamespaces() {
 		// A missing provider namespace is created, marked as kbind's (SYNC-3).
-		if err := namespace.Ensure(ctx, s.session.Cache(), s.session.Client, key.Namespace, s.target.ClusterUID); err != nil {
-			return s.failed(cobj, err, "create", "namespaces/"+key.Namespace)
+		conflict, err := s.ensureNamespace(ctx, key.Namespace, pkey.Namespace)
+		if err != nil {
+			return s.failed(cobj, err, "create", "namespaces/"+pkey.Namespace)
+		}
+		if conflict != "" {
+			return false, s.reportConflict(ctx, cobj, conflict, namespaceConflictMessage(pkey.Namespace, conflict))
 		}
 	}
-	desired := s.desiredCopy(cobj)
+	desired := s.desiredCopy(cobj, pkey)
 	digest := digestOf(desired)
 	if last, ok := s.applied.Load(key); (!exists || !upToDate(pobj, desired)) && (!ok || last != digest) {
 		applied := desired.DeepCopy()
@@ -103,7 +113,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 			if !exists && apierrors.IsConflict(err) {
 				return false, fmt.Errorf("the provider copy exists but is not in the cache yet: %w", err)
 			}
-			return s.failed(cobj, err, "apply", s.target.GVK.Kind+" "+key.String())
+			return s.failed(cobj, err, "apply", s.target.GVK.Kind+" "+pkey.String())
 		}
 		metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(time.Since(start).Seconds())
 		s.applied.Store(key, digest)
@@ -153,13 +163,14 @@ func annotationsOf(obj *unstructured.Unstructured) map[string]string {
 	return obj.GetAnnotations()
 }
 
-// desiredCopy is what kbind applies (SYNC-1): identity, the managed label,
-// the ownership markers and spec — nothing else.
-func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured) *unstructured.Unstructured {
+// desiredCopy is what kbind applies (SYNC-1): identity (the provider key
+// pkey), the managed label, the ownership markers (and, under isolation,
+// the origin markers) and spec — nothing else.
+func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured, pkey types.NamespacedName) *unstructured.Unstructured {
 	u := s.newObject()
-	u.SetNamespace(cobj.GetNamespace())
-	u.SetName(cobj.GetName())
-	kbindv1alpha1.CopyMarkers(s.target.ClusterUID, string(cobj.GetUID())).Stamp(u)
+	u.SetNamespace(pkey.Namespace)
+	u.SetName(pkey.Name)
+	s.target.Isolation.Markers(s.target.ClusterUID, client.ObjectKeyFromObject(cobj), string(cobj.GetUID())).Stamp(u)
 	if spec, ok := cobj.Object["spec"]; ok {
 		u.Object["spec"] = runtime.DeepCopyJSONValue(spec)
 	}
@@ -206,7 +217,7 @@ func (s *Syncer) failed(cobj *unstructured.Unstructured, err error, verb, resour
 	}
 	res := Result{State: StateFailed, Message: fmt.Sprintf("the provider refused %s %s: %v", verb, resource, err)}
 	if apierrors.IsForbidden(err) {
-		res.Forbidden = s.refusal(verb, resource, cobj)
+		res.Forbidden = s.refusal(verb, resource, s.providerNamespace(cobj))
 	}
 	if s.results.set(s.target, client.ObjectKeyFromObject(cobj), res) {
 		s.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventProviderRejected, "Sync", "%s", res.Message)
@@ -215,13 +226,14 @@ func (s *Syncer) failed(cobj *unstructured.Unstructured, err error, verb, resour
 }
 
 // refusal names what the provider refused, without the object's name: the
-// binding counts objects per refusal ("apply Widget in namespace team-a"),
-// so its condition stays short however many objects are refused.
-func (s *Syncer) refusal(verb, resource string, cobj *unstructured.Unstructured) string {
+// binding counts objects per refusal ("apply Widget in namespace team-a",
+// the provider namespace), so its condition stays short however many
+// objects are refused.
+func (s *Syncer) refusal(verb, resource, ns string) string {
 	if strings.HasPrefix(resource, "namespaces/") {
 		return verb + " " + resource
 	}
-	if ns := cobj.GetNamespace(); ns != "" {
+	if ns != "" {
 		return fmt.Sprintf("%s %s in namespace %s", verb, s.target.GVK.Kind, ns)
 	}
 	return verb + " " + s.target.GVK.Kind
@@ -229,13 +241,15 @@ func (s *Syncer) refusal(verb, resource string, cobj *unstructured.Unstructured)
 
 // reportConflict signals a conflict (SYNC-4): the annotation, a Warning
 // Event, a best-effort Synced=False condition and the binding's counts. The
-// provider object is left untouched.
-func (s *Syncer) reportConflict(ctx context.Context, cobj *unstructured.Unstructured, reason kbindv1alpha1.Reason) error {
+// provider object is left untouched. msg "" is the reason's usual message.
+func (s *Syncer) reportConflict(ctx context.Context, cobj *unstructured.Unstructured, reason kbindv1alpha1.Reason, msg string) error {
 	key := client.ObjectKeyFromObject(cobj)
-	msg := map[kbindv1alpha1.Reason]string{
-		kbindv1alpha1.ReasonForeignObjectExists: "the provider already has an object of this name without kbind ownership markers; it was left untouched (conflictPolicy Adopt would take it over)",
-		kbindv1alpha1.ReasonOwnedByAnother:      "the provider object of this name is owned by another consumer cluster or object; it was left untouched",
-	}[reason]
+	if msg == "" {
+		msg = map[kbindv1alpha1.Reason]string{
+			kbindv1alpha1.ReasonForeignObjectExists: "the provider already has an object of this name without kbind ownership markers; it was left untouched (conflictPolicy Adopt would take it over)",
+			kbindv1alpha1.ReasonOwnedByAnother:      "the provider object of this name is owned by another consumer cluster or object; it was left untouched",
+		}[reason]
+	}
 	changed := s.results.set(s.target, key, Result{State: StateConflict, Conflict: reason, Message: msg})
 	if cobj.GetAnnotations()[kbindv1alpha1.ConflictAnnotation] != string(reason) {
 		base := client.MergeFrom(cobj.DeepCopy())
@@ -352,7 +366,7 @@ func (s *Syncer) release(ctx context.Context, cobj, pobj *unstructured.Unstructu
 			uid := pobj.GetUID()
 			if err := s.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 				if apierrors.IsForbidden(err) {
-					_, ferr := s.failed(cobj, err, "delete", s.target.GVK.Kind+" "+client.ObjectKeyFromObject(cobj).String())
+					_, ferr := s.failed(cobj, err, "delete", s.target.GVK.Kind+" "+client.ObjectKeyFromObject(pobj).String())
 					return true, ferr
 				}
 				return false, fmt.Errorf("deleting the provider copy: %w", err)
@@ -371,4 +385,74 @@ func (s *Syncer) release(ctx context.Context, cobj, pobj *unstructured.Unstructu
 	}
 	s.results.forget(s.target, client.ObjectKeyFromObject(cobj))
 	return false, nil
+}
+
+// providerNamespace is the provider namespace of a consumer object's copy
+// ("" when cluster-scoped or unplaceable).
+func (s *Syncer) providerNamespace(cobj *unstructured.Unstructured) string {
+	pkey, err := s.target.Isolation.Object(client.ObjectKeyFromObject(cobj))
+	if err != nil {
+		return ""
+	}
+	return pkey.Namespace
+}
+
+// unplaceable records a consumer object the Connection's isolation has no
+// provider place for (a cluster-scoped object under Namespace isolation):
+// failed, with a Warning Event once; nothing is written anywhere.
+func (s *Syncer) unplaceable(cobj *unstructured.Unstructured, err error) {
+	res := Result{State: StateFailed, Message: fmt.Sprintf("not synced: %v under %s; bind this API through a Connection without Namespace isolation", err, s.target.Isolation)}
+	if s.results.set(s.target, client.ObjectKeyFromObject(cobj), res) {
+		s.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventProviderRejected, "Sync", "%s", res.Message)
+	}
+}
+
+// ensureNamespace makes sure the provider namespace pns for consumer
+// namespace ns exists (SYNC-3). Without isolation an existing namespace is
+// used as it is (providers share their namespaces with consumers by
+// design). Under Prefixed isolation a namespace kbind did not create for
+// this consumer cluster is a conflict, never adopted: its reason is
+// returned and nothing is written into it.
+func (s *Syncer) ensureNamespace(ctx context.Context, ns, pns string) (kbindv1alpha1.Reason, error) {
+	if !s.target.Isolation.Isolated() {
+		return "", namespace.Ensure(ctx, s.session.Cache(), s.session.Client, pns, s.target.ClusterUID)
+	}
+	existing := &corev1.Namespace{}
+	err := s.session.Cache().Get(ctx, client.ObjectKey{Name: pns}, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		err := namespace.CreateMarked(ctx, s.session.Client, pns, kbindv1alpha1.PrefixedNamespaceMarkers(s.target.ClusterUID, ns))
+		if apierrors.IsAlreadyExists(err) {
+			// Created by someone else a moment ago: retried, and classified
+			// once the cache has it.
+			return "", fmt.Errorf("provider namespace %s exists but is not in the cache yet: %w", pns, err)
+		}
+		return "", err
+	case err != nil:
+		return "", err
+	}
+	return namespaceOwnership(existing.GetAnnotations(), s.target.ClusterUID), nil
+}
+
+// namespaceOwnership is the conflict an existing isolated provider
+// namespace means for this consumer cluster: none when kbind created it for
+// this cluster, ForeignObjectExists when nobody marked it, OwnedByAnother
+// when another consumer cluster did.
+func namespaceOwnership(annotations map[string]string, clusterUID string) kbindv1alpha1.Reason {
+	owner, marked := annotations[kbindv1alpha1.ConsumerClusterUIDAnnotation]
+	switch {
+	case !marked:
+		return kbindv1alpha1.ReasonForeignObjectExists
+	case owner != clusterUID:
+		return kbindv1alpha1.ReasonOwnedByAnother
+	default:
+		return ""
+	}
+}
+
+func namespaceConflictMessage(pns string, reason kbindv1alpha1.Reason) string {
+	if reason == kbindv1alpha1.ReasonOwnedByAnother {
+		return fmt.Sprintf("the provider namespace %s belongs to another consumer cluster; nothing was written into it", pns)
+	}
+	return fmt.Sprintf("the provider namespace %s exists and kbind did not create it; nothing was written into it (a provider admin who wants it used marks it with the annotation and label %s=<this cluster's localClusterUID>)", pns, kbindv1alpha1.ConsumerClusterUIDAnnotation)
 }

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/session"
 )
 
@@ -43,6 +44,8 @@ type Target struct {
 	HasStatus bool
 	// ClusterUID is the consumer cluster's identity (ownership marker 1).
 	ClusterUID string
+	// Isolation maps consumer objects to their provider namespace and name.
+	Isolation isolation.Mapping
 }
 
 // Scope says which consumer objects a Syncer handles and with which
@@ -93,6 +96,12 @@ type Syncer struct {
 	// provider informer reports on that object: a sync that runs before the
 	// cache has caught up does not apply the same thing twice.
 	applied sync.Map // types.NamespacedName → string (digest of the desired copy)
+
+	// origins is the index from provider keys back to consumer keys under
+	// isolation, filled from consumer events: it maps a provider event on
+	// an object that carries no origin markers (a foreign object at a
+	// derived name) back to its consumer object.
+	origins sync.Map // types.NamespacedName (provider) → types.NamespacedName (consumer)
 }
 
 // Options build a Syncer.
@@ -205,15 +214,15 @@ func (s *Syncer) launch() {
 func (s *Syncer) runWorkers(ctx context.Context) error {
 	defer s.queue.ShutDown()
 	handler := toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.enqueueObject(obj) },
-		UpdateFunc: func(_, obj any) { s.enqueueObject(obj) },
-		DeleteFunc: func(obj any) { s.enqueueObject(obj) },
+		AddFunc:    func(obj any) { s.consumerEvent(obj, false) },
+		UpdateFunc: func(_, obj any) { s.consumerEvent(obj, false) },
+		DeleteFunc: func(obj any) { s.consumerEvent(obj, true) },
 	}
 	// Provider events also mean the cache caught up with our last apply.
 	providerHandler := toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.forgetApplied(obj); s.enqueueObject(obj) },
-		UpdateFunc: func(_, obj any) { s.forgetApplied(obj); s.enqueueObject(obj) },
-		DeleteFunc: func(obj any) { s.forgetApplied(obj); s.enqueueObject(obj) },
+		AddFunc:    func(obj any) { s.providerEvent(obj) },
+		UpdateFunc: func(_, obj any) { s.providerEvent(obj) },
+		DeleteFunc: func(obj any) { s.providerEvent(obj) },
 	}
 	cinf, err := s.ccache.GetInformer(ctx, s.newObject())
 	if err != nil {
@@ -233,9 +242,13 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = pinf.RemoveEventHandler(preg) }()
-	// Provider namespaces are read from the session cache too.
-	if _, err := s.session.Cache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
-		return fmt.Errorf("provider namespace informer: %w", err)
+	// Provider namespaces kbind may create are read from the session cache
+	// too (not under Namespace isolation: its one namespace is the
+	// provider admin's, and the credentials may read nothing outside it).
+	if s.target.Isolation.CreatesNamespaces() && s.target.Namespaced {
+		if _, err := s.session.Cache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
+			return fmt.Errorf("provider namespace informer: %w", err)
+		}
 	}
 	if !toolscache.WaitForCacheSync(ctx.Done(), creg.HasSynced, preg.HasSynced) {
 		return fmt.Errorf("informers did not sync")
@@ -273,25 +286,65 @@ func (s *Syncer) Stop() {
 	<-s.done
 }
 
-func (s *Syncer) enqueueObject(obj any) {
+func objectOf(obj any) (metav1.Object, bool) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
 	o, ok := obj.(metav1.Object)
+	return o, ok
+}
+
+// consumerEvent queues a consumer object and, under isolation, indexes its
+// provider key.
+func (s *Syncer) consumerEvent(obj any, deleted bool) {
+	o, ok := objectOf(obj)
 	if !ok {
 		return
 	}
-	// Identity mapping: the same namespace/name on both sides.
-	s.queue.Add(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+	if s.target.Isolation.Isolated() {
+		if pkey, err := s.target.Isolation.Object(key); err == nil {
+			if deleted {
+				s.origins.Delete(pkey)
+			} else {
+				s.origins.Store(pkey, key)
+			}
+		}
+	}
+	s.queue.Add(key)
 }
 
-func (s *Syncer) forgetApplied(obj any) {
-	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
+// providerEvent queues the consumer object a provider object stands for
+// (the same key without isolation; under isolation the index, else the
+// copy's origin markers), and forgets the last apply of it: the cache has
+// caught up.
+func (s *Syncer) providerEvent(obj any) {
+	o, ok := objectOf(obj)
+	if !ok {
+		return
 	}
-	if o, ok := obj.(metav1.Object); ok {
-		s.applied.Delete(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+	key, ok := s.consumerKey(o)
+	if !ok {
+		return
 	}
+	s.applied.Delete(key)
+	s.queue.Add(key)
+}
+
+// consumerKey maps a provider object back to its consumer key; ok is false
+// for a provider object no consumer object maps to.
+func (s *Syncer) consumerKey(o metav1.Object) (types.NamespacedName, bool) {
+	pkey := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+	if !s.target.Isolation.Isolated() {
+		return pkey, true
+	}
+	if key, ok := s.origins.Load(pkey); ok {
+		return key.(types.NamespacedName), true
+	}
+	if o.GetLabels()[kbindv1alpha1.ConsumerClusterUIDLabel] != s.target.ClusterUID {
+		return types.NamespacedName{}, false
+	}
+	return isolation.Origin(o.GetAnnotations())
 }
 
 func (s *Syncer) enqueueAll(ctx context.Context) {

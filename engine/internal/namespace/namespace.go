@@ -30,10 +30,17 @@ func Ensure(ctx context.Context, r client.Reader, c client.Client, name, consume
 // consumer cluster; one that exists already is left as it is. Create
 // always writes: Ensure reads first.
 func Create(ctx context.Context, c client.Client, name, consumerClusterUID string) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	kbindv1alpha1.NamespaceMarkers(consumerClusterUID).Stamp(ns)
-	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := CreateMarked(ctx, c, name, kbindv1alpha1.NamespaceMarkers(consumerClusterUID)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	return nil
+}
+
+// CreateMarked creates the namespace name with the given markers. Unlike
+// Create it returns AlreadyExists: a caller that must not use a namespace
+// it did not create checks the existing one first.
+func CreateMarked(ctx context.Context, c client.Client, name string, markers kbindv1alpha1.Markers) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	markers.Stamp(ns)
+	return c.Create(ctx, ns)
 }
