@@ -80,9 +80,6 @@ func desiredConditions(o observation) []patch.Condition {
 		}
 	}
 	notReady = append(notReady, o.problems...)
-	if o.relatedRefused != "" {
-		notReady = append(notReady, o.relatedRefused)
-	}
 	notReady = append(notReady, o.pending...)
 	if len(o.unbinding) > 0 {
 		notReady = append(notReady, "unbinding APIs no longer listed, waiting for their objects to release the provider copies: "+strings.Join(o.unbinding, ", "))

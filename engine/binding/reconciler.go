@@ -277,13 +277,10 @@ type observation struct {
 	unconfinable []string
 	isolation    string
 	overlapped   []string
-	// relatedRefused says why the binding's related resources are not
-	// copied at all.
-	relatedRefused string
-	forbidden      []string
-	problems       []string
-	pending        []string
-	bound          []kbindv1alpha1.BoundAPI
+	forbidden    []string
+	problems     []string
+	pending      []string
+	bound        []kbindv1alpha1.BoundAPI
 	// conn, session and clusterUID are the Connection's, when usable.
 	conn       *kbindv1alpha1.Connection
 	session    *session.Session

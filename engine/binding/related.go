@@ -40,13 +40,7 @@ func (r *Reconciler) reconcileRelated(ctx context.Context, b binding, before *kb
 	if o.connProblem != "" || o.session == nil {
 		return nil
 	}
-	if iso := isolation.For(o.conn.Spec.IsolationOf()); iso.Isolated() {
-		// Related copies do not go through the isolation mapping yet: copying
-		// them to their consumer names would put them outside the tenant.
-		o.relatedRefused = (fmt.Sprintf("relatedResources are not copied under %s of Connection %q: related copies do not support isolation yet; remove the entries or use a Connection with isolation None", iso, o.connection))
-		return nil
-	}
-	res, err := r.Related.Sync(ctx, r.relatedBinding(b, o.clusterUID), o.session)
+	res, err := r.Related.Sync(ctx, r.relatedBinding(b, o.clusterUID, o.conn), o.session)
 	if err != nil {
 		// Part of the pass failed. A binding that had no copies yet still
 		// records that it may have some now, so that removing every entry
@@ -61,13 +55,19 @@ func (r *Reconciler) reconcileRelated(ctx context.Context, b binding, before *kb
 	return nil
 }
 
-func (r *Reconciler) relatedBinding(b binding, clusterUID string) related.Binding {
+// relatedBinding is what the copier needs of the binding; conn (nil when
+// it is gone) gives the isolation.
+func (r *Reconciler) relatedBinding(b binding, clusterUID string, conn *kbindv1alpha1.Connection) related.Binding {
 	ns := ""
 	if r.Namespaced {
 		ns = b.obj.GetNamespace()
 	}
+	var iso isolation.Mapping
+	if conn != nil {
+		iso = isolation.For(conn.Spec.IsolationOf())
+	}
 	return related.Binding{Object: b.obj, UID: string(b.obj.GetUID()), Namespace: ns, Connection: b.spec.ConnectionRef.Name,
-		Entries: b.spec.RelatedResources, ClusterUID: clusterUID}
+		Entries: b.spec.RelatedResources, ClusterUID: clusterUID, Isolation: iso}
 }
 
 // cleanupRelated deletes every related copy of the binding (entries
@@ -97,7 +97,7 @@ func (r *Reconciler) cleanupRelated(ctx context.Context, b binding) (waiting str
 			sess = s
 		}
 	}
-	rb := r.relatedBinding(b, conn.Status.LocalClusterUID)
+	rb := r.relatedBinding(b, conn.Status.LocalClusterUID, conn)
 	done, err := r.Related.Cleanup(ctx, rb, sess)
 	switch {
 	case apierrors.IsForbidden(err):

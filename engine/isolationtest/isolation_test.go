@@ -17,6 +17,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/testenv"
 )
 
@@ -101,9 +102,20 @@ func objectRules(resources ...string) []rbacv1.PolicyRule {
 	}
 }
 
+// secretUp is the related entry that copies the consumer Secret
+// "db-credentials" of every bound namespace up.
+var secretUp = kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromConsumer,
+	Selector: kbindv1alpha1.RelatedResourceSelector{Names: []string{"db-credentials"}}}
+
+// settingsDown is the related entry that copies the provider ConfigMap
+// "settings" down.
+var settingsDown = kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceConfigMaps, Direction: kbindv1alpha1.FromProvider,
+	Selector: kbindv1alpha1.RelatedResourceSelector{Names: []string{"settings"}}}
+
 // connect creates, on the tenant's consumer, the kubeconfig Secret, a
-// Connection "provider" with the isolation, and a ClusterBinding per API.
-func connect(t *testing.T, tn tenant, iso kbindv1alpha1.Isolation, apis ...string) {
+// Connection "provider" with the isolation, and a ClusterBinding per API;
+// the first one copies the related entries.
+func connect(t *testing.T, tn tenant, iso kbindv1alpha1.Isolation, related []kbindv1alpha1.RelatedResource, apis ...string) {
 	t.Helper()
 	ctx := context.Background()
 	objs := []client.Object{
@@ -114,11 +126,15 @@ func connect(t *testing.T, tn tenant, iso kbindv1alpha1.Isolation, apis ...strin
 			Isolation:           iso,
 		}},
 	}
-	for _, api := range apis {
-		objs = append(objs, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: api}, Spec: kbindv1alpha1.BindingSpec{
+	for i, api := range apis {
+		cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: api}, Spec: kbindv1alpha1.BindingSpec{
 			ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"},
 			APIs:          []kbindv1alpha1.APIReference{{Name: api}},
-		}})
+		}}
+		if i == 0 {
+			cb.Spec.RelatedResources = related
+		}
+		objs = append(objs, cb)
 	}
 	for _, obj := range objs {
 		if err := tn.consumer.Create(ctx, obj); err != nil {
@@ -135,6 +151,57 @@ func waitBound(t *testing.T, ts []tenant, api string) {
 		cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: api}}
 		enginetest.WaitCondition(t, tn.consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	}
+}
+
+// relatedRule lets a consumer copy related Secrets and ConfigMaps.
+var relatedRule = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"},
+	Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}
+
+func createSecret(t *testing.T, c client.Client, ns, name, owner string) {
+	t.Helper()
+	ensureNamespace(t, c, ns)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"owner": []byte(owner)}}
+	err := c.Create(context.Background(), secret)
+	if apierrors.IsAlreadyExists(err) {
+		err = c.Update(context.Background(), secret) // left by an earlier test on the shared consumer A
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createConfigMap(t *testing.T, c client.Client, ns, name, owner string) {
+	t.Helper()
+	ensureNamespace(t, c, ns)
+	if err := c.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Data: map[string]string{"owner": owner}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitData waits for the related copy at key to hold owner's data and,
+// when origin is set, to carry that consumer object as its origin.
+func waitData(t *testing.T, c client.Client, obj client.Object, k client.ObjectKey, owner string, origin client.ObjectKey) {
+	t.Helper()
+	enginetest.Eventually(t, fmt.Sprintf("related copy %s of %s", k, owner), func() error {
+		if err := c.Get(context.Background(), k, obj); err != nil {
+			return err
+		}
+		var got string
+		switch o := obj.(type) {
+		case *corev1.Secret:
+			got = string(o.Data["owner"])
+		case *corev1.ConfigMap:
+			got = o.Data["owner"]
+		}
+		if got != owner {
+			return fmt.Errorf("owner %q", got)
+		}
+		if back, ok := isolation.Origin(obj.GetAnnotations()); origin.Name != "" && (!ok || back != origin) {
+			return fmt.Errorf("origin %v (%v)", back, ok)
+		}
+		return nil
+	})
 }
 
 func object(gvk schema.GroupVersionKind, ns, name string, spec map[string]any) *unstructured.Unstructured {
@@ -184,7 +251,7 @@ func waitCopy(t *testing.T, gvk schema.GroupVersionKind, pkey, ckey client.Objec
 		if ann[kbindv1alpha1.ConsumerNamespaceAnnotation] != ckey.Namespace || ann[kbindv1alpha1.ConsumerNameAnnotation] != ckey.Name {
 			return fmt.Errorf("origin annotations %v", ann)
 		}
-		if u.GetLabels()[kbindv1alpha1.ConsumerNameLabel] != ckey.Name {
+		if u.GetLabels()[kbindv1alpha1.ConsumerNameLabel] != kbindv1alpha1.ConsumerNameLabelValue(ckey.Name) {
 			return fmt.Errorf("labels %v", u.GetLabels())
 		}
 		return nil
@@ -250,8 +317,9 @@ func TestNamespaceIsolation(t *testing.T) {
 		ensureNamespace(t, env.Provider, ns)
 		user := "consumer-" + tn.name + "-" + t.Name()
 		bindRole(t, "", "kbind-discovery-"+tn.name, user, discoveryRules)
-		bindRole(t, ns, "kbind-consumer", user, objectRules("widgets"))
-		connect(t, tn, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: ns}, "widgets.example.org", "clusterwidgets.example.org")
+		bindRole(t, ns, "kbind-consumer", user, append(objectRules("widgets", "gadgets"), relatedRule))
+		connect(t, tn, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: ns}, []kbindv1alpha1.RelatedResource{secretUp},
+			"widgets.example.org", "clusterwidgets.example.org")
 	}
 	waitBound(t, ts, "widgets.example.org")
 	create(t, ts, widgetGVK, key("default", "db"), key("team-a", "w1"), key("a-b", "c"), key("a", "b-c"))
@@ -264,6 +332,24 @@ func TestNamespaceIsolation(t *testing.T) {
 		waitCopy(t, widgetGVK, key(ns, "a-b.c"), key("a-b", "c"), tn.name)
 		waitCopy(t, widgetGVK, key(ns, "a.b-c"), key("a", "b-c"), tn.name)
 	}
+	// Related objects go through the mapping, both ways: the consumer's
+	// Secret up to its derived name, the tenant's ConfigMap down to the
+	// namespace of the Binding that asks for it.
+	for _, tn := range ts {
+		createSecret(t, tn.consumer, "default", "db-credentials", tn.name)
+		createConfigMap(t, env.Provider, "tenant-"+tn.name, "settings", tn.name)
+		b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "gadgets"}, Spec: kbindv1alpha1.BindingSpec{
+			ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"}, APIs: []kbindv1alpha1.APIReference{{Name: "gadgets.example.org"}},
+			RelatedResources: []kbindv1alpha1.RelatedResource{settingsDown}}}
+		if err := tn.consumer.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tn := range ts {
+		waitData(t, env.Provider, &corev1.Secret{}, key("tenant-"+tn.name, "default.db-credentials"), tn.name, key("default", "db-credentials"))
+		waitData(t, tn.consumer, &corev1.ConfigMap{}, key("team-a", "settings"), tn.name, client.ObjectKey{})
+	}
+
 	// The provider operator's one command (docs/isolation.md) finds
 	// exactly the copy of a given consumer object.
 	for _, tn := range ts {
@@ -309,6 +395,8 @@ func TestNamespaceIsolation(t *testing.T) {
 	waitCopy(t, widgetGVK, key("tenant-b", "default.db"), key("default", "db"), "b")
 	waitStatus(t, ts[1], widgetGVK, key("default", "db"), "ReadyForB")
 
+	roundTrip(t, ts[0], widgetGVK, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"})
+
 	// A cluster-scoped API cannot be confined: refused on the binding.
 	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "clusterwidgets.example.org"}}
 	enginetest.WaitCondition(t, ts[0].consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonAPINotExported,
@@ -323,6 +411,25 @@ func TestNamespaceIsolation(t *testing.T) {
 	}
 	cleanup(t, ts, widgetGVK, key("team-a", "w1"), key("a-b", "c"), key("a", "b-c"))
 	teardown(t, ts[0])
+}
+
+// roundTrip syncs a consumer object whose namespace and name are as long
+// as the API server allows: its provider copy gets a valid (hashed) derived
+// key, status comes back, and deleting it deletes the copy.
+func roundTrip(t *testing.T, tn tenant, gvk schema.GroupVersionKind, iso kbindv1alpha1.Isolation) {
+	t.Helper()
+	ckey := key(strings.Repeat("n", 63), strings.Repeat("x", 200)+"."+strings.Repeat("y", 52))
+	pkey, err := isolation.For(iso).Object(ckey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s/%s maps to %s", ckey.Namespace[:8]+"…", ckey.Name[:8]+"…", pkey)
+	create(t, []tenant{tn}, gvk, ckey)
+	copied := waitCopy(t, gvk, pkey, ckey, tn.name)
+	setProviderStatus(t, copied, "AtTheLimits")
+	waitStatus(t, tn, gvk, ckey, "AtTheLimits")
+	deleteObject(t, tn.consumer, gvk, ckey)
+	waitGone(t, env.Provider, gvk, pkey)
 }
 
 // cleanup deletes the tenants' remaining objects and waits for them to
@@ -355,6 +462,13 @@ func teardown(t *testing.T, a tenant) {
 	for i := range cbs.Items {
 		_ = ts[0].consumer.Delete(ctx, &cbs.Items[i])
 	}
+	var bs kbindv1alpha1.BindingList
+	if err := ts[0].consumer.List(ctx, &bs); err != nil {
+		t.Fatal(err)
+	}
+	for i := range bs.Items {
+		_ = ts[0].consumer.Delete(ctx, &bs.Items[i])
+	}
 	conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"}}
 	_ = ts[0].consumer.Delete(ctx, conn)
 	waitGone(t, ts[0].consumer, kbindv1alpha1.GroupVersion.WithKind("Connection"), key("", "provider"))
@@ -383,7 +497,7 @@ func prefixPolicy(t *testing.T, user, prefix string) {
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: &fail,
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{
-				rule("example.org", "*"), rule("", "namespaces"), rule("coordination.k8s.io", "leases"),
+				rule("example.org", "*"), rule("", "namespaces"), rule("", "secrets"), rule("", "configmaps"), rule("coordination.k8s.io", "leases"),
 			}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "consumer", Expression: fmt.Sprintf("request.userInfo.username == %q", user)}},
 			Variables:       []admissionregistrationv1.Variable{{Name: "place", Expression: "has(request.namespace) && request.namespace != '' ? request.namespace : request.name"}},
@@ -421,9 +535,11 @@ func TestPrefixedIsolation(t *testing.T) {
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create"}},
 			rbacv1.PolicyRule{APIGroups: []string{"example.org"}, Resources: []string{"gadgets", "clustergadgets"}, Verbs: all},
 			rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update", "delete"}},
+			relatedRule,
 		))
 		prefixPolicy(t, user, tn.name)
-		connect(t, tn, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: tn.name}, "gadgets.example.org", "clustergadgets.example.org")
+		connect(t, tn, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: tn.name}, []kbindv1alpha1.RelatedResource{secretUp, settingsDown},
+			"gadgets.example.org", "clustergadgets.example.org")
 	}
 	waitBound(t, ts, "gadgets.example.org")
 	waitBound(t, ts, "clustergadgets.example.org")
@@ -466,6 +582,25 @@ func TestPrefixedIsolation(t *testing.T) {
 		t.Errorf("a copy was written into the foreign namespace a-taken: %v", err)
 	}
 
+	// The related Secret goes to the prefixed namespace; a ClusterBinding
+	// cannot copy FromProvider under isolation, and says so.
+	for _, tn := range ts {
+		createSecret(t, tn.consumer, "default", "db-credentials", tn.name)
+	}
+	for _, tn := range ts {
+		waitData(t, env.Provider, &corev1.Secret{}, key(tn.name+"-default", "db-credentials"), tn.name, key("default", "db-credentials"))
+		enginetest.Eventually(t, "the FromProvider entry skipped", func() error {
+			cb := &kbindv1alpha1.ClusterBinding{}
+			if err := tn.consumer.Get(ctx, key("", "gadgets.example.org"), cb); err != nil {
+				return err
+			}
+			if st := cb.Status.RelatedResources; st == nil || st.Skipped != 1 || st.Copies != 1 {
+				return fmt.Errorf("relatedResources status %+v", st)
+			}
+			return nil
+		})
+	}
+
 	setProviderStatus(t, copies["a"], "ReadyForA")
 	setProviderStatus(t, copies["b"], "ReadyForB")
 	waitStatus(t, ts[0], gadgetGVK, key("default", "db"), "ReadyForA")
@@ -485,6 +620,8 @@ func TestPrefixedIsolation(t *testing.T) {
 	waitGone(t, env.Provider, clusterGadgetGVK, key("", "a-c1"))
 	waitCopy(t, gadgetGVK, key("b-default", "db"), key("default", "db"), "b")
 	waitCopy(t, clusterGadgetGVK, key("", "b-c1"), key("", "c1"), "b")
+
+	roundTrip(t, ts[0], gadgetGVK, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"})
 
 	for _, tn := range ts {
 		conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"}}

@@ -70,12 +70,25 @@ func notManaged() labels.Requirement {
 // Binding. An entry without a selector (possible only for objects stored
 // before the API required one) or scoped to a denied namespace reads
 // nothing.
-func planEntries(entries []kbindv1alpha1.RelatedResource, namespace string, denied map[string]bool) []entryPlan {
+//
+// providerNamespace is where provider sources are read (the binding's
+// provider place, see Binding.scope); isolated says the Connection maps
+// names, in which case a ClusterBinding's FromProvider entry copies
+// nothing: a provider namespace does not say which consumer namespace its
+// objects belong in.
+func planEntries(entries []kbindv1alpha1.RelatedResource, namespace, providerNamespace string, isolated bool, denied map[string]bool) []entryPlan {
 	out := make([]entryPlan, 0, len(entries))
 	for i, e := range entries {
 		p := entryPlan{index: i, id: EntryID(e), entry: e, source: consumerSide}
+		sourceNamespace := namespace
 		if e.Direction == kbindv1alpha1.FromProvider {
 			p.source = providerSide
+			sourceNamespace = providerNamespace
+			if isolated && namespace == "" {
+				p.skip = fmt.Sprintf("relatedResources[%d]: a ClusterBinding of an isolated Connection cannot copy %s FromProvider, because the provider namespace does not say which consumer namespace they belong in; list the entry on a Binding in the consumer namespace that should receive them", i, e.Resource)
+				out = append(out, p)
+				continue
+			}
 		}
 		var sel labels.Selector
 		if ls := e.Selector.LabelSelector; ls != nil && (len(ls.MatchLabels) > 0 || len(ls.MatchExpressions) > 0) {
@@ -91,7 +104,7 @@ func planEntries(entries []kbindv1alpha1.RelatedResource, namespace string, deni
 		case namespace != "" && denied[namespace]:
 			p.skip = fmt.Sprintf("relatedResources[%d]: kbind never copies %s from or into namespace %s", i, e.Resource, namespace)
 		case sel != nil:
-			p.keys = []key{{resource: e.Resource, namespace: namespace, labels: sel.Add(notManaged()).String()}}
+			p.keys = []key{{resource: e.Resource, namespace: sourceNamespace, labels: sel.Add(notManaged()).String()}}
 			if len(e.Selector.Names) > 0 {
 				p.names = map[string]bool{}
 				for _, n := range e.Selector.Names {
@@ -102,7 +115,7 @@ func planEntries(entries []kbindv1alpha1.RelatedResource, namespace string, deni
 			names := append([]string{}, e.Selector.Names...)
 			sort.Strings(names)
 			for _, n := range names {
-				p.keys = append(p.keys, key{resource: e.Resource, namespace: namespace,
+				p.keys = append(p.keys, key{resource: e.Resource, namespace: sourceNamespace,
 					labels: labels.NewSelector().Add(notManaged()).String(), fields: fields.OneTermEqualSelector("metadata.name", n).String()})
 			}
 		default:

@@ -42,6 +42,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/namespace"
+	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/session"
 )
 
@@ -60,6 +61,44 @@ type Binding struct {
 	// ClusterUID is the consumer cluster's identity ("" when unknown: then
 	// only consumer-side copies can be found).
 	ClusterUID string
+	// Isolation maps consumer objects to their provider place (the
+	// Connection's spec.isolation; the zero value is None).
+	Isolation isolation.Mapping
+}
+
+// scope is the namespace the binding reads and writes on side s ("" for
+// every namespace): a Binding's namespace on the consumer, and its
+// provider place on the provider — the isolation namespace under
+// Namespace isolation whatever the binding (the credentials may read
+// nothing else), "<prefix>-<namespace>" for a Binding under Prefixed.
+func (b Binding) scope(s side) string {
+	if s == consumerSide {
+		return b.Namespace
+	}
+	if ns := b.Isolation.ConfinedTo(); ns != "" {
+		return ns
+	}
+	if b.Namespace == "" {
+		return ""
+	}
+	return b.Isolation.Namespace(b.Namespace)
+}
+
+// targetKey is where the copy of src goes on the other side. A consumer
+// source goes to its mapped provider place; a provider source goes to the
+// same name in the consumer namespace its provider namespace stands for:
+// the same namespace without isolation, the Binding's under isolation
+// (planEntries refuses FromProvider entries of ClusterBindings there: the
+// provider namespace does not say which consumer namespace).
+func (b Binding) targetKey(src client.Object, target side) (client.ObjectKey, error) {
+	key := client.ObjectKeyFromObject(src)
+	if target == providerSide {
+		return b.Isolation.Object(key)
+	}
+	if b.Isolation.Isolated() {
+		key.Namespace = b.Namespace
+	}
+	return key, nil
 }
 
 // Options configure a Copier.
@@ -299,7 +338,7 @@ func (c *Copier) Sync(ctx context.Context, b Binding, provider *session.Session)
 		forbidden: map[string]bool{}, kept: map[string]bool{}, targeted: map[string]bool{},
 		claims: map[string]claim{}, providerCopies: map[string]bool{},
 	}
-	plans := planEntries(b.Entries, b.Namespace, c.denied)
+	plans := planEntries(b.Entries, b.Namespace, b.scope(providerSide), b.Isolation.Isolated(), c.denied)
 	run.readInformers(ctx, plans)
 	for _, p := range plans {
 		run.copyEntry(ctx, p)
@@ -352,7 +391,7 @@ func copiesRefs(b Binding, pools map[side]*pool, sides ...side) []ref {
 	var refs []ref
 	for _, s := range sides {
 		for _, kind := range relatedKinds {
-			refs = append(refs, ref{pools[s], copiesKey(s, kind, b.Namespace, b.ClusterUID)})
+			refs = append(refs, ref{pools[s], copiesKey(s, kind, b.scope(s), b.ClusterUID)})
 		}
 	}
 	return refs
@@ -373,7 +412,7 @@ func (c *Copier) hold(ctx context.Context, b Binding, refs []ref) map[ref]*infor
 // copies is the informer of the binding's copies of kind on side s, and
 // whether it can be read.
 func (r *syncRun) copies(s side, kind kbindv1alpha1.RelatedResourceKind) (*informer, error) {
-	i := r.infs[ref{r.pools[s], copiesKey(s, kind, r.b.Namespace, r.b.ClusterUID)}]
+	i := r.infs[ref{r.pools[s], copiesKey(s, kind, r.b.scope(s), r.b.ClusterUID)}]
 	return i, readable(i.state())
 }
 
@@ -421,7 +460,14 @@ func (r *syncRun) copyEntry(ctx context.Context, p entryPlan) {
 // outcome.
 func (r *syncRun) copySource(ctx context.Context, p entryPlan, src client.Object, copiesInf *informer) {
 	objKey := string(p.entry.Resource) + "/" + src.GetNamespace() + "/" + src.GetName()
-	if _, taken := r.claims[objKey]; taken {
+	target, err := r.b.targetKey(src, p.target())
+	if err != nil {
+		r.res.Status.Skipped++
+		r.c.report(r.ps, p.id, "unplaceable/"+objKey, src, "RelatedSkipped", "not copying %s %s/%s: %v", singular(p.entry.Resource), src.GetNamespace(), src.GetName(), err)
+		return
+	}
+	claimKey := claimKey(p.target(), p.entry.Resource, target)
+	if _, taken := r.claims[claimKey]; taken {
 		return // an earlier entry copies it
 	}
 	switch judgeSource(src, p, r.b.ClusterUID, r.c.denied) {
@@ -438,20 +484,20 @@ func (r *syncRun) copySource(ctx context.Context, p entryPlan, src client.Object
 			"not copying Secret %s/%s: service-account tokens are never copied", src.GetNamespace(), src.GetName())
 		return
 	}
-	desired := copyOf(src, r.b, p.id)
-	r.claims[objKey] = claim{entry: p.id, target: p.target()}
-	outcome, err := r.c.apply(ctx, r.ps, r.targets[p.target()], copiesInf, desired, p.id)
+	desired := copyOf(src, target, r.b, p.id, p.target())
+	r.claims[claimKey] = claim{entry: p.id, target: p.target()}
+	outcome, err := r.c.apply(ctx, r.ps, r.targets[p.target()], copiesInf, desired, p.id, r.namespaces(p.target(), src))
 	var nsErr *namespaceError
 	var readErr *readError
 	switch {
 	case errors.As(err, &readErr) && apierrors.IsForbidden(err):
-		r.forbidden[fmt.Sprintf("get %s in namespace %s (%s side)", p.entry.Resource, src.GetNamespace(), p.target())] = true
+		r.forbidden[fmt.Sprintf("get %s in namespace %s (%s side)", p.entry.Resource, target.Namespace, p.target())] = true
 		r.res.Status.Skipped++
 	case errors.As(err, &nsErr) && apierrors.IsForbidden(err):
-		r.forbidden[fmt.Sprintf("create namespaces/%s (%s side)", src.GetNamespace(), p.target())] = true
+		r.forbidden[fmt.Sprintf("create namespaces/%s (%s side)", target.Namespace, p.target())] = true
 		r.res.Status.Skipped++
 	case apierrors.IsForbidden(err):
-		r.forbidden[fmt.Sprintf("write %s in namespace %s (%s side)", p.entry.Resource, src.GetNamespace(), p.target())] = true
+		r.forbidden[fmt.Sprintf("write %s in namespace %s (%s side)", p.entry.Resource, target.Namespace, p.target())] = true
 		r.res.Status.Skipped++
 	case err != nil && (apierrors.IsInvalid(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err)):
 		r.res.Status.Skipped++
@@ -465,7 +511,7 @@ func (r *syncRun) copySource(ctx context.Context, p entryPlan, src client.Object
 	default:
 		r.res.Status.Copies++
 		if p.target() == providerSide {
-			r.providerCopies[string(p.entry.Resource)+" "+src.GetNamespace()+"/"+src.GetName()] = true
+			r.providerCopies[string(p.entry.Resource)+" "+target.String()] = true
 		}
 	}
 }
@@ -486,7 +532,7 @@ func (r *syncRun) collect(ctx context.Context) {
 				continue
 			}
 			for _, obj := range i.objects(r.b.UID) {
-				objKey := string(kind) + "/" + obj.GetNamespace() + "/" + obj.GetName()
+				objKey := claimKey(s, kind, client.ObjectKeyFromObject(obj))
 				owner := obj.GetAnnotations()[kbindv1alpha1.RelatedBindingAnnotation]
 				if !collectable(owner, r.b.UID, s, objKey, r.claims, r.kept) {
 					if s == providerSide {
@@ -599,12 +645,48 @@ func (c *Copier) Abandon(b Binding) {
 	c.Forget(b.UID)
 }
 
-// copyOf is the target object of a source: same namespace and name, the
-// payload (data, stringData as data, binaryData, type, immutable) and
-// kbind's markers. Source labels are not copied.
-func copyOf(src client.Object, b Binding, entry string) client.Object {
-	meta := metav1.ObjectMeta{Namespace: src.GetNamespace(), Name: src.GetName()}
-	kbindv1alpha1.RelatedCopyMarkers(b.ClusterUID, Owner(b.UID, entry)).Stamp(&meta)
+// claimKey identifies a copy target in a pass: side, kind, namespace and
+// name.
+func claimKey(s side, kind kbindv1alpha1.RelatedResourceKind, target client.ObjectKey) string {
+	return s.String() + "/" + string(kind) + "/" + target.String()
+}
+
+// namespaces says how the namespace of a copy of src on side target is
+// made when it is missing: created and marked as kbind's; under Prefixed
+// isolation on the provider, marked with the consumer namespace and never
+// adopted when it exists without this consumer's markers; under Namespace
+// isolation on the provider, never created (it is the provider admin's).
+func (r *syncRun) namespaces(target side, src client.Object) namespacePolicy {
+	if target == consumerSide || !r.b.Isolation.Isolated() {
+		return namespacePolicy{create: true, markers: kbindv1alpha1.NamespaceMarkers(r.b.ClusterUID)}
+	}
+	if !r.b.Isolation.CreatesNamespaces() {
+		return namespacePolicy{}
+	}
+	return namespacePolicy{create: true, owned: true, markers: kbindv1alpha1.PrefixedNamespaceMarkers(r.b.ClusterUID, src.GetNamespace())}
+}
+
+// namespacePolicy says how apply makes a missing target namespace.
+type namespacePolicy struct {
+	// create: a missing namespace is created with markers.
+	create  bool
+	markers kbindv1alpha1.Markers
+	// owned: an existing namespace must carry this consumer cluster's
+	// marker, else the copy is a conflict.
+	owned bool
+}
+
+// copyOf is the target object of a source at target: the payload (data,
+// stringData as data, binaryData, type, immutable) and kbind's markers,
+// with the consumer source's origin on a provider copy under isolation.
+// Source labels are not copied.
+func copyOf(src client.Object, target client.ObjectKey, b Binding, entry string, to side) client.Object {
+	meta := metav1.ObjectMeta{Namespace: target.Namespace, Name: target.Name}
+	markers := kbindv1alpha1.RelatedCopyMarkers(b.ClusterUID, Owner(b.UID, entry))
+	if to == providerSide && b.Isolation.Isolated() {
+		markers = markers.WithOrigin(src.GetNamespace(), src.GetName())
+	}
+	markers.Stamp(&meta)
 	switch s := src.(type) {
 	case *corev1.Secret:
 		out := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: meta, Type: s.Type, Immutable: s.Immutable}
@@ -633,7 +715,7 @@ const (
 // target is read from the copies informer, or (not cached: absent, foreign
 // or not seen yet) directly. An immutable target whose payload changed is
 // replaced.
-func (c *Copier) apply(ctx context.Context, ps *pass, target client.Client, copies *informer, desired client.Object, entry string) (outcome, error) {
+func (c *Copier) apply(ctx context.Context, ps *pass, target client.Client, copies *informer, desired client.Object, entry string, ns namespacePolicy) (outcome, error) {
 	b := ps.b
 	var existing client.Object
 	if copies != nil {
@@ -646,8 +728,14 @@ func (c *Copier) apply(ctx context.Context, ps *pass, target client.Client, copi
 		err := target.Get(ctx, client.ObjectKeyFromObject(desired), obj)
 		switch {
 		case apierrors.IsNotFound(err):
-			if err := namespace.Ensure(ctx, target, target, desired.GetNamespace(), b.ClusterUID); err != nil {
+			foreign, err := ensureNamespace(ctx, target, desired.GetNamespace(), b.ClusterUID, ns)
+			if err != nil {
 				return applied, &namespaceError{err}
+			}
+			if foreign {
+				c.report(ps, entry, "namespace/"+desired.GetNamespace(), desired, "RelatedConflict",
+					"namespace %s exists and kbind did not create it for this consumer; nothing was copied into it", desired.GetNamespace())
+				return conflict, nil
 			}
 		case err != nil:
 			return applied, &readError{err}
@@ -715,6 +803,27 @@ func immutable(obj client.Object) bool {
 		return o.Immutable != nil && *o.Immutable
 	}
 	return false
+}
+
+// ensureNamespace makes the target namespace as ns says; foreign is true
+// when it exists and must not be used.
+func ensureNamespace(ctx context.Context, c client.Client, name, clusterUID string, ns namespacePolicy) (foreign bool, err error) {
+	if !ns.create {
+		return false, nil
+	}
+	existing := &corev1.Namespace{}
+	err = c.Get(ctx, client.ObjectKey{Name: name}, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		err = namespace.CreateMarked(ctx, c, name, ns.markers)
+		if apierrors.IsAlreadyExists(err) && !ns.owned {
+			return false, nil
+		}
+		return false, err // AlreadyExists when owned: retried, then checked
+	case err != nil:
+		return false, err
+	}
+	return ns.owned && existing.Annotations[kbindv1alpha1.ConsumerClusterUIDAnnotation] != clusterUID, nil
 }
 
 // readError is a failure to read the target.
