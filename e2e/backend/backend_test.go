@@ -147,11 +147,16 @@ func objects(ns string, widgets []string, configs ...string) string {
 }
 
 // providerState lists what the test looks at on the provider, one
-// "<kind> <namespace>/<name> [terminating]" line each.
-func providerState(t *testing.T, kc string) map[string]bool {
+// "<kind> <namespace>/<name> [terminating]" line each, for the managed
+// objects of kinds (Widgets, ConfigMaps and Leases when none are given)
+// and every namespace.
+func providerState(t *testing.T, kc string, kinds ...string) map[string]bool {
 	t.Helper()
+	if len(kinds) == 0 {
+		kinds = []string{"widgets.example.org", "configmaps", "leases.coordination.k8s.io"}
+	}
 	out := map[string]bool{}
-	for _, kind := range []string{"widgets.example.org", "configmaps", "leases.coordination.k8s.io"} {
+	for _, kind := range kinds {
 		lines := kubectl(t, kc, "get", kind, "-A", "-l", "core.kbind.io/managed=true", "-o",
 			`jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}`)
 		for _, l := range strings.Split(strings.TrimSpace(lines), "\n") {

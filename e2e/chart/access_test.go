@@ -1,0 +1,193 @@
+package chart
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/lint/support"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kbind/kbind/engine/testenv"
+)
+
+const accessChartDir = "../../charts/consumer-access"
+
+// renderAccess renders the consumer-access chart as `helm install
+// consumer-a charts/consumer-access -n kbind` would, by kind/name@namespace.
+func renderAccess(t *testing.T, values map[string]any) (map[string]map[string]any, error) {
+	t.Helper()
+	c, err := loader.Load(accessChartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return renderChart(t, c, "consumer-a", values)
+}
+
+// accessValues are the values of consumer "a" with the isolation block
+// and the API example.org/widgets, gadgets.
+func accessValues(isolation map[string]any, more map[string]any) map[string]any {
+	v := map[string]any{
+		"consumer":  "a",
+		"isolation": isolation,
+		"apis":      []any{map[string]any{"group": "example.org", "resources": []any{"widgets", "gadgets"}}},
+	}
+	for k, val := range more {
+		v[k] = val
+	}
+	return v
+}
+
+var (
+	namespaceMode = map[string]any{"mode": "Namespace", "namespace": "tenant-a"}
+	prefixedMode  = map[string]any{"mode": "Prefixed", "prefix": "a"}
+	noneMode      = map[string]any{"mode": "None"}
+)
+
+func TestAccessLint(t *testing.T) {
+	lint := action.NewLint()
+	lint.Strict = true
+	for _, values := range []map[string]any{accessValues(namespaceMode, nil), accessValues(prefixedMode, nil), accessValues(noneMode, nil)} {
+		res := lint.Run([]string{accessChartDir}, values)
+		for _, m := range res.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("helm lint %v: %s", values, m)
+			}
+		}
+		for _, err := range res.Errors {
+			t.Errorf("helm lint %v: %v", values, err)
+		}
+	}
+}
+
+// TestAccessRender: each mode grants exactly its documented objects
+// (docs/isolation.md#permissions).
+func TestAccessRender(t *testing.T) {
+	cases := []struct {
+		name   string
+		values map[string]any
+		want   []string
+	}{
+		{"Namespace", accessValues(namespaceMode, nil), []string{
+			"ClusterRole/kbind-consumer-a-discovery", "ClusterRoleBinding/kbind-consumer-a-discovery", "Namespace/tenant-a",
+			"Role/kbind-consumer-a@tenant-a", "RoleBinding/kbind-consumer-a@tenant-a", "ServiceAccount/kbind-consumer-a@kbind",
+		}},
+		{"Namespace, existing namespace, OpenAPI", accessValues(map[string]any{"mode": "Namespace", "namespace": "tenant-a", "createNamespace": false},
+			map[string]any{"schemaSource": "OpenAPI"}), []string{
+			"ClusterRole/kbind-consumer-a-discovery", "ClusterRoleBinding/kbind-consumer-a-discovery",
+			"Role/kbind-consumer-a@tenant-a", "RoleBinding/kbind-consumer-a@tenant-a", "ServiceAccount/kbind-consumer-a@kbind",
+		}},
+		{"Prefixed", accessValues(prefixedMode, map[string]any{"related": []any{"secrets"}}), []string{
+			"ClusterRole/kbind-consumer-a", "ClusterRole/kbind-consumer-a-discovery", "ClusterRoleBinding/kbind-consumer-a",
+			"ClusterRoleBinding/kbind-consumer-a-discovery", "ServiceAccount/kbind-consumer-a@kbind",
+			"ValidatingAdmissionPolicy/kbind-consumer-a", "ValidatingAdmissionPolicyBinding/kbind-consumer-a",
+		}},
+		{"None, a user", accessValues(noneMode, map[string]any{"user": "consumer-a"}), []string{
+			"ClusterRole/kbind-consumer-a", "ClusterRole/kbind-consumer-a-discovery", "ClusterRoleBinding/kbind-consumer-a",
+			"ClusterRoleBinding/kbind-consumer-a-discovery",
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := renderAccess(t, tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := keys(objs)
+			sort.Strings(got)
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("rendered:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+	objs, err := renderAccess(t, accessValues(namespaceMode, map[string]any{"related": []any{"secrets", "configmaps"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role, _ := yaml.Marshal(objs["Role/kbind-consumer-a@tenant-a"]["rules"])
+	for _, want := range []string{"widgets", "gadgets", "leases", "secrets", "configmaps"} {
+		if !strings.Contains(string(role), want) {
+			t.Errorf("the Role misses %s:\n%s", want, role)
+		}
+	}
+	discovery, _ := yaml.Marshal(objs["ClusterRole/kbind-consumer-a-discovery"]["rules"])
+	if !strings.Contains(string(discovery), "kube-system") || strings.Contains(string(discovery), "widgets") {
+		t.Errorf("the discovery ClusterRole grants more than the identity and CRD reads:\n%s", discovery)
+	}
+	objs, err = renderAccess(t, accessValues(prefixedMode, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, _ := yaml.Marshal(objs["ValidatingAdmissionPolicy/kbind-consumer-a"]["spec"])
+	for _, want := range []string{`system:serviceaccount:kbind:kbind-consumer-a`, `variables.place == "a" || variables.place.startsWith("a-")`} {
+		if !strings.Contains(string(policy), want) {
+			t.Errorf("the admission policy lacks %s:\n%s", want, policy)
+		}
+	}
+}
+
+func TestAccessRefusesBadValues(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"no consumer":                 {map[string]any{"isolation": namespaceMode, "apis": []any{map[string]any{"group": "example.org", "resources": []any{"widgets"}}}}, "consumer"},
+		"no apis":                     {map[string]any{"consumer": "a", "isolation": namespaceMode}, "apis"},
+		"unknown mode":                {accessValues(map[string]any{"mode": "Shared"}, nil), "/isolation/mode"},
+		"namespace not a label":       {accessValues(map[string]any{"mode": "Namespace", "namespace": "Tenant_A"}, nil), "/isolation/namespace"},
+		"unknown related kind":        {accessValues(namespaceMode, map[string]any{"related": []any{"pods"}}), "related"},
+		"Namespace without namespace": {accessValues(map[string]any{"mode": "Namespace"}, nil), "isolation.mode Namespace needs isolation.namespace"},
+		"Prefixed without prefix":     {accessValues(map[string]any{"mode": "Prefixed"}, nil), "isolation.mode Prefixed needs isolation.prefix"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := renderAccess(t, tc.values)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("expected an error naming %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// TestAccessOnARealAPIServer: every mode's manifests are accepted by a
+// real API server, applied for three consumers side by side.
+func TestAccessOnARealAPIServer(t *testing.T) {
+	c := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	if _, err := testenv.Kubectl(context.Background(), c.KubeconfigPath, "create", "namespace", "kbind"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		consumer string
+		values   map[string]any
+	}{
+		{"a", accessValues(namespaceMode, map[string]any{"related": []any{"secrets", "configmaps"}})},
+		{"b", accessValues(map[string]any{"mode": "Prefixed", "prefix": "b"}, map[string]any{"related": []any{"configmaps"}})},
+		{"c", accessValues(noneMode, nil)},
+	} {
+		tc.values["consumer"] = tc.consumer
+		mode := tc.values["isolation"].(map[string]any)["mode"]
+		chrt, err := loader.Load(accessChartDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, err := renderRelease(t, chrt, "consumer-"+tc.consumer, tc.values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "access.yaml")
+		if err := os.WriteFile(file, []byte(rel.Manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := testenv.Kubectl(context.Background(), c.KubeconfigPath, "apply", "-f", file)
+		if err != nil {
+			t.Fatalf("the API server refuses the %s manifests: %v\n%s", mode, err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		sort.Strings(lines)
+		t.Logf("%s:\n%s", mode, strings.Join(lines, "\n"))
+	}
+}
