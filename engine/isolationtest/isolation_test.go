@@ -396,6 +396,7 @@ func TestNamespaceIsolation(t *testing.T) {
 	waitStatus(t, ts[1], widgetGVK, key("default", "db"), "ReadyForB")
 
 	roundTrip(t, ts[0], widgetGVK, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"})
+	throughTheMapping(t, ts[0], "tenant-a")
 
 	// A cluster-scoped API cannot be confined: refused on the binding.
 	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "clusterwidgets.example.org"}}
@@ -430,6 +431,78 @@ func roundTrip(t *testing.T, tn tenant, gvk schema.GroupVersionKind, iso kbindv1
 	waitStatus(t, tn, gvk, ckey, "AtTheLimits")
 	deleteObject(t, tn.consumer, gvk, ckey)
 	waitGone(t, env.Provider, gvk, pkey)
+}
+
+// throughTheMapping checks drift repair, a foreign object at a derived
+// name, Orphan and the binding's instance counts on an isolated tenant.
+func throughTheMapping(t *testing.T, tn tenant, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	// Drift: a provider-side edit of the copy's spec is repaired.
+	drifted := waitCopy(t, widgetGVK, key(ns, "team-a.w1"), key("team-a", "w1"), tn.name)
+	if err := unstructured.SetNestedField(drifted.Object, "someone-else", "spec", "owner"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Provider.Update(ctx, drifted); err != nil {
+		t.Fatal(err)
+	}
+	waitCopy(t, widgetGVK, key(ns, "team-a.w1"), key("team-a", "w1"), tn.name)
+
+	// A pre-existing unmarked object at the derived name is still
+	// ForeignObjectExists, and left alone.
+	foreign := object(widgetGVK, ns, "team-f.x", map[string]any{"owner": "provider"})
+	if err := env.Provider.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	create(t, []tenant{tn}, widgetGVK, key("team-f", "x"))
+	enginetest.Eventually(t, "ForeignObjectExists on team-f/x", func() error {
+		u := object(widgetGVK, "", "", nil)
+		if err := tn.consumer.Get(ctx, key("team-f", "x"), u); err != nil {
+			return err
+		}
+		if got := u.GetAnnotations()[kbindv1alpha1.ConflictAnnotation]; got != string(kbindv1alpha1.ReasonForeignObjectExists) {
+			return fmt.Errorf("conflict annotation %q", got)
+		}
+		return nil
+	})
+	if err := env.Provider.Get(ctx, key(ns, "team-f.x"), foreign); err != nil {
+		t.Fatal(err)
+	}
+	if owner, _, _ := unstructured.NestedString(foreign.Object, "spec", "owner"); owner != "provider" || len(foreign.GetAnnotations()) > 0 {
+		t.Errorf("the foreign object was changed: %v %v", foreign.Object["spec"], foreign.GetAnnotations())
+	}
+
+	// The binding counts the tenant's objects by their consumer keys.
+	enginetest.Eventually(t, "instance counts", func() error {
+		cb := &kbindv1alpha1.ClusterBinding{}
+		if err := tn.consumer.Get(ctx, key("", "widgets.example.org"), cb); err != nil {
+			return err
+		}
+		for _, api := range cb.Status.BoundAPIs {
+			if in := api.Instances; in != nil && in.Total == 4 && in.Synced == 3 && in.Failed == 1 && api.ConflictCount == 1 {
+				return nil
+			}
+		}
+		return fmt.Errorf("boundAPIs %+v", cb.Status.BoundAPIs)
+	})
+	deleteObject(t, tn.consumer, widgetGVK, key("team-f", "x"))
+	waitGone(t, tn.consumer, widgetGVK, key("team-f", "x"))
+	if err := env.Provider.Get(ctx, key(ns, "team-f.x"), foreign); err != nil {
+		t.Errorf("deleting the conflicting consumer object deleted the foreign provider object: %v", err)
+	}
+
+	// Orphan keeps the provider copy at its derived name.
+	orphan := object(widgetGVK, "", "", nil)
+	if err := tn.consumer.Get(ctx, key("a", "b-c"), orphan); err != nil {
+		t.Fatal(err)
+	}
+	orphan.SetAnnotations(map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyOrphan})
+	if err := tn.consumer.Update(ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	deleteObject(t, tn.consumer, widgetGVK, key("a", "b-c"))
+	waitGone(t, tn.consumer, widgetGVK, key("a", "b-c"))
+	waitCopy(t, widgetGVK, key(ns, "a.b-c"), key("a", "b-c"), tn.name)
 }
 
 // cleanup deletes the tenants' remaining objects and waits for them to

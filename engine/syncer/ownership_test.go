@@ -51,3 +51,22 @@ func TestClassifyAndDecide(t *testing.T) {
 		})
 	}
 }
+
+func TestNamespaceOwnership(t *testing.T) {
+	cases := []struct {
+		name        string
+		annotations map[string]string
+		want        kbindv1alpha1.Reason
+	}{
+		{"created by kbind for this cluster", map[string]string{kbindv1alpha1.ConsumerClusterUIDAnnotation: "c"}, ""},
+		{"nobody's marker", nil, kbindv1alpha1.ReasonForeignObjectExists},
+		{"other annotations only", map[string]string{"team": "x"}, kbindv1alpha1.ReasonForeignObjectExists},
+		{"another consumer cluster", map[string]string{kbindv1alpha1.ConsumerClusterUIDAnnotation: "d"}, kbindv1alpha1.ReasonOwnedByAnother},
+		{"an empty marker", map[string]string{kbindv1alpha1.ConsumerClusterUIDAnnotation: ""}, kbindv1alpha1.ReasonOwnedByAnother},
+	}
+	for _, tc := range cases {
+		if got := namespaceOwnership(tc.annotations, "c"); got != tc.want {
+			t.Errorf("%s: namespaceOwnership = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

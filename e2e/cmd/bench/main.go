@@ -7,6 +7,7 @@
 //	make bench                               # N = 100, 1000, 10000
 //	make bench BENCH_FLAGS="--n 1000"        # one size
 //	make bench BENCH_FLAGS="--json out.json" # the table as JSON too
+//	make bench BENCH_FLAGS="--isolation Namespace" # an isolated Connection
 package main
 
 import (
@@ -30,17 +31,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/testenv"
 )
 
 // Run is one row of the table.
 type Run struct {
+	Isolation       string  `json:"isolation"`
 	N               int     `json:"n"`
 	ThroughputPerS  float64 `json:"throughput_per_s"`
 	LimitPerS       float64 `json:"limit_per_s"`
@@ -75,6 +80,49 @@ type bench struct {
 	konnector          *exec.Cmd
 	peakRSS            float64
 	log                *os.File
+	// isolation is the Connection's; the provider keys of consumer
+	// objects come from it.
+	isolation kbindv1alpha1.Isolation
+}
+
+// benchTenant is the provider namespace of --isolation Namespace, and
+// benchPrefix the prefix of --isolation Prefixed.
+const (
+	benchTenant = "bench-tenant"
+	benchPrefix = "p"
+)
+
+// isolationFor is the Connection isolation of the --isolation flag.
+func isolationFor(mode string) (kbindv1alpha1.Isolation, error) {
+	switch kbindv1alpha1.IsolationMode(mode) {
+	case kbindv1alpha1.IsolationNone:
+		return kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNone}, nil
+	case kbindv1alpha1.IsolationNamespace:
+		return kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: benchTenant}, nil
+	case kbindv1alpha1.IsolationPrefixed:
+		return kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: benchPrefix}, nil
+	}
+	return kbindv1alpha1.Isolation{}, fmt.Errorf("--isolation %q: want None, Namespace or Prefixed", mode)
+}
+
+// consumerID is the consumer key id() of a provider copy: its own
+// namespace and name without isolation, its origin markers with.
+func (b *bench) consumerID(gvr schema.GroupVersionResource, u *unstructured.Unstructured) string {
+	if b.isolation.Mode != kbindv1alpha1.IsolationNone {
+		if origin, ok := isolation.Origin(u.GetAnnotations()); ok {
+			return gvr.Resource + "/" + origin.Namespace + "/" + origin.Name
+		}
+	}
+	return gvr.Resource + "/" + u.GetNamespace() + "/" + u.GetName()
+}
+
+// providerKey is where the provider copy of k lives.
+func (b *bench) providerKey(k key) key {
+	pk, err := isolation.For(b.isolation).Object(types.NamespacedName{Namespace: k.ns, Name: k.name})
+	if err != nil {
+		return k
+	}
+	return key{gvr: k.gvr, ns: pk.Namespace, name: pk.Name}
 }
 
 // verbose prints diagnostics to stderr (-v).
@@ -93,15 +141,21 @@ func main() {
 	fsync := flag.Bool("etcd-fsync", true, "let both etcds fsync every write, as real clusters do; --etcd-fsync=false takes a slow disk out of the numbers")
 	flag.BoolVar(&verbose, "v", false, "print the slowest objects of each latency measurement and the write call latencies")
 	keep := flag.String("keep", "", "keep the logs (konnector, API servers, etcds) in this directory")
+	mode := flag.String("isolation", "None", "the Connection's isolation mode: None, Namespace (provider namespace "+benchTenant+") or Prefixed (prefix "+benchPrefix+")")
 	flag.Parse()
+	iso, err := isolationFor(*mode)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(2)
+	}
 
-	if err := run(sizes, *jsonOut, float32(*qps), *burst, *workers, *idle, *rate, *bin, *fsync, *keep); err != nil {
+	if err := run(sizes, *jsonOut, float32(*qps), *burst, *workers, *idle, *rate, *bin, *fsync, *keep, iso); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Duration, rate float64, bin string, fsync bool, keep string) error {
+func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Duration, rate float64, bin string, fsync bool, keep string, iso kbindv1alpha1.Isolation) error {
 	ctx := context.Background()
 	dir, err := keep, os.MkdirAll(keep, 0o755)
 	if keep == "" {
@@ -125,7 +179,7 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 		return err
 	}
 	defer pair.Stop()
-	b := &bench{pair: pair, konnectorBin: bin, qps: qps, burst: burst, workers: workers, idle: idle, rate: rate}
+	b := &bench{pair: pair, konnectorBin: bin, qps: qps, burst: burst, workers: workers, idle: idle, rate: rate, isolation: iso}
 	fast := func(c *rest.Config) *rest.Config { c = rest.CopyConfig(c); c.QPS, c.Burst = 2000, 4000; return c }
 	if b.consumer, err = dynamic.NewForConfig(fast(pair.Consumer.Config)); err != nil {
 		return err
@@ -157,9 +211,10 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 		if err != nil {
 			return fmt.Errorf("run with N=%d: %w", n, err)
 		}
+		r.Isolation = string(iso.Mode)
 		runs = append(runs, r)
 	}
-	printTable(runs, qps, burst, workers, rate, fsync)
+	printTable(runs, qps, burst, workers, rate, fsync, iso)
 	if jsonOut != "" {
 		data, _ := json.MarshalIndent(map[string]any{"runs": runs}, "", "  ")
 		if err := os.WriteFile(jsonOut, data, 0o644); err != nil {
@@ -174,7 +229,18 @@ func (b *bench) setup(ctx context.Context) error {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kbind"}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	manifest := enginetest.ConnectionManifest("provider", b.pair.Provider.Kubeconfig) + `---
+	if b.isolation.Mode == kbindv1alpha1.IsolationNamespace {
+		// The provider admin's namespace (docs/isolation.md).
+		pcs := kubernetes.NewForConfigOrDie(b.pair.Provider.Config)
+		if _, err := pcs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchTenant}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	isoYAML, err := json.Marshal(b.isolation)
+	if err != nil {
+		return err
+	}
+	manifest := enginetest.ConnectionManifestWith("provider", "provider", b.pair.Provider.Kubeconfig, "  isolation: "+string(isoYAML)+"\n") + `---
 apiVersion: core.kbind.io/v1alpha1
 kind: ClusterBinding
 metadata: {name: bench}
@@ -255,6 +321,14 @@ func newRecorder() *recorder { return &recorder{seen: map[string]time.Time{}} }
 // watch records events of gvr from now on: it lists first and watches from
 // the list's resourceVersion, so existing objects are not counted.
 func (r *recorder) watch(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, match func(watch.EventType, *unstructured.Unstructured) bool) error {
+	return r.watchKeyed(ctx, c, gvr, match, func(u *unstructured.Unstructured) string {
+		return gvr.Resource + "/" + u.GetNamespace() + "/" + u.GetName()
+	})
+}
+
+// watchKeyed is watch with the key of an object given by keyOf.
+func (r *recorder) watchKeyed(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource,
+	match func(watch.EventType, *unstructured.Unstructured) bool, keyOf func(*unstructured.Unstructured) string) error {
 	list, err := c.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return err
@@ -271,7 +345,7 @@ func (r *recorder) watch(ctx context.Context, c dynamic.Interface, gvr schema.Gr
 				continue
 			}
 			now := time.Now()
-			key := gvr.Resource + "/" + u.GetNamespace() + "/" + u.GetName()
+			key := keyOf(u)
 			r.mu.Lock()
 			r.writes++
 			if _, ok := r.seen[key]; !ok && match(ev.Type, u) {
@@ -475,9 +549,9 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	// Spec up: consumer creates → provider ADDED events.
 	up := newRecorder()
 	for _, g := range gvrs {
-		if err := up.watch(wctx, b.provider, g, func(_ watch.EventType, u *unstructured.Unstructured) bool {
-			return strings.HasPrefix(u.GetNamespace(), prefix+"-")
-		}); err != nil {
+		if err := up.watchKeyed(wctx, b.provider, g, func(_ watch.EventType, u *unstructured.Unstructured) bool {
+			return strings.Contains(b.consumerID(g, u), "/"+prefix+"-")
+		}, func(u *unstructured.Unstructured) string { return b.consumerID(g, u) }); err != nil {
 			return r, err
 		}
 	}
@@ -503,7 +577,8 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 		}
 	}
 	patched, err := forEach(keys, 0, func(k key) error {
-		_, err := b.provider.Resource(k.gvr).Namespace(k.ns).Patch(ctx, k.name, "application/merge-patch+json",
+		pk := b.providerKey(k)
+		_, err := b.provider.Resource(k.gvr).Namespace(pk.ns).Patch(ctx, pk.name, "application/merge-patch+json",
 			[]byte(`{"status":{"phase":"Ready"}}`), metav1.PatchOptions{}, "status")
 		return err
 	})
@@ -585,12 +660,12 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	return r, nil
 }
 
-func printTable(runs []Run, qps float32, burst, workers int, rate float64, fsync bool) {
+func printTable(runs []Run, qps float32, burst, workers int, rate float64, fsync bool, iso kbindv1alpha1.Isolation) {
 	disk := "etcd fsync off"
 	if fsync {
 		disk = "etcd fsync on"
 	}
-	fmt.Printf("\nkbind bench: provider QPS %.0f, burst %d, %d workers per API, 10 namespaces, 2 APIs, %s\n\n", qps, burst, workers, disk)
+	fmt.Printf("\nkbind bench: provider QPS %.0f, burst %d, %d workers per API, 10 namespaces, 2 APIs, %s, isolation %s\n\n", qps, burst, workers, disk, iso.Mode)
 	if rate > 0 {
 		fmt.Printf("consumer objects created at %.0f/s\n", rate)
 	}
