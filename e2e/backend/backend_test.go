@@ -192,6 +192,22 @@ func clusterUID(t *testing.T, c *testenv.Cluster) string {
 // backend runs with exactly the chart's RBAC.
 func asServiceAccount(t *testing.T, provider *testenv.Cluster) string {
 	t.Helper()
+	// The consumers bind Widgets (example.org); the test expects the
+	// namespace kbind created for A to be deleted, which needs
+	// rbac.namespaceCleanup.
+	helmInstall(t, provider, "backend", "backend", map[string]any{"reap": true, "rbac": map[string]any{"reapGroups": []any{"example.org"}, "namespaceCleanup": true}})
+	path := filepath.Join(t.TempDir(), "backend-sa.kubeconfig")
+	if err := harness.WriteImpersonating(provider.KubeconfigPath, path, "system:serviceaccount:kbind:backend"); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// helmInstall installs the repository's chart charts/<chart> on the
+// provider as release in namespace kbind (created if missing), with the
+// Helm SDK.
+func helmInstall(t *testing.T, provider *testenv.Cluster, chart, release string, values map[string]any) {
+	t.Helper()
 	flags := genericclioptions.NewConfigFlags(false)
 	kc := provider.KubeconfigPath
 	flags.KubeConfig, flags.Context, flags.Namespace = &kc, ptr.To("provider"), ptr.To("kbind")
@@ -199,23 +215,15 @@ func asServiceAccount(t *testing.T, provider *testenv.Cluster) string {
 	if err := cfg.Init(flags, "kbind", "secret", func(string, ...any) {}); err != nil {
 		t.Fatal(err)
 	}
-	chart, err := loader.Load("../../charts/backend")
+	c, err := loader.Load("../../charts/" + chart)
 	if err != nil {
 		t.Fatal(err)
 	}
 	install := action.NewInstall(cfg)
-	install.ReleaseName, install.Namespace, install.CreateNamespace = "backend", "kbind", true
-	// The consumers bind Widgets (example.org); the test expects the
-	// namespace kbind created for A to be deleted, which needs
-	// rbac.namespaceCleanup.
-	if _, err := install.Run(chart, map[string]any{"reap": true, "rbac": map[string]any{"reapGroups": []any{"example.org"}, "namespaceCleanup": true}}); err != nil {
-		t.Fatalf("helm install: %v", err)
+	install.ReleaseName, install.Namespace, install.CreateNamespace = release, "kbind", true
+	if _, err := install.Run(c, values); err != nil {
+		t.Fatalf("helm install %s: %v", release, err)
 	}
-	path := filepath.Join(t.TempDir(), "backend-sa.kubeconfig")
-	if err := harness.WriteImpersonating(provider.KubeconfigPath, path, "system:serviceaccount:kbind:backend"); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {

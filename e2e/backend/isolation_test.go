@@ -8,12 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
 	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/testenv"
@@ -25,23 +21,9 @@ import (
 // permissions docs/isolation.md lists.
 func grantAccess(t *testing.T, provider *testenv.Cluster, name string, isolation map[string]any, apis ...any) []byte {
 	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
+	helmInstall(t, provider, "consumer-access", "consumer-"+name,
+		map[string]any{"consumer": name, "isolation": isolation, "related": []any{"secrets"}, "apis": apis})
 	kc := provider.KubeconfigPath
-	flags.KubeConfig, flags.Context, flags.Namespace = &kc, ptr.To("provider"), ptr.To("kbind")
-	cfg := &action.Configuration{}
-	if err := cfg.Init(flags, "kbind", "secret", func(string, ...any) {}); err != nil {
-		t.Fatal(err)
-	}
-	chart, err := loader.Load("../../charts/consumer-access")
-	if err != nil {
-		t.Fatal(err)
-	}
-	install := action.NewInstall(cfg)
-	install.ReleaseName, install.Namespace, install.CreateNamespace = "consumer-"+name, "kbind", true
-	values := map[string]any{"consumer": name, "isolation": isolation, "related": []any{"secrets"}, "apis": apis}
-	if _, err := install.Run(chart, values); err != nil {
-		t.Fatalf("helm install consumer-access for %s: %v", name, err)
-	}
 	token := strings.TrimSpace(kubectl(t, kc, "-n", "kbind", "create", "token", "kbind-consumer-"+name, "--duration=1h"))
 	out, err := testenv.KubeconfigFor("provider", &rest.Config{Host: provider.Config.Host, BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: provider.Config.CAData}})

@@ -8,9 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/lint/support"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kbind/kbind/engine/testenv"
@@ -50,19 +48,7 @@ var (
 )
 
 func TestAccessLint(t *testing.T) {
-	lint := action.NewLint()
-	lint.Strict = true
-	for _, values := range []map[string]any{accessValues(namespaceMode, nil), accessValues(prefixedMode, nil), accessValues(noneMode, nil)} {
-		res := lint.Run([]string{accessChartDir}, values)
-		for _, m := range res.Messages {
-			if m.Severity >= support.WarningSev {
-				t.Errorf("helm lint %v: %s", values, m)
-			}
-		}
-		for _, err := range res.Errors {
-			t.Errorf("helm lint %v: %v", values, err)
-		}
-	}
+	lintChart(t, accessChartDir, accessValues(namespaceMode, nil), accessValues(prefixedMode, nil), accessValues(noneMode, nil))
 }
 
 // TestAccessRender: each mode grants exactly its documented objects
