@@ -3,9 +3,9 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-MODULES := api flagconfig engine konnector backend e2e tools
+MODULES := api flagconfig engine konnector backend cli e2e tools
 # Modules that hold Go packages (tools only pins `go tool` dependencies).
-CODE_MODULES := api flagconfig engine konnector backend e2e
+CODE_MODULES := api flagconfig engine konnector backend cli e2e
 BINARIES := konnector backend
 GO ?= go
 # Test timeout per module; the e2e suites are the long ones.
@@ -49,6 +49,7 @@ lint: ## Static checks: gofmt, and golangci-lint (pinned in tools/golangci-lint,
 build: ## Build the binaries into bin/.
 	@mkdir -p bin
 	@for b in $(BINARIES); do echo "go build -o bin/$$b ./$$b/cmd/$$b"; (cd $$b && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/$$b ./cmd/$$b); done
+	@echo "go build -o bin/kubectl-kbind ./cli/cmd/kubectl-kbind"; cd cli && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/kubectl-kbind ./cmd/kubectl-kbind
 	@echo "go build -o bin/quickstart ./e2e/cmd/quickstart"; cd e2e && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/quickstart ./cmd/quickstart
 
 QUICKSTART_FLAGS ?=

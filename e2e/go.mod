@@ -71,10 +71,11 @@ require (
 )
 
 require (
+	github.com/kbind/kbind/cli v0.0.0-00010101000000-000000000000
 	github.com/kbind/kbind/engine v0.0.0-00010101000000-000000000000
 	helm.sh/helm/v3 v3.21.4
 	k8s.io/api v0.37.2
-	k8s.io/cli-runtime v0.36.2
+	k8s.io/cli-runtime v0.37.2
 	k8s.io/client-go v0.37.2
 )
 
@@ -148,6 +149,7 @@ require (
 replace (
 	github.com/kbind/kbind/api => ../api
 	github.com/kbind/kbind/backend => ../backend
+	github.com/kbind/kbind/cli => ../cli
 	github.com/kbind/kbind/engine => ../engine
 	github.com/kbind/kbind/konnector => ../konnector
 )

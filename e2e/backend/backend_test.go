@@ -28,23 +28,10 @@ import (
 var konnectorBin, backendBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kbind-e2e-backend-bin-")
-	if err != nil {
-		panic(err)
-	}
-	konnectorBin, backendBin = filepath.Join(dir, "konnector"), filepath.Join(dir, "backend")
-	for bin, pkg := range map[string]string{
-		konnectorBin: "github.com/kbind/kbind/konnector/cmd/konnector",
-		backendBin:   "github.com/kbind/kbind/backend/cmd/backend",
-	} {
-		if err := harness.Build(context.Background(), bin, pkg); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	harness.RunWithBinaries(m, map[*string]string{
+		&konnectorBin: "github.com/kbind/kbind/konnector/cmd/konnector",
+		&backendBin:   "github.com/kbind/kbind/backend/cmd/backend",
+	})
 }
 
 func freePort(t *testing.T) string {

@@ -22,7 +22,7 @@ import (
 func grantAccess(t *testing.T, provider *testenv.Cluster, name string, isolation map[string]any, apis ...any) []byte {
 	t.Helper()
 	helmInstall(t, provider, "consumer-access", "consumer-"+name,
-		map[string]any{"consumer": name, "isolation": isolation, "related": []any{"secrets"}, "apis": apis})
+		map[string]any{"consumer": name, "isolation": isolation, "related": []any{"secrets"}, "relatedClusterWide": true, "apis": apis})
 	kc := provider.KubeconfigPath
 	token := strings.TrimSpace(kubectl(t, kc, "-n", "kbind", "create", "token", "kbind-consumer-"+name, "--duration=1h"))
 	out, err := testenv.KubeconfigFor("provider", &rest.Config{Host: provider.Config.Host, BearerToken: token,

@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -9,8 +10,11 @@ import (
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/cli/access"
 	"github.com/kbind/kbind/engine/testenv"
 )
 
@@ -68,7 +72,7 @@ func TestAccessRender(t *testing.T) {
 			"ClusterRole/kbind-consumer-a-discovery", "ClusterRoleBinding/kbind-consumer-a-discovery",
 			"Role/kbind-consumer-a@tenant-a", "RoleBinding/kbind-consumer-a@tenant-a", "ServiceAccount/kbind-consumer-a@kbind",
 		}},
-		{"Prefixed", accessValues(prefixedMode, map[string]any{"related": []any{"secrets"}}), []string{
+		{"Prefixed", accessValues(prefixedMode, map[string]any{"related": []any{"secrets"}, "relatedClusterWide": true}), []string{
 			"ClusterRole/kbind-consumer-a", "ClusterRole/kbind-consumer-a-discovery", "ClusterRoleBinding/kbind-consumer-a",
 			"ClusterRoleBinding/kbind-consumer-a-discovery", "ServiceAccount/kbind-consumer-a@kbind",
 			"ValidatingAdmissionPolicy/kbind-consumer-a", "ValidatingAdmissionPolicyBinding/kbind-consumer-a",
@@ -122,13 +126,14 @@ func TestAccessRefusesBadValues(t *testing.T) {
 		values map[string]any
 		want   string
 	}{
-		"no consumer":                 {map[string]any{"isolation": namespaceMode, "apis": []any{map[string]any{"group": "example.org", "resources": []any{"widgets"}}}}, "consumer"},
-		"no apis":                     {map[string]any{"consumer": "a", "isolation": namespaceMode}, "apis"},
-		"unknown mode":                {accessValues(map[string]any{"mode": "Shared"}, nil), "/isolation/mode"},
-		"namespace not a label":       {accessValues(map[string]any{"mode": "Namespace", "namespace": "Tenant_A"}, nil), "/isolation/namespace"},
-		"unknown related kind":        {accessValues(namespaceMode, map[string]any{"related": []any{"pods"}}), "related"},
-		"Namespace without namespace": {accessValues(map[string]any{"mode": "Namespace"}, nil), "isolation.mode Namespace needs isolation.namespace"},
-		"Prefixed without prefix":     {accessValues(map[string]any{"mode": "Prefixed"}, nil), "isolation.mode Prefixed needs isolation.prefix"},
+		"no consumer":                  {map[string]any{"isolation": namespaceMode, "apis": []any{map[string]any{"group": "example.org", "resources": []any{"widgets"}}}}, "consumer"},
+		"no apis":                      {map[string]any{"consumer": "a", "isolation": namespaceMode}, "apis"},
+		"unknown mode":                 {accessValues(map[string]any{"mode": "Shared"}, nil), "/isolation/mode"},
+		"namespace not a label":        {accessValues(map[string]any{"mode": "Namespace", "namespace": "Tenant_A"}, nil), "/isolation/namespace"},
+		"unknown related kind":         {accessValues(namespaceMode, map[string]any{"related": []any{"pods"}}), "related"},
+		"Namespace without namespace":  {accessValues(map[string]any{"mode": "Namespace"}, nil), "isolation.mode Namespace needs isolation.namespace"},
+		"Prefixed without prefix":      {accessValues(map[string]any{"mode": "Prefixed"}, nil), "isolation.mode Prefixed needs isolation.prefix"},
+		"related cluster-wide unasked": {accessValues(prefixedMode, map[string]any{"related": []any{"secrets"}}), "could read those of every tenant"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := renderAccess(t, tc.values)
@@ -151,7 +156,7 @@ func TestAccessOnARealAPIServer(t *testing.T) {
 		values   map[string]any
 	}{
 		{"a", accessValues(namespaceMode, map[string]any{"related": []any{"secrets", "configmaps"}})},
-		{"b", accessValues(map[string]any{"mode": "Prefixed", "prefix": "b"}, map[string]any{"related": []any{"configmaps"}})},
+		{"b", accessValues(map[string]any{"mode": "Prefixed", "prefix": "b"}, map[string]any{"related": []any{"configmaps"}, "relatedClusterWide": true})},
 		{"c", accessValues(noneMode, nil)},
 	} {
 		tc.values["consumer"] = tc.consumer
@@ -175,5 +180,49 @@ func TestAccessOnARealAPIServer(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		sort.Strings(lines)
 		t.Logf("%s:\n%s", mode, strings.Join(lines, "\n"))
+	}
+}
+
+// TestAccessChartMatchesGrant: the chart and `kubectl kbind grant` (the
+// cli/access package) grant the same rules, subjects and admission
+// policy for the same request.
+func TestAccessChartMatchesGrant(t *testing.T) {
+	apis := []access.API{{Group: "example.org", Resource: "widgets", Namespaced: true}, {Group: "example.org", Resource: "gadgets", Namespaced: true}}
+	for _, tc := range []struct {
+		values map[string]any
+		req    access.Request
+	}{
+		{accessValues(namespaceMode, map[string]any{"related": []any{"secrets"}}),
+			access.Request{Consumer: "a", Namespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"},
+				APIs: apis, Related: []string{"secrets"}, CRDReads: true}},
+		{accessValues(prefixedMode, nil),
+			access.Request{Consumer: "a", Namespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"}, APIs: apis, CRDReads: true}},
+	} {
+		rendered, err := renderAccess(t, tc.values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, obj := range tc.req.Objects() {
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := fmt.Sprintf("%s/%s", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
+			if obj.GetNamespace() != "" {
+				k += "@" + obj.GetNamespace()
+			}
+			chartObj, ok := rendered[k]
+			if !ok {
+				t.Errorf("%s: grant makes %s, the chart does not", tc.req.Isolation.Mode, k)
+				continue
+			}
+			for _, field := range []string{"rules", "subjects", "roleRef", "spec"} {
+				want, _ := yaml.Marshal(u[field])
+				got, _ := yaml.Marshal(chartObj[field])
+				if string(want) != string(got) {
+					t.Errorf("%s %s.%s differs:\ngrant:\n%s\nchart:\n%s", tc.req.Isolation.Mode, k, field, want, got)
+				}
+			}
+		}
 	}
 }

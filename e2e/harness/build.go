@@ -3,7 +3,10 @@ package harness
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -16,6 +19,29 @@ func Build(ctx context.Context, bin, pkg string) error {
 		return fmt.Errorf("building %s: %v\n%s", pkg, err, out)
 	}
 	return nil
+}
+
+// RunWithBinaries is a TestMain body: it builds each Go package of bins (a
+// map from the variable that receives the binary's path to the package's
+// import path) into a temporary directory, runs the tests and removes the
+// directory. A build failure ends the test binary before any test runs.
+func RunWithBinaries(m *testing.M, bins map[*string]string) {
+	dir, err := os.MkdirTemp("", "kbind-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for path, pkg := range bins {
+		*path = filepath.Join(dir, filepath.Base(pkg))
+		if err := Build(context.Background(), *path, pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			_ = os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // WriteImpersonating writes a copy of the kubeconfig src to dst in which

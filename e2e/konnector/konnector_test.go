@@ -25,18 +25,9 @@ import (
 var konnectorBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kbind-e2e-bin-")
-	if err != nil {
-		panic(err)
-	}
-	konnectorBin = filepath.Join(dir, "konnector")
-	if err := harness.Build(context.Background(), konnectorBin, "github.com/kbind/kbind/konnector/cmd/konnector"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	harness.RunWithBinaries(m, map[*string]string{
+		&konnectorBin: "github.com/kbind/kbind/konnector/cmd/konnector",
+	})
 }
 
 func freePort(t *testing.T) string {

@@ -23,6 +23,9 @@ kbind.io/consumer: {{ .Values.consumer | quote }}
 {{- if and (eq $mode "Prefixed") (not .Values.isolation.prefix) -}}
 {{- fail "isolation.mode Prefixed needs isolation.prefix (the Connection's spec.isolation.prefix)" -}}
 {{- end -}}
+{{- if and .Values.related (ne $mode "Namespace") (not .Values.relatedClusterWide) -}}
+{{- fail (printf "related with isolation.mode %s grants cluster-wide read of %v, so this consumer could read those of every tenant: use isolation.mode Namespace, or set relatedClusterWide=true to accept that" $mode .Values.related) -}}
+{{- end -}}
 {{- if .Values.user -}}
 - kind: User
   apiGroup: rbac.authorization.k8s.io

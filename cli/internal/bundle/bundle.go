@@ -1,0 +1,110 @@
+// Package bundle renders the consumer bundle of a grant: one YAML file
+// with the kubeconfig Secret, the Connection (with its isolation) and a
+// ClusterBinding, ready for `kubectl apply -f` on the consumer.
+package bundle
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// Bundle is what the consumer applies.
+type Bundle struct {
+	// Consumer names the consumer the grant is for (a comment only).
+	Consumer string
+	// Connection names the Connection, its Secret (<connection>-kubeconfig)
+	// and its ClusterBinding.
+	Connection      string
+	SecretNamespace string
+	Isolation       kbindv1alpha1.Isolation
+	// APIs are "<plural>.<group>" names.
+	APIs []string
+	// Server, CAData and Token make the provider kubeconfig.
+	Server string
+	CAData []byte
+	Token  string
+}
+
+// Kubeconfig is the provider kubeconfig of the bundle: one cluster, one
+// token user, one context, credentials inline.
+func (b Bundle) Kubeconfig() ([]byte, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["provider"] = &clientcmdapi.Cluster{Server: b.Server, CertificateAuthorityData: b.CAData}
+	kc.AuthInfos[b.Consumer] = &clientcmdapi.AuthInfo{Token: b.Token}
+	kc.Contexts["provider"] = &clientcmdapi.Context{Cluster: "provider", AuthInfo: b.Consumer}
+	kc.CurrentContext = "provider"
+	return clientcmd.Write(*kc)
+}
+
+// YAML renders the bundle.
+func (b Bundle) YAML() ([]byte, error) {
+	kubeconfig, err := b.Kubeconfig()
+	if err != nil {
+		return nil, err
+	}
+	secretName := b.Connection + "-kubeconfig"
+	apis := make([]kbindv1alpha1.APIReference, 0, len(b.APIs))
+	for _, a := range b.APIs {
+		apis = append(apis, kbindv1alpha1.APIReference{Name: a})
+	}
+	objs := []any{
+		&corev1.Secret{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: b.SecretNamespace, Name: secretName},
+			StringData: map[string]string{kbindv1alpha1.DefaultKubeconfigKey: string(kubeconfig)},
+		},
+		&kbindv1alpha1.Connection{
+			TypeMeta:   metav1.TypeMeta{APIVersion: kbindv1alpha1.GroupVersion.String(), Kind: "Connection"},
+			ObjectMeta: metav1.ObjectMeta{Name: b.Connection},
+			Spec: kbindv1alpha1.ConnectionSpec{
+				KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: b.SecretNamespace, Name: secretName},
+				Isolation:           b.Isolation,
+			},
+		},
+		&kbindv1alpha1.ClusterBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: kbindv1alpha1.GroupVersion.String(), Kind: "ClusterBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: b.Connection},
+			Spec:       kbindv1alpha1.BindingSpec{ConnectionRef: kbindv1alpha1.ConnectionReference{Name: b.Connection}, APIs: apis},
+		},
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "# kbind consumer bundle for %q: apply it on the consumer cluster with `kubectl apply -f <this file>`.\n", b.Consumer)
+	out.WriteString("# It holds a provider credential: keep it like a Secret.\n")
+	for i, o := range objs {
+		data, err := yaml.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out.WriteString("---\n")
+		}
+		out.Write(cleaned(data))
+	}
+	return []byte(out.String()), nil
+}
+
+// cleaned drops the empty fields typed objects marshal (creationTimestamp,
+// status) so the bundle reads like a hand-written manifest.
+func cleaned(data []byte) []byte {
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return data
+	}
+	delete(m, "status")
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	out, err := yaml.Marshal(m)
+	if err != nil {
+		return data
+	}
+	return out
+}

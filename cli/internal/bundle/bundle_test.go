@@ -1,0 +1,60 @@
+package bundle
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+func TestYAML(t *testing.T) {
+	b := Bundle{Consumer: "team-a", Connection: "provider", SecretNamespace: "kbind",
+		Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "kbind-team-a"},
+		APIs:      []string{"widgets.example.org"}, Server: "https://provider.example:6443", CAData: []byte("ca"), Token: "t0ken"}
+	data, err := b.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(data), "\n---\n")
+	if len(docs) != 3 {
+		t.Fatalf("%d documents:\n%s", len(docs), data)
+	}
+	var secret struct {
+		Metadata   map[string]string `json:"metadata"`
+		StringData map[string]string `json:"stringData"`
+	}
+	if err := yaml.Unmarshal([]byte(docs[0]), &secret); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := clientcmd.Load([]byte(secret.StringData["kubeconfig"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := kc.Contexts[kc.CurrentContext]
+	if kc.Clusters[ctx.Cluster].Server != b.Server || string(kc.Clusters[ctx.Cluster].CertificateAuthorityData) != "ca" || kc.AuthInfos[ctx.AuthInfo].Token != "t0ken" {
+		t.Errorf("kubeconfig %+v", kc)
+	}
+	if secret.Metadata["name"] != "provider-kubeconfig" || secret.Metadata["namespace"] != "kbind" {
+		t.Errorf("secret metadata %v", secret.Metadata)
+	}
+	var conn kbindv1alpha1.Connection
+	if err := yaml.Unmarshal([]byte(docs[1]), &conn); err != nil {
+		t.Fatal(err)
+	}
+	if conn.Spec.Isolation != b.Isolation || conn.Spec.KubeconfigSecretRef.Name != "provider-kubeconfig" {
+		t.Errorf("connection %+v", conn.Spec)
+	}
+	var cb kbindv1alpha1.ClusterBinding
+	if err := yaml.Unmarshal([]byte(docs[2]), &cb); err != nil {
+		t.Fatal(err)
+	}
+	if cb.Spec.ConnectionRef.Name != "provider" || len(cb.Spec.APIs) != 1 || cb.Spec.APIs[0].Name != "widgets.example.org" {
+		t.Errorf("clusterbinding %+v", cb.Spec)
+	}
+	if strings.Contains(string(data), "creationTimestamp") || strings.Contains(string(data), "status:") {
+		t.Errorf("the bundle carries empty server fields:\n%s", data)
+	}
+}

@@ -1,0 +1,112 @@
+// Package commands implements the kubectl-kbind commands on cobra, with
+// kubectl's connection flags (--kubeconfig, --context, -n, ...).
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// Exit codes: 0 done, 1 the command failed (a refusal, an API error), 2
+// bad usage.
+const (
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// usageError is a mistake in the command line.
+type usageError struct{ error }
+
+// env is what every command uses: kubectl's flags and the output streams.
+type env struct {
+	flags    *genericclioptions.ConfigFlags
+	out, err io.Writer
+}
+
+func (e *env) restConfig() (*rest.Config, error) {
+	cfg, err := e.flags.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "kubectl-kbind"
+	return cfg, nil
+}
+
+func (e *env) client() (client.Client, *rest.Config, error) {
+	cfg, err := e.restConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, kbindv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, nil, err
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
+	}
+	return c, cfg, nil
+}
+
+func newRoot(out, errOut io.Writer) *cobra.Command {
+	e := &env{flags: genericclioptions.NewConfigFlags(true), out: out, err: errOut}
+	root := &cobra.Command{
+		Use:   "kubectl-kbind",
+		Short: "kbind's kubectl plugin: export APIs and onboard consumers on a provider",
+		Long: `kbind's kubectl plugin (docs/cli.md). On the provider cluster:
+
+  kubectl kbind export widgets.example.org         mark a CRD as exported
+  kubectl kbind grant team-a --apis widgets.example.org > team-a.yaml
+                                                   onboard a consumer; apply team-a.yaml on it
+  kubectl kbind revoke team-a                      take that access away again
+
+It uses the current kubeconfig and context, like kubectl.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(out)
+	root.SetErr(errOut)
+	e.flags.AddFlags(root.PersistentFlags())
+	root.AddCommand(newExport(e), newGrant(e), newRevoke(e))
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	return root
+}
+
+// Execute runs the plugin with args and returns the exit code.
+func Execute(args []string, out, errOut io.Writer) int {
+	root := newRoot(out, errOut)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(errOut, "error:", err)
+		var u usageError
+		if errors.As(err, &u) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	return 0
+}
+
+// exactArgs is cobra.ExactArgs as a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s takes %d argument(s), got %d; see --help", cmd.CommandPath(), n, len(args))}
+		}
+		return nil
+	}
+}
