@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -92,5 +93,44 @@ func TestObjects(t *testing.T) {
 		if cr, ok := o.(*rbacv1.ClusterRole); ok && len(cr.Rules) != 1 {
 			t.Errorf("discovery rules without CRD reads: %+v", cr.Rules)
 		}
+	}
+}
+
+func TestReviews(t *testing.T) {
+	key := func(a authorizationv1.ResourceAttributes) string {
+		return strings.Join([]string{a.Namespace, a.Verb, a.Group, a.Resource, a.Name}, "|")
+	}
+	cases := []struct {
+		name      string
+		req       Request
+		want, not []string
+	}{
+		{"Namespace: objects and the Lease in the isolation namespace, identity and CRDs cluster-wide",
+			Request{Consumer: "a", Namespace: "tenant-a", Isolation: confined, APIs: []API{widgets}, Related: []string{"secrets"}, CRDReads: true},
+			[]string{"tenant-a|create|example.org|widgets|", "tenant-a|watch|example.org|widgets|", "tenant-a|update|coordination.k8s.io|leases|",
+				"tenant-a|delete||secrets|", "|get||namespaces|kube-system", "|list|apiextensions.k8s.io|customresourcedefinitions|"},
+			[]string{"|create||namespaces|", "|list|example.org|widgets|", "tenant-a|list||configmaps|"}},
+		{"Prefixed: cluster-wide, with namespace creation, no CRD reads for OpenAPI",
+			Request{Consumer: "a", Namespace: "kbind", Isolation: prefixed, APIs: []API{widgets, clusterThings}},
+			[]string{"|create||namespaces|", "|patch|example.org|clusterthings|", "|get|coordination.k8s.io|leases|"},
+			[]string{"|list|apiextensions.k8s.io|customresourcedefinitions|", "|get||secrets|"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := map[string]bool{}
+			for _, a := range tc.req.Reviews() {
+				got[key(a)] = true
+			}
+			for _, w := range tc.want {
+				if !got[w] {
+					t.Errorf("no review %q", w)
+				}
+			}
+			for _, n := range tc.not {
+				if got[n] {
+					t.Errorf("review %q is more than the grant", n)
+				}
+			}
+		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,16 +31,6 @@ func TestMain(m *testing.M) {
 		&konnectorBin: "github.com/kbind/kbind/konnector/cmd/konnector",
 		&backendBin:   "github.com/kbind/kbind/backend/cmd/backend",
 	})
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // process is a running binary.
@@ -106,7 +95,7 @@ func consumer(t *testing.T, name string, provider *testenv.Cluster) (*testenv.Cl
 	c := testenv.StartClusterT(t, name, testenv.ClusterOptions{InstallKbindCRDs: true})
 	kubectl(t, c.KubeconfigPath, "create", "namespace", "kbind")
 	k := start(t, "konnector "+name, konnectorBin, "--kubeconfig", c.KubeconfigPath,
-		"--health-probe-bind-address", freePort(t), "--metrics-bind-address", "0", "--heartbeat-interval", "1s")
+		"--health-probe-bind-address", harness.FreeAddr(t), "--metrics-bind-address", "0", "--heartbeat-interval", "1s")
 	apply(t, c.KubeconfigPath, enginetest.ConnectionManifest("provider", provider.Kubeconfig)+`---
 apiVersion: core.kbind.io/v1alpha1
 kind: ClusterBinding
@@ -283,7 +272,7 @@ func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {
 	}
 
 	// The backend, reaping, as the chart's ServiceAccount.
-	probe, metricsAddr := freePort(t), freePort(t)
+	probe, metricsAddr := harness.FreeAddr(t), harness.FreeAddr(t)
 	backend := start(t, "backend", backendBin, "--kubeconfig", saKubeconfig, "--reap", "--stale-after", "10s", "--reap-interval", "1s",
 		"--health-probe-bind-address", probe, "--metrics-bind-address", metricsAddr, "--leader-elect")
 	enginetest.EventuallyWithin(t, 30*time.Second, "backend /readyz", func() error {

@@ -11,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/kbind/kbind/e2e/harness"
 	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/testenv"
 )
@@ -43,7 +44,7 @@ func isolatedConsumer(t *testing.T, name string, tenant, prefixed []byte) (*test
 	c := testenv.StartClusterT(t, "consumer-"+name, testenv.ClusterOptions{InstallKbindCRDs: true})
 	kubectl(t, c.KubeconfigPath, "create", "namespace", "kbind")
 	k := start(t, "konnector "+name, konnectorBin, "--kubeconfig", c.KubeconfigPath,
-		"--health-probe-bind-address", freePort(t), "--metrics-bind-address", "0", "--heartbeat-interval", "1s")
+		"--health-probe-bind-address", harness.FreeAddr(t), "--metrics-bind-address", "0", "--heartbeat-interval", "1s")
 	binding := func(api, connection string, related bool) string {
 		out := fmt.Sprintf("---\napiVersion: core.kbind.io/v1alpha1\nkind: ClusterBinding\nmetadata: {name: %s}\nspec:\n  connectionRef: {name: %s}\n  apis: [{name: %s}]\n", api, connection, api)
 		if related {
@@ -200,7 +201,7 @@ func TestIsolatedConsumersOnOneProvider(t *testing.T) {
 	// A's konnector goes away for good: the backend reaps exactly A.
 	konnectorA.stop()
 	stopped := time.Now()
-	probe := freePort(t)
+	probe := harness.FreeAddr(t)
 	start(t, "backend", backendBin, "--kubeconfig", saKubeconfig, "--reap", "--stale-after", "10s", "--reap-interval", "1s",
 		"--health-probe-bind-address", probe, "--metrics-bind-address", "0")
 	enginetest.EventuallyWithin(t, 90*time.Second, "consumer A reaped", func() error {

@@ -156,10 +156,7 @@ func TestOnboarding(t *testing.T) {
 	konnector := startKonnector(t, consumer)
 	kubectl(t, consumer, "wait", "--for=condition=Ready", "connection/provider", "clusterbinding/provider", "--timeout=60s")
 	kubectl(t, consumer, "apply", "-f", writeFile(t, "w1.yaml", widget("default", "w1")))
-	enginetest.EventuallyWithin(t, 30*time.Second, "default/w1 on the provider in kbind-team-a", func() error {
-		_, err := testenv.Kubectl(context.Background(), provider, "get", "widget", "-n", "kbind-team-a", "default.w1")
-		return err
-	})
+	eventuallyGet(t, provider, "default/w1 on the provider in kbind-team-a", "widget", "-n", "kbind-team-a", "default.w1")
 
 	// The konnector holds only the granted identity.
 	kc := kubectl(t, consumer, "get", "secret", "-n", "kbind", "provider-kubeconfig", "-o", `jsonpath={.data.kubeconfig}`)
@@ -178,10 +175,7 @@ func TestOnboarding(t *testing.T) {
 	}
 	kubectl(t, consumer, "apply", "-f", writeFile(t, "team-a-renewed.yaml", again))
 	kubectl(t, consumer, "apply", "-f", writeFile(t, "w2.yaml", widget("default", "w2")))
-	enginetest.EventuallyWithin(t, 30*time.Second, "default/w2 synced with the renewed token", func() error {
-		_, err := testenv.Kubectl(context.Background(), provider, "get", "widget", "-n", "kbind-team-a", "default.w2")
-		return err
-	})
+	eventuallyGet(t, provider, "default/w2 synced with the renewed token", "widget", "-n", "kbind-team-a", "default.w2")
 	if konnector.ProcessState != nil {
 		t.Fatal("the konnector exited")
 	}
@@ -203,6 +197,16 @@ func TestOnboarding(t *testing.T) {
 	if _, errOut, code := plugin(t, "--kubeconfig", provider, "revoke", "team-a"); code != 1 || !strings.Contains(errOut, "nothing is granted to consumer") {
 		t.Errorf("revoking twice: exit %d, %q", code, errOut)
 	}
+}
+
+// eventuallyGet waits up to 30 s until kubectl get args succeeds on the
+// cluster of kubeconfig.
+func eventuallyGet(t *testing.T, kubeconfig, what string, args ...string) {
+	t.Helper()
+	enginetest.EventuallyWithin(t, 30*time.Second, what, func() error {
+		_, err := testenv.Kubectl(context.Background(), kubeconfig, append([]string{"get"}, args...)...)
+		return err
+	})
 }
 
 func readFile(t *testing.T, path string) string {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,21 +29,11 @@ func TestMain(m *testing.M) {
 	})
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startKonnector runs the binary against the consumer and returns its
 // probe address and log.
 func startKonnector(t *testing.T, kubeconfig string, args ...string) (probeAddr, metricsAddr string, log *enginetest.SyncBuffer) {
 	t.Helper()
-	probeAddr, metricsAddr = freePort(t), freePort(t)
+	probeAddr, metricsAddr = harness.FreeAddr(t), harness.FreeAddr(t)
 	log = &enginetest.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, konnectorBin, append([]string{

@@ -66,13 +66,18 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 	e := &env{flags: genericclioptions.NewConfigFlags(true), out: out, err: errOut}
 	root := &cobra.Command{
 		Use:   "kubectl-kbind",
-		Short: "kbind's kubectl plugin: export APIs and onboard consumers on a provider",
+		Short: "kbind's kubectl plugin: onboard consumers on a provider, examine a consumer",
 		Long: `kbind's kubectl plugin (docs/cli.md). On the provider cluster:
 
   kubectl kbind export widgets.example.org         mark a CRD as exported
   kubectl kbind grant team-a --apis widgets.example.org > team-a.yaml
                                                    onboard a consumer; apply team-a.yaml on it
   kubectl kbind revoke team-a                      take that access away again
+
+On a consumer cluster:
+
+  kubectl kbind status                             Connections, bindings, APIs and their objects
+  kubectl kbind doctor                             find what is wrong, and how to fix it
 
 It uses the current kubeconfig and context, like kubectl.`,
 		SilenceUsage:  true,
@@ -81,7 +86,7 @@ It uses the current kubeconfig and context, like kubectl.`,
 	root.SetOut(out)
 	root.SetErr(errOut)
 	e.flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newExport(e), newGrant(e), newRevoke(e))
+	root.AddCommand(newExport(e), newGrant(e), newRevoke(e), newDoctor(e), newStatus(e))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }
@@ -91,6 +96,10 @@ func Execute(args []string, out, errOut io.Writer) int {
 	root := newRoot(out, errOut)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
+		var code exitCode
+		if errors.As(err, &code) {
+			return int(code)
+		}
 		fmt.Fprintln(errOut, "error:", err)
 		var u usageError
 		if errors.As(err, &u) {

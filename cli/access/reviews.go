@@ -1,0 +1,48 @@
+package access
+
+import (
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// Reviews expands the RBAC of Objects into one access review per verb,
+// resource and namespace ("" cluster-wide): what a doctor asks the
+// provider, as the consumer's identity, to name a missing permission
+// precisely. Admission policies are not reviewed (they only narrow writes).
+func (r Request) Reviews() []authorizationv1.ResourceAttributes {
+	var out []authorizationv1.ResourceAttributes
+	for _, o := range r.Objects() {
+		var ns string
+		var rules []rbacv1.PolicyRule
+		switch role := o.(type) {
+		case *rbacv1.Role:
+			ns, rules = role.Namespace, role.Rules
+		case *rbacv1.ClusterRole:
+			rules = role.Rules
+		default:
+			continue
+		}
+		for _, rule := range rules {
+			out = append(out, expand(rule, ns)...)
+		}
+	}
+	return out
+}
+
+func expand(rule rbacv1.PolicyRule, ns string) []authorizationv1.ResourceAttributes {
+	names := rule.ResourceNames
+	if len(names) == 0 {
+		names = []string{""}
+	}
+	var out []authorizationv1.ResourceAttributes
+	for _, g := range rule.APIGroups {
+		for _, res := range rule.Resources {
+			for _, verb := range rule.Verbs {
+				for _, name := range names {
+					out = append(out, authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: g, Resource: res, Name: name})
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,86 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kbind/kbind/cli/internal/doctor"
+)
+
+func newStatus(e *env) *cobra.Command {
+	var output string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "One screen: Connections, their bindings, APIs and object counts, heartbeat age",
+		Long: `Show every Connection of the consumer cluster (the current context) with its readiness, isolation,
+the age of its heartbeat (read from the provider with the Connection's own credentials) and its
+exported API count; then each binding's APIs with their object counts: total, synced, pending,
+failed and conflicts. kubectl kbind doctor explains anything that is not well.`,
+		Example: `  kubectl kbind status
+  kubectl kbind status -o yaml`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return e.status(cmd.Context(), output, timeout)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml or json (default: tables)")
+	cmd.Flags().DurationVar(&timeout, "request-timeout-provider", 10*time.Second, "the timeout of each request to a provider")
+	return cmd
+}
+
+func (e *env) status(ctx context.Context, output string, timeout time.Duration) error {
+	if output != "" && output != "yaml" && output != "json" {
+		return usageError{fmt.Errorf("-o %q: want yaml or json", output)}
+	}
+	c, _, err := e.client()
+	if err != nil {
+		return err
+	}
+	conns, err := doctor.Status(ctx, c, timeout, time.Now())
+	if err != nil {
+		return err
+	}
+	return printData(e, output, conns, func(w *tabwriter.Writer) { statusTables(w, conns) })
+}
+
+// statusTables writes the Connections table and, below it, the bindings'
+// APIs table.
+func statusTables(w *tabwriter.Writer, conns []doctor.ConnectionSummary) {
+	if len(conns) == 0 {
+		fmt.Fprintln(w, "No Connections on this cluster (kubectl kbind grant on a provider prints one to apply).")
+		return
+	}
+	fmt.Fprintln(w, "CONNECTION\tREADY\tISOLATION\tHEARTBEAT\tEXPORTED APIS")
+	for _, c := range conns {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", c.Name, withReason(c.Ready, c.Reason), c.Isolation, c.Heartbeat, c.Exported)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "CONNECTION\tBINDING\tREADY\tAPI\tOBJECTS\tSYNCED\tPENDING\tFAILED\tCONFLICTS")
+	for _, c := range conns {
+		for _, b := range c.Bindings {
+			name := b.Kind + "/" + b.Name
+			if b.Namespace != "" {
+				name = b.Kind + "/" + b.Namespace + "/" + b.Name
+			}
+			if len(b.APIs) == 0 {
+				fmt.Fprintf(w, "%s\t%s\t%s\t-\t\t\t\t\t\n", c.Name, name, withReason(b.Ready, b.Reason))
+			}
+			for _, a := range b.APIs {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", c.Name, name, withReason(b.Ready, b.Reason), a.Name, a.Total, a.Synced, a.Pending, a.Failed, a.Conflicts)
+			}
+		}
+	}
+}
+
+func withReason(status, reason string) string {
+	if reason == "" {
+		return status
+	}
+	return strings.Join([]string{status, "(" + reason + ")"}, " ")
+}

@@ -1,0 +1,631 @@
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// The sections of docs/troubleshooting.md findings link to.
+const (
+	docKonnector  = "docs/troubleshooting.md#the-konnector-is-not-running"
+	docConnection = "docs/troubleshooting.md#the-connection-is-not-ready"
+	docAPIMissing = "docs/troubleshooting.md#an-api-is-missing-or-the-binding-says-apinotexported"
+	docNoSync     = "docs/troubleshooting.md#the-binding-is-ready-but-instances-do-not-sync"
+	docConflicts  = "docs/troubleshooting.md#conflicts"
+	docHeartbeat  = "docs/troubleshooting.md#no-heartbeat-lease"
+	docDeletion   = "docs/troubleshooting.md#deletion-is-stuck"
+)
+
+// Commands are the kubectl invocations fixes are written with: Consumer
+// and Provider prefix built-in commands ("kubectl --context=consumer");
+// kubectl kbind takes the context after its own arguments (kubectl allows
+// no flags before a plugin's name), so ProviderPlugin builds those.
+type Commands struct {
+	Consumer, Provider string
+	// ProviderContext names the provider's context ("" unknown).
+	ProviderContext string
+}
+
+// ProviderPlugin is "kubectl kbind <args> --context=<provider>".
+func (c Commands) ProviderPlugin(args string) string {
+	return "kubectl kbind " + args + " --context=" + orPlaceholder(c.ProviderContext, "<provider>")
+}
+
+// Konnector is a konnector Deployment found on the consumer.
+type Konnector struct {
+	Namespace, Name string
+	Desired, Ready  int32
+}
+
+// checkKonnectors: at least one konnector Deployment with ready replicas,
+// or a note that it runs outside the cluster (the heartbeat then tells
+// whether it is alive).
+func checkKonnectors(deps []Konnector, cmd Commands) []Finding {
+	if len(deps) == 0 {
+		return []Finding{{
+			Check: "konnector.outside", Severity: SeverityNote,
+			Object:  Object{Cluster: "consumer", Kind: "Deployment", Name: "konnector"},
+			Problem: "no konnector Deployment (label app.kubernetes.io/name=konnector) on this cluster: it runs outside the cluster, or not at all; the heartbeat checks tell whether it is alive",
+			Fix:     "helm install konnector charts/konnector -n kbind --create-namespace   # to run it in the cluster (docs/installation.md)",
+			Doc:     docKonnector,
+		}}
+	}
+	var out []Finding
+	for _, d := range deps {
+		if d.Ready > 0 {
+			continue
+		}
+		out = append(out, Finding{
+			Check: "konnector.notReady", Severity: SeverityError,
+			Object:   Object{Cluster: "consumer", Kind: "Deployment", Namespace: d.Namespace, Name: d.Name},
+			Field:    "status.readyReplicas",
+			Problem:  "the konnector has no ready replica: nothing syncs",
+			Evidence: fmt.Sprintf("%d of %d replicas ready", d.Ready, d.Desired),
+			Fix: fmt.Sprintf("%s -n %s describe deployment %s\n%s -n %s logs deployment/%s -c konnector --tail=200",
+				cmd.Consumer, d.Namespace, d.Name, cmd.Consumer, d.Namespace, d.Name),
+			Doc: docKonnector,
+		})
+	}
+	return out
+}
+
+// SecretState is what reading a Connection's kubeconfig Secret found.
+type SecretState int
+
+// The states of a kubeconfig Secret: usable, missing, without the key (or
+// empty), or holding something that is not a kubeconfig kbind accepts.
+const (
+	SecretOK SecretState = iota
+	SecretMissing
+	SecretKeyMissing
+	SecretInvalid
+)
+
+// LeaseState is what reading a Connection's heartbeat Lease found.
+type LeaseState struct {
+	Namespace, Name string
+	Found           bool
+	// RenewedAgo is the age of the last renewal (when Found).
+	RenewedAgo    time.Duration
+	LeaseDuration time.Duration
+	// Err is a failed read (not NotFound).
+	Err error
+}
+
+// ConnectionProbe is what was read about one Connection: its Secret and,
+// with its credentials, its provider.
+type ConnectionProbe struct {
+	Connection kbindv1alpha1.Connection
+	Secret     SecretState
+	// SecretProblem says why the kubeconfig is refused (never its content).
+	SecretProblem string
+	// Reached is true when the provider's identity was read; else ReachErr.
+	Reached   bool
+	ReachErr  error
+	RemoteUID string
+	// Username is the provider identity of the credentials ("" unknown).
+	Username string
+	Lease    *LeaseState
+	// Denied lists the access reviews the provider refused.
+	Denied    []authorizationv1.ResourceAttributes
+	ReviewErr error
+	// GrantCommand renews or widens the grant ("" unknown), e.g.
+	// "kubectl kbind grant team-a --apis ... --context=provider".
+	GrantCommand string
+}
+
+// Broken reports whether p has a problem that explains every binding on
+// the Connection failing too.
+func (p ConnectionProbe) Broken() bool {
+	return p.Secret != SecretOK || !p.Reached
+}
+
+func connectionObject(c kbindv1alpha1.Connection) Object {
+	return Object{Cluster: "consumer", Kind: "Connection", Name: c.Name}
+}
+
+// checkConnection runs the guide's "Connection does not become Ready" and
+// "No heartbeat Lease" sections, and the RBAC review.
+func checkConnection(p ConnectionProbe, now time.Time, stuckAfter time.Duration, cmd Commands) []Finding {
+	c := p.Connection
+	obj := connectionObject(c)
+	var out []Finding
+	if f := stuckDeleting(obj, c.ObjectMeta, now, stuckAfter,
+		"the Connection waits for the bindings that reference it to finish their cleanup (finalizer core.kbind.io/cleanup)",
+		fmt.Sprintf("%s get clusterbindings,bindings.core.kbind.io -A   # delete the bindings of Connection %s first, and keep the konnector running", cmd.Consumer, c.Name)); f != nil {
+		out = append(out, *f)
+	}
+	ref := c.Spec.KubeconfigSecretRef
+	key := ref.Key
+	if key == "" {
+		key = kbindv1alpha1.DefaultKubeconfigKey
+	}
+	createSecret := fmt.Sprintf("%s -n %s create secret generic %s --from-file=%s=<provider kubeconfig file>   # kubectl kbind grant on the provider prints one",
+		cmd.Consumer, ref.Namespace, ref.Name, key)
+	switch p.Secret {
+	case SecretMissing:
+		return append(out, Finding{
+			Check: "connection.secret", Severity: SeverityError, Object: obj, Field: "spec.kubeconfigSecretRef",
+			Problem:  fmt.Sprintf("the kubeconfig Secret %s/%s does not exist", ref.Namespace, ref.Name),
+			Evidence: conditionEvidence(c.Status.Conditions, kbindv1alpha1.ConditionSecretValid),
+			Fix:      createSecret, Doc: docConnection,
+		})
+	case SecretKeyMissing:
+		return append(out, Finding{
+			Check: "connection.secret", Severity: SeverityError, Object: obj, Field: "spec.kubeconfigSecretRef.key",
+			Problem:  fmt.Sprintf("the Secret %s/%s has no non-empty key %q", ref.Namespace, ref.Name, key),
+			Evidence: conditionEvidence(c.Status.Conditions, kbindv1alpha1.ConditionSecretValid),
+			Fix:      createSecret + "\n# or set spec.kubeconfigSecretRef.key to the key that holds it", Doc: docConnection,
+		})
+	case SecretInvalid:
+		return append(out, Finding{
+			Check: "connection.kubeconfig", Severity: SeverityError, Object: obj, Field: "spec.kubeconfigSecretRef",
+			Problem:  fmt.Sprintf("the Secret %s/%s key %q is not a kubeconfig kbind can use: %s", ref.Namespace, ref.Name, key, p.SecretProblem),
+			Evidence: conditionEvidence(c.Status.Conditions, kbindv1alpha1.ConditionSecretValid),
+			Fix: fmt.Sprintf("%s -n %s delete secret %s && %s", cmd.Consumer, ref.Namespace, ref.Name, createSecret) +
+				"\n# the kubeconfig needs one usable context, the server as the konnector reaches it, its CA, and a token or client certificate (no exec plugins or file paths)",
+			Doc: docConnection,
+		})
+	}
+	if !p.Reached {
+		return append(out, reachFinding(p, cmd))
+	}
+	if c.Status.RemoteClusterUID != "" && p.RemoteUID != "" && c.Status.RemoteClusterUID != p.RemoteUID {
+		out = append(out, Finding{
+			Check: "connection.identity", Severity: SeverityError, Object: obj, Field: "status.remoteClusterUID",
+			Problem:  "the Secret now points at a different provider cluster than the one this Connection is pinned to (ClusterIdentityChanged)",
+			Evidence: fmt.Sprintf("pinned %s, the Secret's cluster is %s", c.Status.RemoteClusterUID, p.RemoteUID),
+			Fix:      fmt.Sprintf("restore the original provider endpoint and credentials in Secret %s/%s, or create a new Connection for the new provider and migrate deliberately", ref.Namespace, ref.Name),
+			Doc:      docConnection,
+		})
+	}
+	out = append(out, rbacFindings(p, cmd)...)
+	if f := heartbeatFinding(p, cmd); f != nil {
+		out = append(out, *f)
+	}
+	if c.Status.ActiveSchemaSource != "" && len(c.Status.ExportedAPIs) == 0 {
+		out = append(out, Finding{
+			Check: "connection.exportedAPIs", Severity: SeverityWarning, Object: obj, Field: "status.exportedAPIs",
+			Problem:  "the provider exports no API to this Connection",
+			Evidence: "status.activeSchemaSource " + string(c.Status.ActiveSchemaSource) + ", no exported APIs",
+			Fix:      cmd.ProviderPlugin("export <plural>.<group>") + "   # kubectl kbind export --list shows what is exported",
+			Doc:      docAPIMissing,
+		})
+	}
+	if len(out) == 0 {
+		if cond := meta(c.Status.Conditions, kbindv1alpha1.ConditionReady); cond != nil && cond.Status != metav1.ConditionTrue {
+			out = append(out, Finding{
+				Check: "connection.notReady", Severity: SeverityWarning, Object: obj, Field: "status.conditions[Ready]",
+				Problem:  "the Connection is not Ready",
+				Evidence: conditionEvidence(c.Status.Conditions, kbindv1alpha1.ConditionReady),
+				Fix:      fmt.Sprintf("%s get connection %s -o yaml   # read every condition's reason and message", cmd.Consumer, c.Name),
+				Doc:      docConnection,
+			})
+		}
+	}
+	return out
+}
+
+// reachFinding classifies a failed identity read.
+func reachFinding(p ConnectionProbe, cmd Commands) Finding {
+	c := p.Connection
+	ref := c.Spec.KubeconfigSecretRef
+	f := Finding{Object: connectionObject(c), Severity: SeverityError, Field: "status.conditions[Connected]", Doc: docConnection,
+		Evidence: "reading the provider's identity with the Connection's credentials: " + errString(p.ReachErr)}
+	renew := p.GrantCommand
+	if renew == "" {
+		renew = fmt.Sprintf("# on the provider, issue a new token for the consumer's identity (kubectl kbind grant NAME ... prints a bundle), then on the consumer:\n%s apply -f <bundle>", cmd.Consumer)
+	} else {
+		renew += " > bundle.yaml\n" + cmd.Consumer + " apply -f bundle.yaml"
+	}
+	switch {
+	case apierrors.IsUnauthorized(p.ReachErr):
+		f.Check = "connection.credentials"
+		f.Problem = "the provider refuses the Connection's credentials (Unauthorized): the token expired, or its ServiceAccount was revoked"
+		f.Fix = renew
+	case apierrors.IsForbidden(p.ReachErr):
+		f.Check = "connection.permissions"
+		f.Problem = "the provider authenticates the Connection's credentials but forbids reading its identity (get namespace kube-system)"
+		f.Fix = renew
+	default:
+		f.Check = "connection.unreachable"
+		f.Problem = fmt.Sprintf("the provider in Secret %s/%s cannot be reached", ref.Namespace, ref.Name)
+		f.Fix = "check that the kubeconfig's server is the provider's address as the konnector reaches it (not 127.0.0.1 from a Pod), its CA, and the network path; then watch:\n" +
+			fmt.Sprintf("%s get connection %s -w", cmd.Consumer, c.Name)
+	}
+	return f
+}
+
+// rbacFindings: one finding per resource and namespace with refused verbs.
+func rbacFindings(p ConnectionProbe, cmd Commands) []Finding {
+	c := p.Connection
+	if p.ReviewErr != nil {
+		return []Finding{{
+			Check: "connection.rbac", Severity: SeverityWarning, Object: connectionObject(c),
+			Problem: "could not review the Connection's provider permissions", Evidence: errString(p.ReviewErr),
+			Fix: fmt.Sprintf("%s auth can-i --list --as=%s   # with an administrator context", cmd.Provider, orPlaceholder(p.Username, "<identity>")),
+			Doc: docConnection,
+		}}
+	}
+	type where struct{ group, resource, namespace, name string }
+	verbs := map[where][]string{}
+	var order []where
+	for _, d := range p.Denied {
+		w := where{d.Group, d.Resource, d.Namespace, d.Name}
+		if _, ok := verbs[w]; !ok {
+			order = append(order, w)
+		}
+		verbs[w] = append(verbs[w], d.Verb)
+	}
+	var out []Finding
+	for _, w := range order {
+		res := w.resource
+		if w.group != "" {
+			res += "." + w.group
+		}
+		if w.name != "" {
+			res += "/" + w.name
+		}
+		scope := "cluster-wide"
+		nsFlag := ""
+		if w.namespace != "" {
+			scope, nsFlag = "in namespace "+w.namespace, " -n "+w.namespace
+		}
+		who := orPlaceholder(p.Username, "the Connection's identity")
+		fix := p.GrantCommand
+		if fix == "" {
+			fix = fmt.Sprintf("# give %s these verbs on the provider, e.g.:\n%s%s create role kbind-extra --verb=%s --resource=%s", who, cmd.Provider, nsFlag, strings.Join(verbs[w], ","), res)
+		} else {
+			fix += " > bundle.yaml   # re-grants the full least-privilege access"
+		}
+		out = append(out, Finding{
+			Check: "connection.rbac", Severity: SeverityError, Object: connectionObject(c),
+			Problem:  fmt.Sprintf("the provider does not allow %s to %s %s %s", who, strings.Join(verbs[w], ", "), res, scope),
+			Evidence: fmt.Sprintf("SelfSubjectAccessReview with the Connection's credentials: %s %s %s denied", strings.Join(verbs[w], ","), res, scope),
+			Fix:      fix + fmt.Sprintf("\n%s auth can-i %s %s%s --as=%s   # check", cmd.Provider, verbs[w][0], res, nsFlag, orPlaceholder(p.Username, "<identity>")),
+			Doc:      docConnection,
+		})
+	}
+	return out
+}
+
+// heartbeatFinding: the Lease exists and was renewed within its duration.
+func heartbeatFinding(p ConnectionProbe, cmd Commands) *Finding {
+	l := p.Lease
+	if l == nil {
+		return nil
+	}
+	f := Finding{Check: "connection.heartbeat", Severity: SeverityError, Object: Object{Cluster: "provider", Kind: "Lease", Namespace: l.Namespace, Name: l.Name},
+		Field: "spec.renewTime", Doc: docHeartbeat,
+		Fix: fmt.Sprintf("# the konnector serving Connection %s is not running, or cannot write its Lease:\n%s get connection %s -o jsonpath='{.status.conditions[?(@.type==\"Heartbeat\")]}'\n%s -n <konnector namespace> logs deployment/konnector -c konnector --tail=200",
+			p.Connection.Name, cmd.Consumer, p.Connection.Name, cmd.Consumer)}
+	switch {
+	case l.Err != nil:
+		f.Severity = SeverityWarning
+		f.Problem = "the heartbeat Lease could not be read with the Connection's credentials"
+		f.Evidence = errString(l.Err)
+	case !l.Found:
+		f.Problem = "there is no heartbeat Lease on the provider: no konnector serves this Connection"
+		f.Evidence = "Lease " + l.Namespace + "/" + l.Name + " not found"
+	case l.RenewedAgo > l.LeaseDuration:
+		f.Problem = fmt.Sprintf("the heartbeat is stale: the Lease was last renewed %s ago (its duration is %s), so the konnector is not running or cannot reach the provider", l.RenewedAgo.Round(time.Second), l.LeaseDuration)
+		f.Evidence = "renewTime " + l.RenewedAgo.Round(time.Second).String() + " ago"
+	default:
+		return nil
+	}
+	return &f
+}
+
+// BindingState is a ClusterBinding or a Binding as doctor sees it.
+type BindingState struct {
+	Kind   string // ClusterBinding or Binding
+	Meta   metav1.ObjectMeta
+	Spec   kbindv1alpha1.BindingSpec
+	Status kbindv1alpha1.BindingStatus
+}
+
+func (b BindingState) object() Object {
+	return Object{Cluster: "consumer", Kind: b.Kind, Namespace: b.Meta.Namespace, Name: b.Meta.Name}
+}
+
+func (b BindingState) resource() string {
+	if b.Kind == "Binding" {
+		return "bindings.core.kbind.io -n " + b.Meta.Namespace
+	}
+	return "clusterbinding"
+}
+
+// checkBinding runs the guide's "An API is missing" and "Binding is Ready
+// but instances do not sync" sections for one binding. conn is nil when the
+// Connection does not exist; connBroken suppresses what a broken Connection
+// already explains.
+func checkBinding(b BindingState, conn *kbindv1alpha1.Connection, connBroken bool, clusterBindings []BindingState, now time.Time, stuckAfter time.Duration, cmd Commands) []Finding {
+	obj := b.object()
+	var out []Finding
+	if f := stuckDeleting(obj, b.Meta, now, stuckAfter,
+		"the binding waits for the konnector to clean up its objects' provider copies (finalizer core.kbind.io/cleanup)",
+		"# keep the konnector running and its Connection Ready; the findings on the Connection and on objects say what blocks it"); f != nil {
+		out = append(out, *f)
+	}
+	if conn == nil {
+		return append(out, Finding{
+			Check: "binding.connection", Severity: SeverityError, Object: obj, Field: "spec.connectionRef.name",
+			Problem: fmt.Sprintf("the binding names Connection %q, which does not exist", b.Spec.ConnectionRef.Name),
+			Fix:     fmt.Sprintf("%s get connections   # and fix spec.connectionRef.name: %s edit %s %s", cmd.Consumer, cmd.Consumer, b.resource(), b.Meta.Name),
+			Doc:     docAPIMissing,
+		})
+	}
+	discovered := conn.Status.ActiveSchemaSource != ""
+	for i, api := range b.Spec.APIs {
+		field := fmt.Sprintf("spec.apis[%d].name", i)
+		if !wellFormedAPIName(api.Name) {
+			fix := fmt.Sprintf("%s patch %s %s --type=json -p '[{\"op\":\"replace\",\"path\":\"/spec/apis/%d/name\",\"value\":\"%s\"}]'",
+				cmd.Consumer, b.resource(), b.Meta.Name, i, orPlaceholder(suggestAPI(api.Name, conn.Status.ExportedAPIs), "<plural>.<group>"))
+			out = append(out, Finding{
+				Check: "binding.apiName", Severity: SeverityError, Object: obj, Field: field,
+				Problem:  fmt.Sprintf("%q is not an API name: name APIs as <plural>.<group>, e.g. widgets.example.org, not a Kind or group/version", api.Name),
+				Evidence: exportedEvidence(conn.Status.ExportedAPIs),
+				Fix:      fix, Doc: docAPIMissing,
+			})
+			continue
+		}
+		if !discovered {
+			continue
+		}
+		exp := findExported(conn.Status.ExportedAPIs, api.Name)
+		switch {
+		case exp == nil:
+			out = append(out, Finding{
+				Check: "binding.notExported", Severity: SeverityError, Object: obj, Field: field,
+				Problem:  fmt.Sprintf("%s is not exported by the provider of Connection %s", api.Name, conn.Name),
+				Evidence: exportedEvidence(conn.Status.ExportedAPIs),
+				Fix:      cmd.ProviderPlugin("export "+api.Name) + "   # on the provider; discovery picks it up within its interval",
+				Doc:      docAPIMissing,
+			})
+		case exp.Scope == kbindv1alpha1.APIScopeCluster && b.Kind == "Binding":
+			out = append(out, Finding{
+				Check: "binding.scope", Severity: SeverityError, Object: obj, Field: field,
+				Problem: fmt.Sprintf("%s is cluster-scoped, which a namespaced Binding cannot activate", api.Name),
+				Fix:     "# list it in a ClusterBinding instead: " + cmd.Consumer + " edit clusterbinding <name>",
+				Doc:     docAPIMissing,
+			})
+		case exp.Scope == kbindv1alpha1.APIScopeCluster && conn.Spec.IsolationOf().Mode == kbindv1alpha1.IsolationNamespace:
+			out = append(out, Finding{
+				Check: "binding.scope", Severity: SeverityError, Object: obj, Field: field,
+				Problem: fmt.Sprintf("%s is cluster-scoped, which Connection %s cannot confine to its isolation namespace %s", api.Name, conn.Name, conn.Spec.Isolation.Namespace),
+				Fix:     "# bind it through a Connection with Prefixed isolation: on the provider, kubectl kbind grant NAME --isolation Prefixed --apis " + api.Name,
+				Doc:     "docs/troubleshooting.md#isolated-connections",
+			})
+		}
+		if b.Kind == "Binding" {
+			for _, cb := range clusterBindings {
+				if cb.Spec.ConnectionRef.Name == b.Spec.ConnectionRef.Name && slices.ContainsFunc(cb.Spec.APIs, func(a kbindv1alpha1.APIReference) bool { return a.Name == api.Name }) {
+					out = append(out, Finding{
+						Check: "binding.overlap", Severity: SeverityWarning, Object: obj, Field: field,
+						Problem: fmt.Sprintf("ClusterBinding %s already binds %s: it takes precedence, and this Binding waits until it goes", cb.Meta.Name, api.Name),
+						Fix:     fmt.Sprintf("%s delete bindings.core.kbind.io -n %s %s   # or remove %s from ClusterBinding %s", cmd.Consumer, b.Meta.Namespace, b.Meta.Name, api.Name, cb.Meta.Name),
+						Doc:     docNoSync,
+					})
+				}
+			}
+		}
+	}
+	if len(out) > 0 || connBroken {
+		return out
+	}
+	if cond := meta(b.Status.Conditions, kbindv1alpha1.ConditionPermissionDenied); cond != nil && cond.Status == metav1.ConditionTrue {
+		out = append(out, Finding{
+			Check: "binding.forbidden", Severity: SeverityError, Object: obj, Field: "status.conditions[PermissionDenied]",
+			Problem:  "the provider refuses a request this binding needs",
+			Evidence: conditionEvidence(b.Status.Conditions, kbindv1alpha1.ConditionPermissionDenied),
+			Fix:      fmt.Sprintf("# grant the verb the message names to the Connection's identity on the provider; kubectl kbind doctor %s lists every missing one", b.Spec.ConnectionRef.Name),
+			Doc:      docConnection,
+		})
+	} else if cond := meta(b.Status.Conditions, kbindv1alpha1.ConditionReady); cond != nil && cond.Status != metav1.ConditionTrue {
+		out = append(out, Finding{
+			Check: "binding.notReady", Severity: SeverityWarning, Object: obj, Field: "status.conditions[Ready]",
+			Problem:  "the binding is not Ready",
+			Evidence: conditionEvidence(b.Status.Conditions, kbindv1alpha1.ConditionReady),
+			Fix:      fmt.Sprintf("%s get %s %s -o yaml   # read each condition's reason and message", cmd.Consumer, b.resource(), b.Meta.Name),
+			Doc:      docNoSync,
+		})
+	}
+	for _, api := range b.Status.BoundAPIs {
+		if api.Instances != nil && api.Instances.Failed > 0 {
+			out = append(out, Finding{
+				Check: "binding.failedInstances", Severity: SeverityWarning, Object: obj, Field: "status.boundAPIs[" + api.Name + "].instances.failed",
+				Problem:  fmt.Sprintf("%d of %d %s objects failed to sync", api.Instances.Failed, api.Instances.Total, api.Name),
+				Evidence: fmt.Sprintf("instances: total %d, synced %d, pending %d, failed %d", api.Instances.Total, api.Instances.Synced, api.Instances.Pending, api.Instances.Failed),
+				Fix:      fmt.Sprintf("%s get events -A --field-selector type=Warning   # the konnector's Events on the failed objects say why", cmd.Consumer),
+				Doc:      docNoSync,
+			})
+		}
+	}
+	return out
+}
+
+// wellFormedAPIName: <plural>.<group>, lowercase, no slash.
+func wellFormedAPIName(name string) bool {
+	return strings.Contains(name, ".") && !strings.Contains(name, "/") && strings.ToLower(name) == name && !strings.HasPrefix(name, ".")
+}
+
+// suggestAPI guesses the exported API meant by a Kind-like or
+// group/version-like name: the exported API whose resource is the name's
+// lowercase (plural) form, or, for group/version, the only API of the group.
+func suggestAPI(name string, exported []kbindv1alpha1.ExportedAPI) string {
+	lower := strings.ToLower(name)
+	group := strings.SplitN(lower, "/", 2)[0]
+	var ofGroup []string
+	for _, e := range exported {
+		if e.Resource == lower || e.Resource == lower+"s" || e.Resource == lower+"es" || strings.TrimSuffix(e.Resource, "s") == lower {
+			return e.Name
+		}
+		if e.Group == group {
+			ofGroup = append(ofGroup, e.Name)
+		}
+	}
+	if len(ofGroup) == 1 {
+		return ofGroup[0]
+	}
+	return ""
+}
+
+func findExported(exported []kbindv1alpha1.ExportedAPI, name string) *kbindv1alpha1.ExportedAPI {
+	for i := range exported {
+		if exported[i].Name == name {
+			return &exported[i]
+		}
+	}
+	return nil
+}
+
+func exportedEvidence(exported []kbindv1alpha1.ExportedAPI) string {
+	if len(exported) == 0 {
+		return "the Connection lists no exported APIs"
+	}
+	names := make([]string, 0, len(exported))
+	for _, e := range exported {
+		names = append(names, e.Name)
+	}
+	sort.Strings(names)
+	return "exported: " + strings.Join(names, ", ")
+}
+
+// Instance is a bound object on the consumer that needs attention: it has
+// a conflict annotation or is being deleted.
+type Instance struct {
+	// API is <plural>.<group>; Kind its kind.
+	API, Kind  string
+	Meta       metav1.ObjectMeta
+	Connection string
+	// Binding is the binding that covers it, when known.
+	Binding *BindingState
+	// Copy is the provider copy's place, and Owner what its markers say
+	// ("" when it was not read).
+	CopyNamespace, CopyName string
+	Owner                   string
+}
+
+// checkInstance runs the guide's "Conflicts" and "Deletion is stuck"
+// sections for one object. reachErr is its Connection's problem, if any.
+func checkInstance(in Instance, connProblem string, now time.Time, stuckAfter time.Duration, cmd Commands) []Finding {
+	obj := Object{Cluster: "consumer", Kind: in.Kind, Namespace: in.Meta.Namespace, Name: in.Meta.Name}
+	nsFlag := ""
+	if in.Meta.Namespace != "" {
+		nsFlag = " -n " + in.Meta.Namespace
+	}
+	copyNS := ""
+	if in.CopyNamespace != "" {
+		copyNS = " -n " + in.CopyNamespace
+	}
+	var out []Finding
+	if reason := in.Meta.Annotations[kbindv1alpha1.ConflictAnnotation]; reason != "" {
+		f := Finding{
+			Check: "object.conflict", Severity: SeverityError, Object: obj, Field: "metadata.annotations[" + kbindv1alpha1.ConflictAnnotation + "]",
+			Evidence: fmt.Sprintf("%s; provider copy %s %s%s", reason, in.API, placeString(in.CopyNamespace, in.CopyName), ownerString(in.Owner)),
+			Doc:      docConflicts,
+		}
+		inspect := fmt.Sprintf("%s%s get %s %s -o yaml   # decide who owns it", cmd.Provider, copyNS, in.API, in.CopyName)
+		switch kbindv1alpha1.Reason(reason) {
+		case kbindv1alpha1.ReasonForeignObjectExists:
+			f.Problem = fmt.Sprintf("the provider already has %s %s, which kbind did not create: it is left untouched and this object does not sync", in.API, placeString(in.CopyNamespace, in.CopyName))
+			adopt := "# if this object should take it over (its fields will be overwritten), set conflictPolicy: Adopt on the binding"
+			if in.Binding != nil {
+				adopt = fmt.Sprintf("%s patch %s %s --type=merge -p '{\"spec\":{\"conflictPolicy\":\"Adopt\"}}'   # only if this object should take it over", cmd.Consumer, in.Binding.resource(), in.Binding.Meta.Name)
+			}
+			f.Fix = inspect + "\n" + adopt + "\n# otherwise rename this object, or remove the provider object if nothing uses it"
+		default:
+			f.Problem = fmt.Sprintf("the provider copy %s %s belongs to another kbind consumer object: it is left untouched and this object does not sync", in.API, placeString(in.CopyNamespace, in.CopyName))
+			f.Fix = inspect + "\n# rename this object; if the owning consumer is gone, its copies are reaped by the backend (docs/backend.md). Adopt never steals a marked object."
+		}
+		out = append(out, f)
+	}
+	if in.Meta.DeletionTimestamp != nil && now.Sub(in.Meta.DeletionTimestamp.Time) >= stuckAfter {
+		age := now.Sub(in.Meta.DeletionTimestamp.Time).Round(time.Second)
+		f := Finding{
+			Check: "object.stuckDeleting", Severity: SeverityError, Object: obj, Field: "metadata.finalizers",
+			Evidence: fmt.Sprintf("deletionTimestamp %s ago, finalizers %v", age, in.Meta.Finalizers),
+			Doc:      docDeletion,
+		}
+		if slices.Contains(in.Meta.Finalizers, kbindv1alpha1.SyncerFinalizer) {
+			f.Problem = fmt.Sprintf("deletion waits for the konnector to delete the provider copy %s %s (finalizer %s)", in.API, placeString(in.CopyNamespace, in.CopyName), kbindv1alpha1.SyncerFinalizer)
+			if connProblem != "" {
+				f.Problem += ", and Connection " + in.Connection + " cannot reach the provider: " + connProblem
+			}
+			f.Fix = fmt.Sprintf("# restore Connection %s (see its finding) and keep the konnector running; do not remove the finalizer.\n# To keep the provider copy instead:\n%s%s annotate %s %s %s=%s",
+				in.Connection, cmd.Consumer, nsFlag, in.API, in.Meta.Name, kbindv1alpha1.DeletionPolicyAnnotation, kbindv1alpha1.DeletionPolicyOrphan)
+		} else {
+			f.Problem = fmt.Sprintf("deletion waits on finalizers %v, which kbind does not own", in.Meta.Finalizers)
+			f.Fix = fmt.Sprintf("%s%s get events --field-selector involvedObject.name=%s   # the controller owning the finalizer must finish", cmd.Consumer, nsFlag, in.Meta.Name)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// stuckDeleting reports an object whose deletion is older than stuckAfter.
+func stuckDeleting(obj Object, m metav1.ObjectMeta, now time.Time, stuckAfter time.Duration, problem, fix string) *Finding {
+	if m.DeletionTimestamp == nil || now.Sub(m.DeletionTimestamp.Time) < stuckAfter {
+		return nil
+	}
+	return &Finding{
+		Check: strings.ToLower(obj.Kind[:1]) + obj.Kind[1:] + ".stuckDeleting", Severity: SeverityError, Object: obj, Field: "metadata.finalizers",
+		Problem:  problem,
+		Evidence: fmt.Sprintf("deletionTimestamp %s ago, finalizers %v", now.Sub(m.DeletionTimestamp.Time).Round(time.Second), m.Finalizers),
+		Fix:      fix, Doc: docDeletion,
+	}
+}
+
+func meta(conds []metav1.Condition, t kbindv1alpha1.ConditionType) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == string(t) {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func conditionEvidence(conds []metav1.Condition, t kbindv1alpha1.ConditionType) string {
+	c := meta(conds, t)
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s=%s reason %s: %s", c.Type, c.Status, c.Reason, c.Message)
+}
+
+func placeString(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+func ownerString(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	return " (" + owner + ")"
+}
+
+func orPlaceholder(s, placeholder string) string {
+	if s == "" {
+		return placeholder
+	}
+	return s
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,431 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/cli/access"
+	"github.com/kbind/kbind/engine/heartbeat"
+	"github.com/kbind/kbind/engine/identity"
+	"github.com/kbind/kbind/engine/isolation"
+	"github.com/kbind/kbind/engine/kubeconfig"
+)
+
+// Options configure a doctor run.
+type Options struct {
+	// Connection limits the run to one Connection and its bindings ("" all).
+	Connection string
+	// Provider, when set, is an administrator's client of the provider,
+	// used to read provider copies the Connection's identity cannot.
+	Provider client.Client
+	// StuckAfter is how old a deletion must be to be reported as stuck.
+	StuckAfter time.Duration
+	Commands   Commands
+	Now        time.Time
+	// Timeout bounds each provider request.
+	Timeout time.Duration
+}
+
+// Run examines the consumer that c reads and the providers its Connections
+// name, and returns the report.
+func Run(ctx context.Context, c client.Client, opts Options) *Report {
+	r := &Report{}
+	defer r.finish()
+	conns := &kbindv1alpha1.ConnectionList{}
+	if err := c.List(ctx, conns); err != nil {
+		r.Unchecked = append(r.Unchecked, "Connections: "+consumerReadError(err))
+		return r
+	}
+	var inScope []kbindv1alpha1.Connection
+	for _, conn := range conns.Items {
+		if opts.Connection == "" || conn.Name == opts.Connection {
+			inScope = append(inScope, conn)
+		}
+	}
+	if opts.Connection != "" && len(inScope) == 0 {
+		r.Unchecked = append(r.Unchecked, fmt.Sprintf("Connection %q: not found on this cluster (%s get connections lists them)", opts.Connection, opts.Commands.Consumer))
+		return r
+	}
+	bindings, err := listBindings(ctx, c)
+	if err != nil {
+		r.Unchecked = append(r.Unchecked, "bindings: "+consumerReadError(err))
+	}
+
+	deps := &appsv1.DeploymentList{}
+	if err := c.List(ctx, deps, client.MatchingLabels{"app.kubernetes.io/name": "konnector"}); err != nil {
+		r.Unchecked = append(r.Unchecked, "konnector Deployments: "+consumerReadError(err))
+	} else {
+		r.Checked = append(r.Checked, "konnector")
+		r.Findings = append(r.Findings, checkKonnectors(konnectors(deps.Items), opts.Commands)...)
+	}
+
+	probes := map[string]*connectionProbe{}
+	for _, conn := range inScope {
+		p := probe(ctx, c, conn, bindings, opts)
+		probes[conn.Name] = p
+		r.Checked = append(r.Checked, "Connection "+conn.Name)
+		if p.unchecked != "" {
+			r.Unchecked = append(r.Unchecked, p.unchecked)
+			continue
+		}
+		r.Findings = append(r.Findings, checkConnection(p.ConnectionProbe, opts.Now, opts.StuckAfter, opts.Commands)...)
+	}
+
+	var clusterBindings []BindingState
+	for _, b := range bindings {
+		if b.Kind == "ClusterBinding" {
+			clusterBindings = append(clusterBindings, b)
+		}
+	}
+	for _, b := range bindings {
+		if opts.Connection != "" && b.Spec.ConnectionRef.Name != opts.Connection {
+			continue
+		}
+		r.Checked = append(r.Checked, b.Kind+" "+placeString(b.Meta.Namespace, b.Meta.Name))
+		var conn *kbindv1alpha1.Connection
+		broken := false
+		if p, ok := probes[b.Spec.ConnectionRef.Name]; ok {
+			conn, broken = &p.Connection, p.Broken() || p.unchecked != ""
+		} else if i := slices.IndexFunc(conns.Items, func(c kbindv1alpha1.Connection) bool { return c.Name == b.Spec.ConnectionRef.Name }); i >= 0 {
+			conn = &conns.Items[i]
+		}
+		r.Findings = append(r.Findings, checkBinding(b, conn, broken, clusterBindings, opts.Now, opts.StuckAfter, opts.Commands)...)
+	}
+
+	r.Findings = append(r.Findings, instanceFindings(ctx, c, r, probes, bindings, opts)...)
+	return r
+}
+
+// connectionProbe is a ConnectionProbe with what gather keeps to itself.
+type connectionProbe struct {
+	ConnectionProbe
+	// unchecked says why the Connection could not be examined.
+	unchecked string
+	provider  client.Client
+}
+
+func listBindings(ctx context.Context, c client.Client) ([]BindingState, error) {
+	cbs := &kbindv1alpha1.ClusterBindingList{}
+	if err := c.List(ctx, cbs); err != nil {
+		return nil, err
+	}
+	bs := &kbindv1alpha1.BindingList{}
+	if err := c.List(ctx, bs); err != nil {
+		return nil, err
+	}
+	var out []BindingState
+	for _, b := range cbs.Items {
+		out = append(out, BindingState{Kind: "ClusterBinding", Meta: b.ObjectMeta, Spec: b.Spec, Status: b.Status})
+	}
+	for _, b := range bs.Items {
+		out = append(out, BindingState{Kind: "Binding", Meta: b.ObjectMeta, Spec: b.Spec, Status: b.Status})
+	}
+	return out, nil
+}
+
+func konnectors(deps []appsv1.Deployment) []Konnector {
+	var out []Konnector
+	for _, d := range deps {
+		desired := int32(1)
+		if d.Spec.Replicas != nil {
+			desired = *d.Spec.Replicas
+		}
+		out = append(out, Konnector{Namespace: d.Namespace, Name: d.Name, Desired: desired, Ready: d.Status.ReadyReplicas})
+	}
+	return out
+}
+
+// providerConfig reads a Connection's kubeconfig Secret and returns the
+// provider client configuration with the Connection's credentials and the
+// kubeconfig context's namespace; otherwise p records why not.
+func providerConfig(ctx context.Context, c client.Client, conn kbindv1alpha1.Connection, timeout time.Duration, p *connectionProbe) (*rest.Config, string) {
+	ref := conn.Spec.KubeconfigSecretRef
+	key := ref.Key
+	if key == "" {
+		key = kbindv1alpha1.DefaultKubeconfigKey
+	}
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			p.Secret = SecretMissing
+			return nil, ""
+		}
+		p.unchecked = fmt.Sprintf("Connection %s: reading Secret %s/%s: %s", conn.Name, ref.Namespace, ref.Name, consumerReadError(err))
+		return nil, ""
+	}
+	data := secret.Data[key]
+	if len(data) == 0 {
+		p.Secret = SecretKeyMissing
+		return nil, ""
+	}
+	parsed, err := kubeconfig.Parse(data)
+	if err != nil {
+		p.Secret, p.SecretProblem = SecretInvalid, err.Error()
+		return nil, ""
+	}
+	if refused := kubeconfig.Refused(parsed.Insecure, conn.Spec.AllowInsecure); len(refused) > 0 {
+		p.Secret, p.SecretProblem = SecretInvalid, kubeconfig.DescribeRefused(refused)
+		return nil, ""
+	}
+	cfg := rest.CopyConfig(parsed.Config)
+	cfg.Timeout, cfg.QPS, cfg.Burst, cfg.UserAgent = timeout, 50, 100, "kubectl-kbind"
+	return cfg, parsed.Namespace
+}
+
+// readLease reads the Connection's heartbeat Lease, or returns nil when the
+// Connection has not recorded its consumer identity yet.
+func readLease(ctx context.Context, cs kubernetes.Interface, conn kbindv1alpha1.Connection, contextNamespace string, now time.Time) *LeaseState {
+	if conn.Status.LocalClusterUID == "" {
+		return nil
+	}
+	l := heartbeat.For(conn.Name, conn.Status.LocalClusterUID, isolation.For(conn.Spec.IsolationOf()).LeaseNamespace(contextNamespace))
+	state := &LeaseState{Namespace: l.Namespace, Name: l.Name, LeaseDuration: heartbeat.DurationSeconds * time.Second}
+	lease, err := cs.CoordinationV1().Leases(l.Namespace).Get(ctx, l.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		state.Err = err
+	default:
+		state.Found = true
+		if lease.Spec.LeaseDurationSeconds != nil {
+			state.LeaseDuration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
+		}
+		if lease.Spec.RenewTime != nil {
+			state.RenewedAgo = now.Sub(lease.Spec.RenewTime.Time)
+		}
+	}
+	return state
+}
+
+// probe reads a Connection's Secret and, with its credentials, the
+// provider: identity, user name, heartbeat Lease and access reviews.
+func probe(ctx context.Context, c client.Client, conn kbindv1alpha1.Connection, bindings []BindingState, opts Options) *connectionProbe {
+	p := &connectionProbe{ConnectionProbe: ConnectionProbe{Connection: conn}}
+	cfg, contextNamespace := providerConfig(ctx, c, conn, opts.Timeout, p)
+	if cfg == nil {
+		return p
+	}
+	reader, err := identity.NewReader(cfg)
+	if err == nil {
+		p.RemoteUID, err = reader.ClusterUID(ctx)
+	}
+	if err != nil {
+		p.ReachErr = err
+		return p
+	}
+	p.Reached = true
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		p.ReachErr, p.Reached = err, false
+		return p
+	}
+	if review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{}); err == nil {
+		p.Username = review.Status.UserInfo.Username
+	}
+	p.Lease = readLease(ctx, cs, conn, contextNamespace, opts.Now)
+	req := accessRequest(conn, bindings)
+	for _, attrs := range req.Reviews() {
+		review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
+		if err != nil {
+			p.ReviewErr = err
+			break
+		}
+		if !review.Status.Allowed {
+			p.Denied = append(p.Denied, attrs)
+		}
+	}
+	p.GrantCommand = grantCommand(p.Username, req, conn, opts.Commands)
+	if opts.Provider != nil {
+		p.provider = opts.Provider
+	} else if pc, err := client.New(cfg, client.Options{}); err == nil {
+		p.provider = pc
+	}
+	return p
+}
+
+// accessRequest is what the Connection's bindings need on the provider:
+// the request kubectl kbind grant would make for them.
+func accessRequest(conn kbindv1alpha1.Connection, bindings []BindingState) access.Request {
+	req := access.Request{Consumer: "doctor", Isolation: conn.Spec.IsolationOf(),
+		CRDReads: conn.Spec.Schema.Source != kbindv1alpha1.SchemaSourceOpenAPI}
+	for _, b := range bindings {
+		if b.Spec.ConnectionRef.Name != conn.Name || b.Meta.DeletionTimestamp != nil {
+			continue
+		}
+		for _, api := range b.Spec.APIs {
+			if e := findExported(conn.Status.ExportedAPIs, api.Name); e != nil && !slices.ContainsFunc(req.APIs, func(a access.API) bool { return a.Group == e.Group && a.Resource == e.Resource }) {
+				req.APIs = append(req.APIs, access.API{Group: e.Group, Resource: e.Resource, Namespaced: e.Scope != kbindv1alpha1.APIScopeCluster})
+			}
+		}
+		for _, rel := range b.Spec.RelatedResources {
+			if !slices.Contains(req.Related, string(rel.Resource)) {
+				req.Related = append(req.Related, string(rel.Resource))
+			}
+		}
+	}
+	sort.Strings(req.Related)
+	return req
+}
+
+var grantedSA = regexp.MustCompile(`^system:serviceaccount:([^:]+):kbind-consumer-([^:]+)$`)
+
+// grantCommand is the kubectl kbind grant that renews the access of a
+// granted identity, or "" when the identity was not made by grant.
+func grantCommand(username string, req access.Request, conn kbindv1alpha1.Connection, cmd Commands) string {
+	m := grantedSA.FindStringSubmatch(username)
+	if m == nil || len(req.APIs) == 0 {
+		return ""
+	}
+	apis := make([]string, 0, len(req.APIs))
+	for _, a := range req.APIs {
+		apis = append(apis, a.Resource+"."+a.Group)
+	}
+	args := []string{"grant", m[2], "-n", m[1], "--apis", strings.Join(apis, ","), "--isolation", string(req.Isolation.Mode)}
+	if req.Isolation.Mode == kbindv1alpha1.IsolationPrefixed {
+		args = append(args, "--prefix", req.Isolation.Prefix)
+	}
+	if len(req.Related) > 0 {
+		args = append(args, "--related", strings.Join(req.Related, ","))
+	}
+	args = append(args, "--connection", conn.Name, "--secret-namespace", conn.Spec.KubeconfigSecretRef.Namespace)
+	return cmd.ProviderPlugin(strings.Join(args, " "))
+}
+
+// instanceFindings lists the bound objects of every managed consumer CRD in
+// scope (metadata only, one LIST per API) and checks those with a conflict
+// or a deletion in progress.
+func instanceFindings(ctx context.Context, c client.Client, r *Report, probes map[string]*connectionProbe, bindings []BindingState, opts Options) []Finding {
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.List(ctx, crds, client.MatchingLabels{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}); err != nil {
+		r.Unchecked = append(r.Unchecked, "bound objects: listing the consumer CRDs kbind manages: "+consumerReadError(err))
+		return nil
+	}
+	var out []Finding
+	for _, crd := range crds.Items {
+		connName := crd.Annotations[kbindv1alpha1.ConnectionAnnotation]
+		p, ok := probes[connName]
+		if !ok {
+			continue
+		}
+		version := storageVersion(crd)
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(crdGVK(crd, version, crd.Spec.Names.ListKind))
+		if err := c.List(ctx, list); err != nil {
+			r.Unchecked = append(r.Unchecked, fmt.Sprintf("%s objects: %s", crd.Name, consumerReadError(err)))
+			continue
+		}
+		r.Checked = append(r.Checked, fmt.Sprintf("%d %s", len(list.Items), crd.Name))
+		connProblem := ""
+		if p.Broken() {
+			connProblem = errString(p.ReachErr)
+			if connProblem == "" {
+				connProblem = "its kubeconfig Secret is unusable"
+			}
+		}
+		mapping := isolation.For(p.Connection.Spec.IsolationOf())
+		for _, item := range list.Items {
+			_, conflict := item.Annotations[kbindv1alpha1.ConflictAnnotation]
+			if !conflict && item.DeletionTimestamp == nil {
+				continue
+			}
+			in := Instance{API: crd.Name, Kind: crd.Spec.Names.Kind, Meta: item.ObjectMeta, Connection: connName,
+				Binding: coveringBinding(bindings, connName, crd.Name, item.Namespace)}
+			if place, err := mapping.Object(types.NamespacedName{Namespace: item.Namespace, Name: item.Name}); err == nil {
+				in.CopyNamespace, in.CopyName = place.Namespace, place.Name
+				if conflict && p.provider != nil {
+					in.Owner = owner(ctx, p.provider, crdGVK(crd, version, crd.Spec.Names.Kind), place, p.Connection.Status.LocalClusterUID, string(item.UID))
+				}
+			}
+			out = append(out, checkInstance(in, connProblem, opts.Now, opts.StuckAfter, opts.Commands)...)
+		}
+	}
+	return out
+}
+
+// owner says what the provider copy's markers say about who made it.
+func owner(ctx context.Context, c client.Client, gvk schemaGVK, key types.NamespacedName, localClusterUID, objectUID string) string {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	if err := c.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "it no longer exists; the conflict clears on the next sync"
+		}
+		return "its markers could not be read: " + err.Error()
+	}
+	ann := obj.GetAnnotations()
+	cluster, object := ann[kbindv1alpha1.ConsumerClusterUIDAnnotation], ann[kbindv1alpha1.ConsumerObjectUIDAnnotation]
+	switch {
+	case cluster == "" && object == "":
+		return "it has no kbind markers: something other than kbind created it"
+	case cluster == localClusterUID && object != objectUID:
+		return fmt.Sprintf("marked for an earlier object of the same name on this consumer cluster (object UID %s; this one is %s)", object, objectUID)
+	case cluster != localClusterUID:
+		return fmt.Sprintf("marked by another consumer cluster (UID %s)", cluster)
+	default:
+		return "marked for this object"
+	}
+}
+
+func coveringBinding(bindings []BindingState, conn, api, namespace string) *BindingState {
+	var found *BindingState
+	for i := range bindings {
+		b := &bindings[i]
+		if b.Spec.ConnectionRef.Name != conn || !slices.ContainsFunc(b.Spec.APIs, func(a kbindv1alpha1.APIReference) bool { return a.Name == api }) {
+			continue
+		}
+		if b.Kind == "ClusterBinding" {
+			return b
+		}
+		if b.Meta.Namespace == namespace {
+			found = b
+		}
+	}
+	return found
+}
+
+func storageVersion(crd apiextensionsv1.CustomResourceDefinition) string {
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			return v.Name
+		}
+	}
+	return crd.Spec.Versions[0].Name
+}
+
+// consumerReadError says what a failed read of the consumer means.
+func consumerReadError(err error) string {
+	switch {
+	case apierrors.IsForbidden(err):
+		return "forbidden: run doctor with a context that may read kbind's objects, Secrets and CRDs on the consumer (" + err.Error() + ")"
+	case apimeta.IsNoMatchError(err):
+		return "kbind's CRDs are not installed on this cluster (helm install konnector charts/konnector installs them)"
+	}
+	return err.Error()
+}
+
+type schemaGVK = schema.GroupVersionKind
+
+func crdGVK(crd apiextensionsv1.CustomResourceDefinition, version, kind string) schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: kind}
+}

@@ -1,0 +1,140 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// ConnectionSummary is one Connection in kubectl kbind status.
+type ConnectionSummary struct {
+	Name      string `json:"name"`
+	Ready     string `json:"ready"`
+	Reason    string `json:"reason,omitempty"`
+	Isolation string `json:"isolation"`
+	// Heartbeat is the age of the last Lease renewal, e.g. "4s", or why it
+	// is unknown.
+	Heartbeat string           `json:"heartbeat"`
+	Exported  int              `json:"exportedAPIs"`
+	Bindings  []BindingSummary `json:"bindings"`
+}
+
+// BindingSummary is one binding of a Connection.
+type BindingSummary struct {
+	Kind      string       `json:"kind"`
+	Namespace string       `json:"namespace,omitempty"`
+	Name      string       `json:"name"`
+	Ready     string       `json:"ready"`
+	Reason    string       `json:"reason,omitempty"`
+	APIs      []APISummary `json:"apis"`
+}
+
+// APISummary is one API of a binding with its instance counts.
+type APISummary struct {
+	Name      string `json:"name"`
+	Total     int32  `json:"total"`
+	Synced    int32  `json:"synced"`
+	Pending   int32  `json:"pending"`
+	Failed    int32  `json:"failed"`
+	Conflicts int32  `json:"conflicts"`
+}
+
+// Status summarises every Connection of the consumer c reads, with each
+// heartbeat read from the provider with the Connection's own credentials.
+func Status(ctx context.Context, c client.Client, timeout time.Duration, now time.Time) ([]ConnectionSummary, error) {
+	conns := &kbindv1alpha1.ConnectionList{}
+	if err := c.List(ctx, conns); err != nil {
+		return nil, fmt.Errorf("listing Connections: %s", consumerReadError(err))
+	}
+	bindings, err := listBindings(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("listing bindings: %s", consumerReadError(err))
+	}
+	out := make([]ConnectionSummary, 0, len(conns.Items))
+	for _, conn := range conns.Items {
+		s := ConnectionSummary{Name: conn.Name, Isolation: isolationString(conn.Spec.IsolationOf()), Exported: len(conn.Status.ExportedAPIs),
+			Heartbeat: heartbeatAge(ctx, c, conn, timeout, now), Bindings: []BindingSummary{}}
+		s.Ready, s.Reason = readiness(conn.Status.Conditions)
+		for _, b := range bindings {
+			if b.Spec.ConnectionRef.Name != conn.Name {
+				continue
+			}
+			bs := BindingSummary{Kind: b.Kind, Namespace: b.Meta.Namespace, Name: b.Meta.Name, APIs: []APISummary{}}
+			bs.Ready, bs.Reason = readiness(b.Status.Conditions)
+			for _, api := range b.Spec.APIs {
+				as := APISummary{Name: api.Name}
+				for _, bound := range b.Status.BoundAPIs {
+					if bound.Name != api.Name {
+						continue
+					}
+					as.Conflicts = bound.ConflictCount
+					if bound.Instances != nil {
+						as.Total, as.Synced, as.Pending, as.Failed = bound.Instances.Total, bound.Instances.Synced, bound.Instances.Pending, bound.Instances.Failed
+					}
+				}
+				bs.APIs = append(bs.APIs, as)
+			}
+			s.Bindings = append(s.Bindings, bs)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func heartbeatAge(ctx context.Context, c client.Client, conn kbindv1alpha1.Connection, timeout time.Duration, now time.Time) string {
+	p := &connectionProbe{}
+	cfg, contextNamespace := providerConfig(ctx, c, conn, timeout, p)
+	if cfg == nil {
+		return "unknown (kubeconfig Secret unusable)"
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "unknown"
+	}
+	l := readLease(ctx, cs, conn, contextNamespace, now)
+	switch {
+	case l == nil:
+		return "unknown (not connected yet)"
+	case l.Err != nil:
+		return "unknown (provider: " + shortReason(l.Err) + ")"
+	case !l.Found:
+		return "none"
+	case l.RenewedAgo > l.LeaseDuration:
+		return fmt.Sprintf("%s (stale)", l.RenewedAgo.Round(time.Second))
+	}
+	return l.RenewedAgo.Round(time.Second).String()
+}
+
+func shortReason(err error) string {
+	if s, ok := err.(interface{ Status() metav1.Status }); ok && s.Status().Reason != "" {
+		return string(s.Status().Reason)
+	}
+	return "unreachable"
+}
+
+func readiness(conds []metav1.Condition) (status, reason string) {
+	c := meta(conds, kbindv1alpha1.ConditionReady)
+	if c == nil {
+		return "Unknown", ""
+	}
+	if c.Status == metav1.ConditionTrue {
+		return string(c.Status), ""
+	}
+	return string(c.Status), c.Reason
+}
+
+func isolationString(iso kbindv1alpha1.Isolation) string {
+	switch iso.Mode {
+	case kbindv1alpha1.IsolationNamespace:
+		return "Namespace " + iso.Namespace
+	case kbindv1alpha1.IsolationPrefixed:
+		return "Prefixed " + iso.Prefix
+	}
+	return string(iso.Mode)
+}
