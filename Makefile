@@ -98,6 +98,17 @@ image: ## Build the konnector image with Docker (IMAGE=...). Docker is optional;
 	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine"; exit 1; }
 	docker build -t $(IMAGE) .
 
+DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+
+.PHONY: dist
+dist: ## Release archives of the kubectl-kbind plugin per platform (DIST_PLATFORMS) and SHA256SUMS in dist/.
+	@rm -rf dist && mkdir -p dist
+	@for p in $(DIST_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; ext=; if [ $$os = windows ]; then ext=.exe; fi; \
+	  d=dist/kubectl-kbind_$${os}_$${arch}; mkdir -p $$d; echo "go build kubectl-kbind for $$os/$$arch"; \
+	  (cd cli && CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w" -o ../$$d/kubectl-kbind$$ext ./cmd/kubectl-kbind) || exit 1; \
+	  cp README.md docs/cli.md $$d/ && tar -C $$d -czf $$d.tar.gz . && rm -rf $$d; done
+	@cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+
 .PHONY: clean
 clean: ## Remove build outputs (the control plane cache stays).
-	rm -rf bin
+	rm -rf bin dist
