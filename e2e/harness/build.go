@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,14 +59,13 @@ func WriteImpersonating(src, dst, user string) error {
 	return clientcmd.WriteToFile(*kc, dst)
 }
 
-// FreeAddr returns a 127.0.0.1 address nothing listens on (it was free a
-// moment ago): for a process to bind, or for a client to be refused.
+// FreeAddr is LoopbackAddr for a test: for a process to bind, or for a
+// client to be refused.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := LoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }

@@ -76,7 +76,7 @@ func (k *processKonnector) Start(ctx context.Context) error {
 	if k.cmd != nil {
 		return errors.New("konnector already running")
 	}
-	probe, err := freeAddr()
+	probe, err := LoopbackAddr()
 	if err != nil {
 		return err
 	}
@@ -170,7 +170,9 @@ func (k *processKonnector) LogsSinceMark(context.Context) string {
 	return string(data)
 }
 
-func freeAddr() (string, error) {
+// LoopbackAddr returns a 127.0.0.1 address nothing listens on (it was
+// free a moment ago).
+func LoopbackAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err

@@ -70,7 +70,15 @@ type Reconciler struct {
 	mu         sync.Mutex
 	localUID   string
 	probes     map[string]probe
+	readers    map[string]sessionReader
 	heartbeats map[string]heartbeatState
+}
+
+// sessionReader is the identity reader of one provider session (by its
+// kubeconfig hash): it asks discovery whether the provider is kcp once.
+type sessionReader struct {
+	hash   string
+	reader *identity.Reader
 }
 
 // probe is the remembered outcome of the last identity + discovery pass,
@@ -112,6 +120,7 @@ func (r *Reconciler) init() {
 	r.events = make(chan event.TypedGenericEvent[*kbindv1alpha1.Connection], 64)
 	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute)
 	r.probes = map[string]probe{}
+	r.readers = map[string]sessionReader{}
 	r.heartbeats = map[string]heartbeatState{}
 	if r.HeartbeatInterval == 0 {
 		r.HeartbeatInterval = heartbeat.Interval
@@ -384,8 +393,7 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 
 func (r *Reconciler) probe(ctx context.Context, conn *kbindv1alpha1.Connection, sess *session.Session) probe {
 	p := probe{hash: sess.Hash, at: time.Now()}
-	// Direct: every identity request carries the request timeout.
-	reader, err := identity.NewReader(sess.Direct)
+	reader, err := r.identityReader(conn.Name, sess)
 	if err == nil {
 		p.remoteUID, err = reader.ClusterUID(ctx)
 	}
@@ -396,6 +404,22 @@ func (r *Reconciler) probe(ctx context.Context, conn *kbindv1alpha1.Connection, 
 	d := &kbindschema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
 	p.discovery, p.discovErr = d.Discover(ctx, conn.Spec.Schema.Source)
 	return p
+}
+
+// identityReader returns the session's identity reader, made on first use.
+func (r *Reconciler) identityReader(name string, sess *session.Session) (*identity.Reader, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sr, ok := r.readers[name]; ok && sr.hash == sess.Hash {
+		return sr.reader, nil
+	}
+	// Direct: every identity request carries the request timeout.
+	reader, err := identity.NewReader(sess.Direct)
+	if err != nil {
+		return nil, err
+	}
+	r.readers[name] = sessionReader{hash: sess.Hash, reader: reader}
+	return reader, nil
 }
 
 func (r *Reconciler) readLocalUID(ctx context.Context) (string, error) {
@@ -545,6 +569,7 @@ func (r *Reconciler) forget(name string) {
 	r.Sessions.Stop(name)
 	r.mu.Lock()
 	delete(r.probes, name)
+	delete(r.readers, name)
 	r.mu.Unlock()
 	r.backoff.Forget(name)
 	r.Installer.Forget(name, "")

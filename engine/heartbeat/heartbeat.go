@@ -57,25 +57,57 @@ type Error struct {
 func (e *Error) Error() string { return fmt.Sprintf("%s %s: %v", e.Verb, e.Resource, e.Err) }
 func (e *Error) Unwrap() error { return e.Err }
 
+// Renewer renews one Lease. It remembers the Lease it wrote last, so a
+// renewal is one update and no read (PERF: an idle Connection costs the
+// provider one write per interval); it reads only when that update is
+// refused as stale or the Lease is gone — someone else wrote or deleted it
+// — and then checks the holder again before writing.
+type Renewer struct {
+	c     client.Client
+	lease Lease
+	last  *coordinationv1.Lease
+}
+
+// NewRenewer returns a Renewer of l through c.
+func NewRenewer(c client.Client, l Lease) *Renewer {
+	return &Renewer{c: c, lease: l}
+}
+
 // Renew creates or renews the Lease on the provider, creating its namespace
 // (marked as kbind's) when it is missing.
-func Renew(ctx context.Context, c client.Client, l Lease, now time.Time) error {
+func (r *Renewer) Renew(ctx context.Context, now time.Time) error {
+	l := r.lease
+	if r.last != nil {
+		lease := r.last.DeepCopy()
+		l.stamp(lease, now)
+		err := r.c.Update(ctx, lease)
+		switch {
+		case err == nil:
+			r.last = lease
+			return nil
+		case !apierrors.IsConflict(err) && !apierrors.IsNotFound(err):
+			// Not stale: a transport or server error; retry the same write.
+			return &Error{Verb: "update", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}
+		}
+		r.last = nil
+	}
 	lease := &coordinationv1.Lease{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease)
+	err := r.c.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease)
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name}}
 		l.stamp(lease, now)
-		err = c.Create(ctx, lease)
+		err = r.c.Create(ctx, lease)
 		if apierrors.IsNotFound(err) {
-			if err := ensureNamespace(ctx, c, l); err != nil {
+			if err := ensureNamespace(ctx, r.c, l); err != nil {
 				return err
 			}
-			err = c.Create(ctx, lease)
+			err = r.c.Create(ctx, lease)
 		}
 		if err != nil {
 			return &Error{Verb: "create", Resource: "leases.coordination.k8s.io in namespace " + l.Namespace, Err: err}
 		}
+		r.last = lease
 		return nil
 	case err != nil:
 		return &Error{Verb: "get", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}
@@ -87,9 +119,10 @@ func Renew(ctx context.Context, c client.Client, l Lease, now time.Time) error {
 			Err: fmt.Errorf("the Lease exists and is held by %q, not by this consumer cluster (%s); kbind leaves it untouched", holder, l.LocalClusterUID)}
 	}
 	l.stamp(lease, now)
-	if err := c.Update(ctx, lease); err != nil {
+	if err := r.c.Update(ctx, lease); err != nil {
 		return &Error{Verb: "update", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}
 	}
+	r.last = lease
 	return nil
 }
 
@@ -116,8 +149,9 @@ func ensureNamespace(ctx context.Context, c client.Client, l Lease) error {
 // calling report with each outcome (nil on success).
 func Run(ctx context.Context, c client.Client, l Lease, interval time.Duration, report func(error)) {
 	logger := log.FromContext(ctx).WithValues("lease", l.Namespace+"/"+l.Name)
+	renewer := NewRenewer(c, l)
 	for {
-		err := Renew(ctx, c, l, time.Now())
+		err := renewer.Renew(ctx, time.Now())
 		if ctx.Err() != nil {
 			return
 		}

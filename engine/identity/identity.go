@@ -8,6 +8,7 @@ package identity
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,10 +42,15 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Reader reads cluster identities.
+// Reader reads cluster identities. It remembers whether the cluster is a
+// kcp workspace once discovery has answered, so reading the identity again
+// through the same Reader (one per provider session) is one request.
 type Reader struct {
 	discovery discovery.DiscoveryInterface
 	metadata  metadata.Interface
+
+	mu  sync.Mutex
+	kcp *bool
 }
 
 // NewReader returns a Reader for the cluster cfg points at.
@@ -62,7 +68,7 @@ func NewReader(cfg *rest.Config) (*Reader, error) {
 
 // ClusterUID returns the cluster's identity.
 func (r *Reader) ClusterUID(ctx context.Context) (string, error) {
-	kcp, err := r.servesLogicalClusters()
+	kcp, err := r.isKCP()
 	if err != nil {
 		return "", err
 	}
@@ -70,6 +76,21 @@ func (r *Reader) ClusterUID(ctx context.Context) (string, error) {
 		return r.uid(ctx, LogicalClusters, logicalClusterName, "logicalclusters.core.kcp.io/"+logicalClusterName)
 	}
 	return r.uid(ctx, namespaces, kubeSystem, "namespaces/"+kubeSystem)
+}
+
+// isKCP is servesLogicalClusters, asked once per Reader.
+func (r *Reader) isKCP() (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kcp != nil {
+		return *r.kcp, nil
+	}
+	kcp, err := r.servesLogicalClusters()
+	if err != nil {
+		return false, err
+	}
+	r.kcp = &kcp
+	return kcp, nil
 }
 
 func (r *Reader) servesLogicalClusters() (bool, error) {

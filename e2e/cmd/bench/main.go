@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/e2e/harness"
 	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/testenv"
@@ -55,9 +56,13 @@ type Run struct {
 	StatusDownP50Ms float64 `json:"status_down_p50_ms"`
 	StatusDownP99Ms float64 `json:"status_down_p99_ms"`
 	IdleWrites      int     `json:"idle_writes"`
-	RestartWrites   int     `json:"restart_writes"`
-	PeakRSSMiB      float64 `json:"peak_rss_mib"`
-	DeletePerS      float64 `json:"delete_per_s"`
+	// The konnector's own requests per minute in the idle window, to the
+	// provider (one Connection) and writes to the consumer (docs/bench.md).
+	IdleProviderRequestsPerMin float64 `json:"idle_provider_requests_per_min"`
+	IdleConsumerWritesPerMin   float64 `json:"idle_consumer_writes_per_min"`
+	RestartWrites              int     `json:"restart_writes"`
+	PeakRSSMiB                 float64 `json:"peak_rss_mib"`
+	DeletePerS                 float64 `json:"delete_per_s"`
 }
 
 var gvrs = []schema.GroupVersionResource{
@@ -78,6 +83,7 @@ type bench struct {
 	idle               time.Duration
 	rate               float64
 	konnector          *exec.Cmd
+	metricsAddr        string
 	peakRSS            float64
 	log                *os.File
 	// isolation is the Connection's; the provider keys of consumer
@@ -269,8 +275,13 @@ spec:
 }
 
 func (b *bench) startKonnector() error {
+	addr, err := harness.LoopbackAddr()
+	if err != nil {
+		return err
+	}
+	b.metricsAddr = addr
 	b.konnector = exec.Command(b.konnectorBin, "--kubeconfig", b.pair.Consumer.KubeconfigPath,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0",
+		"--metrics-bind-address", addr, "--health-probe-bind-address", "127.0.0.1:0",
 		"--provider-qps", fmt.Sprint(b.qps), "--provider-burst", fmt.Sprint(b.burst),
 		"--consumer-qps", fmt.Sprint(b.qps), "--consumer-burst", fmt.Sprint(b.burst),
 		"--workers", fmt.Sprint(b.workers))
@@ -613,8 +624,21 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	if err != nil {
 		return r, err
 	}
+	requestsBefore, err := scrapeRequests(b.metricsAddr)
+	if err != nil {
+		return r, err
+	}
 	time.Sleep(b.idle)
 	r.IdleWrites = idle.writeCount()
+	requestsAfter, err := scrapeRequests(b.metricsAddr)
+	if err != nil {
+		return r, err
+	}
+	idleRequests := requestsAfter.since(requestsBefore)
+	perMin := time.Minute.Seconds() / b.idle.Seconds()
+	r.IdleProviderRequestsPerMin = idleRequests.of(b.pair.Provider.Config.Host, false) * perMin
+	r.IdleConsumerWritesPerMin = idleRequests.of(b.pair.Consumer.Config.Host, true) * perMin
+	fmt.Printf("N=%d idle %s: the konnector's requests (host method count): %s\n", n, b.idle, idleRequests)
 
 	// Restart: a converged konnector killed and started again.
 	b.stopKonnector(syscall.SIGKILL)
@@ -670,12 +694,13 @@ func printTable(runs []Run, qps float32, burst, workers int, rate float64, fsync
 		fmt.Printf("consumer objects created at %.0f/s\n", rate)
 	}
 	fmt.Println("objects/s: consumer creates until every copy is on the provider; limit/s: the same creates straight to the provider with the same QPS")
-	fmt.Printf("%8s %12s %10s %7s %10s %10s %12s %12s %6s %9s %9s %9s %10s\n",
-		"N", "objects/s", "limit/s", "ratio", "up p50ms", "up p99ms", "down p50ms", "down p99ms", "idle", "restart", "RSS MiB", "MiB/1000", "delete/s")
+	fmt.Println("idle prov req/min: the konnector's requests to the provider per minute while idle; idle cons w/min: its writes to the consumer")
+	fmt.Printf("%8s %12s %10s %7s %10s %10s %12s %12s %6s %9s %9s %9s %10s %14s %14s\n",
+		"N", "objects/s", "limit/s", "ratio", "up p50ms", "up p99ms", "down p50ms", "down p99ms", "idle", "restart", "RSS MiB", "MiB/1000", "delete/s", "prov req/min", "cons w/min")
 	for _, r := range runs {
-		fmt.Printf("%8d %12.1f %10.1f %7.2f %10.0f %10.0f %12.0f %12.0f %6d %9d %9.0f %9.1f %10.1f\n",
+		fmt.Printf("%8d %12.1f %10.1f %7.2f %10.0f %10.0f %12.0f %12.0f %6d %9d %9.0f %9.1f %10.1f %14.1f %14.1f\n",
 			r.N, r.ThroughputPerS, r.LimitPerS, r.ThroughputRatio, r.SpecUpP50Ms, r.SpecUpP99Ms,
 			r.StatusDownP50Ms, r.StatusDownP99Ms, r.IdleWrites, r.RestartWrites, r.PeakRSSMiB,
-			r.PeakRSSMiB/float64(r.N)*1000, r.DeletePerS)
+			r.PeakRSSMiB/float64(r.N)*1000, r.DeletePerS, r.IdleProviderRequestsPerMin, r.IdleConsumerWritesPerMin)
 	}
 }

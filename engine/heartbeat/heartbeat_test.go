@@ -1,0 +1,123 @@
+package heartbeat_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/kbind/kbind/engine/heartbeat"
+	"github.com/kbind/kbind/engine/testenv"
+)
+
+// requests counts a client's requests by verb.
+type requests struct{ get, create, update atomic.Int32 }
+
+func counting(c client.WithWatch, n *requests) client.Client {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			n.get.Add(1)
+			return c.Get(ctx, key, obj, opts...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			n.create.Add(1)
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			n.update.Add(1)
+			return c.Update(ctx, obj, opts...)
+		},
+	})
+}
+
+// TestRenewWritesWithoutReading: after the first renewal, each renewal is
+// one update and no read; a Lease changed or deleted by someone else is
+// read again, and one another holder took over is left untouched.
+func TestRenewWritesWithoutReading(t *testing.T) {
+	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	admin, err := client.NewWithWatch(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n := &requests{}
+	l := heartbeat.For("provider", "0123456789abcdef", "kbind")
+	r := heartbeat.NewRenewer(counting(admin, n), l)
+	now := time.Now()
+	renew := func(at time.Duration) error { return r.Renew(ctx, now.Add(at)) }
+
+	if err := renew(0); err != nil {
+		t.Fatal(err)
+	}
+	// GET (not found), CREATE (namespace missing), namespace CREATE, CREATE.
+	if n.get.Load() != 1 {
+		t.Errorf("first renewal: %d reads, want 1", n.get.Load())
+	}
+	for i := 1; i <= 5; i++ {
+		if err := renew(time.Duration(i) * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, updates := n.get.Load(), n.update.Load(); got != 1 || updates != 5 {
+		t.Errorf("five renewals: %d reads and %d updates, want 1 and 5", got, updates)
+	}
+	lease := &coordinationv1.Lease{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if !lease.Spec.RenewTime.Time.Equal(now.Add(5 * time.Second).Truncate(time.Microsecond)) {
+		t.Errorf("renewTime %v, want %v", lease.Spec.RenewTime.Time, now.Add(5*time.Second))
+	}
+
+	// Someone else writes it (the backend's stale-since mark): the stale
+	// update is refused, the Lease read again, and kept with the mark.
+	lease.Annotations["example.org/mark"] = "x"
+	if err := admin.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := renew(6 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.get.Load(); got != 2 {
+		t.Errorf("after a foreign write: %d reads, want 2", got)
+	}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if lease.Annotations["example.org/mark"] != "x" || !lease.Spec.RenewTime.Time.Equal(now.Add(6*time.Second).Truncate(time.Microsecond)) {
+		t.Errorf("after re-reading: annotations %v, renewTime %v", lease.Annotations, lease.Spec.RenewTime.Time)
+	}
+
+	// Deleted: created again.
+	if err := admin.Delete(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := renew(7 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
+		t.Fatalf("the deleted Lease was not created again: %v", err)
+	}
+
+	// Another holder took it over: never overwritten.
+	lease.Spec.HolderIdentity = ptr.To("someone-else")
+	if err := admin.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := renew(8 * time.Second); err == nil || !strings.Contains(err.Error(), `held by "someone-else"`) {
+		t.Errorf("renewing a Lease another holder took: %v", err)
+	}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if *lease.Spec.HolderIdentity != "someone-else" {
+		t.Errorf("holder overwritten: %s", *lease.Spec.HolderIdentity)
+	}
+
+}
