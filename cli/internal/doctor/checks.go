@@ -201,6 +201,15 @@ func checkConnection(p ConnectionProbe, now time.Time, stuckAfter time.Duration,
 			Doc:      docAPIMissing,
 		})
 	}
+	if cond := meta(c.Status.Conditions, kbindv1alpha1.ConditionSchemaInSync); cond != nil && cond.Status == metav1.ConditionFalse {
+		out = append(out, Finding{
+			Check: "connection.schema", Severity: SeverityWarning, Object: obj, Field: "status.conditions[SchemaInSync]",
+			Problem:  "consumer CRDs do not carry the schema the Connection's policies call for",
+			Evidence: conditionEvidence(c.Status.Conditions, kbindv1alpha1.ConditionSchemaInSync),
+			Fix:      fmt.Sprintf("%s get connection %s -o jsonpath='{.spec.schema}'   # updatePolicy Once pins a schema; pullPolicy None leaves CRDs to you", cmd.Consumer, c.Name),
+			Doc:      "docs/troubleshooting.md#schema-or-status-differs-from-the-provider",
+		})
+	}
 	if len(out) == 0 {
 		if cond := meta(c.Status.Conditions, kbindv1alpha1.ConditionReady); cond != nil && cond.Status != metav1.ConditionTrue {
 			out = append(out, Finding{
@@ -344,11 +353,30 @@ func (b BindingState) resource() string {
 	return "clusterbinding"
 }
 
+// ConsumerCRD is what the consumer has for a bound API.
+type ConsumerCRD struct {
+	Found, Established bool
+	// Managed: the core.kbind.io/managed label; Connection: the
+	// core.kbind.io/connection annotation.
+	Managed    bool
+	Connection string
+}
+
+// bindingContext is what a binding is checked against.
+type bindingContext struct {
+	// Conn is nil when the Connection does not exist.
+	Conn *kbindv1alpha1.Connection
+	// ConnBroken suppresses what a broken Connection already explains.
+	ConnBroken      bool
+	ClusterBindings []BindingState
+	// ConsumerCRDs by API name; nil when they were not read.
+	ConsumerCRDs map[string]ConsumerCRD
+}
+
 // checkBinding runs the guide's "An API is missing" and "Binding is Ready
-// but instances do not sync" sections for one binding. conn is nil when the
-// Connection does not exist; connBroken suppresses what a broken Connection
-// already explains.
-func checkBinding(b BindingState, conn *kbindv1alpha1.Connection, connBroken bool, clusterBindings []BindingState, now time.Time, stuckAfter time.Duration, cmd Commands) []Finding {
+// but instances do not sync" sections for one binding.
+func checkBinding(b BindingState, bc bindingContext, now time.Time, stuckAfter time.Duration, cmd Commands) []Finding {
+	conn, connBroken, clusterBindings := bc.Conn, bc.ConnBroken, bc.ClusterBindings
 	obj := b.object()
 	var out []Finding
 	if f := stuckDeleting(obj, b.Meta, now, stuckAfter,
@@ -406,6 +434,11 @@ func checkBinding(b BindingState, conn *kbindv1alpha1.Connection, connBroken boo
 				Doc:     "docs/troubleshooting.md#isolated-connections",
 			})
 		}
+		if exp != nil && !connBroken {
+			if f := consumerCRDFinding(b, api.Name, field, conn, bc.ConsumerCRDs, cmd); f != nil {
+				out = append(out, *f)
+			}
+		}
 		if b.Kind == "Binding" {
 			for _, cb := range clusterBindings {
 				if cb.Spec.ConnectionRef.Name == b.Spec.ConnectionRef.Name && slices.ContainsFunc(cb.Spec.APIs, func(a kbindv1alpha1.APIReference) bool { return a.Name == api.Name }) {
@@ -451,6 +484,38 @@ func checkBinding(b BindingState, conn *kbindv1alpha1.Connection, connBroken boo
 		}
 	}
 	return out
+}
+
+// consumerCRDFinding: the guide's first checks for "Ready but nothing
+// syncs" — the consumer CRD exists, is Established, and is kbind's for
+// this Connection.
+func consumerCRDFinding(b BindingState, api, field string, conn *kbindv1alpha1.Connection, crds map[string]ConsumerCRD, cmd Commands) *Finding {
+	crd, read := crds[api]
+	if crds == nil || !read {
+		return nil
+	}
+	f := Finding{Check: "binding.consumerCRD", Severity: SeverityError, Object: b.object(), Field: field, Doc: docNoSync,
+		Evidence: conditionEvidence(b.Status.Conditions, kbindv1alpha1.ConditionSynced)}
+	switch {
+	case !crd.Found && conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyNone:
+		f.Problem = fmt.Sprintf("there is no consumer CRD %s, and Connection %s has pullPolicy None: kbind does not install it", api, conn.Name)
+		f.Fix = fmt.Sprintf("# install the CRD yourself, then mark it as this Connection's:\n%s label crd %s %s=%s\n%s annotate crd %s %s=%s",
+			cmd.Consumer, api, kbindv1alpha1.ManagedLabel, kbindv1alpha1.ManagedLabelValue, cmd.Consumer, api, kbindv1alpha1.ConnectionAnnotation, conn.Name)
+	case !crd.Found:
+		f.Problem = fmt.Sprintf("there is no consumer CRD %s yet: kbind has not installed it", api)
+		f.Fix = fmt.Sprintf("%s get %s %s -o yaml   # the Synced condition says what holds the install", cmd.Consumer, b.resource(), b.Meta.Name)
+	case !crd.Established:
+		f.Problem = fmt.Sprintf("the consumer CRD %s is not Established: the API server does not serve it", api)
+		f.Fix = fmt.Sprintf("%s get crd %s -o jsonpath='{.status.conditions}'", cmd.Consumer, api)
+	case !crd.Managed || crd.Connection != conn.Name:
+		f.Problem = fmt.Sprintf("the consumer CRD %s is not kbind's for Connection %s (label %s=%t, annotation %s=%q): no objects of it sync", api, conn.Name,
+			kbindv1alpha1.ManagedLabel, crd.Managed, kbindv1alpha1.ConnectionAnnotation, crd.Connection)
+		f.Fix = fmt.Sprintf("# if this Connection should supply it (another Connection's CRD is never taken over):\n%s label crd %s %s=%s\n%s annotate crd %s %s=%s",
+			cmd.Consumer, api, kbindv1alpha1.ManagedLabel, kbindv1alpha1.ManagedLabelValue, cmd.Consumer, api, kbindv1alpha1.ConnectionAnnotation, conn.Name)
+	default:
+		return nil
+	}
+	return &f
 }
 
 // wellFormedAPIName: <plural>.<group>, lowercase, no slash.

@@ -102,6 +102,9 @@ func TestCheckConnection(t *testing.T) {
 		{"not Ready for another reason", healthyProbe(func(p *ConnectionProbe) {
 			p.Connection.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending", Message: "waiting"}}
 		}), []string{"connection.notReady"}, "get connection provider -o yaml", ""},
+		{"schema lagging", healthyProbe(func(p *ConnectionProbe) {
+			p.Connection.Status.Conditions = append(p.Connection.Status.Conditions, metav1.Condition{Type: "SchemaInSync", Status: metav1.ConditionFalse, Reason: "Pending", Message: "widgets.example.org"})
+		}), []string{"connection.schema"}, "updatePolicy Once pins a schema", "do not carry the schema"},
 		{"stuck deleting", healthyProbe(func(p *ConnectionProbe) {
 			p.Connection.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Hour)}
 			p.Connection.Finalizers = []string{kbindv1alpha1.CleanupFinalizer}
@@ -157,24 +160,38 @@ func TestCheckBinding(t *testing.T) {
 		cbs    []BindingState
 		want   []string
 		fixHas string
+		crds   map[string]ConsumerCRD
 	}{
-		{"healthy", cb("w", "widgets.example.org"), &conn, false, nil, []string{}, ""},
+		{"healthy", cb("w", "widgets.example.org"), &conn, false, nil, []string{}, "", nil},
 		{"a Kind: the fix names the exported API", cb("w", "Widget"), &conn, false, nil, []string{"binding.apiName"},
-			`patch clusterbinding w --type=json -p '[{"op":"replace","path":"/spec/apis/0/name","value":"widgets.example.org"}]'`},
-		{"group/version", cb("w", "widgets.example.org", "example.org/v1"), &conn, false, nil, []string{"binding.apiName"}, "/spec/apis/1/name"},
-		{"not exported", cb("w", "gadgets.example.org"), &conn, false, nil, []string{"binding.notExported"}, "kubectl kbind export gadgets.example.org --context=provider"},
-		{"not exported, before discovery: unknown", cb("w", "gadgets.example.org"), ptr(connection(func(c *kbindv1alpha1.Connection) { c.Status.ActiveSchemaSource = "" })), false, nil, []string{}, ""},
-		{"cluster-scoped in a Binding", namespaced(cb("w", "clusterthings.example.org")), &conn, false, nil, []string{"binding.scope"}, "ClusterBinding"},
-		{"cluster-scoped under Namespace isolation", cb("w", "clusterthings.example.org"), &confined, false, nil, []string{"binding.scope"}, "--isolation Prefixed"},
-		{"no Connection", cb("w", "widgets.example.org"), nil, false, nil, []string{"binding.connection"}, "get connections"},
-		{"overlap with a ClusterBinding", namespaced(cb("w", "widgets.example.org")), &conn, false, []BindingState{cb("all", "widgets.example.org")}, []string{"binding.overlap"}, "delete bindings.core.kbind.io -n team-a w"},
-		{"not Ready", notReady, &conn, false, nil, []string{"binding.notReady"}, ""},
-		{"not Ready because the Connection is broken: said once, on the Connection", notReady, &conn, true, nil, []string{}, ""},
-		{"failed instances", failed, &conn, false, nil, []string{"binding.failedInstances"}, "get events -A --field-selector type=Warning"},
+			`patch clusterbinding w --type=json -p '[{"op":"replace","path":"/spec/apis/0/name","value":"widgets.example.org"}]'`, nil},
+		{"group/version", cb("w", "widgets.example.org", "example.org/v1"), &conn, false, nil, []string{"binding.apiName"}, "/spec/apis/1/name", nil},
+		{"not exported", cb("w", "gadgets.example.org"), &conn, false, nil, []string{"binding.notExported"}, "kubectl kbind export gadgets.example.org --context=provider", nil},
+		{"not exported, before discovery: unknown", cb("w", "gadgets.example.org"), ptr(connection(func(c *kbindv1alpha1.Connection) { c.Status.ActiveSchemaSource = "" })), false, nil, []string{}, "", nil},
+		{"cluster-scoped in a Binding", namespaced(cb("w", "clusterthings.example.org")), &conn, false, nil, []string{"binding.scope"}, "ClusterBinding", nil},
+		{"cluster-scoped under Namespace isolation", cb("w", "clusterthings.example.org"), &confined, false, nil, []string{"binding.scope"}, "--isolation Prefixed", nil},
+		{"no Connection", cb("w", "widgets.example.org"), nil, false, nil, []string{"binding.connection"}, "get connections", nil},
+		{"overlap with a ClusterBinding", namespaced(cb("w", "widgets.example.org")), &conn, false, []BindingState{cb("all", "widgets.example.org")}, []string{"binding.overlap"}, "delete bindings.core.kbind.io -n team-a w", nil},
+		{"not Ready", notReady, &conn, false, nil, []string{"binding.notReady"}, "", nil},
+		{"not Ready because the Connection is broken: said once, on the Connection", notReady, &conn, true, nil, []string{}, "", nil},
+		{"failed instances", failed, &conn, false, nil, []string{"binding.failedInstances"}, "get events -A --field-selector type=Warning", nil},
+		{"no consumer CRD yet", cb("w", "widgets.example.org"), &conn, false, nil, []string{"binding.consumerCRD"}, "get clusterbinding w -o yaml",
+			map[string]ConsumerCRD{"widgets.example.org": {}}},
+		{"no consumer CRD with pullPolicy None: install it", cb("w", "widgets.example.org"),
+			ptr(connection(func(c *kbindv1alpha1.Connection) { c.Spec.Schema.PullPolicy = kbindv1alpha1.PullPolicyNone })), false, nil,
+			[]string{"binding.consumerCRD"}, "annotate crd widgets.example.org core.kbind.io/connection=provider", map[string]ConsumerCRD{"widgets.example.org": {}}},
+		{"not Established", cb("w", "widgets.example.org"), &conn, false, nil, []string{"binding.consumerCRD"}, "jsonpath='{.status.conditions}'",
+			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Managed: true, Connection: "provider"}}},
+		{"another Connection's CRD", cb("w", "widgets.example.org"), &conn, false, nil, []string{"binding.consumerCRD"}, "never taken over",
+			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "other"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := checkBinding(tc.b, tc.conn, tc.broken, tc.cbs, now, 5*time.Minute, cmd)
+			crds := tc.crds
+			if crds == nil {
+				crds = map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "provider"}}
+			}
+			got := checkBinding(tc.b, bindingContext{Conn: tc.conn, ConnBroken: tc.broken, ClusterBindings: tc.cbs, ConsumerCRDs: crds}, now, 5*time.Minute, cmd)
 			if !reflect.DeepEqual(checks(got), tc.want) {
 				t.Fatalf("checks %v, want %v: %+v", checks(got), tc.want, got)
 			}

@@ -91,6 +91,7 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 		r.Findings = append(r.Findings, checkConnection(p.ConnectionProbe, opts.Now, opts.StuckAfter, opts.Commands)...)
 	}
 
+	consumerCRDs := map[string]ConsumerCRD{}
 	var clusterBindings []BindingState
 	for _, b := range bindings {
 		if b.Kind == "ClusterBinding" {
@@ -102,18 +103,47 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 			continue
 		}
 		r.Checked = append(r.Checked, b.Kind+" "+placeString(b.Meta.Namespace, b.Meta.Name))
-		var conn *kbindv1alpha1.Connection
-		broken := false
+		bc := bindingContext{ClusterBindings: clusterBindings, ConsumerCRDs: consumerCRDs}
 		if p, ok := probes[b.Spec.ConnectionRef.Name]; ok {
-			conn, broken = &p.Connection, p.Broken() || p.unchecked != ""
+			bc.Conn, bc.ConnBroken = &p.Connection, p.Broken() || p.unchecked != ""
 		} else if i := slices.IndexFunc(conns.Items, func(c kbindv1alpha1.Connection) bool { return c.Name == b.Spec.ConnectionRef.Name }); i >= 0 {
-			conn = &conns.Items[i]
+			bc.Conn = &conns.Items[i]
 		}
-		r.Findings = append(r.Findings, checkBinding(b, conn, broken, clusterBindings, opts.Now, opts.StuckAfter, opts.Commands)...)
+		if bc.Conn != nil && !bc.ConnBroken {
+			readConsumerCRDs(ctx, c, b, consumerCRDs, r)
+		}
+		r.Findings = append(r.Findings, checkBinding(b, bc, opts.Now, opts.StuckAfter, opts.Commands)...)
 	}
 
 	r.Findings = append(r.Findings, instanceFindings(ctx, c, r, probes, bindings, opts)...)
 	return r
+}
+
+// readConsumerCRDs reads the consumer CRD of each API b lists (once per
+// name) into crds; a failed read is reported as unchecked.
+func readConsumerCRDs(ctx context.Context, c client.Client, b BindingState, crds map[string]ConsumerCRD, r *Report) {
+	for _, api := range b.Spec.APIs {
+		if _, done := crds[api.Name]; done || !wellFormedAPIName(api.Name) {
+			continue
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		err := c.Get(ctx, client.ObjectKey{Name: api.Name}, crd)
+		switch {
+		case apierrors.IsNotFound(err):
+			crds[api.Name] = ConsumerCRD{}
+		case err != nil:
+			r.Unchecked = append(r.Unchecked, fmt.Sprintf("consumer CRD %s: %s", api.Name, consumerReadError(err)))
+		default:
+			state := ConsumerCRD{Found: true, Managed: crd.Labels[kbindv1alpha1.ManagedLabel] == kbindv1alpha1.ManagedLabelValue,
+				Connection: crd.Annotations[kbindv1alpha1.ConnectionAnnotation]}
+			for _, cond := range crd.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					state.Established = true
+				}
+			}
+			crds[api.Name] = state
+		}
+	}
 }
 
 // connectionProbe is a ConnectionProbe with what gather keeps to itself.
