@@ -338,7 +338,7 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 	for _, e := range o.conn.Status.ExportedAPIs {
 		exports[e.Name] = e
 	}
-	discoverer := &kbindschema.Discoverer{Client: o.session.Client, Discovery: o.session.Discovery}
+	discoverer := &kbindschema.Discoverer{Client: o.session.CRDs, Discovery: o.session.Discovery}
 	iso := isolation.For(o.conn.Spec.IsolationOf())
 	for _, api := range b.spec.APIs {
 		export, ok := exports[api.Name]

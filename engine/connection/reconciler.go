@@ -282,7 +282,7 @@ func (r *Reconciler) teardown(ctx context.Context, conn *kbindv1alpha1.Connectio
 func (r *Reconciler) installAll(ctx context.Context, conn *kbindv1alpha1.Connection, sess *session.Session, source kbindv1alpha1.ActiveSchemaSource, exports []kbindv1alpha1.ExportedAPI) {
 	withStatus := conn.DeepCopy()
 	withStatus.Status.ActiveSchemaSource = source
-	d := &kbindschema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
+	d := &kbindschema.Discoverer{Client: sess.CRDs, Discovery: sess.Discovery}
 	for _, export := range exports {
 		desired, err := kbindschema.Desired(ctx, d, withStatus, export)
 		if err == nil {
@@ -401,7 +401,7 @@ func (r *Reconciler) probe(ctx context.Context, conn *kbindv1alpha1.Connection, 
 		p.identityErr = err
 		return p
 	}
-	d := &kbindschema.Discoverer{Client: sess.Client, Discovery: sess.Discovery}
+	d := &kbindschema.Discoverer{Client: sess.CRDs, Discovery: sess.Discovery}
 	p.discovery, p.discovErr = d.Discover(ctx, conn.Spec.Schema.Source)
 	return p
 }

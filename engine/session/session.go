@@ -68,6 +68,9 @@ type Session struct {
 	Client client.Client
 	// Discovery is a discovery client with the request timeout.
 	Discovery discovery.DiscoveryInterface
+	// CRDs reads provider CRDs for schema discovery: the exported ones from
+	// a watch once it has synced, the rest directly (see ExportedCRDs).
+	CRDs *ExportedCRDs
 
 	cluster  cluster.Cluster
 	ctx      context.Context
@@ -321,7 +324,7 @@ func (m *Manager) build(connection, hash, namespace, consumerUID, confinedTo str
 	ctx, cancel := context.WithCancel(log.IntoContext(m.base, log.Log.WithValues("connection", connection)))
 	return &Session{
 		Connection: connection, Hash: hash, Namespace: namespace, ConfinedTo: confinedTo,
-		Config: cfg, Direct: direct, Client: c, Discovery: dc,
+		Config: cfg, Direct: direct, Client: c, Discovery: dc, CRDs: NewExportedCRDs(ctx, cfg, c),
 		cluster: cl, ctx: ctx, cancel: cancel,
 	}, nil
 }
