@@ -59,12 +59,17 @@ func (r report) finding(check string) string {
 	return ""
 }
 
-// doctor runs kubectl kbind doctor -o json on the consumer and returns the
-// report and the exit code; the text form is logged as a user sees it.
-func doctor(t *testing.T, consumer string, args ...string) (report, int) {
+// logDoctor logs the text form of kubectl kbind doctor, as a user sees it.
+func logDoctor(t *testing.T, consumer string, args ...string) {
 	t.Helper()
 	text, _, _ := plugin(t, append([]string{"--kubeconfig", consumer, "doctor"}, args...)...)
 	t.Logf("$ kubectl kbind doctor %s\n%s", strings.Join(args, " "), text)
+}
+
+// doctor runs kubectl kbind doctor -o json on the consumer and returns the
+// report and the exit code.
+func doctor(t *testing.T, consumer string, args ...string) (report, int) {
+	t.Helper()
 	out, errOut, code := plugin(t, append([]string{"--kubeconfig", consumer, "doctor", "-o", "json"}, args...)...)
 	var r report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
@@ -98,6 +103,7 @@ func expectFindings(t *testing.T, consumer string, args []string, want []string,
 		}
 		return nil
 	})
+	logDoctor(t, consumer, args...)
 	return last
 }
 
@@ -130,6 +136,7 @@ func TestDoctor(t *testing.T) {
 			}
 			return nil
 		})
+		logDoctor(t, consumer)
 		// As a kubectl plugin: kubectl finds kubectl-kbind on PATH.
 		kubectlBin, err := testenv.KubectlPath()
 		if err != nil {
