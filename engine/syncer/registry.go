@@ -288,7 +288,7 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 // API: ClusterBindings first, then Bindings of namespaced APIs in their
 // namespaces. Deleting bindings are excluded (they drain).
 func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
-	scope := Scope{Namespaces: map[string]kbindv1alpha1.ConflictPolicy{}}
+	scope := Scope{Namespaces: map[string]Policy{}}
 	var cbs kbindv1alpha1.ClusterBindingList
 	if err := r.Consumer.List(ctx, &cbs, client.MatchingFields{index.BindingAPI: api.CRD}); err != nil {
 		return scope, fmt.Errorf("listing clusterbindings of %s: %w", api.CRD, err)
@@ -296,7 +296,7 @@ func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 	sort.Slice(cbs.Items, func(i, j int) bool { return cbs.Items[i].Name < cbs.Items[j].Name })
 	for _, cb := range cbs.Items {
 		if cb.Spec.ConnectionRef.Name == api.Connection && cb.DeletionTimestamp.IsZero() && !scope.Cluster {
-			scope.Cluster, scope.ClusterPolicy = true, policyOf(cb.Spec.ConflictPolicy)
+			scope.Cluster, scope.ClusterPolicy = true, policyOf(cb.Spec)
 		}
 	}
 	if scope.Cluster || !api.Target.Namespaced {
@@ -309,15 +309,19 @@ func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 	sort.Slice(bs.Items, func(i, j int) bool { return bs.Items[i].Name < bs.Items[j].Name })
 	for _, b := range bs.Items {
 		if _, taken := scope.Namespaces[b.Namespace]; b.Spec.ConnectionRef.Name == api.Connection && b.DeletionTimestamp.IsZero() && !taken {
-			scope.Namespaces[b.Namespace] = policyOf(b.Spec.ConflictPolicy)
+			scope.Namespaces[b.Namespace] = policyOf(b.Spec)
 		}
 	}
 	return scope, nil
 }
 
-func policyOf(p kbindv1alpha1.ConflictPolicy) kbindv1alpha1.ConflictPolicy {
-	if p == "" {
-		return kbindv1alpha1.ConflictPolicyFail
+func policyOf(spec kbindv1alpha1.BindingSpec) Policy {
+	p := Policy{Conflict: spec.ConflictPolicy}
+	if p.Conflict == "" {
+		p.Conflict = kbindv1alpha1.ConflictPolicyFail
+	}
+	if m := spec.Metadata; m != nil {
+		p.Metadata = MetadataRules{Labels: m.Labels, Annotations: m.Annotations}
 	}
 	return p
 }

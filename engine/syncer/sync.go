@@ -81,7 +81,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 		s.results.set(s.target, key, Result{State: StatePending})
 		return false, nil
 	}
-	verdict := Decide(Classify(exists, annotationsOf(pobj), s.target.ClusterUID, string(cobj.GetUID())), policy)
+	verdict := Decide(Classify(exists, annotationsOf(pobj), s.target.ClusterUID, string(cobj.GetUID())), policy.Conflict)
 	if !verdict.Write {
 		return false, s.reportConflict(ctx, cobj, verdict.Conflict, "")
 	}
@@ -96,7 +96,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 			return false, s.reportConflict(ctx, cobj, conflict, namespaceConflictMessage(pkey.Namespace, conflict))
 		}
 	}
-	desired := s.desiredCopy(cobj, pkey)
+	desired := s.desiredCopy(cobj, pkey, policy.Metadata)
 	digest := digestOf(desired)
 	if last, ok := s.applied.Load(key); (!exists || !upToDate(pobj, desired)) && (!ok || last != digest) {
 		applied := desired.DeepCopy()
@@ -165,11 +165,13 @@ func annotationsOf(obj *unstructured.Unstructured) map[string]string {
 
 // desiredCopy is what kbind applies (SYNC-1): identity (the provider key
 // pkey), the managed label, the ownership markers (and, under isolation,
-// the origin markers) and spec — nothing else.
-func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured, pkey types.NamespacedName) *unstructured.Unstructured {
+// the origin markers), the labels and annotations the binding selects, and
+// spec — nothing else.
+func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured, pkey types.NamespacedName, metadata MetadataRules) *unstructured.Unstructured {
 	u := s.newObject()
 	u.SetNamespace(pkey.Namespace)
 	u.SetName(pkey.Name)
+	metadata.Stamp(u, cobj)
 	s.target.Isolation.Markers(s.target.ClusterUID, client.ObjectKeyFromObject(cobj), string(cobj.GetUID())).Stamp(u)
 	if spec, ok := cobj.Object["spec"]; ok {
 		u.Object["spec"] = runtime.DeepCopyJSONValue(spec)
@@ -194,6 +196,11 @@ func upToDate(pobj, desired *unstructured.Unstructured) bool {
 		return false
 	}
 	labels, annotations := pobj.GetLabels(), pobj.GetAnnotations()
+	// The keys copied last time differ: some must go (a missing
+	// annotation reads as "").
+	if annotations[kbindv1alpha1.SyncedMetadataAnnotation] != desired.GetAnnotations()[kbindv1alpha1.SyncedMetadataAnnotation] {
+		return false
+	}
 	for k, v := range desired.GetLabels() {
 		if labels[k] != v {
 			return false

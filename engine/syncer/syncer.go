@@ -49,19 +49,26 @@ type Target struct {
 }
 
 // Scope says which consumer objects a Syncer handles and with which
-// conflict policy; it changes as bindings come and go.
+// policy; it changes as bindings come and go.
 type Scope struct {
 	// Cluster: a ClusterBinding covers every namespace (and cluster-scoped
 	// objects).
 	Cluster       bool
-	ClusterPolicy kbindv1alpha1.ConflictPolicy
+	ClusterPolicy Policy
 	// Namespaces covered by Bindings, with their policies.
-	Namespaces map[string]kbindv1alpha1.ConflictPolicy
+	Namespaces map[string]Policy
 }
 
-// covers returns whether namespace is in scope and its conflict policy.
+// Policy is how the binding that covers an object syncs it.
+type Policy struct {
+	Conflict kbindv1alpha1.ConflictPolicy
+	// Metadata selects the labels and annotations copied up.
+	Metadata MetadataRules
+}
+
+// covers returns whether namespace is in scope and its policy.
 // ClusterBindings come first (BIND-2).
-func (s Scope) covers(namespace string) (kbindv1alpha1.ConflictPolicy, bool) {
+func (s Scope) covers(namespace string) (Policy, bool) {
 	if s.Cluster {
 		return s.ClusterPolicy, true
 	}

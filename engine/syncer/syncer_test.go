@@ -47,6 +47,7 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("keepers", "keeper", "Keeper", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("refuseds", "refused", "Refused", "refused.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("counteds", "counted", "Counted", "counted.example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("labelleds", "labelled", "Labelled", "example.org", apiextensionsv1.NamespaceScoped, true),
 	}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -880,4 +881,78 @@ func TestDrainWaitsForAnUnreachableProvider(t *testing.T) {
 	if !found {
 		t.Error("no ProviderCopiesLeft Event naming the pcopy left behind")
 	}
+}
+
+// TestMetadataUp: the labels and annotations a binding selects reach the
+// provider copy and leave it when removed on the consumer or deselected on
+// the binding; kbind's keys and last-applied are never copied; what a
+// provider controller sets on the copy stays.
+func TestMetadataUp(t *testing.T) {
+	ctx := context.Background()
+	gvk := schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Labelled"}
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "labelleds"}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"},
+		APIs:          []kbindv1alpha1.APIReference{{Name: "labelleds.example.org"}},
+		Metadata:      &kbindv1alpha1.MetadataSync{Labels: []string{"team"}, Annotations: []string{"example.org/"}}}}
+	if err := env.Consumer.Create(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "clusterbinding labelleds Synced", func() error {
+		got := &kbindv1alpha1.ClusterBinding{}
+		if err := env.Consumer.Get(ctx, client.ObjectKey{Name: "labelleds"}, got); err != nil {
+			return err
+		}
+		if !conditionTrue(got.Status.Conditions, kbindv1alpha1.ConditionSynced) {
+			return fmt.Errorf("not Synced: %v", got.Status.Conditions)
+		}
+		return nil
+	})
+	ensureNamespace(t, env.Consumer, "meta")
+	obj := object(gvk, "meta", "l1", map[string]any{"size": int64(1)})
+	obj.SetLabels(map[string]string{"team": "a", "other": "x"})
+	obj.SetAnnotations(map[string]string{"example.org/owner": "me", "kubectl.kubernetes.io/last-applied-configuration": "{}", "unrelated": "u"})
+	create(t, env.Consumer, obj)
+
+	metadataOf := func(u *unstructured.Unstructured) string {
+		l, a := u.GetLabels(), u.GetAnnotations()
+		return fmt.Sprintf("team=%q other=%q owner=%q lastApplied=%q unrelated=%q shard=%q", l["team"], l["other"], a["example.org/owner"],
+			a["kubectl.kubernetes.io/last-applied-configuration"], a["unrelated"], l["provider.io/shard"])
+	}
+	expect := func(what, want string) {
+		t.Helper()
+		waitCopy(t, gvk, "meta", "l1", func(u *unstructured.Unstructured) error {
+			if got := metadataOf(u); got != want {
+				return fmt.Errorf("%s: %s, want %s", what, got, want)
+			}
+			return nil
+		})
+	}
+	expect("selected keys copied", `team="a" other="" owner="me" lastApplied="" unrelated="" shard=""`)
+
+	// A provider controller labels the copy: kept through later syncs.
+	pcopy, _ := get(t, env.Provider, gvk, "meta", "l1")
+	labels := pcopy.GetLabels()
+	labels["provider.io/shard"] = "3"
+	pcopy.SetLabels(labels)
+	if err := env.Provider.Update(ctx, pcopy); err != nil {
+		t.Fatal(err)
+	}
+
+	// Removed on the consumer: removed on the provider.
+	cobj, _ := get(t, env.Consumer, gvk, "meta", "l1")
+	cobj.SetLabels(map[string]string{"other": "x"})
+	if err := env.Consumer.Update(ctx, cobj); err != nil {
+		t.Fatal(err)
+	}
+	expect("a label removed on the consumer", `team="" other="" owner="me" lastApplied="" unrelated="" shard="3"`)
+
+	// Deselected on the binding: the annotation goes.
+	if err := env.Consumer.Get(ctx, client.ObjectKey{Name: "labelleds"}, cb); err != nil {
+		t.Fatal(err)
+	}
+	cb.Spec.Metadata = &kbindv1alpha1.MetadataSync{Labels: []string{"team", "other"}}
+	if err := env.Consumer.Update(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	expect("the binding selects other keys", `team="" other="x" owner="" lastApplied="" unrelated="" shard="3"`)
 }

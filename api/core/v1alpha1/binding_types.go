@@ -126,6 +126,33 @@ type BindingSpec struct {
 	// +optional
 	// +listType=atomic
 	RelatedResources []RelatedResource `json:"relatedResources,omitempty"`
+
+	// Metadata lists the labels and annotations of each bound object that
+	// are copied to its provider copy (docs/sync.md#labels-and-annotations).
+	// Nothing is copied when it is unset.
+	// +optional
+	Metadata *MetadataSync `json:"metadata,omitempty"`
+}
+
+// MetadataSync selects label and annotation keys. An entry is a key
+// ("team"), every key of a prefix ("example.org/"), or "*" for every key.
+// kbind's own keys (core.kbind.io/) and
+// kubectl.kubernetes.io/last-applied-configuration are never copied.
+type MetadataSync struct {
+	// Labels copied from the consumer object to its provider copy.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=317
+	Labels []string `json:"labels,omitempty"`
+	// Annotations copied from the consumer object to its provider copy.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=317
+	Annotations []string `json:"annotations,omitempty"`
 }
 
 // InstanceCounts are the engine's own per-object results for one bound API.

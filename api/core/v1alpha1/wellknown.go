@@ -62,6 +62,11 @@ const (
 	// related Secret or ConfigMap copy.
 	RelatedBindingAnnotation = "core.kbind.io/related-binding"
 
+	// SyncedMetadataAnnotation is stamped on a provider copy when a binding
+	// copies labels or annotations to it: the keys copied, so a key removed
+	// on the consumer is removed on the provider too.
+	SyncedMetadataAnnotation = "core.kbind.io/synced-metadata"
+
 	// ConflictAnnotation is set on a consumer instance whose provider target
 	// belongs to someone else; its value is a conflict reason. It is removed
 	// once the object syncs cleanly.

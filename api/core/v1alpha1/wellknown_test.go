@@ -16,6 +16,7 @@ func TestWellKnownSpelling(t *testing.T) {
 		{ConsumerClusterUIDAnnotation, "core.kbind.io/consumer-cluster-uid"},
 		{ConsumerObjectUIDAnnotation, "core.kbind.io/consumer-object-uid"},
 		{RelatedBindingAnnotation, "core.kbind.io/related-binding"},
+		{SyncedMetadataAnnotation, "core.kbind.io/synced-metadata"},
 		{ConflictAnnotation, "core.kbind.io/conflict"},
 		{DeletionPolicyAnnotation, "core.kbind.io/deletion-policy"},
 		{DeletionPolicyOrphan, "Orphan"},
