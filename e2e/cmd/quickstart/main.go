@@ -78,6 +78,24 @@ func (d *demo) kubectl(ctx context.Context, args ...string) (string, error) {
 	return out, err
 }
 
+// plugin runs `kubectl kbind args...` with the project's kubectl, which
+// finds the plugin built into binDir on PATH, as a user's kubectl would.
+func (d *demo) plugin(ctx context.Context, binDir string, args ...string) (string, error) {
+	fmt.Fprintf(d.out, "$ kubectl kbind %s\n", strings.Join(args, " "))
+	kubectl, err := testenv.KubectlPath()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, kubectl, append(append([]string{"kbind"}, args...), "--kubeconfig", d.kubeconfig)...)
+	cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	fmt.Fprint(d.out, indent(string(out)))
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl kbind %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
 func indent(s string) string {
 	if s == "" {
 		return ""
@@ -324,6 +342,29 @@ func run(konnectorBin, clusters string, check, detached bool) error {
 		return err
 	}
 
+	d.step("The kubectl plugin: one screen of status, and the troubleshooting guide as one command")
+	binDir, err := filepath.Abs(filepath.Dir(konnectorBin))
+	if err != nil {
+		return err
+	}
+	err = poll(ctx, 60*time.Second, "kubectl kbind status counting the synced Widget", func() error {
+		out, err := testenv.Kubectl(ctx, d.kubeconfig, "--context=consumer", "get", "clusterbinding", "widgets", "-o", "jsonpath={.status.boundAPIs[0].instances.synced}")
+		if err != nil || strings.TrimSpace(out) != "1" {
+			return fmt.Errorf("instances synced %q (%v)", out, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := d.plugin(ctx, binDir, "status", "--context=consumer"); err != nil {
+		return err
+	}
+	// Exit 0: nothing wrong (the konnector runs outside the cluster: a note).
+	if _, err := d.plugin(ctx, binDir, "doctor", "--context=consumer"); err != nil {
+		return err
+	}
+
 	if check {
 		d.step("Deleting the consumer Widget removes the provider copy first")
 		if _, err := d.kubectl(ctx, "--context=consumer", "-n", "default", "delete", "widget", "my-widget", "--timeout=60s"); err != nil {
@@ -340,15 +381,17 @@ func run(konnectorBin, clusters string, check, detached bool) error {
 	kubectl, _ := testenv.KubectlPath()
 	fmt.Fprintf(d.out, `
 ==> Try next (the kubectl kbind built, the quickstart kubeconfig):
-  export KUBECONFIG=%s
+  export KUBECONFIG=%s PATH=%s:$PATH
   alias kubectl=%s
+  kubectl kbind status --context=consumer
+  kubectl kbind doctor --context=consumer
   kubectl --context=consumer get connections,clusterbindings
   kubectl --context=consumer get connection demo-provider -o yaml
   kubectl --context=consumer -n default get widgets
   kubectl --context=provider -n default get widget my-widget -o yaml
   kubectl --context=provider get leases -A -l core.kbind.io/managed=true
   kubectl --context=consumer -n default delete widget my-widget
-`, d.kubeconfig, kubectl)
+`, d.kubeconfig, binDir, kubectl)
 	if detached {
 		fmt.Fprintf(d.out, "\nRunning in the background; stop it with: make quickstart-down\n")
 		markReady()
