@@ -80,20 +80,20 @@ func (d *demo) kubectl(ctx context.Context, args ...string) (string, error) {
 
 // plugin runs `kubectl kbind args...` with the project's kubectl, which
 // finds the plugin built into binDir on PATH, as a user's kubectl would.
-func (d *demo) plugin(ctx context.Context, binDir string, args ...string) (string, error) {
+func (d *demo) plugin(ctx context.Context, binDir string, args ...string) error {
 	fmt.Fprintf(d.out, "$ kubectl kbind %s\n", strings.Join(args, " "))
 	kubectl, err := testenv.KubectlPath()
 	if err != nil {
-		return "", err
+		return err
 	}
 	cmd := exec.CommandContext(ctx, kubectl, append(append([]string{"kbind"}, args...), "--kubeconfig", d.kubeconfig)...)
 	cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	out, err := cmd.CombinedOutput()
 	fmt.Fprint(d.out, indent(string(out)))
 	if err != nil {
-		return string(out), fmt.Errorf("kubectl kbind %s: %w", strings.Join(args, " "), err)
+		return fmt.Errorf("kubectl kbind %s: %w", strings.Join(args, " "), err)
 	}
-	return string(out), nil
+	return nil
 }
 
 func indent(s string) string {
@@ -357,11 +357,11 @@ func run(konnectorBin, clusters string, check, detached bool) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.plugin(ctx, binDir, "status", "--context=consumer"); err != nil {
+	if err := d.plugin(ctx, binDir, "status", "--context=consumer"); err != nil {
 		return err
 	}
 	// Exit 0: nothing wrong (the konnector runs outside the cluster: a note).
-	if _, err := d.plugin(ctx, binDir, "doctor", "--context=consumer"); err != nil {
+	if err := d.plugin(ctx, binDir, "doctor", "--context=consumer"); err != nil {
 		return err
 	}
 
