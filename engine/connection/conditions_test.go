@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -170,5 +171,27 @@ func TestDecide(t *testing.T) {
 		if got := decide(tc.obs, tc.ready); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestProbeBackoff: a Connection whose provider is gone is retried soon
+// after it comes back, however long the outage: 1 s doubling, capped at
+// MaxProbeBackoff; a success starts over.
+func TestProbeBackoff(t *testing.T) {
+	b := probeBackoff()
+	var got []time.Duration
+	for range 8 {
+		got = append(got, b.When("c"))
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("retries after %v, want %v", got, want)
+	}
+	if other := b.When("d"); other != time.Second {
+		t.Errorf("another Connection starts at %v", other)
+	}
+	b.Forget("c")
+	if again := b.When("c"); again != time.Second {
+		t.Errorf("after a success: %v", again)
 	}
 }

@@ -118,13 +118,26 @@ func (r *Reconciler) LastRenewals() map[string]time.Time {
 
 func (r *Reconciler) init() {
 	r.events = make(chan event.TypedGenericEvent[*kbindv1alpha1.Connection], 64)
-	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute)
+	r.backoff = probeBackoff()
 	r.probes = map[string]probe{}
 	r.readers = map[string]sessionReader{}
 	r.heartbeats = map[string]heartbeatState{}
 	if r.HeartbeatInterval == 0 {
 		r.HeartbeatInterval = heartbeat.Interval
 	}
+}
+
+// MaxProbeBackoff caps the retry of a Connection whose provider could not
+// be reached, read or trusted: a provider that comes back is noticed
+// within this long, however long it was gone (a wider cap let a provider
+// healed after a minute's outage wait another minute). While it lasts,
+// one identity read per retry is all a broken Connection costs.
+const MaxProbeBackoff = 10 * time.Second
+
+// probeBackoff is the per-Connection retry: 1 s, doubling, capped at
+// MaxProbeBackoff; forgotten after a successful discovery.
+func probeBackoff() workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, MaxProbeBackoff)
 }
 
 // Reconcile implements reconcile.Reconciler in three steps: observe (the
