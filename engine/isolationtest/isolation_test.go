@@ -397,6 +397,7 @@ func TestNamespaceIsolation(t *testing.T) {
 
 	roundTrip(t, ts[0], widgetGVK, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"})
 	throughTheMapping(t, ts[0], "tenant-a")
+	unbind(t, ts[0], key("tenant-a", "team-a.g1"))
 
 	// A cluster-scoped API cannot be confined: refused on the binding.
 	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "clusterwidgets.example.org"}}
@@ -431,6 +432,30 @@ func roundTrip(t *testing.T, tn tenant, gvk schema.GroupVersionKind, iso kbindv1
 	waitStatus(t, tn, gvk, ckey, "AtTheLimits")
 	deleteObject(t, tn.consumer, gvk, ckey)
 	waitGone(t, env.Provider, gvk, pkey)
+}
+
+// unbind deletes tenant A's Binding "gadgets" in team-a while a Gadget
+// syncs under it: the binding drains through the mapping, deleting the
+// copy at its derived key (pkey), not at the consumer's key, before the
+// finalizer goes.
+func unbind(t *testing.T, tn tenant, pkey client.ObjectKey) {
+	t.Helper()
+	ctx := context.Background()
+	create(t, []tenant{tn}, gadgetGVK, key("team-a", "g1"))
+	waitCopy(t, gadgetGVK, pkey, key("team-a", "g1"), tn.name)
+	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "gadgets"}}
+	if err := tn.consumer.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, tn.consumer, kbindv1alpha1.GroupVersion.WithKind("Binding"), key("team-a", "gadgets"))
+	waitGone(t, env.Provider, gadgetGVK, pkey)
+	g := object(gadgetGVK, "", "", nil)
+	if err := tn.consumer.Get(ctx, key("team-a", "g1"), g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.GetFinalizers()) > 0 {
+		t.Errorf("the unbound Gadget keeps finalizers %v", g.GetFinalizers())
+	}
 }
 
 // throughTheMapping checks drift repair, a foreign object at a derived

@@ -526,13 +526,9 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 			}
 			continue
 		}
-		pobj := s.newObject()
-		exists := true
-		if err := api.Session.Client.Get(ctx, client.ObjectKeyFromObject(obj), pobj); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return 0, fmt.Errorf("reading the provider copy of %s: %w", client.ObjectKeyFromObject(obj), err)
-			}
-			exists, pobj = false, nil
+		pobj, exists, err := s.providerCopy(ctx, client.ObjectKeyFromObject(obj))
+		if err != nil {
+			return 0, err
 		}
 		if _, err := s.release(ctx, obj, pobj, exists); err != nil {
 			return 0, err

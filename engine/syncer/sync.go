@@ -156,6 +156,26 @@ func (s *Syncer) providerGet(ctx context.Context, key types.NamespacedName) (*un
 	return pobj, true, nil
 }
 
+// providerCopy reads, from the provider directly (a drain runs without
+// the Syncer's informers), the copy of the consumer object key at its
+// mapped provider key. An object that cannot be placed under the
+// isolation has no copy.
+func (s *Syncer) providerCopy(ctx context.Context, key types.NamespacedName) (*unstructured.Unstructured, bool, error) {
+	pkey, err := s.target.Isolation.Object(key)
+	if err != nil {
+		return nil, false, nil
+	}
+	pobj := s.newObject()
+	if err := s.session.Client.Get(ctx, pkey, pobj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		// Never taken as absence: the drain waits and retries.
+		return nil, false, fmt.Errorf("reading the provider copy %s of %s: %w", pkey, key, err)
+	}
+	return pobj, true, nil
+}
+
 func annotationsOf(obj *unstructured.Unstructured) map[string]string {
 	if obj == nil {
 		return nil
