@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -95,7 +96,8 @@ func AddToScheme(s *runtime.Scheme) error {
 
 // ConfigureCache restricts the consumer cache the way the engine needs:
 // Secrets are cached only in the allowed Secret namespaces, never
-// cluster-wide, and managed fields are dropped from every cached object.
+// cluster-wide, Events only when kbind forwarded them, and managed fields
+// are dropped from every cached object.
 func ConfigureCache(opts Options, c *cache.Options) {
 	if c.ByObject == nil {
 		c.ByObject = map[client.Object]cache.ByObject{}
@@ -105,6 +107,9 @@ func ConfigureCache(opts Options, c *cache.Options) {
 		namespaces[ns] = cache.Config{}
 	}
 	c.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: namespaces}
+	// Only the Events kbind forwarded from the provider, read back to
+	// update them and to write nothing after a restart.
+	c.ByObject[&corev1.Event{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue})}
 	c.DefaultTransform = cache.TransformStripManagedFields()
 }
 

@@ -125,15 +125,18 @@ func (r Request) Objects() []client.Object {
 	return out
 }
 
-// objectRules: every verb on the bound APIs, the heartbeat Lease, and the
-// related kinds when asked.
+// objectRules: every verb on the bound APIs, the heartbeat Lease, reading
+// Events, and the related kinds when asked.
 func (r Request) objectRules() []rbacv1.PolicyRule {
 	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	var rules []rbacv1.PolicyRule
 	for _, g := range r.groups() {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: r.resources(g), Verbs: all})
 	}
-	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update", "delete"}})
+	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update", "delete"}},
+		// The provider's Events on the copies, forwarded to the consumer
+		// objects (docs/sync.md#provider-events).
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}})
 	if len(r.Related) > 0 {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: slices.Clone(r.Related), Verbs: all})
 	}

@@ -77,7 +77,7 @@ func TestObjects(t *testing.T) {
 			}
 		})
 	}
-	// The Role holds exactly the APIs, the Lease and the related kinds.
+	// The Role holds exactly the APIs, the Lease, Events (read) and the related kinds.
 	objs := Request{Consumer: "a", Namespace: "tenant-a", Isolation: confined, APIs: []API{widgets}, Related: []string{"secrets"}}.Objects()
 	var role *rbacv1.Role
 	for _, o := range objs {
@@ -85,7 +85,8 @@ func TestObjects(t *testing.T) {
 			role = r
 		}
 	}
-	if role == nil || len(role.Rules) != 3 || role.Rules[0].Resources[0] != "widgets" || role.Rules[1].Resources[0] != "leases" || role.Rules[2].Resources[0] != "secrets" {
+	if role == nil || len(role.Rules) != 4 || role.Rules[0].Resources[0] != "widgets" || role.Rules[1].Resources[0] != "leases" ||
+		role.Rules[2].Resources[0] != "events" || strings.Join(role.Rules[2].Verbs, ",") != "get,list,watch" || role.Rules[3].Resources[0] != "secrets" {
 		t.Errorf("Role rules %+v", role)
 	}
 	// Without CRD reads (schema source OpenAPI) the discovery role reads the identity only.

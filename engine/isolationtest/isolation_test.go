@@ -94,11 +94,13 @@ var discoveryRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch"}},
 }
 
-// objectRules are the verbs on synced objects and the heartbeat Lease.
+// objectRules are the verbs on synced objects, the heartbeat Lease and
+// the provider Events forwarded down.
 func objectRules(resources ...string) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{"example.org"}, Resources: resources, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}},
 	}
 }
 

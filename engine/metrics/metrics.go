@@ -32,6 +32,20 @@ var (
 		Help: "Per-object sync outcomes, by connection, API and result (synced, pending, failed, conflict).",
 	}, []string{"connection", "api", "result"})
 
+	// ProviderEventsForwarded counts provider Events re-emitted (created or
+	// updated) on consumer objects.
+	ProviderEventsForwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kbind_provider_events_forwarded_total",
+		Help: "Provider Events re-emitted on consumer objects (Event creates and updates), by connection and API.",
+	}, []string{"connection", "api"})
+
+	// ProviderEventsDropped counts new provider Events not re-emitted
+	// because the rate limits refused them.
+	ProviderEventsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kbind_provider_events_dropped_total",
+		Help: "New provider Events not re-emitted on consumer objects because the rate limits refused them, by connection and API.",
+	}, []string{"connection", "api"})
+
 	// ConnectionReady is 1 while a Connection is Ready.
 	ConnectionReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kbind_connection_ready",
@@ -64,7 +78,7 @@ type collector struct {
 var state = &collector{}
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncDuration, Syncs, ConnectionReady, state)
+	ctrlmetrics.Registry.MustRegister(SyncDuration, Syncs, ProviderEventsForwarded, ProviderEventsDropped, ConnectionReady, state)
 }
 
 // AddConflictSource registers a source of kbind_conflicts.

@@ -25,6 +25,7 @@ import (
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/isolation"
+	"github.com/kbind/kbind/engine/providerevents"
 	"github.com/kbind/kbind/engine/session"
 )
 
@@ -47,6 +48,9 @@ type Registry struct {
 	Events   recorder.EventRecorder
 	Results  *Results
 	Workers  int
+	// EventLimiter bounds the provider Events every Syncer forwards
+	// together; nil: providerevents.DefaultLimits.
+	EventLimiter *providerevents.Limiter
 	// Base bounds every Syncer's lifetime.
 	Base context.Context
 	// Notify, when set, is called with the Connection's name when one of
@@ -316,7 +320,7 @@ func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 }
 
 func policyOf(spec kbindv1alpha1.BindingSpec) Policy {
-	p := Policy{Conflict: spec.ConflictPolicy}
+	p := Policy{Conflict: spec.ConflictPolicy, ForwardEvents: spec.ProviderEvents != kbindv1alpha1.ProviderEventsIgnore}
 	if p.Conflict == "" {
 		p.Conflict = kbindv1alpha1.ConflictPolicyFail
 	}
@@ -430,11 +434,15 @@ func (r *Registry) restartBackoff() workqueue.TypedRateLimiter[string] {
 }
 
 // newSyncer builds the Syncer of an API, reporting its readiness and
-// failures back to the registry.
+// failures back to the registry; mu is held.
 func (r *Registry) newSyncer(crdName string, api API) *Syncer {
+	if r.EventLimiter == nil {
+		r.EventLimiter = providerevents.NewLimiter(providerevents.DefaultLimits)
+	}
+	limiter := r.EventLimiter
 	return New(Options{
 		Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session,
-		Events: r.Events, Results: r.Results, Workers: r.Workers,
+		Events: r.Events, Results: r.Results, Workers: r.Workers, EventLimiter: limiter,
 		OnReady: func() {
 			r.mu.Lock()
 			delete(r.failures, crdName)

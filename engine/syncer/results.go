@@ -40,15 +40,35 @@ type Result struct {
 // Results holds per-object results of every Syncer, for the bindings'
 // counts and conditions.
 type Results struct {
-	mu       sync.RWMutex
-	byAPI    map[string]map[types.NamespacedName]Result
+	mu    sync.RWMutex
+	byAPI map[string]map[types.NamespacedName]Result
+	// refusals are provider refusals of a whole API, not of an object
+	// (watching the provider's Events).
+	refusals map[string]string
 	onChange func(connection string, gk schema.GroupKind)
 }
 
 // NewResults returns an empty Results; onChange (may be nil) is called,
 // without locks held, when an object's result changes.
 func NewResults(onChange func(connection string, gk schema.GroupKind)) *Results {
-	return &Results{byAPI: map[string]map[types.NamespacedName]Result{}, onChange: onChange}
+	return &Results{byAPI: map[string]map[types.NamespacedName]Result{}, refusals: map[string]string{}, onChange: onChange}
+}
+
+// setRefusal records what the provider refuses an API as a whole ("" when
+// it no longer does); the bindings of the API report it.
+func (r *Results) setRefusal(t Target, refusal string) {
+	k := apiKey(t.Connection, t.GVK.GroupKind())
+	r.mu.Lock()
+	changed := r.refusals[k] != refusal
+	if refusal == "" {
+		delete(r.refusals, k)
+	} else {
+		r.refusals[k] = refusal
+	}
+	r.mu.Unlock()
+	if changed && r.onChange != nil {
+		r.onChange(t.Connection, t.GVK.GroupKind())
+	}
 }
 
 func apiKey(connection string, gk schema.GroupKind) string { return connection + "/" + gk.String() }
@@ -88,6 +108,7 @@ func (r *Results) forget(t Target, key types.NamespacedName) {
 func (r *Results) drop(connection string, gk schema.GroupKind) {
 	r.mu.Lock()
 	delete(r.byAPI, apiKey(connection, gk))
+	delete(r.refusals, apiKey(connection, gk))
 	r.mu.Unlock()
 }
 
@@ -140,6 +161,9 @@ func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace st
 	}
 	for f, n := range forbidden {
 		s.Forbidden = append(s.Forbidden, fmt.Sprintf("%s: forbidden (%d object(s))", f, n))
+	}
+	if refusal := r.refusals[apiKey(connection, gk)]; refusal != "" {
+		s.Forbidden = append(s.Forbidden, refusal+": forbidden")
 	}
 	sort.Strings(s.Forbidden)
 	sort.Strings(s.Failures)

@@ -32,6 +32,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/isolation"
+	"github.com/kbind/kbind/engine/providerevents"
 	"github.com/kbind/kbind/engine/session"
 )
 
@@ -64,6 +65,8 @@ type Policy struct {
 	Conflict kbindv1alpha1.ConflictPolicy
 	// Metadata selects the labels and annotations copied up.
 	Metadata MetadataRules
+	// ForwardEvents re-emits the provider's Events on the consumer objects.
+	ForwardEvents bool
 }
 
 // covers returns whether namespace is in scope and its policy.
@@ -76,6 +79,20 @@ func (s Scope) covers(namespace string) (Policy, bool) {
 	return p, ok
 }
 
+// forwardsEvents reports whether any binding of the scope forwards the
+// provider's Events.
+func (s Scope) forwardsEvents() bool {
+	if s.Cluster {
+		return s.ClusterPolicy.ForwardEvents
+	}
+	for _, p := range s.Namespaces {
+		if p.ForwardEvents {
+			return true
+		}
+	}
+	return false
+}
+
 // Syncer syncs one API of one Connection.
 type Syncer struct {
 	target   Target
@@ -85,6 +102,7 @@ type Syncer struct {
 	events   recorder.EventRecorder
 	results  *Results
 	workers  int
+	limiter  *providerevents.Limiter
 	onReady  func()
 	onFailed func(error)
 
@@ -104,6 +122,11 @@ type Syncer struct {
 	// cache has caught up does not apply the same thing twice.
 	applied sync.Map // types.NamespacedName → string (digest of the desired copy)
 
+	// forwarder runs while the scope forwards the provider's Events;
+	// fmu guards it.
+	fmu       sync.Mutex
+	forwarder *runningForwarder
+
 	// origins is the index from provider keys back to consumer keys under
 	// isolation, filled from consumer events: it maps a provider event on
 	// an object that carries no origin markers (a foreign object at a
@@ -120,6 +143,9 @@ type Options struct {
 	Events   recorder.EventRecorder
 	Results  *Results
 	Workers  int
+	// EventLimiter bounds the forwarded provider Events (shared by every
+	// Syncer of a konnector); nil: the default limits, per Syncer.
+	EventLimiter *providerevents.Limiter
 	// OnReady, when set, is called once the Syncer's informers have synced
 	// and its workers run.
 	OnReady func()
@@ -134,9 +160,13 @@ func New(o Options) *Syncer {
 	if workers < 1 {
 		workers = 1
 	}
+	limiter := o.EventLimiter
+	if limiter == nil {
+		limiter = providerevents.NewLimiter(providerevents.DefaultLimits)
+	}
 	return &Syncer{
 		target: o.Target, consumer: o.Consumer, ccache: o.Cache, session: o.Session,
-		events: o.Events, results: o.Results, workers: workers, onReady: o.OnReady, onFailed: o.OnFailed,
+		events: o.Events, results: o.Results, workers: workers, limiter: limiter, onReady: o.OnReady, onFailed: o.OnFailed,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, 2*time.Minute),
@@ -159,6 +189,9 @@ func (s *Syncer) SetScope(ctx context.Context, scope Scope) {
 	s.mu.Unlock()
 	if changed {
 		s.enqueueAll(ctx)
+		if s.Ready() {
+			s.runForwarder(scope.forwardsEvents())
+		}
 	}
 }
 
@@ -271,11 +304,13 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 	}
 	s.ready.Store(true)
 	log.FromContext(ctx).Info("Syncer started", "workers", s.workers)
+	s.runForwarder(s.currentScope().forwardsEvents())
 	if s.onReady != nil {
 		s.onReady()
 	}
 	<-ctx.Done()
 	s.queue.ShutDown()
+	s.runForwarder(false)
 	wg.Wait()
 	return nil
 }

@@ -48,6 +48,8 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("refuseds", "refused", "Refused", "refused.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("counteds", "counted", "Counted", "counted.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("labelleds", "labelled", "Labelled", "example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("quiets", "quiet", "Quiet", "example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("noticeds", "noticed", "Noticed", "noticed.example.org", apiextensionsv1.NamespaceScoped, true),
 	}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -675,6 +677,7 @@ func TestProviderNamespaceForbidden(t *testing.T) {
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}},
 		rbacv1.PolicyRule{APIGroups: []string{"example.org"}, Resources: []string{"guardeds", "guardeds/status"}, Verbs: []string{"*"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}},
 	)
 	kc, err := testenv.KubeconfigFor("provider", user.Config)
 	if err != nil {

@@ -19,6 +19,20 @@ const (
 	ConflictPolicyAdopt ConflictPolicy = "Adopt"
 )
 
+// ProviderEventsPolicy says what happens to the Events the provider
+// records on the provider copies of a binding's objects.
+// +kubebuilder:validation:Enum=Forward;Ignore
+type ProviderEventsPolicy string
+
+const (
+	// ProviderEventsForward re-emits them on the consumer objects
+	// (deduplicated and rate limited, docs/sync.md#provider-events).
+	ProviderEventsForward ProviderEventsPolicy = "Forward"
+	// ProviderEventsIgnore leaves them on the provider; kbind does not
+	// watch the provider's Events for this binding.
+	ProviderEventsIgnore ProviderEventsPolicy = "Ignore"
+)
+
 // RelatedResourceKind is a kind of related object kbind copies.
 // +kubebuilder:validation:Enum=secrets;configmaps
 type RelatedResourceKind string
@@ -132,6 +146,15 @@ type BindingSpec struct {
 	// Nothing is copied when it is unset.
 	// +optional
 	Metadata *MetadataSync `json:"metadata,omitempty"`
+
+	// ProviderEvents: Forward (the default) re-emits the Events the
+	// provider records on each object's provider copy on the consumer
+	// object, so that kubectl describe shows why the provider's controller
+	// is unhappy; Ignore leaves them on the provider
+	// (docs/sync.md#provider-events).
+	// +optional
+	// +kubebuilder:default=Forward
+	ProviderEvents ProviderEventsPolicy `json:"providerEvents,omitempty"`
 }
 
 // MetadataSync selects label and annotation keys. An entry is a key

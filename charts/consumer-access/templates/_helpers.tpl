@@ -46,7 +46,7 @@ kbind.io/consumer: {{ .Values.consumer | quote }}
 {{- end -}}
 {{- end -}}
 
-{{/* Rules on the bound APIs, the Lease and related kinds. */}}
+{{/* Rules on the bound APIs, the Lease, reading Events (forwarded down) and related kinds. */}}
 {{- define "access.objectRules" -}}
 {{- range .Values.apis }}
 - apiGroups: [{{ .group | quote }}]
@@ -56,6 +56,9 @@ kbind.io/consumer: {{ .Values.consumer | quote }}
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: [get, create, update, delete]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [get, list, watch]
 {{- with .Values.related }}
 - apiGroups: [""]
   resources: {{ toJson . }}
