@@ -473,7 +473,29 @@ func throughTheMapping(t *testing.T, tn tenant, ns string) {
 	if err := env.Provider.Update(ctx, drifted); err != nil {
 		t.Fatal(err)
 	}
-	waitCopy(t, widgetGVK, key(ns, "team-a.w1"), key("team-a", "w1"), tn.name)
+	repaired := waitCopy(t, widgetGVK, key(ns, "team-a.w1"), key("team-a", "w1"), tn.name)
+
+	// An Event the provider records on the copy at its derived name shows
+	// on the consumer object.
+	now := metav1.Now()
+	pe := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a.w1.event"},
+		InvolvedObject: corev1.ObjectReference{APIVersion: widgetGVK.GroupVersion().String(), Kind: "Widget", Namespace: ns, Name: "team-a.w1", UID: repaired.GetUID()},
+		Type: corev1.EventTypeNormal, Reason: "Provisioned", Message: "provisioned for " + tn.name, Count: 1, FirstTimestamp: now, LastTimestamp: now}
+	if err := env.Provider.Create(ctx, pe); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "the provider's Event on team-a/w1", func() error {
+		var list corev1.EventList
+		if err := tn.consumer.List(ctx, &list, client.InNamespace("team-a"), client.MatchingFields{"involvedObject.name": "w1"}); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Reason == "Provisioned" && e.Message == pe.Message {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d Events, none forwarded", len(list.Items))
+	})
 
 	// A pre-existing unmarked object at the derived name is still
 	// ForeignObjectExists, and left alone.
