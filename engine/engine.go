@@ -30,6 +30,7 @@ import (
 	"github.com/kbind/kbind/engine/connection"
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/internal/slim"
 	"github.com/kbind/kbind/engine/metrics"
 	"github.com/kbind/kbind/engine/related"
 	kbindschema "github.com/kbind/kbind/engine/schema"
@@ -97,7 +98,8 @@ func AddToScheme(s *runtime.Scheme) error {
 // ConfigureCache restricts the consumer cache the way the engine needs:
 // Secrets are cached only in the allowed Secret namespaces, never
 // cluster-wide, Events only when kbind forwarded them, and managed fields
-// are dropped from every cached object.
+// (and kubectl's last-applied annotation on bound objects) are dropped
+// from every cached object.
 func ConfigureCache(opts Options, c *cache.Options) {
 	if c.ByObject == nil {
 		c.ByObject = map[client.Object]cache.ByObject{}
@@ -110,7 +112,7 @@ func ConfigureCache(opts Options, c *cache.Options) {
 	// Only the Events kbind forwarded from the provider, read back to
 	// update them and to write nothing after a restart.
 	c.ByObject[&corev1.Event{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue})}
-	c.DefaultTransform = cache.TransformStripManagedFields()
+	c.DefaultTransform = slim.Transform()
 }
 
 // Engine is the running engine's handle.

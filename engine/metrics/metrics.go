@@ -46,6 +46,13 @@ var (
 		Help: "New provider Events not re-emitted on consumer objects because the rate limits refused them, by connection and API.",
 	}, []string{"connection", "api"})
 
+	// SyncerReady is 1 while the syncer of a bound API runs with its
+	// informers on both sides synced; the series is gone when it stops.
+	SyncerReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kbind_syncer_ready",
+		Help: "1 while the syncer of a bound API runs with its consumer and provider informers synced, by connection and API; absent when no syncer runs.",
+	}, []string{"connection", "api"})
+
 	// ConnectionReady is 1 while a Connection is Ready.
 	ConnectionReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kbind_connection_ready",
@@ -78,7 +85,7 @@ type collector struct {
 var state = &collector{}
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncDuration, Syncs, ProviderEventsForwarded, ProviderEventsDropped, ConnectionReady, state)
+	ctrlmetrics.Registry.MustRegister(SyncDuration, Syncs, ProviderEventsForwarded, ProviderEventsDropped, SyncerReady, ConnectionReady, state)
 }
 
 // AddConflictSource registers a source of kbind_conflicts.

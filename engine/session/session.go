@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/slim"
 )
 
 // Options are the client settings of every provider session.
@@ -248,11 +249,12 @@ func (m *Manager) Stop(connection string) {
 	}
 }
 
-// onlyOurContent is the provider cache's transform: managed fields are
-// dropped from everything, and an object of a bound API (unstructured) that
-// is not this consumer's copy keeps only apiVersion, kind and metadata.
+// onlyOurContent is the provider cache's transform: managed fields (and
+// kubectl's last-applied annotation on bound objects) are dropped from
+// everything, and an object of a bound API (unstructured) that is not this
+// consumer's copy keeps only apiVersion, kind and metadata.
 func onlyOurContent(consumerUID string) toolscache.TransformFunc {
-	strip := cache.TransformStripManagedFields()
+	strip := slim.Transform()
 	return func(in any) (any, error) {
 		obj, err := strip(in)
 		if err != nil || consumerUID == "" {

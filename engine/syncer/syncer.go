@@ -32,6 +32,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/isolation"
+	"github.com/kbind/kbind/engine/metrics"
 	"github.com/kbind/kbind/engine/providerevents"
 	"github.com/kbind/kbind/engine/session"
 )
@@ -303,6 +304,9 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 		}()
 	}
 	s.ready.Store(true)
+	api := s.target.GVK.GroupKind().String()
+	metrics.SyncerReady.WithLabelValues(s.target.Connection, api).Set(1)
+	defer metrics.SyncerReady.DeleteLabelValues(s.target.Connection, api)
 	log.FromContext(ctx).Info("Syncer started", "workers", s.workers)
 	s.runForwarder(s.currentScope().forwardsEvents())
 	if s.onReady != nil {

@@ -61,7 +61,9 @@ type Run struct {
 	IdleProviderRequestsPerMin float64 `json:"idle_provider_requests_per_min"`
 	IdleConsumerWritesPerMin   float64 `json:"idle_consumer_writes_per_min"`
 	RestartWrites              int     `json:"restart_writes"`
+	RestartSyncedS             float64 `json:"restart_synced_s"`
 	PeakRSSMiB                 float64 `json:"peak_rss_mib"`
+	LiveHeapMiB                float64 `json:"live_heap_mib"`
 	DeletePerS                 float64 `json:"delete_per_s"`
 }
 
@@ -84,7 +86,10 @@ type bench struct {
 	rate               float64
 	konnector          *exec.Cmd
 	metricsAddr        string
-	peakRSS            float64
+	pprofAddr          string
+	// profiles, when set, keeps a heap profile of each run there.
+	profiles string
+	peakRSS  float64
 	log                *os.File
 	// isolation is the Connection's; the provider keys of consumer
 	// objects come from it.
@@ -147,6 +152,7 @@ func main() {
 	fsync := flag.Bool("etcd-fsync", true, "let both etcds fsync every write, as real clusters do; --etcd-fsync=false takes a slow disk out of the numbers")
 	flag.BoolVar(&verbose, "v", false, "print the slowest objects of each latency measurement and the write call latencies")
 	keep := flag.String("keep", "", "keep the logs (konnector, API servers, etcds) in this directory")
+	profiles := flag.String("profiles", "", "keep a heap profile of the konnector of each run in this directory (heap-n<N>.pb.gz, for go tool pprof)")
 	mode := flag.String("isolation", "None", "the Connection's isolation mode: None, Namespace (provider namespace "+benchTenant+") or Prefixed (prefix "+benchPrefix+")")
 	flag.Parse()
 	iso, err := isolationFor(*mode)
@@ -155,13 +161,14 @@ func main() {
 		os.Exit(2)
 	}
 
-	if err := run(sizes, *jsonOut, float32(*qps), *burst, *workers, *idle, *rate, *bin, *fsync, *keep, iso); err != nil {
+	if err := run(sizes, *jsonOut, float32(*qps), *burst, *workers, *idle, *rate, *bin, *fsync, *keep, *profiles, iso); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Duration, rate float64, bin string, fsync bool, keep string, iso kbindv1alpha1.Isolation) error {
+func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Duration, rate float64, bin string, fsync bool, keep, profiles string,
+	iso kbindv1alpha1.Isolation) error {
 	ctx := context.Background()
 	dir, err := keep, os.MkdirAll(keep, 0o755)
 	if keep == "" {
@@ -185,7 +192,12 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 		return err
 	}
 	defer pair.Stop()
-	b := &bench{pair: pair, konnectorBin: bin, qps: qps, burst: burst, workers: workers, idle: idle, rate: rate, isolation: iso}
+	b := &bench{pair: pair, konnectorBin: bin, qps: qps, burst: burst, workers: workers, idle: idle, rate: rate, isolation: iso, profiles: profiles}
+	if profiles != "" {
+		if err := os.MkdirAll(profiles, 0o755); err != nil {
+			return err
+		}
+	}
 	fast := func(c *rest.Config) *rest.Config { c = rest.CopyConfig(c); c.QPS, c.Burst = 2000, 4000; return c }
 	if b.consumer, err = dynamic.NewForConfig(fast(pair.Consumer.Config)); err != nil {
 		return err
@@ -280,8 +292,11 @@ func (b *bench) startKonnector() error {
 		return err
 	}
 	b.metricsAddr = addr
+	if b.pprofAddr, err = harness.LoopbackAddr(); err != nil {
+		return err
+	}
 	b.konnector = exec.Command(b.konnectorBin, "--kubeconfig", b.pair.Consumer.KubeconfigPath,
-		"--metrics-bind-address", addr, "--health-probe-bind-address", "127.0.0.1:0",
+		"--metrics-bind-address", addr, "--health-probe-bind-address", "127.0.0.1:0", "--pprof-bind-address", b.pprofAddr,
 		"--provider-qps", fmt.Sprint(b.qps), "--provider-burst", fmt.Sprint(b.burst),
 		"--consumer-qps", fmt.Sprint(b.qps), "--consumer-burst", fmt.Sprint(b.burst),
 		"--workers", fmt.Sprint(b.workers))
@@ -600,6 +615,11 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 		return r, err
 	}
 	r.StatusDownP50Ms, r.StatusDownP99Ms = percentiles(patched, down.times())
+	heap, err := liveHeap(b.pprofAddr, b.metricsAddr, b.profiles, fmt.Sprintf("n%d", n))
+	if err != nil {
+		return r, err
+	}
+	r.LiveHeapMiB = heap / (1 << 20)
 
 	// The limit: the same N objects created directly on the provider by a
 	// plain client with the konnector's provider QPS.
@@ -646,10 +666,21 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	if err != nil {
 		return r, err
 	}
+	restartStart := time.Now()
 	if err := b.startKonnector(); err != nil {
 		return r, err
 	}
-	time.Sleep(30 * time.Second)
+	// Synced again: every API's syncer runs with synced informers and has
+	// worked through the objects its informers delivered.
+	if err := waitFor(timeout, "the restarted konnector synced", func() bool {
+		b.sampleRSS()
+		ready, depth, err := syncedState(b.metricsAddr, gvrs[0].Group)
+		return err == nil && ready == len(gvrs) && depth == 0
+	}); err != nil {
+		return r, err
+	}
+	r.RestartSyncedS = time.Since(restartStart).Seconds()
+	time.Sleep(time.Until(restartStart.Add(30 * time.Second)))
 	b.sampleRSS()
 	r.RestartWrites = restart.writeCount()
 
@@ -695,12 +726,15 @@ func printTable(runs []Run, qps float32, burst, workers int, rate float64, fsync
 	}
 	fmt.Println("objects/s: consumer creates until every copy is on the provider; limit/s: the same creates straight to the provider with the same QPS")
 	fmt.Println("idle prov req/min: the konnector's requests to the provider per minute while idle; idle cons w/min: its writes to the consumer")
-	fmt.Printf("%8s %12s %10s %7s %10s %10s %12s %12s %6s %9s %9s %9s %10s %14s %14s\n",
-		"N", "objects/s", "limit/s", "ratio", "up p50ms", "up p99ms", "down p50ms", "down p99ms", "idle", "restart", "RSS MiB", "MiB/1000", "delete/s", "prov req/min", "cons w/min")
+	fmt.Println("RSS MiB: the konnector's peak resident set; heap MiB: its live heap after a forced GC once every status is down")
+	fmt.Printf("%8s %12s %10s %7s %10s %10s %12s %12s %6s %9s %9s %9s %9s %9s %9s %10s %14s %14s\n",
+		"N", "objects/s", "limit/s", "ratio", "up p50ms", "up p99ms", "down p50ms", "down p99ms", "idle", "restart", "restart s", "RSS MiB", "MiB/1000",
+		"heap MiB", "KiB/obj", "delete/s", "prov req/min", "cons w/min")
 	for _, r := range runs {
-		fmt.Printf("%8d %12.1f %10.1f %7.2f %10.0f %10.0f %12.0f %12.0f %6d %9d %9.0f %9.1f %10.1f %14.1f %14.1f\n",
+		fmt.Printf("%8d %12.1f %10.1f %7.2f %10.0f %10.0f %12.0f %12.0f %6d %9d %9.1f %9.0f %9.1f %9.1f %9.2f %10.1f %14.1f %14.1f\n",
 			r.N, r.ThroughputPerS, r.LimitPerS, r.ThroughputRatio, r.SpecUpP50Ms, r.SpecUpP99Ms,
-			r.StatusDownP50Ms, r.StatusDownP99Ms, r.IdleWrites, r.RestartWrites, r.PeakRSSMiB,
-			r.PeakRSSMiB/float64(r.N)*1000, r.DeletePerS, r.IdleProviderRequestsPerMin, r.IdleConsumerWritesPerMin)
+			r.StatusDownP50Ms, r.StatusDownP99Ms, r.IdleWrites, r.RestartWrites, r.RestartSyncedS, r.PeakRSSMiB,
+			r.PeakRSSMiB/float64(r.N)*1000, r.LiveHeapMiB, r.LiveHeapMiB*1024/float64(r.N), r.DeletePerS,
+			r.IdleProviderRequestsPerMin, r.IdleConsumerWritesPerMin)
 	}
 }

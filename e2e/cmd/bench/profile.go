@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// liveHeap forces a garbage collection in the konnector (by reading its
+// heap profile, which the runtime takes after a GC when asked) and returns
+// the bytes its heap then holds (go_memstats_heap_alloc_bytes): the memory
+// the synced state really needs, without the garbage a peak resident set
+// also counts. With dir set, the profile is kept there as heap-<label>.pb.gz
+// for `go tool pprof`.
+func liveHeap(pprofAddr, metricsAddr, dir, label string) (float64, error) {
+	client := &http.Client{Timeout: time.Minute}
+	resp, err := client.Get("http://" + pprofAddr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return 0, fmt.Errorf("reading the konnector's heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	profile, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("reading the konnector's heap profile: %w", err)
+	}
+	if dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "heap-"+label+".pb.gz"), profile, 0o644); err != nil {
+			return 0, err
+		}
+	}
+	return scrapeGauge(metricsAddr, "go_memstats_heap_alloc_bytes")
+}
+
+// scrapeGauge reads one unlabelled metric of the konnector.
+func scrapeGauge(metricsAddr, name string) (float64, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return 0, fmt.Errorf("reading the konnector's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	scanner := bufio.NewScanner(resp.Body)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+	for scanner.Scan() {
+		if value, ok := strings.CutPrefix(scanner.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(value), 64)
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("the konnector serves no %s", name)
+}
+
+// syncedState reads, from the konnector's metrics, how many syncers run
+// with their informers synced (kbind_syncer_ready) and how many objects
+// their workqueues still hold (workqueue_depth of the queues named
+// "<connection>/<Kind.group>" of the bench's group).
+func syncedState(metricsAddr, group string) (ready int, depth float64, err error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading the konnector's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	scanner := bufio.NewScanner(resp.Body)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+	for scanner.Scan() {
+		line := scanner.Text()
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			continue
+		}
+		v, perr := strconv.ParseFloat(fields[1], 64)
+		if perr != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "kbind_syncer_ready{") && v == 1:
+			ready++
+		case strings.HasPrefix(line, "workqueue_depth{") && strings.Contains(line, "."+group+`"`):
+			depth += v
+		}
+	}
+	return ready, depth, scanner.Err()
+}

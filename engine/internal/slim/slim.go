@@ -1,0 +1,45 @@
+// Package slim owns what kbind's caches keep of an object: informer
+// transforms that drop what kbind never reads, so that a synced object
+// costs as little memory as it can (docs/sync.md#cost).
+package slim
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+)
+
+// Transform drops managed fields from every object and, from the objects
+// of bound APIs (unstructured), kubectl's last-applied-configuration
+// annotation: a second copy of the object that kbind never copies nor
+// reads. What kbind writes back to such an object is a patch of the
+// fields it changes or a status update, so the dropped fields are never
+// written back (never lost).
+func Transform() toolscache.TransformFunc {
+	strip := cache.TransformStripManagedFields()
+	return func(in any) (any, error) {
+		obj, err := strip(in)
+		if err != nil {
+			return obj, err
+		}
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			DropLastApplied(u)
+		}
+		return obj, nil
+	}
+}
+
+// DropLastApplied removes kubectl's last-applied-configuration annotation
+// from u, in place.
+func DropLastApplied(u *unstructured.Unstructured) {
+	ann := u.GetAnnotations()
+	if _, ok := ann[corev1.LastAppliedConfigAnnotation]; !ok {
+		return
+	}
+	delete(ann, corev1.LastAppliedConfigAnnotation)
+	if len(ann) == 0 {
+		ann = nil
+	}
+	u.SetAnnotations(ann)
+}

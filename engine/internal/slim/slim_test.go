@@ -1,0 +1,38 @@
+package slim
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestTransform(t *testing.T) {
+	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(1)}}}
+	u.SetAnnotations(map[string]string{corev1.LastAppliedConfigAnnotation: `{"spec":{"size":1}}`, "team": "a"})
+	u.SetManagedFields(managed)
+	out, err := Transform()(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*unstructured.Unstructured)
+	if len(got.GetManagedFields()) > 0 || len(got.GetAnnotations()) != 1 || got.GetAnnotations()["team"] != "a" || got.Object["spec"] == nil {
+		t.Errorf("bound object kept %v %v", got.GetManagedFields(), got.GetAnnotations())
+	}
+
+	only := &unstructured.Unstructured{Object: map[string]any{}}
+	only.SetAnnotations(map[string]string{corev1.LastAppliedConfigAnnotation: "{}"})
+	out, _ = Transform()(only)
+	if _, ok := out.(*unstructured.Unstructured).Object["metadata"].(map[string]any)["annotations"]; ok {
+		t.Errorf("an empty annotations map was left: %v", out)
+	}
+
+	// Typed objects keep their annotations (a Secret's are its own).
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: "{}"}, ManagedFields: managed}}
+	out, _ = Transform()(s)
+	if sec := out.(*corev1.Secret); len(sec.ManagedFields) > 0 || len(sec.Annotations) != 1 {
+		t.Errorf("typed object: %v %v", sec.ManagedFields, sec.Annotations)
+	}
+}
