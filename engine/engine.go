@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -177,7 +178,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 		return nil, fmt.Errorf("consumer client: %w", err)
 	}
 	copier, err := related.NewCopier(ctx, related.Options{
-		Consumer: mgr.GetConfig(), ConsumerClient: direct, Events: mgr.GetEventRecorder("kbind-konnector"),
+		Consumer: mgr.GetConfig(), ConsumerClient: direct, ConsumerCache: mgr.GetCache(), Events: mgr.GetEventRecorder("kbind-konnector"),
 		SecretNamespaces: opts.SecretNamespaces,
 		// Related informer events re-check the Connection's bindings
 		// (SYNC-R2: changes arrive through watches, not the resync).
@@ -185,6 +186,11 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	})
 	if err != nil {
 		return nil, err
+	}
+	// An object deleted with the Orphan policy keeps the related copies
+	// made for it (relatedResources[].reference).
+	registry.ReleaseOrphaned = func(ctx context.Context, sess *session.Session, t syncer.Target, owner *unstructured.Unstructured) (bool, error) {
+		return copier.ReleaseOrphaned(ctx, sess, t.ClusterUID, t.Isolation, owner)
 	}
 	for i, namespaced := range []bool{false, true} {
 		if err := (&binding.Reconciler{

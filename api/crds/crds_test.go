@@ -65,18 +65,26 @@ var connectionFields = []field{
 }
 
 var bindingFields = []field{
+	{path: "spec", typ: "object", required: true, rules: []string{
+		"!has(self.relatedResources) || self.relatedResources.all(r, !has(r.reference) || self.apis.exists(a, a.name == r.reference.api))",
+	}},
 	{path: "spec.connectionRef", typ: "object", required: true, rules: []string{"self == oldSelf"}},
 	{path: "spec.connectionRef.name", typ: "string", required: true, minLength: i64(1)},
 	{path: "spec.apis", typ: "array", required: true, minItems: i64(1), listType: "map", listMapKeys: []string{"name"}},
 	{path: "spec.apis[].name", typ: "string", required: true, minLength: i64(1)},
 	{path: "spec.conflictPolicy", typ: "string", def: `"Fail"`, enum: []string{"Fail", "Adopt"}},
 	{path: "spec.relatedResources", typ: "array", listType: "atomic"},
-	{path: "spec.relatedResources[]", typ: "object", rules: []string{"has(self.selector) && ((has(self.selector.labelSelector) && ((has(self.selector.labelSelector.matchLabels) && size(self.selector.labelSelector.matchLabels) > 0) || (has(self.selector.labelSelector.matchExpressions) && size(self.selector.labelSelector.matchExpressions) > 0))) || (has(self.selector.names) && size(self.selector.names) > 0))"}},
+	{path: "spec.relatedResources[]", typ: "object", rules: []string{
+		"has(self.reference) || (has(self.selector) && ((has(self.selector.labelSelector) && ((has(self.selector.labelSelector.matchLabels) && size(self.selector.labelSelector.matchLabels) > 0) || (has(self.selector.labelSelector.matchExpressions) && size(self.selector.labelSelector.matchExpressions) > 0))) || (has(self.selector.names) && size(self.selector.names) > 0)))",
+		"!has(self.reference) || !has(self.selector) || (!has(self.selector.labelSelector) && (!has(self.selector.names) || size(self.selector.names) == 0))",
+	}},
 	{path: "spec.relatedResources[].group", typ: "string", def: `""`, rules: []string{"self == ''"}},
 	{path: "spec.relatedResources[].resource", typ: "string", required: true, enum: []string{"secrets", "configmaps"}},
 	{path: "spec.relatedResources[].direction", typ: "string", required: true, enum: []string{"FromProvider", "FromConsumer"}},
 	{path: "spec.relatedResources[].selector.labelSelector", typ: "object"},
 	{path: "spec.relatedResources[].selector.names", typ: "array", listType: "set"},
+	{path: "spec.relatedResources[].reference.api", typ: "string", required: true, minLength: i64(1)},
+	{path: "spec.relatedResources[].reference.fieldPath", typ: "string", required: true, rules: []string{"self.matches('^[.]spec([.][A-Za-z_][A-Za-z0-9_-]*)+$')"}},
 	{path: "status.boundAPIs", typ: "array", listType: "map", listMapKeys: []string{"name"}},
 	{path: "status.boundAPIs[].name", typ: "string", required: true},
 	{path: "status.boundAPIs[].crdHash", typ: "string"},

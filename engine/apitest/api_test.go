@@ -300,7 +300,67 @@ spec:
   relatedResources:
   - {resource: configmaps, selector: {names: [db]}}`,
 		fragments: []string{`spec.relatedResources[0].direction: Required value`},
+	}, {
+		name: "relatedResources entry with both selector and reference",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: NAME, namespace: default}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - resource: secrets
+    direction: FromProvider
+    selector: {names: [db]}
+    reference: {api: widgets.example.org, fieldPath: .spec.secretRef.name}`,
+		fragments: []string{`spec.relatedResources[0]`, `set either selector or reference, not both`},
+	}, {
+		name: "relatedResources reference to an API the binding does not list",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: NAME}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - {resource: secrets, direction: FromProvider, reference: {api: gadgets.example.org, fieldPath: .spec.secretRef.name}}`,
+		fragments: []string{`spec: Invalid value`, `reference.api must name an API listed in spec.apis`},
+	}, {
+		name: "relatedResources reference without api",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: NAME, namespace: default}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - {resource: secrets, direction: FromProvider, reference: {fieldPath: .spec.secretRef.name}}`,
+		fragments: []string{`spec.relatedResources[0].reference.api: Required value`},
 	}}
+	// A reference's fieldPath is a plain dotted path under .spec.
+	for _, path := range []string{"spec.secretRef.name", ".spec", ".status.secretName", ".spec.refs[0].name", ".spec.refs.*.name",
+		".spec..name", ".spec.secretRef.name.", "{.spec.secretRef.name}", ".spec['secretRef'].name", ".metadata.name", ".spec.secret Ref"} {
+		cases = append(cases, struct {
+			name      string
+			manifest  string
+			fragments []string
+		}{
+			name: fmt.Sprintf("relatedResources reference fieldPath %q", path),
+			manifest: fmt.Sprintf(`
+apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: NAME, namespace: default}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - {resource: secrets, direction: FromProvider, reference: {api: widgets.example.org, fieldPath: %q}}`, path),
+			fragments: []string{`spec.relatedResources[0].reference.fieldPath`, `fieldPath must be a dotted path of field names under .spec`},
+		})
+	}
 	// A relatedResources entry must select: without a selector it would copy
 	// every Secret in scope, other Connections' kubeconfigs included.
 	for _, selector := range []string{"", ", selector: {}", ", selector: {names: []}", ", selector: {labelSelector: {}}",
@@ -488,5 +548,27 @@ func TestAllowInsecureValues(t *testing.T) {
 	conn.Spec.AllowInsecure = []kbindv1alpha1.InsecureKubeconfigFeature{kbindv1alpha1.InsecureSkipTLSVerify, kbindv1alpha1.InsecureProxyURL, kbindv1alpha1.InsecurePlainHTTP}
 	if err := c.Create(ctx, conn); err != nil {
 		t.Fatalf("every known feature must be accepted: %v", err)
+	}
+}
+
+// A reference entry is accepted with no selector, and with the empty
+// selector a Go client sends (selector is a struct, not a pointer).
+func TestRelatedReferenceAccepted(t *testing.T) {
+	ctx := context.Background()
+	for _, selector := range []string{"", ", selector: {}", ", selector: {names: []}"} {
+		obj := fromYAML(t, `
+apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: %s, namespace: default}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}, {name: gadgets.example.org}]
+  relatedResources:
+  - {resource: secrets, direction: FromProvider, reference: {api: widgets.example.org, fieldPath: .spec.writeConnectionSecretToRef.name}%s}
+  - {resource: configmaps, direction: FromConsumer, reference: {api: gadgets.example.org, fieldPath: .spec.config_ref.name-v2}}
+`, uniqueName("reference"), selector)
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatalf("a valid reference entry (selector %q) was rejected: %v", selector, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,7 +41,9 @@ func (r *Reconciler) reconcileRelated(ctx context.Context, b binding, before *kb
 	if o.connProblem != "" || o.session == nil {
 		return nil
 	}
-	res, err := r.Related.Sync(ctx, r.relatedBinding(b, o.clusterUID, o.conn), o.session)
+	rb := r.relatedBinding(b, o.clusterUID, o.conn)
+	rb.Owners = r.relatedOwners(ctx, b, o)
+	res, err := r.Related.Sync(ctx, rb, o.session)
 	if err != nil {
 		// Part of the pass failed. A binding that had no copies yet still
 		// records that it may have some now, so that removing every entry
@@ -113,4 +116,42 @@ func (r *Reconciler) cleanupRelated(ctx context.Context, b binding) (waiting str
 		return "", nil
 	}
 	return fmt.Sprintf("waiting for the provider to delete related copies (Connection %q has no provider session)", name), nil
+}
+
+// relatedOwners describes the listed APIs that reference entries read
+// objects of: their kind, scope, and whether their objects can be read
+// (the API is bound, its CRD installed and its syncer runs).
+func (r *Reconciler) relatedOwners(ctx context.Context, b binding, o *observation) map[string]related.OwnerAPI {
+	referenced := map[string]bool{}
+	for _, e := range b.spec.RelatedResources {
+		if e.Reference != nil {
+			referenced[e.Reference.API] = true
+		}
+	}
+	if len(referenced) == 0 {
+		return nil
+	}
+	bound := map[string]bool{}
+	for _, a := range o.bound {
+		bound[a.Name] = true
+	}
+	out := map[string]related.OwnerAPI{}
+	for _, a := range b.spec.APIs {
+		if !referenced[a.Name] {
+			continue
+		}
+		owner := related.OwnerAPI{}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if bound[a.Name] && r.Client.Get(ctx, client.ObjectKey{Name: a.Name}, crd) == nil {
+			for _, v := range crd.Spec.Versions {
+				if v.Storage {
+					owner.GVK = schemaGVK(crd.Spec.Group, v.Name, crd.Spec.Names.Kind)
+				}
+			}
+			owner.Namespaced = crd.Spec.Scope == apiextensionsv1.NamespaceScoped
+			owner.Ready = owner.GVK.Kind != "" && r.Syncers.Running(a.Name)
+		}
+		out[a.Name] = owner
+	}
+	return out
 }

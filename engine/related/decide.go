@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/fieldpath"
 )
 
 // SystemNamespaces are never copied from or into, on either side, besides
@@ -48,6 +49,9 @@ type entryPlan struct {
 	// may be copied where it points).
 	skip string
 	keep bool
+	// reference: the entry copies what bound objects name (its keys and
+	// referrals are filled in per pass from the owners).
+	reference *referencePlan
 }
 
 func (p entryPlan) target() side {
@@ -76,13 +80,26 @@ func notManaged() labels.Requirement {
 // names, in which case a ClusterBinding's FromProvider entry copies
 // nothing: a provider namespace does not say which consumer namespace its
 // objects belong in.
-func planEntries(entries []kbindv1alpha1.RelatedResource, namespace, providerNamespace string, isolated bool, denied map[string]bool) []entryPlan {
+//
+// A reference entry reads the objects of its API (owners; an API not
+// listed, or not readable yet, makes it wait with its copies kept); its
+// sources are found per pass (resolveReferences). It works for a
+// ClusterBinding under isolation too: the owner says which consumer
+// namespace its related object belongs in.
+func planEntries(entries []kbindv1alpha1.RelatedResource, namespace, providerNamespace string, isolated bool, denied map[string]bool, owners map[string]OwnerAPI) []entryPlan {
 	out := make([]entryPlan, 0, len(entries))
 	for i, e := range entries {
 		p := entryPlan{index: i, id: EntryID(e), entry: e, source: consumerSide}
-		sourceNamespace := namespace
 		if e.Direction == kbindv1alpha1.FromProvider {
 			p.source = providerSide
+		}
+		if e.Reference != nil {
+			planReference(&p, namespace, denied, owners)
+			out = append(out, p)
+			continue
+		}
+		sourceNamespace := namespace
+		if e.Direction == kbindv1alpha1.FromProvider {
 			sourceNamespace = providerNamespace
 			if isolated && namespace == "" {
 				p.skip = fmt.Sprintf("relatedResources[%d]: a ClusterBinding of an isolated Connection cannot copy %s FromProvider, because the provider namespace does not say which consumer namespace they belong in; list the entry on a Binding in the consumer namespace that should receive them", i, e.Resource)
@@ -205,4 +222,28 @@ func collectable(owner, bindingUID string, s side, copyKey string, claims map[st
 		return false
 	}
 	return true
+}
+
+// planReference plans a reference entry: the path must parse, its API must
+// be listed by the binding and namespaced (a reference names an object in
+// the owner's namespace), and a Binding in a namespace kbind never copies
+// into or from copies nothing.
+func planReference(p *entryPlan, namespace string, denied map[string]bool, owners map[string]OwnerAPI) {
+	e := p.entry
+	path, err := fieldpath.Parse(e.Reference.FieldPath)
+	if err != nil {
+		p.skip, p.keep = fmt.Sprintf("relatedResources[%d].reference: %v; nothing is copied", p.index, err), true
+		return
+	}
+	owner, listed := owners[e.Reference.API]
+	switch {
+	case namespace != "" && denied[namespace]:
+		p.skip = fmt.Sprintf("relatedResources[%d]: kbind never copies %s from or into namespace %s", p.index, e.Resource, namespace)
+	case !listed:
+		p.skip, p.keep = fmt.Sprintf("relatedResources[%d].reference.api %s is not listed in spec.apis; nothing is copied", p.index, e.Reference.API), true
+	case owner.Ready && !owner.Namespaced:
+		p.skip, p.keep = fmt.Sprintf("relatedResources[%d].reference.api %s is cluster-scoped: a reference names an object in the bound object's namespace; nothing is copied", p.index, e.Reference.API), true
+	default:
+		p.reference = &referencePlan{api: e.Reference.API, path: path, owner: owner, pending: !owner.Ready}
+	}
 }

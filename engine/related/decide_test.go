@@ -85,7 +85,7 @@ func TestPlanEntries(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			plans := planEntries([]kbindv1alpha1.RelatedResource{tc.entry}, tc.namespace, tc.namespace, false, denied)
+			plans := planEntries([]kbindv1alpha1.RelatedResource{tc.entry}, tc.namespace, tc.namespace, false, denied, nil)
 			if len(plans) != 1 {
 				t.Fatalf("%d plans", len(plans))
 			}

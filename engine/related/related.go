@@ -1,7 +1,10 @@
 // Package related copies the Secrets and ConfigMaps a binding's
-// relatedResources select between the clusters (SYNC-R1..R4): same
+// relatedResources select between the clusters (SYNC-R1..R5): same
 // namespace and name, in the declared direction, owned per (binding,
-// entry), never overwriting a target that is not the binding's.
+// entry), never overwriting a target that is not the binding's. An entry
+// selects by labels and names, or by reference: the object a field of
+// each bound object names, whose copy lives and dies with that object
+// (reference.go).
 //
 // It reads only through informers it owns: sources through informers
 // selected server-side by each entry's label selector or names (in the
@@ -34,13 +37,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/internal/namespace"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/session"
@@ -64,6 +70,9 @@ type Binding struct {
 	// Isolation maps consumer objects to their provider place (the
 	// Connection's spec.isolation; the zero value is None).
 	Isolation isolation.Mapping
+	// Owners are the APIs the binding lists (by "<plural>.<group>") that
+	// reference entries read objects of.
+	Owners map[string]OwnerAPI
 }
 
 // scope is the namespace the binding reads and writes on side s ("" for
@@ -108,6 +117,10 @@ type Options struct {
 	// ConsumerClient is an uncached consumer client for writes and the
 	// occasional read of a single object.
 	ConsumerClient client.Client
+	// ConsumerCache is the consumer manager's cache: reference entries read
+	// the bound objects from the informers the syncers run in it. Without
+	// it reference entries wait.
+	ConsumerCache cache.Cache
 	// Events records Warning Events on bindings.
 	Events recorder.EventRecorder
 	// SecretNamespaces are the konnector's kubeconfig Secret namespaces:
@@ -136,6 +149,9 @@ type Copier struct {
 	// provided lists each binding's provider copies as last seen, to name
 	// them when its Connection is gone.
 	provided map[string]providedCopies
+	// owners are the handlers on bound APIs' consumer informers that
+	// reference entries read.
+	owners map[schema.GroupVersionKind]*ownerWatch
 }
 
 // providedCopies are a binding's provider copies as last seen.
@@ -157,6 +173,7 @@ func NewCopier(ctx context.Context, opts Options) (*Copier, error) {
 		opts: opts, denied: DeniedNamespaces(opts.SecretNamespaces),
 		providers: map[*session.Session]*pool{}, held: map[string]map[ref]bool{},
 		reported: map[string]map[string]bool{}, provided: map[string]providedCopies{},
+		owners: map[schema.GroupVersionKind]*ownerWatch{},
 	}
 	c.transform = stripTransform(c.denied)
 	c.consumer = &pool{side: consumerSide, cs: cs, ctx: log.IntoContext(ctx, log.FromContext(ctx).WithName("related")), informers: map[key]*informer{}}
@@ -272,6 +289,9 @@ func (c *Copier) Forget(bindingUID string) {
 	for r := range c.held[bindingUID] {
 		c.releaseLocked(bindingUID, r)
 	}
+	for gvk := range c.owners {
+		c.unwatchOwnerLocked(gvk, bindingUID)
+	}
 	delete(c.held, bindingUID)
 	delete(c.reported, bindingUID)
 	delete(c.provided, bindingUID)
@@ -338,7 +358,13 @@ func (c *Copier) Sync(ctx context.Context, b Binding, provider *session.Session)
 		forbidden: map[string]bool{}, kept: map[string]bool{}, targeted: map[string]bool{},
 		claims: map[string]claim{}, providerCopies: map[string]bool{},
 	}
-	plans := planEntries(b.Entries, b.Namespace, b.scope(providerSide), b.Isolation.Isolated(), c.denied)
+	plans := planEntries(b.Entries, b.Namespace, b.scope(providerSide), b.Isolation.Isolated(), c.denied, b.Owners)
+	if c.opts.ConsumerCache != nil {
+		if err := c.watchOwners(ctx, b, ownerKinds(plans)); err != nil {
+			run.failures = append(run.failures, err)
+		}
+	}
+	run.resolveReferences(ctx, plans)
 	run.readInformers(ctx, plans)
 	for _, p := range plans {
 		run.copyEntry(ctx, p)
@@ -428,17 +454,15 @@ func (r *syncRun) copyEntry(ctx context.Context, p entryPlan) {
 		}
 		return
 	}
+	if p.reference != nil {
+		r.copyReferences(ctx, p)
+		return
+	}
 	var sources []client.Object
 	for _, k := range p.keys {
 		i := r.infs[ref{r.pools[p.source], k}]
 		if err := readable(i.state()); err != nil {
-			r.kept[p.id] = true
-			r.ps.unread[p.id] = true
-			if isForbidden(err) {
-				r.forbidden[fmt.Sprintf("list %s (%s side)", p.entry.Resource, p.source)] = true
-			} else {
-				r.failures = append(r.failures, fmt.Errorf("reading the sources of relatedResources[%d] (%s, %s side): %w", p.index, p.entry.Resource, p.source, err))
-			}
+			r.unreadable(p, err)
 			return
 		}
 		sources = append(sources, i.objects("")...)
@@ -451,21 +475,35 @@ func (r *syncRun) copyEntry(ctx context.Context, p entryPlan) {
 		copiesInf = nil // unreadable: every target is read with a GET
 	}
 	for _, src := range sources {
-		r.copySource(ctx, p, src, copiesInf)
+		target, err := r.b.targetKey(src, p.target())
+		if err != nil {
+			r.res.Status.Skipped++
+			r.c.report(r.ps, p.id, "unplaceable/"+string(p.entry.Resource)+"/"+src.GetNamespace()+"/"+src.GetName(), src, "RelatedSkipped",
+				"not copying %s %s/%s: %v", singular(p.entry.Resource), src.GetNamespace(), src.GetName(), err)
+			continue
+		}
+		r.copySource(ctx, p, src, copiesInf, target, "")
 	}
 }
 
-// copySource copies one source object unless an earlier entry does, kbind
-// never copies it, or its target belongs to someone else, and counts the
-// outcome.
-func (r *syncRun) copySource(ctx context.Context, p entryPlan, src client.Object, copiesInf *informer) {
-	objKey := string(p.entry.Resource) + "/" + src.GetNamespace() + "/" + src.GetName()
-	target, err := r.b.targetKey(src, p.target())
-	if err != nil {
-		r.res.Status.Skipped++
-		r.c.report(r.ps, p.id, "unplaceable/"+objKey, src, "RelatedSkipped", "not copying %s %s/%s: %v", singular(p.entry.Resource), src.GetNamespace(), src.GetName(), err)
-		return
+// ownerKinds are the bound APIs (kinds) the reference entries read, with
+// the field paths each reads.
+func ownerKinds(plans []entryPlan) map[schema.GroupVersionKind][]fieldpath.Path {
+	out := map[schema.GroupVersionKind][]fieldpath.Path{}
+	for _, p := range plans {
+		if rp := p.reference; rp != nil && !rp.pending {
+			out[rp.owner.GVK] = append(out[rp.owner.GVK], rp.path)
+		}
 	}
+	return out
+}
+
+// copySource copies one source object to target unless an earlier entry
+// does, kbind never copies it, or the target belongs to someone else, and
+// counts the outcome. ownerUID is the bound object a reference entry
+// copies it for ("" for a selector entry).
+func (r *syncRun) copySource(ctx context.Context, p entryPlan, src client.Object, copiesInf *informer, target client.ObjectKey, ownerUID string) {
+	objKey := string(p.entry.Resource) + "/" + src.GetNamespace() + "/" + src.GetName()
 	claimKey := claimKey(p.target(), p.entry.Resource, target)
 	if _, taken := r.claims[claimKey]; taken {
 		return // an earlier entry copies it
@@ -484,7 +522,7 @@ func (r *syncRun) copySource(ctx context.Context, p entryPlan, src client.Object
 			"not copying Secret %s/%s: service-account tokens are never copied", src.GetNamespace(), src.GetName())
 		return
 	}
-	desired := copyOf(src, target, r.b, p.id, p.target())
+	desired := copyOf(src, target, r.b, p.id, p.target(), ownerUID)
 	r.claims[claimKey] = claim{entry: p.id, target: p.target()}
 	outcome, err := r.c.apply(ctx, r.ps, r.targets[p.target()], copiesInf, desired, p.id, r.namespaces(p.target(), src))
 	var nsErr *namespaceError
@@ -680,11 +718,14 @@ type namespacePolicy struct {
 // stringData as data, binaryData, type, immutable) and kbind's markers,
 // with the consumer source's origin on a provider copy under isolation.
 // Source labels are not copied.
-func copyOf(src client.Object, target client.ObjectKey, b Binding, entry string, to side) client.Object {
+func copyOf(src client.Object, target client.ObjectKey, b Binding, entry string, to side, ownerUID string) client.Object {
 	meta := metav1.ObjectMeta{Namespace: target.Namespace, Name: target.Name}
 	markers := kbindv1alpha1.RelatedCopyMarkers(b.ClusterUID, Owner(b.UID, entry))
 	if to == providerSide && b.Isolation.Isolated() {
 		markers = markers.WithOrigin(src.GetNamespace(), src.GetName())
+	}
+	if ownerUID != "" {
+		markers = markers.WithRelatedOwner(ownerUID)
 	}
 	markers.Stamp(&meta)
 	switch s := src.(type) {
@@ -780,7 +821,8 @@ func (c *Copier) apply(ctx context.Context, ps *pass, target client.Client, copi
 }
 
 func samePayload(existing, desired client.Object) bool {
-	if existing.GetLabels()[kbindv1alpha1.ManagedLabel] != kbindv1alpha1.ManagedLabelValue {
+	if existing.GetLabels()[kbindv1alpha1.ManagedLabel] != kbindv1alpha1.ManagedLabelValue ||
+		existing.GetLabels()[kbindv1alpha1.RelatedOwnerLabel] != desired.GetLabels()[kbindv1alpha1.RelatedOwnerLabel] {
 		return false
 	}
 	switch d := desired.(type) {

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 	var err error
 	var stop func()
 	// A long resync: changes must arrive through watches (SYNC-R2).
-	env, stop, err = enginetest.Start(enginetest.Options{Engine: engine.Options{BindingResync: time.Minute}})
+	env, stop, err = enginetest.Start(enginetest.Options{Engine: engine.Options{BindingResync: time.Minute}, ProviderCRDs: referenceCRDs()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -23,6 +23,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/providerevents"
@@ -57,6 +58,8 @@ type Registry struct {
 	// its Syncers has started syncing, or is due for a restart after it
 	// failed (the bindings report it and reconcile).
 	Notify func(connection string)
+	// ReleaseOrphaned is passed to every Syncer (see Options).
+	ReleaseOrphaned ReleaseOrphanedFunc
 
 	mu       sync.Mutex
 	syncers  map[string]*Syncer
@@ -300,7 +303,7 @@ func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 	sort.Slice(cbs.Items, func(i, j int) bool { return cbs.Items[i].Name < cbs.Items[j].Name })
 	for _, cb := range cbs.Items {
 		if cb.Spec.ConnectionRef.Name == api.Connection && cb.DeletionTimestamp.IsZero() && !scope.Cluster {
-			scope.Cluster, scope.ClusterPolicy = true, policyOf(cb.Spec)
+			scope.Cluster, scope.ClusterPolicy = true, policyOf(cb.Spec, api.CRD)
 		}
 	}
 	if scope.Cluster || !api.Target.Namespaced {
@@ -313,14 +316,15 @@ func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 	sort.Slice(bs.Items, func(i, j int) bool { return bs.Items[i].Name < bs.Items[j].Name })
 	for _, b := range bs.Items {
 		if _, taken := scope.Namespaces[b.Namespace]; b.Spec.ConnectionRef.Name == api.Connection && b.DeletionTimestamp.IsZero() && !taken {
-			scope.Namespaces[b.Namespace] = policyOf(b.Spec)
+			scope.Namespaces[b.Namespace] = policyOf(b.Spec, api.CRD)
 		}
 	}
 	return scope, nil
 }
 
-func policyOf(spec kbindv1alpha1.BindingSpec) Policy {
-	p := Policy{Conflict: spec.ConflictPolicy, ForwardEvents: spec.ProviderEvents != kbindv1alpha1.ProviderEventsIgnore}
+func policyOf(spec kbindv1alpha1.BindingSpec, crd string) Policy {
+	p := Policy{Conflict: spec.ConflictPolicy, References: References(spec, crd),
+		ForwardEvents: spec.ProviderEvents != kbindv1alpha1.ProviderEventsIgnore}
 	if p.Conflict == "" {
 		p.Conflict = kbindv1alpha1.ConflictPolicyFail
 	}
@@ -442,7 +446,7 @@ func (r *Registry) newSyncer(crdName string, api API) *Syncer {
 	limiter := r.EventLimiter
 	return New(Options{
 		Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session,
-		Events: r.Events, Results: r.Results, Workers: r.Workers, EventLimiter: limiter,
+		Events: r.Events, Results: r.Results, Workers: r.Workers, EventLimiter: limiter, ReleaseOrphaned: r.ReleaseOrphaned,
 		OnReady: func() {
 			r.mu.Lock()
 			delete(r.failures, crdName)
@@ -571,4 +575,24 @@ func (r *Registry) StopAll() {
 	for _, s := range syncers {
 		s.Stop()
 	}
+}
+
+// References are the field paths of the binding's relatedResources entries
+// that name related objects through the objects of API crd, each once, in
+// order; an entry whose path does not parse names nothing.
+func References(spec kbindv1alpha1.BindingSpec, crd string) []fieldpath.Path {
+	var out []fieldpath.Path
+	seen := map[string]bool{}
+	for _, e := range spec.RelatedResources {
+		if e.Reference == nil || e.Reference.API != crd || seen[e.Reference.FieldPath] {
+			continue
+		}
+		p, err := fieldpath.Parse(e.Reference.FieldPath)
+		if err != nil {
+			continue // the binding reports it (related.planEntries)
+		}
+		seen[e.Reference.FieldPath] = true
+		out = append(out, p)
+	}
+	return out
 }

@@ -22,8 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/internal/namespace"
 	"github.com/kbind/kbind/engine/internal/patch"
+	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/metrics"
 )
 
@@ -60,6 +62,9 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 		return false, err
 	}
 	if !cobj.GetDeletionTimestamp().IsZero() {
+		if done, err := s.releaseOrphaned(ctx, cobj, policy); err != nil || !done {
+			return !done && err == nil, err
+		}
 		return s.release(ctx, cobj, pobj, exists)
 	}
 	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
@@ -96,7 +101,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 			return false, s.reportConflict(ctx, cobj, conflict, namespaceConflictMessage(pkey.Namespace, conflict))
 		}
 	}
-	desired := s.desiredCopy(cobj, pkey, policy.Metadata)
+	desired := s.desiredCopy(cobj, pkey, policy)
 	digest := digestOf(desired)
 	if last, ok := s.applied.Load(key); (!exists || !upToDate(pobj, desired)) && (!ok || last != digest) {
 		applied := desired.DeepCopy()
@@ -187,16 +192,53 @@ func annotationsOf(obj *unstructured.Unstructured) map[string]string {
 // pkey), the managed label, the ownership markers (and, under isolation,
 // the origin markers), the labels and annotations the binding selects, and
 // spec — nothing else.
-func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured, pkey types.NamespacedName, metadata MetadataRules) *unstructured.Unstructured {
+func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured, pkey types.NamespacedName, policy Policy) *unstructured.Unstructured {
 	u := s.newObject()
 	u.SetNamespace(pkey.Namespace)
 	u.SetName(pkey.Name)
-	metadata.Stamp(u, cobj)
+	policy.Metadata.Stamp(u, cobj)
 	s.target.Isolation.Markers(s.target.ClusterUID, client.ObjectKeyFromObject(cobj), string(cobj.GetUID())).Stamp(u)
 	if spec, ok := cobj.Object["spec"]; ok {
 		u.Object["spec"] = runtime.DeepCopyJSONValue(spec)
 	}
+	mapReferences(u, cobj.GetNamespace(), policy.References, s.target.Isolation)
 	return u
+}
+
+// mapReferences makes each reference field of the provider copy u name
+// the related object's provider copy: under isolation a related object
+// team-a/db lives at the mapped key (tenant-a/team-a.db under Namespace
+// isolation), in the namespace of the copy itself. Without isolation, or
+// when the name stays the same (Prefixed), nothing changes.
+func mapReferences(u *unstructured.Unstructured, namespace string, refs []fieldpath.Path, iso isolation.Mapping) {
+	if !iso.Isolated() || namespace == "" {
+		return
+	}
+	for _, p := range refs {
+		name, err := fieldpath.Name(u, p)
+		if err != nil || name == "" {
+			continue
+		}
+		if mapped, err := iso.Object(types.NamespacedName{Namespace: namespace, Name: name}); err == nil && mapped.Name != name {
+			fieldpath.Set(u, p, mapped.Name)
+		}
+	}
+}
+
+// releaseOrphaned lets the related copier release the related copies of an
+// object deleted with the Orphan policy before its finalizer goes (they
+// stay, no longer kbind's); done is false while it must wait.
+func (s *Syncer) releaseOrphaned(ctx context.Context, cobj *unstructured.Unstructured, policy Policy) (bool, error) {
+	if s.orphaned == nil || len(policy.References) == 0 ||
+		cobj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation] != kbindv1alpha1.DeletionPolicyOrphan ||
+		!controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
+		return true, nil
+	}
+	done, err := s.orphaned(ctx, s.session, s.target, cobj)
+	if err != nil {
+		return false, fmt.Errorf("releasing the related copies of an orphaned object: %w", err)
+	}
+	return done, nil
 }
 
 // digestOf identifies a desired copy.

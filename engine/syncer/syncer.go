@@ -31,11 +31,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/metrics"
 	"github.com/kbind/kbind/engine/providerevents"
 	"github.com/kbind/kbind/engine/session"
 )
+
+// ReleaseOrphanedFunc releases the related copies that belong to owner, a
+// consumer object deleted with the Orphan policy, so that they stay when
+// it is gone; done is false while some could not be released yet.
+type ReleaseOrphanedFunc func(ctx context.Context, sess *session.Session, target Target, owner *unstructured.Unstructured) (done bool, err error)
 
 // Target describes one synced API.
 type Target struct {
@@ -66,6 +72,11 @@ type Policy struct {
 	Conflict kbindv1alpha1.ConflictPolicy
 	// Metadata selects the labels and annotations copied up.
 	Metadata MetadataRules
+	// References are the fields of this API's objects that name related
+	// objects (relatedResources[].reference). Under isolation the provider
+	// copy names each by its mapped provider name, and an object deleted
+	// with the Orphan policy releases its related copies first.
+	References []fieldpath.Path
 	// ForwardEvents re-emits the provider's Events on the consumer objects.
 	ForwardEvents bool
 }
@@ -106,6 +117,7 @@ type Syncer struct {
 	limiter  *providerevents.Limiter
 	onReady  func()
 	onFailed func(error)
+	orphaned ReleaseOrphanedFunc
 
 	// ready is set once both informers have synced and the workers run.
 	ready atomic.Bool
@@ -153,6 +165,10 @@ type Options struct {
 	// OnFailed, when set, is called when the Syncer stops on an error of
 	// its own (an informer that cannot start), not when it is stopped.
 	OnFailed func(error)
+	// ReleaseOrphaned, when set, runs before the finalizer of an object
+	// deleted with the Orphan policy is released, when a binding names
+	// related objects through its fields.
+	ReleaseOrphaned ReleaseOrphanedFunc
 }
 
 // New returns a Syncer; Start runs it.
@@ -168,6 +184,7 @@ func New(o Options) *Syncer {
 	return &Syncer{
 		target: o.Target, consumer: o.Consumer, ccache: o.Cache, session: o.Session,
 		events: o.Events, results: o.Results, workers: workers, limiter: limiter, onReady: o.OnReady, onFailed: o.OnFailed,
+		orphaned: o.ReleaseOrphaned,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, 2*time.Minute),

@@ -70,6 +70,7 @@ type APIReference struct {
 	// Kind, a version or a URL.
 	// +required
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 }
 
@@ -92,7 +93,8 @@ type RelatedResourceSelector struct {
 // keeping namespace and name. Objects in kube-system, kube-public,
 // kube-node-lease and the konnector's kubeconfig Secret namespaces are never
 // copied, nor objects kbind itself wrote.
-// +kubebuilder:validation:XValidation:rule="has(self.selector) && ((has(self.selector.labelSelector) && ((has(self.selector.labelSelector.matchLabels) && size(self.selector.labelSelector.matchLabels) > 0) || (has(self.selector.labelSelector.matchExpressions) && size(self.selector.labelSelector.matchExpressions) > 0))) || (has(self.selector.names) && size(self.selector.names) > 0))",message="a selector is required: set selector.labelSelector (with at least one requirement) or selector.names; kbind never copies every Secret or ConfigMap in scope"
+// +kubebuilder:validation:XValidation:rule="has(self.reference) || (has(self.selector) && ((has(self.selector.labelSelector) && ((has(self.selector.labelSelector.matchLabels) && size(self.selector.labelSelector.matchLabels) > 0) || (has(self.selector.labelSelector.matchExpressions) && size(self.selector.labelSelector.matchExpressions) > 0))) || (has(self.selector.names) && size(self.selector.names) > 0)))",message="a selector is required: set selector.labelSelector (with at least one requirement) or selector.names, or a reference; kbind never copies every Secret or ConfigMap in scope"
+// +kubebuilder:validation:XValidation:rule="!has(self.reference) || !has(self.selector) || (!has(self.selector.labelSelector) && (!has(self.selector.names) || size(self.selector.names) == 0))",message="set either selector or reference, not both: a reference entry copies exactly the object each bound object names"
 type RelatedResource struct {
 	// Group must be "" (the core group).
 	// +optional
@@ -109,12 +111,42 @@ type RelatedResource struct {
 	Direction RelatedResourceDirection `json:"direction"`
 
 	// Selector picks the source objects: labelSelector, names or both.
-	// Required (validated): there is no "every object in scope".
+	// Exactly one of selector and reference is required (validated): there
+	// is no "every object in scope".
 	// +optional
 	Selector RelatedResourceSelector `json:"selector,omitempty"`
+
+	// Reference picks, for each object of one bound API, the object whose
+	// name a field of it holds, in that object's namespace. The copy
+	// belongs to that object: it follows the field and goes when the
+	// object is deleted (unless it is annotated
+	// core.kbind.io/deletion-policy: Orphan).
+	// +optional
+	Reference *RelatedResourceReference `json:"reference,omitempty"`
+}
+
+// RelatedResourceReference names the related object through a field of the
+// bound objects of one API (docs/related.md#by-reference).
+type RelatedResourceReference struct {
+	// API is the bound API whose objects hold the field, as
+	// "<plural>.<group>"; it must be listed in spec.apis and be namespaced.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	API string `json:"api"`
+
+	// FieldPath is a dotted path under .spec to a string field holding the
+	// name of the related object, such as
+	// ".spec.writeConnectionSecretToRef.name". Only field names are
+	// allowed: no list indexes, wildcards, brackets or JSONPath filters.
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[.]spec([.][A-Za-z_][A-Za-z0-9_-]*)+$')",message="fieldPath must be a dotted path of field names under .spec, such as .spec.writeConnectionSecretToRef.name (no list indexes, wildcards, brackets or filters)"
+	FieldPath string `json:"fieldPath"`
 }
 
 // BindingSpec is the desired state shared by ClusterBinding and Binding.
+// +kubebuilder:validation:XValidation:rule="!has(self.relatedResources) || self.relatedResources.all(r, !has(r.reference) || self.apis.exists(a, a.name == r.reference.api))",message="relatedResources[].reference.api must name an API listed in spec.apis"
 type BindingSpec struct {
 	// ConnectionRef names the Connection whose APIs are bound. Immutable:
 	// a binding's objects belong to one provider; to move them, create a
@@ -126,6 +158,7 @@ type BindingSpec struct {
 	// APIs to bind, each by "<plural>.<group>".
 	// +required
 	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=1024
 	// +listType=map
 	// +listMapKey=name
 	APIs []APIReference `json:"apis"`
@@ -139,6 +172,7 @@ type BindingSpec struct {
 	// APIs.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
 	RelatedResources []RelatedResource `json:"relatedResources,omitempty"`
 
 	// Metadata lists the labels and annotations of each bound object that

@@ -47,6 +47,13 @@ func RelatedCopyMarkers(consumerClusterUID, owner string) Markers {
 	return m
 }
 
+// WithRelatedOwner adds the bound consumer object (by UID) a related copy
+// made for a reference belongs to.
+func (m Markers) WithRelatedOwner(ownerUID string) Markers {
+	m.Labels[RelatedOwnerLabel] = ownerUID
+	return m
+}
+
 // NamespaceMarkers are the markers of a namespace kbind creates.
 func NamespaceMarkers(consumerClusterUID string) Markers {
 	return base(consumerClusterUID)

@@ -67,3 +67,10 @@ func TestOriginMarkers(t *testing.T) {
 		t.Errorf("label value of a long name: %q", v)
 	}
 }
+
+func TestWithRelatedOwner(t *testing.T) {
+	m := RelatedCopyMarkers("c", "b/e").WithRelatedOwner("owner-uid")
+	if m.Labels[RelatedOwnerLabel] != "owner-uid" || m.Labels[ManagedLabel] != ManagedLabelValue || m.Annotations[RelatedBindingAnnotation] != "b/e" {
+		t.Errorf("markers %v %v", m.Labels, m.Annotations)
+	}
+}

@@ -31,6 +31,12 @@ const (
 	// ConsumerNameLabelValue). The annotation of the same key always holds
 	// the name itself.
 	ConsumerNameLabel = "core.kbind.io/consumer-name"
+
+	// RelatedOwnerLabel carries, on a related copy made for a reference
+	// (relatedResources[].reference), the UID of the bound consumer object
+	// whose field names it: the copy goes with that object, and an object
+	// deleted with the Orphan policy releases exactly these copies.
+	RelatedOwnerLabel = "core.kbind.io/related-owner"
 )
 
 // Annotations kbind reads or writes (docs/concepts.md#well-known-strings).
