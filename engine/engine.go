@@ -51,9 +51,12 @@ type Options struct {
 	ProviderBurst   int
 	ProviderTimeout time.Duration
 
-	// DiscoveryInterval is how often each Connection re-reads identity and
-	// exports (default 30s).
+	// DiscoveryInterval is how often each Connection re-reads its exports
+	// (default 30s; from a watch for the CRD source).
 	DiscoveryInterval time.Duration
+	// RecheckInterval is how often a working Connection re-reads the
+	// provider's identity and lists its exports directly (default 10m).
+	RecheckInterval time.Duration
 	// HeartbeatInterval is how often Leases are renewed (default 30s).
 	HeartbeatInterval time.Duration
 	// BindingResync is how often every binding is re-checked (default 30s).
@@ -81,6 +84,9 @@ func (o *Options) defaults() error {
 	}
 	if o.DiscoveryInterval <= 0 {
 		o.DiscoveryInterval = 30 * time.Second
+	}
+	if o.RecheckInterval <= 0 {
+		o.RecheckInterval = 10 * time.Minute
 	}
 	if o.BindingResync <= 0 {
 		o.BindingResync = 30 * time.Second
@@ -149,6 +155,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 		Client:            mgr.GetClient(),
 		SecretNamespaces:  opts.SecretNamespaces,
 		DiscoveryInterval: opts.DiscoveryInterval,
+		RecheckInterval:   opts.RecheckInterval,
 		HeartbeatInterval: opts.HeartbeatInterval,
 		InCluster:         opts.InCluster,
 		Sessions:          sessions,

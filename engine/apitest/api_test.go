@@ -96,6 +96,7 @@ spec:
 				"connectionRef":    map[string]any{"name": "provider"},
 				"apis":             []any{map[string]any{"name": "widgets.example.org"}},
 				"conflictPolicy":   "Fail",
+				"providerEvents":   "Forward",
 				"relatedResources": []any{map[string]any{"group": "", "resource": "secrets", "direction": "FromProvider", "selector": map[string]any{"names": []any{"db"}}}},
 			}
 			assertEqualJSON(t, want, spec)

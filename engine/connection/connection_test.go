@@ -427,17 +427,17 @@ func TestAutoBindOffLeavesBinding(t *testing.T) {
 		c.Spec.Schema.Source = kbindv1alpha1.SchemaSourceCRD
 	})
 	eventually(t, "autoBind ClusterBinding", func() error { return consumer.Get(ctx, client.ObjectKey{Name: "off"}, &kbindv1alpha1.ClusterBinding{}) })
-	conn := getConnection(t, "off")
-	conn.Spec.AutoBind = false
-	if err := consumer.Update(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	eventually(t, "autoBind turned off", func() error {
+		conn := getConnection(t, "off")
+		conn.Spec.AutoBind = false
+		return consumer.Update(ctx, conn)
+	})
 	waitCondition(t, "off", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected) // observed the new generation
 	if err := consumer.Get(ctx, client.ObjectKey{Name: "off"}, &kbindv1alpha1.ClusterBinding{}); err != nil {
 		t.Errorf("turning autoBind off removed the ClusterBinding: %v", err)
 	}
 	// It is an explicit binding now: deleting the Connection waits for it.
-	if err := consumer.Delete(ctx, conn); err != nil {
+	if err := consumer.Delete(ctx, getConnection(t, "off")); err != nil {
 		t.Fatal(err)
 	}
 	waitCondition(t, "off", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings, "ClusterBinding off")

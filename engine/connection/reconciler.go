@@ -47,8 +47,15 @@ type Reconciler struct {
 	Client client.Client
 	// SecretNamespaces are the namespaces kubeconfig Secrets may live in.
 	SecretNamespaces []string
-	// DiscoveryInterval is how often identity and exports are re-read.
+	// DiscoveryInterval is how often the exports are re-read: from the
+	// watch of the exported CRDs for the CRD source (no request), through
+	// discovery and /openapi/v3 for the OpenAPI source.
 	DiscoveryInterval time.Duration
+	// RecheckInterval is how often a Connection that is working re-reads
+	// the provider's identity and lists its exports directly (the backstop
+	// of the watches); a failed or stale heartbeat re-reads the identity at
+	// once. Default 10 minutes.
+	RecheckInterval time.Duration
 	// HeartbeatInterval is how often the Lease is renewed.
 	HeartbeatInterval time.Duration
 	// InCluster is true when the konnector runs in a Pod.
@@ -72,6 +79,11 @@ type Reconciler struct {
 	probes     map[string]probe
 	readers    map[string]sessionReader
 	heartbeats map[string]heartbeatState
+	// watched is the session whose exported-CRD watch announces changes
+	// of each Connection; changed marks a Connection whose exports changed
+	// since its last discovery.
+	watched map[string]*session.Session
+	changed map[string]bool
 }
 
 // sessionReader is the identity reader of one provider session (by its
@@ -81,15 +93,17 @@ type sessionReader struct {
 	reader *identity.Reader
 }
 
-// probe is the remembered outcome of the last identity + discovery pass,
-// so that reconciles triggered by unrelated events do not hit the provider.
+// probe is the remembered outcome of the last identity read (at) and
+// discovery pass (discoveredAt), so that reconciles triggered by unrelated
+// events do not hit the provider.
 type probe struct {
-	hash        string
-	at          time.Time
-	remoteUID   string
-	identityErr error
-	discovery   *kbindschema.Result
-	discovErr   error
+	hash         string
+	at           time.Time
+	remoteUID    string
+	identityErr  error
+	discoveredAt time.Time
+	discovery    *kbindschema.Result
+	discovErr    error
 }
 
 type heartbeatState struct {
@@ -101,6 +115,9 @@ type heartbeatState struct {
 	err         error
 	lease       heartbeat.Lease
 	lastRenewal time.Time
+	// recheckAt is when the heartbeat last failed or found its Lease
+	// changed or gone: the provider's identity is read again after it.
+	recheckAt time.Time
 }
 
 // LastRenewals implements metrics.HeartbeatSource.
@@ -122,8 +139,13 @@ func (r *Reconciler) init() {
 	r.probes = map[string]probe{}
 	r.readers = map[string]sessionReader{}
 	r.heartbeats = map[string]heartbeatState{}
+	r.watched = map[string]*session.Session{}
+	r.changed = map[string]bool{}
 	if r.HeartbeatInterval == 0 {
 		r.HeartbeatInterval = heartbeat.Interval
+	}
+	if r.RecheckInterval == 0 {
+		r.RecheckInterval = session.DefaultRecheck
 	}
 }
 
@@ -351,8 +373,13 @@ func (r *Reconciler) resolveSecret(ctx context.Context, conn *kbindv1alpha1.Conn
 	return parsed, nil
 }
 
-// observe reads identities and exports, at most once per discovery
-// interval per kubeconfig, and returns when the next pass is due.
+// observe reads identities and exports and returns when the next pass is
+// due. The provider's identity is read once per recheck interval per
+// kubeconfig, and at once after a failure or a failed or stale heartbeat;
+// the exports once per discovery interval, and at once when the watch of
+// the exported CRDs announces a change (for the CRD source that pass is
+// served by the watch: an idle Connection costs the provider its
+// heartbeat, one identity read and one list per recheck interval).
 func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection, sess *session.Session, parsed *kubeconfig.Parsed, obs *observation) time.Duration {
 	localUID, err := r.readLocalUID(ctx)
 	if err != nil {
@@ -360,18 +387,32 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 		obs.identityErr = fmt.Errorf("consumer: %w", err)
 		return 0
 	}
-
 	r.mu.Lock()
 	p, ok := r.probes[conn.Name]
+	changed := r.changed[conn.Name]
+	delete(r.changed, conn.Name)
+	recheckAt := r.heartbeats[conn.Name].recheckAt
 	r.mu.Unlock()
-	failed := p.identityErr != nil || p.discovErr != nil
-	if !ok || p.hash != sess.Hash || failed || time.Since(p.at) >= r.DiscoveryInterval {
-		p = r.probe(ctx, conn, sess)
-		obs.fresh = true
-		r.mu.Lock()
-		r.probes[conn.Name] = p
-		r.mu.Unlock()
+	now := time.Now()
+	identityDue := !ok || p.hash != sess.Hash || p.identityErr != nil || now.Sub(p.at) >= r.RecheckInterval || recheckAt.After(p.at)
+	if identityDue {
+		p = probe{hash: sess.Hash, at: now, remoteUID: p.remoteUID, discovery: p.discovery, discovErr: p.discovErr, discoveredAt: p.discoveredAt}
+		p.remoteUID, p.identityErr = r.readIdentity(ctx, conn.Name, sess)
 	}
+	verified := p.identityErr == nil && identityMismatch(conn, p.remoteUID, localUID) == ""
+	if verified && conn.Spec.Schema.Source != kbindv1alpha1.SchemaSourceOpenAPI {
+		// Only a verified provider is watched.
+		r.watchExports(conn.Name, sess)
+	}
+	if verified && (identityDue || changed || p.discovErr != nil || now.Sub(p.discoveredAt) >= r.DiscoveryInterval) {
+		d := &kbindschema.Discoverer{Client: sess.CRDs, Discovery: sess.Discovery}
+		p.discovery, p.discovErr = d.Discover(ctx, conn.Spec.Schema.Source)
+		p.discoveredAt = now
+		obs.fresh = true
+	}
+	r.mu.Lock()
+	r.probes[conn.Name] = p
+	r.mu.Unlock()
 
 	obs.probed = true
 	obs.identityErr = p.identityErr
@@ -379,12 +420,7 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 		obs.loopbackInPod = r.loopbackHint(parsed)
 		return 0
 	}
-	if pinned := conn.Status.RemoteClusterUID; pinned != "" && pinned != p.remoteUID {
-		obs.identityChanged = fmt.Sprintf("the provider cluster identity is %s, but this Connection is pinned to %s: the Secret now points at a different cluster; restore the original endpoint and credentials, or create a new Connection for a deliberate migration", p.remoteUID, pinned)
-		return 0
-	}
-	if pinned := conn.Status.LocalClusterUID; pinned != "" && pinned != localUID {
-		obs.identityChanged = fmt.Sprintf("the consumer cluster identity is %s, but this Connection is pinned to %s", localUID, pinned)
+	if obs.identityChanged = identityMismatch(conn, p.remoteUID, localUID); obs.identityChanged != "" {
 		return 0
 	}
 	conn.Status.RemoteClusterUID = p.remoteUID
@@ -398,25 +434,60 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 		obs.exports = kbindschema.KeepUnreadable(p.discovery.Exports, p.discovery.Unreadable,
 			conn.Status.ExportedAPIs, conn.Status.ActiveSchemaSource, p.discovery.Source)
 	}
-	if due := r.DiscoveryInterval - time.Since(p.at); due > 0 {
-		return due
-	}
-	return r.DiscoveryInterval
+	return nextPass(now, p.discoveredAt, p.at, r.DiscoveryInterval, r.RecheckInterval)
 }
 
-func (r *Reconciler) probe(ctx context.Context, conn *kbindv1alpha1.Connection, sess *session.Session) probe {
-	p := probe{hash: sess.Hash, at: time.Now()}
-	reader, err := r.identityReader(conn.Name, sess)
-	if err == nil {
-		p.remoteUID, err = reader.ClusterUID(ctx)
+// identityMismatch says why the identities read differ from those the
+// Connection is pinned to, "" when they match (or nothing is pinned yet).
+func identityMismatch(conn *kbindv1alpha1.Connection, remoteUID, localUID string) string {
+	if pinned := conn.Status.RemoteClusterUID; pinned != "" && pinned != remoteUID {
+		return fmt.Sprintf("the provider cluster identity is %s, but this Connection is pinned to %s: the Secret now points at a different cluster; restore the original endpoint and credentials, or create a new Connection for a deliberate migration", remoteUID, pinned)
 	}
+	if pinned := conn.Status.LocalClusterUID; pinned != "" && pinned != localUID {
+		return fmt.Sprintf("the consumer cluster identity is %s, but this Connection is pinned to %s", localUID, pinned)
+	}
+	return ""
+}
+
+// nextPass is how long until the next discovery pass or identity read is
+// due (at least a second).
+func nextPass(now, discoveredAt, identityAt time.Time, discovery, recheck time.Duration) time.Duration {
+	due := min(discoveredAt.Add(discovery).Sub(now), identityAt.Add(recheck).Sub(now))
+	return max(due, time.Second)
+}
+
+// readIdentity reads the provider's cluster identity through the session.
+func (r *Reconciler) readIdentity(ctx context.Context, name string, sess *session.Session) (string, error) {
+	reader, err := r.identityReader(name, sess)
 	if err != nil {
-		p.identityErr = err
-		return p
+		return "", err
 	}
-	d := &kbindschema.Discoverer{Client: sess.CRDs, Discovery: sess.Discovery}
-	p.discovery, p.discovErr = d.Discover(ctx, conn.Spec.Schema.Source)
-	return p
+	return reader.ClusterUID(ctx)
+}
+
+// watchExports makes the session's watch of the exported CRDs re-queue the
+// Connection, marked changed, whenever an exported CRD changes: a new or
+// changed export is discovered at once, not at the next pass.
+func (r *Reconciler) watchExports(name string, sess *session.Session) {
+	r.mu.Lock()
+	if r.watched[name] == sess {
+		r.mu.Unlock()
+		return
+	}
+	r.watched[name] = sess
+	r.mu.Unlock()
+	sess.CRDs.Recheck(r.RecheckInterval)
+	sess.CRDs.OnChange(func() {
+		r.mu.Lock()
+		current := r.watched[name] == sess
+		if current {
+			r.changed[name] = true
+		}
+		r.mu.Unlock()
+		if current {
+			r.trigger(name)
+		}
+	})
 }
 
 // identityReader returns the session's identity reader, made on first use.
@@ -491,7 +562,7 @@ func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *sessi
 	ctx, cancel := context.WithCancel(log.IntoContext(base, log.Log.WithValues("connection", conn.Name)))
 	r.heartbeats[conn.Name] = heartbeatState{session: sess, cancel: cancel, lease: lease, known: prev.known, err: prev.err, lastRenewal: prev.lastRenewal}
 	name := conn.Name
-	go heartbeat.Run(ctx, sess.Client, lease, r.HeartbeatInterval, func(err error) {
+	go heartbeat.Run(ctx, sess.Client, lease, r.HeartbeatInterval, func(err error, reread bool) {
 		r.mu.Lock()
 		hb := r.heartbeats[name]
 		if hb.session != sess {
@@ -502,6 +573,11 @@ func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *sessi
 		hb.known, hb.err = true, err
 		if err == nil {
 			hb.lastRenewal = time.Now()
+		}
+		if (err != nil && changed) || reread {
+			// The provider may be gone, or not the cluster it was: read
+			// its identity again now rather than at the next recheck.
+			hb.recheckAt, changed = time.Now(), true
 		}
 		r.heartbeats[name] = hb
 		r.mu.Unlock()
@@ -583,6 +659,8 @@ func (r *Reconciler) forget(name string) {
 	r.mu.Lock()
 	delete(r.probes, name)
 	delete(r.readers, name)
+	delete(r.watched, name)
+	delete(r.changed, name)
 	r.mu.Unlock()
 	r.backoff.Forget(name)
 	r.Installer.Forget(name, "")

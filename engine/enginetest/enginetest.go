@@ -133,6 +133,13 @@ type Consumer struct {
 // it, both stopped when the test ends.
 func (env *Env) StartConsumer(t testing.TB, name string) *Consumer {
 	t.Helper()
+	return env.StartConsumerWith(t, name, nil)
+}
+
+// StartConsumerWith is StartConsumer with the engine's options changed by
+// mutate (nil: Env's).
+func (env *Env) StartConsumerWith(t testing.TB, name string, mutate func(*engine.Options)) *Consumer {
+	t.Helper()
 	cluster := testenv.StartClusterT(t, name, testenv.ClusterOptions{InstallKbindCRDs: true})
 	c, err := client.New(cluster.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
@@ -141,7 +148,11 @@ func (env *Env) StartConsumer(t testing.TB, name string) *Consumer {
 	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SecretNamespace}}); err != nil {
 		t.Fatal(err)
 	}
-	cancel, done, err := env.runEngine(cluster.Config)
+	eo := env.engineOpts
+	if mutate != nil {
+		mutate(&eo)
+	}
+	cancel, done, err := env.runEngineWith(cluster.Config, eo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,12 +163,20 @@ func (env *Env) StartConsumer(t testing.TB, name string) *Consumer {
 // runEngine starts a manager running the engine on the consumer cfg
 // points at; cancel stops it, done is closed once it has.
 func (env *Env) runEngine(consumer *rest.Config) (cancel context.CancelFunc, done chan struct{}, err error) {
-	eo := env.engineOpts
+	return env.runEngineWith(consumer, env.engineOpts)
+}
+
+// runEngineWith is runEngine with the engine options eo (test-friendly
+// intervals where they are unset).
+func (env *Env) runEngineWith(consumer *rest.Config, eo engine.Options) (cancel context.CancelFunc, done chan struct{}, err error) {
 	if len(eo.SecretNamespaces) == 0 {
 		eo.SecretNamespaces = []string{SecretNamespace}
 	}
 	if eo.DiscoveryInterval == 0 {
 		eo.DiscoveryInterval = 2 * time.Second
+	}
+	if eo.RecheckInterval == 0 {
+		eo.RecheckInterval = eo.DiscoveryInterval
 	}
 	if eo.HeartbeatInterval == 0 {
 		eo.HeartbeatInterval = time.Second

@@ -66,7 +66,17 @@ type Renewer struct {
 	c     client.Client
 	lease Lease
 	last  *coordinationv1.Lease
+	// reread is set when the last renewal found the Lease it wrote before
+	// changed or gone and had to read it again.
+	reread bool
 }
+
+// Reread reports whether the last Renew found the Lease it had written
+// changed or gone: someone else wrote or deleted it — or the provider is
+// not the cluster it was (a new cluster at the same address has no such
+// Lease), which is why the Connection then checks the provider's identity
+// again.
+func (r *Renewer) Reread() bool { return r.reread }
 
 // NewRenewer returns a Renewer of l through c.
 func NewRenewer(c client.Client, l Lease) *Renewer {
@@ -77,6 +87,7 @@ func NewRenewer(c client.Client, l Lease) *Renewer {
 // (marked as kbind's) when it is missing.
 func (r *Renewer) Renew(ctx context.Context, now time.Time) error {
 	l := r.lease
+	r.reread = false
 	if r.last != nil {
 		lease := r.last.DeepCopy()
 		l.stamp(lease, now)
@@ -89,7 +100,7 @@ func (r *Renewer) Renew(ctx context.Context, now time.Time) error {
 			// Not stale: a transport or server error; retry the same write.
 			return &Error{Verb: "update", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}
 		}
-		r.last = nil
+		r.last, r.reread = nil, true
 	}
 	lease := &coordinationv1.Lease{}
 	err := r.c.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease)
@@ -146,8 +157,9 @@ func ensureNamespace(ctx context.Context, c client.Client, l Lease) error {
 }
 
 // Run renews the Lease at once and then every interval until ctx ends,
-// calling report with each outcome (nil on success).
-func Run(ctx context.Context, c client.Client, l Lease, interval time.Duration, report func(error)) {
+// calling report with each outcome (nil on success) and whether the
+// renewal had to read the Lease again (Renewer.Reread).
+func Run(ctx context.Context, c client.Client, l Lease, interval time.Duration, report func(err error, reread bool)) {
 	logger := log.FromContext(ctx).WithValues("lease", l.Namespace+"/"+l.Name)
 	renewer := NewRenewer(c, l)
 	for {
@@ -158,7 +170,7 @@ func Run(ctx context.Context, c client.Client, l Lease, interval time.Duration, 
 		if err != nil {
 			logger.V(2).Info("Heartbeat renewal failed", "error", err.Error())
 		}
-		report(err)
+		report(err, renewer.Reread())
 		select {
 		case <-ctx.Done():
 			return

@@ -480,7 +480,7 @@ func throughTheMapping(t *testing.T, tn tenant, ns string) {
 	now := metav1.Now()
 	pe := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a.w1.event"},
 		InvolvedObject: corev1.ObjectReference{APIVersion: widgetGVK.GroupVersion().String(), Kind: "Widget", Namespace: ns, Name: "team-a.w1", UID: repaired.GetUID()},
-		Type: corev1.EventTypeNormal, Reason: "Provisioned", Message: "provisioned for " + tn.name, Count: 1, FirstTimestamp: now, LastTimestamp: now}
+		Type:           corev1.EventTypeNormal, Reason: "Provisioned", Message: "provisioned for " + tn.name, Count: 1, FirstTimestamp: now, LastTimestamp: now}
 	if err := env.Provider.Create(ctx, pe); err != nil {
 		t.Fatal(err)
 	}

@@ -232,6 +232,7 @@ func TestReferenceFailedReadNeverDeletes(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"example.org"}, Resources: []string{"things", "things/status"}, Verbs: []string{"*"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}},
 	}
 	kubeconfigFor := func(user string, secretVerbs ...string) []byte {
 		u, err := env.Pair.Provider.AddUser(user)

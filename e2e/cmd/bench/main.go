@@ -89,8 +89,10 @@ type bench struct {
 	pprofAddr          string
 	// profiles, when set, keeps a heap profile of each run there.
 	profiles string
+	// memLimit, when set, is the konnector's GOMEMLIMIT.
+	memLimit string
 	peakRSS  float64
-	log                *os.File
+	log      *os.File
 	// isolation is the Connection's; the provider keys of consumer
 	// objects come from it.
 	isolation kbindv1alpha1.Isolation
@@ -152,6 +154,7 @@ func main() {
 	fsync := flag.Bool("etcd-fsync", true, "let both etcds fsync every write, as real clusters do; --etcd-fsync=false takes a slow disk out of the numbers")
 	flag.BoolVar(&verbose, "v", false, "print the slowest objects of each latency measurement and the write call latencies")
 	keep := flag.String("keep", "", "keep the logs (konnector, API servers, etcds) in this directory")
+	memLimit := flag.String("gomemlimit", "", "run the konnector with this GOMEMLIMIT (e.g. 460MiB, what it sets itself in a container limited to 512Mi)")
 	profiles := flag.String("profiles", "", "keep a heap profile of the konnector of each run in this directory (heap-n<N>.pb.gz, for go tool pprof)")
 	mode := flag.String("isolation", "None", "the Connection's isolation mode: None, Namespace (provider namespace "+benchTenant+") or Prefixed (prefix "+benchPrefix+")")
 	flag.Parse()
@@ -161,13 +164,13 @@ func main() {
 		os.Exit(2)
 	}
 
-	if err := run(sizes, *jsonOut, float32(*qps), *burst, *workers, *idle, *rate, *bin, *fsync, *keep, *profiles, iso); err != nil {
+	if err := run(sizes, *jsonOut, float32(*qps), *burst, *workers, *idle, *rate, *bin, *fsync, *keep, *profiles, *memLimit, iso); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Duration, rate float64, bin string, fsync bool, keep, profiles string,
+func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Duration, rate float64, bin string, fsync bool, keep, profiles, memLimit string,
 	iso kbindv1alpha1.Isolation) error {
 	ctx := context.Background()
 	dir, err := keep, os.MkdirAll(keep, 0o755)
@@ -192,7 +195,7 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 		return err
 	}
 	defer pair.Stop()
-	b := &bench{pair: pair, konnectorBin: bin, qps: qps, burst: burst, workers: workers, idle: idle, rate: rate, isolation: iso, profiles: profiles}
+	b := &bench{pair: pair, konnectorBin: bin, qps: qps, burst: burst, workers: workers, idle: idle, rate: rate, isolation: iso, profiles: profiles, memLimit: memLimit}
 	if profiles != "" {
 		if err := os.MkdirAll(profiles, 0o755); err != nil {
 			return err
@@ -301,6 +304,9 @@ func (b *bench) startKonnector() error {
 		"--consumer-qps", fmt.Sprint(b.qps), "--consumer-burst", fmt.Sprint(b.burst),
 		"--workers", fmt.Sprint(b.workers))
 	b.konnector.Stdout, b.konnector.Stderr = b.log, b.log
+	if b.memLimit != "" {
+		b.konnector.Env = append(os.Environ(), "GOMEMLIMIT="+b.memLimit)
+	}
 	return b.konnector.Start()
 }
 

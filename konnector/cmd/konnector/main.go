@@ -22,6 +22,7 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine"
 	"github.com/kbind/kbind/konnector/internal/config"
+	"github.com/kbind/kbind/konnector/internal/memlimit"
 )
 
 func main() {
@@ -56,6 +57,7 @@ func run(ctx context.Context) error {
 		ProviderBurst:     cfg.ProviderBurst,
 		ProviderTimeout:   cfg.ProviderTimeout,
 		DiscoveryInterval: cfg.DiscoveryInterval,
+		RecheckInterval:   cfg.RecheckInterval,
 		BindingResync:     cfg.BindingResync,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		Workers:           cfg.Workers,
@@ -90,7 +92,7 @@ func run(ctx context.Context) error {
 	if _, err := engine.Setup(ctx, mgr, engineOpts); err != nil {
 		return err
 	}
-	log.Info("starting", "namespace", cfg.Namespace, "secretNamespaces", cfg.SecretNamespaces)
+	log.Info("starting", "namespace", cfg.Namespace, "secretNamespaces", cfg.SecretNamespaces, "goMemoryLimit", memlimit.Apply())
 	return mgr.Start(ctx)
 }
 

@@ -38,6 +38,7 @@ type Config struct {
 	ConsumerBurst   int
 
 	DiscoveryInterval time.Duration
+	RecheckInterval   time.Duration
 	BindingResync     time.Duration
 	HeartbeatInterval time.Duration
 	Workers           int
@@ -62,6 +63,7 @@ const (
 	keyConsumerQPS             = "consumer-qps"
 	keyConsumerBurst           = "consumer-burst"
 	keyDiscoveryInterval       = "discovery-interval"
+	keyRecheckInterval         = "recheck-interval"
 	keyBindingResync           = "binding-resync"
 	keyHeartbeatInterval       = "heartbeat-interval"
 	keyWorkers                 = "workers"
@@ -86,7 +88,8 @@ func FlagSet(name string) *pflag.FlagSet {
 	fs.Duration(keyProviderTimeout, 30*time.Second, "Timeout of each provider request.")
 	fs.Float32(keyConsumerQPS, 100, "Queries per second of the consumer client.")
 	fs.Int(keyConsumerBurst, 200, "Burst of the consumer client.")
-	fs.Duration(keyDiscoveryInterval, 30*time.Second, "How often each Connection re-reads the provider's exported APIs.")
+	fs.Duration(keyDiscoveryInterval, 30*time.Second, "How often each Connection re-reads the provider's exported APIs (from a watch for the CRD source, without a request).")
+	fs.Duration(keyRecheckInterval, 10*time.Minute, "How often a working Connection re-reads the provider's identity and lists its exports directly, as a backstop to the watches (a failed heartbeat re-reads the identity at once).")
 	fs.Duration(keyBindingResync, 30*time.Second, "How often every ClusterBinding and Binding is re-checked, as a backstop to watches.")
 	fs.Duration(keyHeartbeatInterval, 30*time.Second, "How often each Connection's heartbeat Lease on the provider is renewed (leaseDurationSeconds stays 60).")
 	fs.Int(keyWorkers, 4, "Sync workers per bound API.")
@@ -129,6 +132,7 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), usa
 		ConsumerQPS:             values.Float32(keyConsumerQPS),
 		ConsumerBurst:           values.Int(keyConsumerBurst),
 		DiscoveryInterval:       values.Duration(keyDiscoveryInterval),
+		RecheckInterval:         values.Duration(keyRecheckInterval),
 		BindingResync:           values.Duration(keyBindingResync),
 		HeartbeatInterval:       values.Duration(keyHeartbeatInterval),
 		Workers:                 values.Int(keyWorkers),
@@ -168,6 +172,9 @@ func (c *Config) validate() error {
 	}
 	if c.DiscoveryInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--%s must be at least 1s", keyDiscoveryInterval))
+	}
+	if c.RecheckInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--%s must be at least 1s", keyRecheckInterval))
 	}
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--%s must be at least 1", keyWorkers))
