@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -37,7 +38,7 @@ var (
 func TestMain(m *testing.M) {
 	var err error
 	var stop func()
-	env, stop, err = enginetest.Start(enginetest.Options{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
+	env, stop, err = enginetest.Start(enginetest.Options{ProviderCRDs: append(edgeCRDs(),
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("clusterwidgets", "clusterwidget", "ClusterWidget", "example.org", apiextensionsv1.ClusterScoped, true),
 		enginetest.CRD("adoptables", "adoptable", "Adoptable", "example.org", apiextensionsv1.NamespaceScoped, true),
@@ -48,7 +49,7 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("refuseds", "refused", "Refused", "refused.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("counteds", "counted", "Counted", "counted.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("labelleds", "labelled", "Labelled", "example.org", apiextensionsv1.NamespaceScoped, true),
-	}})
+	)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
