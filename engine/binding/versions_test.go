@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -205,6 +207,29 @@ func TestEveryServedVersionSyncs(t *testing.T) {
 		}
 	})
 	waitServed(t, "versioneds.example.org", "v1alpha1 v1 v2(storage)")
+	// Instance sync moved to v2 on both sides, and nothing watches v1 any
+	// more (a watch left behind would hold a second copy of every object).
+	// The CRD update itself ends every watch for a moment, so this must
+	// hold for a while, not once.
+	watchesAtV2Only := func() error {
+		for side, cfg := range map[string]*rest.Config{"consumer": env.Pair.Consumer.Config, "provider": cluster.Config} {
+			if n := enginetest.OpenWatchesAt(t, cfg, "versioneds", "v1"); n != 0 {
+				return fmt.Errorf("%d %s watch(es) at v1", n, side)
+			}
+			if n := enginetest.OpenWatchesAt(t, cfg, "versioneds", "v2"); n == 0 {
+				return fmt.Errorf("no %s watch at v2", side)
+			}
+		}
+		return nil
+	}
+	enginetest.Eventually(t, "watches at v2 only, for 3 s", func() error {
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+			if err := watchesAtV2Only(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	setSize(t, "example.org/v1alpha1", alpha, 3)
 	waitProviderSpec(t, provider, "example.org/v2", alpha, 3)
 	setSize(t, "example.org/v1", one, 4)
