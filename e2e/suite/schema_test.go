@@ -17,7 +17,8 @@ const addSizeProperty = `[{"op":"add","path":"/spec/versions/0/schema/openAPIV3S
 // sizePath prints the type of spec.size in a consumer CRD's first version.
 const sizePath = "{.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.size.type}"
 
-// schemaSourceFeature: the CRD source keeps one version; the OpenAPI source
+// schemaSourceFeature: the CRD source serves every version the provider
+// serves (conversion None); the OpenAPI source
 // synthesizes a CRD from /openapi/v3 and (beyond) refreshes it; Auto picks
 // CRD where there are exports and falls through to OpenAPI where there
 // are none.
@@ -30,15 +31,18 @@ func schemaSourceFeature() features.Feature {
 			s.Apply(ctx, t, harness.ConsumerContext, namespaces("schema"))
 			return ctx
 		}).
-		Assess("CRD source: one version, no conversion, kbind's markers", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		Assess("CRD source: every served version, no conversion, kbind's markers", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			s.Apply(ctx, t, harness.ConsumerContext, clusterBinding("engines", connection, "", "engines.example.org"))
 			waitReady(ctx, t, "clusterbinding/engines")
 			got := jsonpath(ctx, t, `{.spec.versions[*].name}/{.spec.conversion.strategy}/{.metadata.annotations.core\.kbind\.io/connection}`, consumer, "get", "crd", "engines.example.org")
-			if got != "v1/None/provider" {
-				t.Errorf("consumer CRD versions/conversion/connection: %q, want v1/None/provider (the storage version only)", got)
+			if got != "v1alpha1 v1/None/provider" {
+				t.Errorf("consumer CRD versions/conversion/connection: %q, want v1alpha1 v1/None/provider (every served version)", got)
 			}
 			s.Apply(ctx, t, harness.ConsumerContext, "apiVersion: example.org/v1\nkind: Engine\nmetadata: {name: e1, namespace: schema}\nspec: {hp: 90}\n")
 			eventuallyJSONPath(ctx, t, "90", "{.spec.hp}", provider, "-n", "schema", "get", "engines.v1.example.org", "e1")
+			// An object created at the version that is not stored syncs too.
+			s.Apply(ctx, t, harness.ConsumerContext, "apiVersion: example.org/v1alpha1\nkind: Engine\nmetadata: {name: e0, namespace: schema}\nspec: {hp: 80}\n")
+			eventuallyJSONPath(ctx, t, "80", "{.spec.hp}", provider, "-n", "schema", "get", "engines.v1.example.org", "e0")
 			return ctx
 		}).
 		Assess("OpenAPI source: a synthesized CRD, refreshed on change", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -70,12 +74,14 @@ func schemaSourceFeature() features.Feature {
 			s.Gone(ctx, t, consumer, "crd", "engines.example.org")
 			s.Gone(ctx, t, consumer, "crd", "things.openapi.example.org")
 			s.Gone(ctx, t, provider, "-n", "schema", "engines.v1.example.org", "e1")
+			s.Gone(ctx, t, provider, "-n", "schema", "engines.v1.example.org", "e0")
 			s.Gone(ctx, t, provider, "-n", "schema", "things.openapi.example.org", "t1")
 			return ctx
 		}).Feature()
 }
 
-// twoVersionCRD serves v1alpha1 and stores v1: the CRD source keeps v1.
+// twoVersionCRD serves v1alpha1 and stores v1 (conversion None): the CRD
+// source serves both and stores v1.
 const twoVersionCRD = `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:

@@ -51,6 +51,14 @@ func desiredConditions(o observation) []patch.Condition {
 	} else {
 		add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "the provider allows the schema reads and instance writes")
 	}
+	// Informational, never Ready: an API served at fewer versions works at
+	// the versions it serves; the condition says which, so that it is never
+	// a silent half-working API.
+	if len(o.reducedVersions) > 0 {
+		add(kbindv1alpha1.ConditionAllVersionsServed, metav1.ConditionFalse, kbindv1alpha1.ReasonConversionWebhook, strings.Join(o.reducedVersions, "; "))
+	} else {
+		add(kbindv1alpha1.ConditionAllVersionsServed, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "every bound API is served at every version its provider serves")
+	}
 
 	var notReady []string
 	reason := kbindv1alpha1.ReasonPending

@@ -295,6 +295,9 @@ type observation struct {
 	// unbinding lists APIs no longer listed whose objects still wait for
 	// their provider copies to go.
 	unbinding []string
+	// reducedVersions says, per API, why its consumer CRD serves fewer
+	// versions than the provider (a conversion webhook).
+	reducedVersions []string
 }
 
 // readConnection reads the binding's Connection and its session; a
@@ -379,7 +382,11 @@ func (r *Reconciler) deliver(ctx context.Context, o *observation, d *kbindschema
 	var desired *apiextensionsv1.CustomResourceDefinition
 	if conn.Spec.Schema.PullPolicy != kbindv1alpha1.PullPolicyNone {
 		var err error
-		desired, err = kbindschema.Desired(ctx, d, conn, export)
+		var reduced string
+		desired, reduced, err = kbindschema.Desired(ctx, d, conn, export)
+		if reduced != "" {
+			o.reducedVersions = append(o.reducedVersions, reduced)
+		}
 		switch {
 		case apierrors.IsForbidden(err):
 			o.forbidden = append(o.forbidden, err.Error())

@@ -319,7 +319,8 @@ func (r *Reconciler) installAll(ctx context.Context, conn *kbindv1alpha1.Connect
 	withStatus.Status.ActiveSchemaSource = source
 	d := &kbindschema.Discoverer{Client: sess.CRDs, Discovery: sess.Discovery}
 	for _, export := range exports {
-		desired, err := kbindschema.Desired(ctx, d, withStatus, export)
+		// A reduced version set is reported by the bindings that list the API.
+		desired, _, err := kbindschema.Desired(ctx, d, withStatus, export)
 		if err == nil {
 			var outcome kbindschema.Outcome
 			outcome, err = r.Installer.Ensure(ctx, withStatus, export.Name, desired)

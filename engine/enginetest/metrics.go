@@ -17,6 +17,13 @@ import (
 // apiserver_longrunning_requests metric.
 func OpenWatches(t testing.TB, cfg *rest.Config, resource string) int {
 	t.Helper()
+	return OpenWatchesAt(t, cfg, resource, "")
+}
+
+// OpenWatchesAt is OpenWatches at one version of the resource ("" for
+// every version).
+func OpenWatchesAt(t testing.TB, cfg *rest.Config, resource, version string) int {
+	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +38,8 @@ func OpenWatches(t testing.TB, cfg *rest.Config, resource string) int {
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") ||
-			!strings.Contains(line, fmt.Sprintf(`resource=%q`, resource)) || !strings.Contains(line, `verb="WATCH"`) {
+			!strings.Contains(line, fmt.Sprintf(`resource=%q`, resource)) || !strings.Contains(line, `verb="WATCH"`) ||
+			(version != "" && !strings.Contains(line, fmt.Sprintf(`version=%q`, version))) {
 			continue
 		}
 		fields := strings.Fields(line)

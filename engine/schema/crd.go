@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,40 +25,103 @@ func SpecHash(spec *apiextensionsv1.CustomResourceDefinitionSpec) string {
 	return "sha256:" + hex.EncodeToString(sum[:])[:16]
 }
 
-// FromCRD derives the consumer CRD from a provider CRD (SCHEMA-1): one
-// version (the storage version, else the first served one) served and
-// stored, conversion None, every server-populated field dropped, the
-// version's schema, printer columns, subresources and selectable fields
-// kept, and kbind's markers.
-func FromCRD(provider *apiextensionsv1.CustomResourceDefinition, connection string) (*apiextensionsv1.CustomResourceDefinition, error) {
-	version, err := pickVersion(provider)
+// FromCRD derives the consumer CRD from a provider CRD (SCHEMA-1): the
+// versions PlanVersions picks, each with its schema, printer columns,
+// subresources and selectable fields, the same storage version,
+// conversion None, every server-populated field dropped, and kbind's
+// markers. reduced is "" when the consumer serves every version the
+// provider serves, else a sentence saying which it serves and why (the
+// binding reports it).
+func FromCRD(provider *apiextensionsv1.CustomResourceDefinition, connection string) (crd *apiextensionsv1.CustomResourceDefinition, reduced string, err error) {
+	plan, err := PlanVersions(provider)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	v := *version.DeepCopy()
-	v.Served, v.Storage = true, true
+	serve := map[string]bool{}
+	for _, name := range plan.Served {
+		serve[name] = true
+	}
+	var versions []apiextensionsv1.CustomResourceDefinitionVersion
+	for _, v := range provider.Spec.Versions {
+		if !serve[v.Name] {
+			continue
+		}
+		v = *v.DeepCopy()
+		v.Served, v.Storage = true, v.Name == plan.Storage
+		versions = append(versions, v)
+	}
 	spec := apiextensionsv1.CustomResourceDefinitionSpec{
 		Group:      provider.Spec.Group,
 		Names:      *provider.Spec.Names.DeepCopy(),
 		Scope:      provider.Spec.Scope,
-		Versions:   []apiextensionsv1.CustomResourceDefinitionVersion{v},
+		Versions:   versions,
 		Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
 	}
-	return Stamp(provider.Name, spec, connection), nil
+	return Stamp(provider.Name, spec, connection), plan.Reduced(provider.Name), nil
 }
 
-func pickVersion(crd *apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinitionVersion, error) {
-	for i := range crd.Spec.Versions {
-		if v := &crd.Spec.Versions[i]; v.Storage && v.Served {
-			return v, nil
+// VersionPlan is which of a provider CRD's versions its consumer CRD
+// serves.
+type VersionPlan struct {
+	// Served lists the versions the consumer CRD serves, in the provider's
+	// order.
+	Served []string
+	// Storage is the consumer's storage version, one of Served.
+	Storage string
+	// Omitted lists versions the provider serves and the consumer does not.
+	Omitted []string
+}
+
+// PlanVersions decides which versions a provider CRD's consumer CRD serves.
+// The consumer always converts with None: the provider's conversion
+// webhook never reaches it. So with conversion None (or unset) on the
+// provider, every version the provider serves is served — the consumer
+// then converts exactly as the provider does — and with a webhook only one
+// is, since a None conversion between versions the provider converts with
+// code would hand objects to the provider with fields in the wrong shape.
+// The storage version is the provider's when served (the syncer reads and
+// writes the provider at the consumer's storage version), else the first
+// served one.
+func PlanVersions(provider *apiextensionsv1.CustomResourceDefinition) (VersionPlan, error) {
+	var plan VersionPlan
+	var served []string
+	for _, v := range provider.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		served = append(served, v.Name)
+		if v.Storage {
+			plan.Storage = v.Name
 		}
 	}
-	for i := range crd.Spec.Versions {
-		if v := &crd.Spec.Versions[i]; v.Served {
-			return v, nil
+	if len(served) == 0 {
+		return VersionPlan{}, fmt.Errorf("provider CRD %s serves no version", provider.Name)
+	}
+	if plan.Storage == "" {
+		plan.Storage = served[0]
+	}
+	if c := provider.Spec.Conversion; c == nil || c.Strategy == "" || c.Strategy == apiextensionsv1.NoneConverter {
+		plan.Served = served
+		return plan, nil
+	}
+	plan.Served = []string{plan.Storage}
+	for _, name := range served {
+		if name != plan.Storage {
+			plan.Omitted = append(plan.Omitted, name)
 		}
 	}
-	return nil, fmt.Errorf("provider CRD %s serves no version", crd.Name)
+	return plan, nil
+}
+
+// Reduced is "" when the consumer CRD of crd serves every version the
+// provider serves, else a sentence for the binding saying what it serves
+// and why.
+func (p VersionPlan) Reduced(crd string) string {
+	if len(p.Omitted) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s is served at %s only, not at %s: the provider converts between its versions with a conversion webhook, which kbind cannot run on the consumer",
+		crd, p.Storage, strings.Join(p.Omitted, ", "))
 }
 
 // Stamp builds a consumer CRD named name with spec and kbind's markers:

@@ -15,22 +15,25 @@ import (
 )
 
 // Desired computes the consumer CRD an export should have, from the
-// provider through d.
-func Desired(ctx context.Context, d *Discoverer, conn *kbindv1alpha1.Connection, export kbindv1alpha1.ExportedAPI) (*apiextensionsv1.CustomResourceDefinition, error) {
+// provider through d. reduced is "" when the consumer CRD serves every
+// version the provider serves, else a sentence saying what it serves
+// instead and why (see PlanVersions).
+func Desired(ctx context.Context, d *Discoverer, conn *kbindv1alpha1.Connection, export kbindv1alpha1.ExportedAPI) (crd *apiextensionsv1.CustomResourceDefinition, reduced string, err error) {
 	switch conn.Status.ActiveSchemaSource {
 	case kbindv1alpha1.ActiveSchemaSourceOpenAPI:
 		api, err := d.ReadOpenAPI(ctx, export)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return FromOpenAPI(api, conn.Name)
+		crd, err := FromOpenAPI(api, conn.Name)
+		return crd, "", err
 	default:
 		provider := &apiextensionsv1.CustomResourceDefinition{}
 		if err := d.Client.Get(ctx, client.ObjectKey{Name: export.Name}, provider); err != nil {
-			return nil, &ListError{Verb: "get", Resource: CRDs + "/" + export.Name, Err: err}
+			return nil, "", &ListError{Verb: "get", Resource: CRDs + "/" + export.Name, Err: err}
 		}
 		if provider.Labels[kbindv1alpha1.ExportedLabel] != kbindv1alpha1.ExportedLabelValue {
-			return nil, fmt.Errorf("provider CRD %s is no longer labelled %s=%s", export.Name, kbindv1alpha1.ExportedLabel, kbindv1alpha1.ExportedLabelValue)
+			return nil, "", fmt.Errorf("provider CRD %s is no longer labelled %s=%s", export.Name, kbindv1alpha1.ExportedLabel, kbindv1alpha1.ExportedLabelValue)
 		}
 		return FromCRD(provider, conn.Name)
 	}

@@ -166,7 +166,7 @@ func TestFromCRD(t *testing.T) {
 		},
 		Status: apiextensionsv1.CustomResourceDefinitionStatus{StoredVersions: []string{"v1"}},
 	}
-	crd, err := FromCRD(provider, "p")
+	crd, reduced, err := FromCRD(provider, "p")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,17 +176,91 @@ func TestFromCRD(t *testing.T) {
 	if crd.Labels[kbindv1alpha1.ExportedLabel] != "" {
 		t.Error("the export label is the provider's, not the consumer's")
 	}
+	// Webhook conversion: the storage version only, and said so.
 	if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != "v1" || len(crd.Spec.Versions[0].AdditionalPrinterColumns) != 1 ||
 		crd.Spec.Conversion.Strategy != apiextensionsv1.NoneConverter {
 		t.Errorf("spec %+v", crd.Spec)
 	}
-	// No storage version: the first served one.
-	provider.Spec.Versions[1].Storage = false
-	if crd, _ = FromCRD(provider, "p"); crd.Spec.Versions[0].Name != "v1alpha1" || !crd.Spec.Versions[0].Storage {
-		t.Errorf("without a storage version: %+v", crd.Spec.Versions)
+	if !strings.Contains(reduced, "multis.example.org is served at v1 only, not at v1alpha1") || !strings.Contains(reduced, "webhook") {
+		t.Errorf("reduced %q", reduced)
+	}
+	// Conversion None: every served version, the same storage version, the
+	// unserved one left out.
+	provider.Spec.Conversion.Strategy = apiextensionsv1.NoneConverter
+	crd, reduced, _ = FromCRD(provider, "p")
+	if got := versionSummary(crd.Spec.Versions); got != "v1alpha1 v1(storage)" || reduced != "" {
+		t.Errorf("with conversion None: %s, reduced %q", got, reduced)
+	}
+	if len(crd.Spec.Versions[1].AdditionalPrinterColumns) != 1 || len(crd.Spec.Versions[0].AdditionalPrinterColumns) != 0 {
+		t.Errorf("each version keeps its own printer columns: %+v", crd.Spec.Versions)
 	}
 	provider.Spec.Versions[0].Served, provider.Spec.Versions[1].Served = false, false
-	if _, err := FromCRD(provider, "p"); err == nil {
+	if _, _, err := FromCRD(provider, "p"); err == nil {
 		t.Error("a CRD serving nothing must be refused")
+	}
+}
+
+// versionSummary is "name[(storage)][(unserved)] ..." of CRD versions.
+func versionSummary(versions []apiextensionsv1.CustomResourceDefinitionVersion) string {
+	var out []string
+	for _, v := range versions {
+		s := v.Name
+		if v.Storage {
+			s += "(storage)"
+		}
+		if !v.Served {
+			s += "(unserved)"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
+}
+
+func TestPlanVersions(t *testing.T) {
+	type v struct {
+		name            string
+		served, storage bool
+	}
+	none := &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+	webhook := &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter}
+	cases := []struct {
+		name       string
+		versions   []v
+		conversion *apiextensionsv1.CustomResourceConversion
+		// want is "served... | storage | omitted...", or "error".
+		want string
+	}{
+		{"one version", []v{{"v1", true, true}}, nil, "v1 | v1 | "},
+		{"None: every served version, the provider's storage",
+			[]v{{"v1alpha1", true, false}, {"v1beta1", true, false}, {"v1", true, true}}, none, "v1alpha1 v1beta1 v1 | v1 | "},
+		{"conversion unset is None", []v{{"v1", true, true}, {"v2", true, false}}, nil, "v1 v2 | v1 | "},
+		{"empty strategy is None", []v{{"v1", true, true}, {"v2", true, false}}, &apiextensionsv1.CustomResourceConversion{}, "v1 v2 | v1 | "},
+		{"None: unserved versions stay out", []v{{"v1alpha1", false, false}, {"v1", true, true}}, none, "v1 | v1 | "},
+		{"None: storage not served, the first served stores", []v{{"v1alpha1", true, false}, {"v1", false, true}, {"v2", true, false}}, none, "v1alpha1 v2 | v1alpha1 | "},
+		{"Webhook: the storage version only", []v{{"v1alpha1", true, false}, {"v1", true, true}, {"v2", true, false}}, webhook, "v1 | v1 | v1alpha1 v2"},
+		{"Webhook, one served version: nothing omitted", []v{{"v1alpha1", false, false}, {"v1", true, true}}, webhook, "v1 | v1 | "},
+		{"Webhook, storage not served: the first served", []v{{"v1", false, true}, {"v2", true, false}, {"v3", true, false}}, webhook, "v2 | v2 | v3"},
+		{"nothing served", []v{{"v1", false, true}}, none, "error"},
+		{"no versions", nil, none, "error"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "multis.example.org"}}
+			crd.Spec.Conversion = tc.conversion
+			for _, version := range tc.versions {
+				crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: version.name, Served: version.served, Storage: version.storage})
+			}
+			plan, err := PlanVersions(crd)
+			got := "error"
+			if err == nil {
+				got = strings.Join(plan.Served, " ") + " | " + plan.Storage + " | " + strings.Join(plan.Omitted, " ")
+			}
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+			if reduced := plan.Reduced(crd.Name); (reduced != "") != (len(plan.Omitted) > 0) {
+				t.Errorf("Reduced %q with omitted %v", reduced, plan.Omitted)
+			}
+		})
 	}
 }

@@ -135,7 +135,36 @@ func (r *Registry) Forget(ctx context.Context, crdName, connection string) {
 	if current != nil {
 		current.Stop()
 	}
+	r.removeInformers(ctx, crdName, used)
 	for inf := range used {
+		r.Results.drop(connection, inf.gvk.GroupKind())
+	}
+}
+
+// takeInformersLocked removes from the record the informers of an API at
+// gvk (on every cache) and returns them; mu is held.
+func (r *Registry) takeInformersLocked(crdName string, gvk schema.GroupVersionKind) map[usedInformer]bool {
+	taken := map[usedInformer]bool{}
+	for inf := range r.used[crdName] {
+		if inf.gvk == gvk {
+			taken[inf] = true
+			delete(r.used[crdName], inf)
+		}
+	}
+	return taken
+}
+
+// removeInformers stops informers the registry made the caches start for
+// an API, except one recorded again meanwhile (a Syncer started since uses
+// it).
+func (r *Registry) removeInformers(ctx context.Context, crdName string, informers map[usedInformer]bool) {
+	for inf := range informers {
+		r.mu.Lock()
+		inUse := r.used[crdName][inf]
+		r.mu.Unlock()
+		if inUse {
+			continue
+		}
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(inf.gvk)
 		c := r.Cache
@@ -143,9 +172,8 @@ func (r *Registry) Forget(ctx context.Context, crdName, connection string) {
 			c = inf.session.Cache()
 		}
 		if err := c.RemoveInformer(ctx, obj); err != nil {
-			log.FromContext(ctx).V(1).Info("Could not stop an informer of an unbound API", "gvk", inf.gvk.String(), "error", err.Error())
+			log.FromContext(ctx).V(1).Info("Could not stop an informer no Syncer uses", "gvk", inf.gvk.String(), "error", err.Error())
 		}
-		r.Results.drop(connection, inf.gvk.GroupKind())
 	}
 }
 
@@ -402,8 +430,15 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 			r.mu.Unlock()
 		case stepStop:
 			delete(r.syncers, crdName)
+			var stale map[usedInformer]bool
+			if want && current.target.GVK != api.Target.GVK {
+				// The storage version changed: the next Syncer watches the
+				// new version, and nothing reads the old one any more.
+				stale = r.takeInformersLocked(crdName, current.target.GVK)
+			}
 			r.mu.Unlock()
 			current.Stop()
+			r.removeInformers(ctx, crdName, stale)
 			log.FromContext(ctx).Info("Stopped syncer", "crd", crdName)
 		case stepRescope:
 			r.mu.Unlock()

@@ -31,6 +31,9 @@ func (blockingCache) GetInformer(ctx context.Context, _ client.Object, _ ...cach
 	return nil, ctx.Err()
 }
 
+// RemoveInformer accepts the removals of a storage-version change.
+func (blockingCache) RemoveInformer(context.Context, client.Object) error { return nil }
+
 // Many binding reconciles race on one API whose target keeps changing
 // (each wants to replace the running Syncer): exactly one Syncer may be
 // left running, and it must be the registry's.
@@ -176,3 +179,23 @@ func TestForgetDropsResults(t *testing.T) {
 type removingCache struct{ cache.Cache }
 
 func (removingCache) RemoveInformer(context.Context, client.Object) error { return nil }
+
+// A storage-version change releases the informers of the old version only.
+func TestTakeInformersOfOneVersion(t *testing.T) {
+	v1 := schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Widget"}
+	v2 := v1.GroupKind().WithVersion("v2")
+	r := &Registry{}
+	sess := &session.Session{}
+	r.recordInformerLocked("widgets.example.org", v1, sess) // consumer and provider
+	r.recordInformerLocked("widgets.example.org", v2, nil)
+	taken := r.takeInformersLocked("widgets.example.org", v1)
+	if len(taken) != 2 || !taken[usedInformer{gvk: v1}] || !taken[usedInformer{gvk: v1, session: sess}] {
+		t.Errorf("taken %v, want the v1 informers on both sides", taken)
+	}
+	if left := r.used["widgets.example.org"]; len(left) != 1 || !left[usedInformer{gvk: v2}] {
+		t.Errorf("left %v, want the v2 informer", left)
+	}
+	if taken := r.takeInformersLocked("gadgets.example.org", v1); len(taken) != 0 {
+		t.Errorf("an unknown API gave %v", taken)
+	}
+}

@@ -379,10 +379,14 @@ func (s *Syncer) setSyncedCondition(ctx context.Context, cobj *unstructured.Unst
 }
 
 // statusDown copies the provider status to the consumer when it differs
-// (SYNC-2). An absent provider status does not clear the consumer's.
+// (SYNC-2). An absent provider status does not clear the consumer's. An
+// API without the status subresource keeps its status in the object
+// itself: it is written by a patch of status alone, guarded by the
+// resourceVersion, so a consumer edit made meanwhile is never overwritten
+// (the conflict is retried).
 func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstructured) error {
 	pstatus, ok := pobj.Object["status"]
-	if !ok || !s.target.HasStatus {
+	if !ok {
 		return nil
 	}
 	if equality.Semantic.DeepEqual(cobj.Object["status"], pstatus) {
@@ -391,7 +395,13 @@ func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstru
 	updated := cobj.DeepCopy()
 	updated.Object["status"] = runtime.DeepCopyJSONValue(pstatus)
 	start := time.Now()
-	if err := s.consumer.Status().Update(ctx, updated); err != nil {
+	var err error
+	if s.target.HasStatus {
+		err = s.consumer.Status().Update(ctx, updated)
+	} else {
+		err = s.consumer.Patch(ctx, updated, client.MergeFromWithOptions(cobj, client.MergeFromWithOptimisticLock{}))
+	}
+	if err != nil {
 		return err
 	}
 	metrics.SyncDuration.WithLabelValues(metrics.DirectionDown).Observe(time.Since(start).Seconds())

@@ -30,6 +30,12 @@ const (
 	// ConditionConflicts on a binding is True while objects in its scope are
 	// skipped because of ownership conflicts.
 	ConditionConflicts ConditionType = "Conflicts"
+	// ConditionAllVersionsServed on a binding is True when every bound API's
+	// consumer CRD serves every version its provider serves; False (reason
+	// ConversionWebhook) names the APIs served at fewer versions and why.
+	// Informational: the APIs it names work at the versions they serve, and
+	// Ready stays True.
+	ConditionAllVersionsServed ConditionType = "AllVersionsServed"
 )
 
 // Reason is the machine-readable reason of a status condition.
@@ -46,6 +52,10 @@ const (
 	ReasonOwnedByAnother         Reason = "OwnedByAnother"
 	ReasonForbidden              Reason = "Forbidden"
 	ReasonDrainingBindings       Reason = "DrainingBindings"
+	// ReasonConversionWebhook: the provider converts between an API's
+	// versions with a webhook, which kbind cannot run on the consumer, so
+	// the consumer CRD serves one version only (AllVersionsServed=False).
+	ReasonConversionWebhook Reason = "ConversionWebhook"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
@@ -57,12 +67,12 @@ var ConnectionConditionTypes = []ConditionType{
 // BindingConditionTypes lists the condition types ClusterBindings and
 // Bindings carry.
 var BindingConditionTypes = []ConditionType{
-	ConditionReady, ConditionSynced, ConditionConflicts, ConditionPermissionDenied,
+	ConditionReady, ConditionSynced, ConditionConflicts, ConditionPermissionDenied, ConditionAllVersionsServed,
 }
 
 // Reasons lists every reason kbind uses, for validation in tests.
 var Reasons = []Reason{
 	ReasonAsExpected, ReasonPending, ReasonSecretNotFound, ReasonClusterIdentityChanged,
 	ReasonAPINotExported, ReasonForeignObjectExists, ReasonOwnedByAnother,
-	ReasonForbidden, ReasonDrainingBindings,
+	ReasonForbidden, ReasonDrainingBindings, ReasonConversionWebhook,
 }

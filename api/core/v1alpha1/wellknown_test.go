@@ -38,20 +38,21 @@ func TestWellKnownSpelling(t *testing.T) {
 		reasons[r] = true
 	}
 	for _, want := range []Reason{"AsExpected", "Pending", "SecretNotFound", "ClusterIdentityChanged",
-		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings"} {
+		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings", "ConversionWebhook"} {
 		if !reasons[want] {
 			t.Errorf("reason %s missing", want)
 		}
 	}
-	if len(reasons) != 9 {
-		t.Errorf("%d reasons, the spec has 9", len(reasons))
+	// The spec's 9, and ConversionWebhook (docs/bindings.md#conditions).
+	if len(reasons) != 10 {
+		t.Errorf("%d reasons, want the spec's 9 and ConversionWebhook", len(reasons))
 	}
 	types := map[ConditionType]bool{}
 	for _, ct := range append(append([]ConditionType{}, ConnectionConditionTypes...), BindingConditionTypes...) {
 		types[ct] = true
 	}
 	for _, want := range []ConditionType{"SecretValid", "Connected", "PermissionDenied", "Ready",
-		"SchemaInSync", "Heartbeat", "Synced", "Conflicts"} {
+		"SchemaInSync", "Heartbeat", "Synced", "Conflicts", "AllVersionsServed"} {
 		if !types[want] {
 			t.Errorf("condition type %s missing", want)
 		}
