@@ -73,6 +73,7 @@ func TestConflicts(t *testing.T)            { s.Env.Test(t, conflictsFeature()) 
 func TestOrphan(t *testing.T)               { s.Env.Test(t, orphanFeature()) }
 func TestScope(t *testing.T)                { s.Env.Test(t, scopeFeature()) }
 func TestRelated(t *testing.T)              { s.Env.Test(t, relatedFeature()) }
+func TestFidelity(t *testing.T)             { s.Env.Test(t, fidelityFeature()) }
 func TestSchemaSource(t *testing.T)         { s.Env.Test(t, schemaSourceFeature()) }
 func TestPolicies(t *testing.T)             { s.Env.Test(t, policiesFeature()) }
 func TestAutoBind(t *testing.T)             { s.Env.Test(t, autoBindFeature()) }

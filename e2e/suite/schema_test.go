@@ -45,6 +45,22 @@ func schemaSourceFeature() features.Feature {
 			eventuallyJSONPath(ctx, t, "80", "{.spec.hp}", provider, "-n", "schema", "get", "engines.v1.example.org", "e0")
 			return ctx
 		}).
+		Assess("CRD source: a storage-version change keeps every object syncing", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			// The provider now stores v1alpha1 (conversion None); updatePolicy
+			// Always follows.
+			s.Run(ctx, t, provider, "patch", "crd", "engines.example.org", "--type=json", "-p",
+				`[{"op":"replace","path":"/spec/versions/0/storage","value":true},{"op":"replace","path":"/spec/versions/1/storage","value":false}]`)
+			eventuallyJSONPath(ctx, t, "v1alpha1", `{.spec.versions[?(@.storage==true)].name}`, consumer, "get", "crd", "engines.example.org")
+			// Objects stored before the change, at either version, still sync;
+			// new ones at either version too.
+			s.Run(ctx, t, consumer, "-n", "schema", "patch", "engines.v1.example.org", "e1", "--type=merge", "-p", `{"spec":{"hp":95}}`)
+			s.Run(ctx, t, consumer, "-n", "schema", "patch", "engines.v1alpha1.example.org", "e0", "--type=merge", "-p", `{"spec":{"hp":85}}`)
+			s.Apply(ctx, t, harness.ConsumerContext, "apiVersion: example.org/v1\nkind: Engine\nmetadata: {name: e2, namespace: schema}\nspec: {hp: 70}\n")
+			for name, hp := range map[string]string{"e1": "95", "e0": "85", "e2": "70"} {
+				eventuallyJSONPath(ctx, t, hp, "{.spec.hp}", provider, "-n", "schema", "get", "engines.v1alpha1.example.org", name)
+			}
+			return ctx
+		}).
 		Assess("OpenAPI source: a synthesized CRD, refreshed on change", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			s.Apply(ctx, t, harness.ConsumerContext, harness.ConnectionManifest("openapi", "openapi-kubeconfig", s.ProviderKubeconfig(harness.ProviderContext), "  schema: {source: OpenAPI}\n")+
 				"---\n"+clusterBinding("things", "openapi", "", "things.openapi.example.org"))

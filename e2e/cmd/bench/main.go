@@ -64,12 +64,33 @@ type Run struct {
 	RestartSyncedS             float64 `json:"restart_synced_s"`
 	PeakRSSMiB                 float64 `json:"peak_rss_mib"`
 	LiveHeapMiB                float64 `json:"live_heap_mib"`
-	DeletePerS                 float64 `json:"delete_per_s"`
+	// CPUSecondsPer1000 is the konnector's CPU time from the first create
+	// until every status is down, per 1000 objects.
+	CPUSecondsPer1000 float64 `json:"cpu_seconds_per_1000"`
+	// StartupS is from starting the konnector until every Connection is
+	// Ready and the ClusterBinding Synced (setup, the same for every run).
+	StartupS    float64 `json:"startup_s"`
+	APIs        int     `json:"apis"`
+	Connections int     `json:"connections"`
+	DeletePerS  float64 `json:"delete_per_s"`
 }
 
-var gvrs = []schema.GroupVersionResource{
-	{Group: "bench.example.org", Version: "v1alpha1", Resource: "alphas"},
-	{Group: "bench.example.org", Version: "v1alpha1", Resource: "betas"},
+// gvrs are the bound APIs: alphas and betas, or --apis of them.
+var gvrs = apiGVRs(2)
+
+// apiGVRs are n bench APIs: alphas and betas for 2, else r000s, r001s, ...
+func apiGVRs(n int) []schema.GroupVersionResource {
+	gvr := func(resource string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: "bench.example.org", Version: "v1alpha1", Resource: resource}
+	}
+	if n == 2 {
+		return []schema.GroupVersionResource{gvr("alphas"), gvr("betas")}
+	}
+	out := make([]schema.GroupVersionResource, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, gvr(fmt.Sprintf("r%03ds", i)))
+	}
+	return out
 }
 
 const namespaces = 10
@@ -92,6 +113,7 @@ type bench struct {
 	// memLimit, when set, is the konnector's GOMEMLIMIT.
 	memLimit string
 	peakRSS  float64
+	startupS float64
 	log      *os.File
 	// isolation is the Connection's; the provider keys of consumer
 	// objects come from it.
@@ -154,10 +176,18 @@ func main() {
 	fsync := flag.Bool("etcd-fsync", true, "let both etcds fsync every write, as real clusters do; --etcd-fsync=false takes a slow disk out of the numbers")
 	flag.BoolVar(&verbose, "v", false, "print the slowest objects of each latency measurement and the write call latencies")
 	keep := flag.String("keep", "", "keep the logs (konnector, API servers, etcds) in this directory")
+	apis := flag.Int("apis", 2, "bound APIs (CRDs) the objects are spread over")
+	flag.IntVar(&extraConnections, "connections", 1, "Connections to the provider: the bench's own and, beyond 1, idle ones (each with its own Secret and Namespace isolation namespace), all counted in startup and the idle provider requests")
+	flag.BoolVar(&withMetadata, "metadata", false, "give every object two labels and an annotation, and the binding spec.metadata copying every label and annotation up (the cost of metadata sync)")
 	memLimit := flag.String("gomemlimit", "", "run the konnector with this GOMEMLIMIT (e.g. 460MiB, what it sets itself in a container limited to 512Mi)")
 	profiles := flag.String("profiles", "", "keep a heap profile of the konnector of each run in this directory (heap-n<N>.pb.gz, for go tool pprof)")
 	mode := flag.String("isolation", "None", "the Connection's isolation mode: None, Namespace (provider namespace "+benchTenant+") or Prefixed (prefix "+benchPrefix+")")
 	flag.Parse()
+	if *apis < 1 || extraConnections < 1 {
+		fmt.Fprintln(os.Stderr, "bench: --apis and --connections must be at least 1")
+		os.Exit(2)
+	}
+	gvrs = apiGVRs(*apis)
 	iso, err := isolationFor(*mode)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -233,6 +263,7 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 			return fmt.Errorf("run with N=%d: %w", n, err)
 		}
 		r.Isolation = string(iso.Mode)
+		r.StartupS, r.APIs, r.Connections = b.startupS, len(gvrs), extraConnections
 		runs = append(runs, r)
 	}
 	printTable(runs, qps, burst, workers, rate, fsync, iso)
@@ -267,8 +298,19 @@ kind: ClusterBinding
 metadata: {name: bench}
 spec:
   connectionRef: {name: provider}
-  apis: [{name: alphas.bench.example.org}, {name: betas.bench.example.org}]
+  apis:
 `
+	for _, g := range gvrs {
+		manifest += "  - name: " + g.Resource + "." + g.Group + "\n"
+	}
+	if withMetadata {
+		manifest += "  metadata: {labels: [\"*\"], annotations: [\"*\"]}\n"
+	}
+	idle, err := b.idleConnections(ctx)
+	if err != nil {
+		return err
+	}
+	manifest += idle
 	file := filepath.Join(b.pair.Dir, "setup.yaml")
 	if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
 		return err
@@ -276,17 +318,38 @@ spec:
 	if out, err := testenv.Kubectl(ctx, b.pair.KubeconfigPath, "--context=consumer", "apply", "-f", file); err != nil {
 		return fmt.Errorf("%w: %s", err, out)
 	}
+	start := time.Now()
 	if err := b.startKonnector(); err != nil {
 		return err
 	}
 	for _, args := range [][]string{
-		{"--context=consumer", "wait", "--for=condition=Synced", "clusterbinding/bench", "--timeout=120s"},
+		{"--context=consumer", "wait", "--for=condition=Ready", "connection", "--all", "--timeout=300s"},
+		{"--context=consumer", "wait", "--for=condition=Synced", "clusterbinding/bench", "--timeout=300s"},
 	} {
 		if out, err := testenv.Kubectl(ctx, b.pair.KubeconfigPath, args...); err != nil {
 			return fmt.Errorf("%w: %s", err, out)
 		}
 	}
+	b.startupS = time.Since(start).Seconds()
 	return nil
+}
+
+// idleConnections creates, for --connections beyond 1, the provider
+// namespaces of the idle Connections and returns their consumer manifests:
+// a Secret each (the provider kubeconfig) and a Connection under Namespace
+// isolation in its own provider namespace, binding nothing.
+func (b *bench) idleConnections(ctx context.Context) (string, error) {
+	pcs := kubernetes.NewForConfigOrDie(b.pair.Provider.Config)
+	var out strings.Builder
+	for i := 1; i < extraConnections; i++ {
+		name := fmt.Sprintf("idle-%03d", i)
+		if _, err := pcs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench-" + name}}, metav1.CreateOptions{}); err != nil {
+			return "", err
+		}
+		out.WriteString("---\n" + enginetest.ConnectionManifestWith(name, name, b.pair.Provider.Kubeconfig,
+			"  isolation: {mode: Namespace, namespace: bench-"+name+"}\n"))
+	}
+	return out.String(), nil
 }
 
 func (b *bench) startKonnector() error {
@@ -428,6 +491,14 @@ func waitFor(timeout time.Duration, what string, cond func() bool) error {
 	return nil
 }
 
+// extraConnections is --connections: the bench's Connection and the idle
+// ones.
+var extraConnections = 1
+
+// withMetadata is --metadata: objects carry labels and an annotation the
+// binding copies up.
+var withMetadata bool
+
 func object(gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": gvr.GroupVersion().String(),
@@ -436,6 +507,10 @@ func object(gvr schema.GroupVersionResource, ns, name string) *unstructured.Unst
 	}}
 	u.SetNamespace(ns)
 	u.SetName(name)
+	if withMetadata {
+		u.SetLabels(map[string]string{"team": ns, "app.kubernetes.io/name": "bench"})
+		u.SetAnnotations(map[string]string{"example.org/owner": name})
+	}
 	return u
 }
 
@@ -448,7 +523,7 @@ type key struct {
 func keysFor(prefix string, n int) []key {
 	out := make([]key, 0, n)
 	for i := 0; i < n; i++ {
-		out = append(out, key{gvr: gvrs[i%2], ns: fmt.Sprintf("%s-%d", prefix, i%namespaces), name: fmt.Sprintf("obj-%d", i)})
+		out = append(out, key{gvr: gvrs[i%len(gvrs)], ns: fmt.Sprintf("%s-%d", prefix, i%namespaces), name: fmt.Sprintf("obj-%d", i)})
 	}
 	return out
 }
@@ -587,6 +662,10 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 			return r, err
 		}
 	}
+	cpuBefore, err := scrapeGauge(b.metricsAddr, "process_cpu_seconds_total")
+	if err != nil {
+		return r, err
+	}
 	start := time.Now()
 	created, err := createAll(ctx, b.consumer, keys, b.rate)
 	if err != nil {
@@ -621,6 +700,11 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 		return r, err
 	}
 	r.StatusDownP50Ms, r.StatusDownP99Ms = percentiles(patched, down.times())
+	cpuAfter, err := scrapeGauge(b.metricsAddr, "process_cpu_seconds_total")
+	if err != nil {
+		return r, err
+	}
+	r.CPUSecondsPer1000 = (cpuAfter - cpuBefore) / float64(n) * 1000
 	heap, err := liveHeap(b.pprofAddr, b.metricsAddr, b.profiles, fmt.Sprintf("n%d", n))
 	if err != nil {
 		return r, err
@@ -726,21 +810,30 @@ func printTable(runs []Run, qps float32, burst, workers int, rate float64, fsync
 	if fsync {
 		disk = "etcd fsync on"
 	}
-	fmt.Printf("\nkbind bench: provider QPS %.0f, burst %d, %d workers per API, 10 namespaces, 2 APIs, %s, isolation %s\n\n", qps, burst, workers, disk, iso.Mode)
+	meta := "off"
+	if withMetadata {
+		meta = "on (2 labels, 1 annotation per object)"
+	}
+	fmt.Printf("\nkbind bench: provider QPS %.0f, burst %d, %d workers per API, 10 namespaces, %d APIs, %d Connection(s), %s, isolation %s, metadata sync %s\n",
+		qps, burst, workers, len(gvrs), extraConnections, disk, iso.Mode, meta)
+	if len(runs) > 0 {
+		fmt.Printf("startup: %.1f s from starting the konnector until every Connection was Ready and the ClusterBinding Synced\n", runs[0].StartupS)
+	}
+	fmt.Println()
 	if rate > 0 {
 		fmt.Printf("consumer objects created at %.0f/s\n", rate)
 	}
 	fmt.Println("objects/s: consumer creates until every copy is on the provider; limit/s: the same creates straight to the provider with the same QPS")
 	fmt.Println("idle prov req/min: the konnector's requests to the provider per minute while idle; idle cons w/min: its writes to the consumer")
 	fmt.Println("RSS MiB: the konnector's peak resident set; heap MiB: its live heap after a forced GC once every status is down")
-	fmt.Printf("%8s %12s %10s %7s %10s %10s %12s %12s %6s %9s %9s %9s %9s %9s %9s %10s %14s %14s\n",
+	fmt.Printf("%8s %12s %10s %7s %10s %10s %12s %12s %6s %9s %9s %9s %9s %9s %9s %9s %10s %14s %14s\n",
 		"N", "objects/s", "limit/s", "ratio", "up p50ms", "up p99ms", "down p50ms", "down p99ms", "idle", "restart", "restart s", "RSS MiB", "MiB/1000",
-		"heap MiB", "KiB/obj", "delete/s", "prov req/min", "cons w/min")
+		"heap MiB", "KiB/obj", "CPU s/1k", "delete/s", "prov req/min", "cons w/min")
 	for _, r := range runs {
-		fmt.Printf("%8d %12.1f %10.1f %7.2f %10.0f %10.0f %12.0f %12.0f %6d %9d %9.1f %9.0f %9.1f %9.1f %9.2f %10.1f %14.1f %14.1f\n",
+		fmt.Printf("%8d %12.1f %10.1f %7.2f %10.0f %10.0f %12.0f %12.0f %6d %9d %9.1f %9.0f %9.1f %9.1f %9.2f %9.2f %10.1f %14.1f %14.1f\n",
 			r.N, r.ThroughputPerS, r.LimitPerS, r.ThroughputRatio, r.SpecUpP50Ms, r.SpecUpP99Ms,
 			r.StatusDownP50Ms, r.StatusDownP99Ms, r.IdleWrites, r.RestartWrites, r.RestartSyncedS, r.PeakRSSMiB,
-			r.PeakRSSMiB/float64(r.N)*1000, r.LiveHeapMiB, r.LiveHeapMiB*1024/float64(r.N), r.DeletePerS,
+			r.PeakRSSMiB/float64(r.N)*1000, r.LiveHeapMiB, r.LiveHeapMiB*1024/float64(r.N), r.CPUSecondsPer1000, r.DeletePerS,
 			r.IdleProviderRequestsPerMin, r.IdleConsumerWritesPerMin)
 	}
 }
