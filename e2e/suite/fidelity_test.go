@@ -16,7 +16,7 @@ import (
 
 const (
 	fidelityNS  = "fidelity"
-	databaseAPI = "databases.fidelity.example.org"
+	databaseAPI = "databases.example.org"
 )
 
 // fidelityBinding binds databases with labels and annotations copied up
@@ -38,7 +38,7 @@ func providerEvent(name, object, uid, reason, message string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Event
 metadata: {name: %[1]s, namespace: %[2]s}
-involvedObject: {apiVersion: fidelity.example.org/v1alpha1, kind: Database, namespace: %[3]s, name: %[4]s, uid: %[5]s}
+involvedObject: {apiVersion: example.org/v1alpha1, kind: Database, namespace: %[3]s, name: %[4]s, uid: %[5]s}
 type: Warning
 reason: %[6]s
 message: %[8]q
@@ -65,13 +65,13 @@ func forwardedEvents(ctx context.Context, t *testing.T, object string) int {
 func fidelityFeature() features.Feature {
 	return features.New("sync fidelity: metadata, provider Events, related by reference").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			s.Apply(ctx, t, harness.ProviderContext, harness.CRDManifest("databases", "Database", "fidelity.example.org", "Namespaced", true)+"---\n"+namespaces(fidelityNS))
+			s.Apply(ctx, t, harness.ProviderContext, harness.CRDManifest("databases", "Database", "example.org", "Namespaced", true)+"---\n"+namespaces(fidelityNS))
 			s.Apply(ctx, t, harness.ConsumerContext, namespaces(fidelityNS)+fidelityBinding)
 			waitReady(ctx, t, "clusterbinding/databases")
 			return ctx
 		}).
 		Assess("labels and annotations up; the provider's own kept", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			s.Apply(ctx, t, harness.ConsumerContext, `apiVersion: fidelity.example.org/v1alpha1
+			s.Apply(ctx, t, harness.ConsumerContext, `apiVersion: example.org/v1alpha1
 kind: Database
 metadata:
   name: db1
@@ -103,7 +103,7 @@ spec: {size: 1}
 			s.Run(ctx, t, provider, "create", "-f", s.WriteFile(t, burst.String()))
 			// The forwarder decides a Kind's Events in order: once a later
 			// Event on another object is through, the burst is decided.
-			s.Apply(ctx, t, harness.ConsumerContext, object("fidelity.example.org", "Database", fidelityNS, "db2", "{size: 2}"))
+			s.Apply(ctx, t, harness.ConsumerContext, object("example.org", "Database", fidelityNS, "db2", "{size: 2}"))
 			uid2 := s.EventuallyOutput(ctx, t, func(out string) error {
 				if out == "" {
 					return fmt.Errorf("no copy yet")
@@ -126,7 +126,7 @@ kind: ConfigMap
 metadata: {name: db3-config, namespace: fidelity}
 data: {tuning: fast}
 ---
-`+object("fidelity.example.org", "Database", fidelityNS, "db3", "{secretRef: {name: db3-conn}, configRef: {name: db3-config}}"))
+`+object("example.org", "Database", fidelityNS, "db3", "{secretRef: {name: db3-conn}, configRef: {name: db3-config}}"))
 			eventuallyJSONPath(ctx, t, "fast", "{.data.tuning}", provider, "-n", fidelityNS, "get", "configmap", "db3-config")
 			// FromProvider: the Secret the provider's controller writes comes down.
 			s.Apply(ctx, t, harness.ProviderContext, "apiVersion: v1\nkind: Secret\nmetadata: {name: db3-conn, namespace: fidelity}\nstringData: {password: one}\n")
