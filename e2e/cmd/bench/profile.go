@@ -90,3 +90,32 @@ func syncedState(metricsAddr, group string) (ready int, depth float64, err error
 	}
 	return ready, depth, scanner.Err()
 }
+
+// cpuProfile, with dir set, records the konnector's CPU profile for the
+// next d in the background and keeps it as cpu-<label>.pb.gz; wait blocks
+// until it is written.
+func cpuProfile(pprofAddr, dir, label string, d time.Duration) (wait func()) {
+	done := make(chan struct{})
+	if dir == "" {
+		close(done)
+		return func() {}
+	}
+	go func() {
+		defer close(done)
+		client := &http.Client{Timeout: d + time.Minute}
+		resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, int(d.Seconds())))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: CPU profile: %v\n", err)
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "cpu-"+label+".pb.gz"), data, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: CPU profile: %v\n", err)
+		}
+	}()
+	return func() { <-done }
+}
