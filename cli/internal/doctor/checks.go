@@ -472,6 +472,15 @@ func checkBinding(b BindingState, bc bindingContext, now time.Time, stuckAfter t
 			Doc:      docNoSync,
 		})
 	}
+	if cond := meta(b.Status.Conditions, kbindv1alpha1.ConditionAllVersionsServed); cond != nil && cond.Status == metav1.ConditionFalse {
+		out = append(out, Finding{
+			Check: "binding.versions", Severity: SeverityNote, Object: obj, Field: "status.conditions[AllVersionsServed]",
+			Problem:  "an API is served on the consumer at fewer versions than on the provider: the provider converts between them with a webhook, which kbind cannot run; write objects at the version the consumer serves",
+			Evidence: conditionEvidence(b.Status.Conditions, kbindv1alpha1.ConditionAllVersionsServed),
+			Fix:      fmt.Sprintf("%s get crd -l core.kbind.io/managed=true -o custom-columns=NAME:.metadata.name,VERSIONS:.spec.versions[*].name", cmd.Consumer),
+			Doc:      "docs/bindings.md#conditions",
+		})
+	}
 	for _, api := range b.Status.BoundAPIs {
 		if api.Instances != nil && api.Instances.Failed > 0 {
 			out = append(out, Finding{

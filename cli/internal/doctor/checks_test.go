@@ -150,6 +150,9 @@ func TestCheckBinding(t *testing.T) {
 	})
 	notReady := cb("w", "widgets.example.org")
 	notReady.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending", Message: "x"}}
+	fewerVersions := cb("w", "widgets.example.org")
+	fewerVersions.Status.Conditions = []metav1.Condition{{Type: "AllVersionsServed", Status: metav1.ConditionFalse, Reason: "ConversionWebhook",
+		Message: "widgets.example.org is served at v1 only, not at v1alpha1"}}
 	failed := cb("w", "widgets.example.org")
 	failed.Status.BoundAPIs = []kbindv1alpha1.BoundAPI{{Name: "widgets.example.org", Instances: &kbindv1alpha1.InstanceCounts{Total: 3, Synced: 1, Failed: 2}}}
 	cases := []struct {
@@ -175,6 +178,7 @@ func TestCheckBinding(t *testing.T) {
 		{"not Ready", notReady, &conn, false, nil, []string{"binding.notReady"}, "", nil},
 		{"not Ready because the Connection is broken: said once, on the Connection", notReady, &conn, true, nil, []string{}, "", nil},
 		{"failed instances", failed, &conn, false, nil, []string{"binding.failedInstances"}, "get events -A --field-selector type=Warning", nil},
+		{"fewer versions served (webhook conversion): a note", fewerVersions, &conn, false, nil, []string{"binding.versions"}, "VERSIONS:.spec.versions[*].name", nil},
 		{"no consumer CRD yet", cb("w", "widgets.example.org"), &conn, false, nil, []string{"binding.consumerCRD"}, "get clusterbinding w -o yaml",
 			map[string]ConsumerCRD{"widgets.example.org": {}}},
 		{"no consumer CRD with pullPolicy None: install it", cb("w", "widgets.example.org"),
