@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,23 +38,21 @@ func liveHeap(pprofAddr, metricsAddr, dir, label string) (float64, error) {
 
 // scrapeGauge reads one unlabelled metric of the konnector.
 func scrapeGauge(metricsAddr, name string) (float64, error) {
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + metricsAddr + "/metrics")
-	if err != nil {
-		return 0, fmt.Errorf("reading the konnector's metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	scanner := bufio.NewScanner(resp.Body)
-	scanner.Buffer(make([]byte, 1<<20), 1<<20)
-	for scanner.Scan() {
-		if value, ok := strings.CutPrefix(scanner.Text(), name+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(value), 64)
+	value, found := 0.0, false
+	err := scrapeMetrics(metricsAddr, func(line string) error {
+		v, ok := strings.CutPrefix(line, name+" ")
+		if !ok || found {
+			return nil
 		}
+		var err error
+		value, err = strconv.ParseFloat(strings.TrimSpace(v), 64)
+		found = true
+		return err
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("the konnector serves no %s", name)
 	}
-	if err := scanner.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("the konnector serves no %s", name)
+	return value, err
 }
 
 // syncedState reads, from the konnector's metrics, how many syncers run
@@ -63,23 +60,14 @@ func scrapeGauge(metricsAddr, name string) (float64, error) {
 // their workqueues still hold (workqueue_depth of the queues named
 // "<connection>/<Kind.group>" of the bench's group).
 func syncedState(metricsAddr, group string) (ready int, depth float64, err error) {
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + metricsAddr + "/metrics")
-	if err != nil {
-		return 0, 0, fmt.Errorf("reading the konnector's metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	scanner := bufio.NewScanner(resp.Body)
-	scanner.Buffer(make([]byte, 1<<20), 1<<20)
-	for scanner.Scan() {
-		line := scanner.Text()
+	err = scrapeMetrics(metricsAddr, func(line string) error {
 		fields := strings.Fields(line)
 		if len(fields) != 2 {
-			continue
+			return nil
 		}
 		v, perr := strconv.ParseFloat(fields[1], 64)
 		if perr != nil {
-			continue
+			return nil
 		}
 		switch {
 		case strings.HasPrefix(line, "kbind_syncer_ready{") && v == 1:
@@ -87,8 +75,9 @@ func syncedState(metricsAddr, group string) (ready int, depth float64, err error
 		case strings.HasPrefix(line, "workqueue_depth{") && strings.Contains(line, "."+group+`"`):
 			depth += v
 		}
-	}
-	return ready, depth, scanner.Err()
+		return nil
+	})
+	return ready, depth, err
 }
 
 // cpuProfile, with dir set, records the konnector's CPU profile for the

@@ -19,25 +19,16 @@ import (
 type requestCounts map[string]float64 // "host METHOD" -> count
 
 func scrapeRequests(metricsAddr string) (requestCounts, error) {
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + metricsAddr + "/metrics")
-	if err != nil {
-		return nil, fmt.Errorf("reading the konnector's metrics: %w", err)
-	}
-	defer resp.Body.Close()
 	out := requestCounts{}
-	scanner := bufio.NewScanner(resp.Body)
-	scanner.Buffer(make([]byte, 1<<20), 1<<20)
-	for scanner.Scan() {
-		line := scanner.Text()
+	err := scrapeMetrics(metricsAddr, func(line string) error {
 		if !strings.HasPrefix(line, "rest_client_requests_total{") {
-			continue
+			return nil
 		}
 		end := strings.LastIndex(line, "}")
 		labels, value := line[len("rest_client_requests_total{"):end], strings.TrimSpace(line[end+1:])
 		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
-			return nil, fmt.Errorf("parsing %q: %w", line, err)
+			return fmt.Errorf("parsing %q: %w", line, err)
 		}
 		var host, method string
 		for _, kv := range strings.Split(labels, ",") {
@@ -51,8 +42,28 @@ func scrapeRequests(metricsAddr string) (requestCounts, error) {
 			}
 		}
 		out[host+" "+method] += v
+		return nil
+	})
+	return out, err
+}
+
+// scrapeMetrics reads the konnector's metrics endpoint and calls fn with
+// each line; an error from fn ends the read.
+func scrapeMetrics(metricsAddr string, fn func(line string) error) error {
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return fmt.Errorf("reading the konnector's metrics: %w", err)
 	}
-	return out, scanner.Err()
+	defer resp.Body.Close()
+	scanner := bufio.NewScanner(resp.Body)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+	for scanner.Scan() {
+		if err := fn(scanner.Text()); err != nil {
+			return err
+		}
+	}
+	return scanner.Err()
 }
 
 // since is the difference c - before.
