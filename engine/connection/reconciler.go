@@ -397,7 +397,8 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 	now := time.Now()
 	identityDue := !ok || p.hash != sess.Hash || p.identityErr != nil || now.Sub(p.at) >= r.RecheckInterval || recheckAt.After(p.at)
 	if identityDue {
-		p = probe{hash: sess.Hash, at: now, remoteUID: p.remoteUID, discovery: p.discovery, discovErr: p.discovErr, discoveredAt: p.discoveredAt}
+		// The last discovery stays until its own pass is due.
+		p.hash, p.at = sess.Hash, now
 		p.remoteUID, p.identityErr = r.readIdentity(ctx, conn.Name, sess)
 	}
 	verified := p.identityErr == nil && identityMismatch(conn, p.remoteUID, localUID) == ""
