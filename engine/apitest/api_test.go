@@ -111,6 +111,17 @@ func TestValidationRejects(t *testing.T) {
 		manifest  string
 		fragments []string
 	}{{
+		name: "invalid providerEvents",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: NAME}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+  providerEvents: Drop`,
+		fragments: []string{`spec.providerEvents`, `Unsupported value: "Drop"`, `"Forward", "Ignore"`},
+	}, {
 		name: "invalid schema.source enum",
 		manifest: `
 apiVersion: core.kbind.io/v1alpha1
