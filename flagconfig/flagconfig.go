@@ -23,8 +23,16 @@ import (
 // ConfigFlag names the optional YAML file (flag --config, PREFIX_CONFIG).
 const ConfigFlag = "config"
 
+// VersionFlag prints the binary's version (flag --version only: no
+// environment variable or file key, so a stray KONNECTOR_VERSION never
+// turns a Pod into one that prints and exits).
+const VersionFlag = "version"
+
 // ErrHelp is returned by Load when help was asked for.
 var ErrHelp = pflag.ErrHelp
+
+// ErrVersion is returned by Load when --version was given.
+var ErrVersion = errors.New("version requested")
 
 // Command is what a binary's command line shares across its options: how
 // its environment variables are named and what its help text says it does.
@@ -33,16 +41,22 @@ type Command struct {
 	EnvPrefix string
 	// Summary says what the binary does, under the help text's usage line.
 	Summary string
+	// Version is the --version line (buildinfo.Get().String(name)).
+	Version string
 }
 
 // NewFlagSet returns a flag set that returns parse errors instead of
-// exiting, with --config declared; configExample is a line of such a file
-// for its help text (e.g. "qps: 50").
+// exiting, with --config and --version declared; configExample is a line of
+// such a file for its help text (e.g. "qps: 50").
 func NewFlagSet(name, configExample string) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.String(ConfigFlag, "", "Optional YAML config file; keys are the flag names (e.g. "+configExample+").")
+	fs.Bool(VersionFlag, false, "Print the version and exit.")
 	return fs
 }
+
+// commandLineOnly are flags that have no environment variable or file key.
+func commandLineOnly(flag string) bool { return flag == VersionFlag }
 
 // EnvName returns the environment variable of a flag: upper case, - as _,
 // prefixed.
@@ -62,7 +76,9 @@ func (c Command) Usage(w io.Writer, fs *pflag.FlagSet) {
 	annotated.SortFlags = fs.SortFlags
 	fs.VisitAll(func(f *pflag.Flag) {
 		cp := *f
-		cp.Usage = fmt.Sprintf("%s [env %s]", f.Usage, c.EnvName(f.Name))
+		if !commandLineOnly(f.Name) {
+			cp.Usage = fmt.Sprintf("%s [env %s]", f.Usage, c.EnvName(f.Name))
+		}
 		annotated.AddFlag(&cp)
 	})
 	fmt.Fprint(w, annotated.FlagUsages())
@@ -72,18 +88,28 @@ func (c Command) Usage(w io.Writer, fs *pflag.FlagSet) {
 // given from its environment variable (lookupEnv is os.LookupEnv in
 // production; tests pass their own), then reads the --config file, if any,
 // for what neither set. -h and --help write the help text to usage and
-// return ErrHelp.
+// return ErrHelp; --version writes c.Version and returns ErrVersion.
 func (c Command) Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool), usage io.Writer) (*Values, error) {
 	fs.Usage = func() { c.Usage(usage, fs) }
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if v, err := fs.GetBool(VersionFlag); err == nil && v {
+		fmt.Fprintln(usage, c.Version)
+		return nil, ErrVersion
+	}
 	if err := c.setFromEnv(fs, lookupEnv); err != nil {
 		return nil, err
 	}
 	v := viper.New()
-	if err := v.BindPFlags(fs); err != nil {
-		return nil, fmt.Errorf("binding flags: %w", err)
+	var bindErr error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !commandLineOnly(f.Name) && bindErr == nil {
+			bindErr = v.BindPFlag(f.Name, f)
+		}
+	})
+	if bindErr != nil {
+		return nil, fmt.Errorf("binding flags: %w", bindErr)
 	}
 	if file := v.GetString(ConfigFlag); file != "" {
 		v.SetConfigFile(file)
@@ -103,6 +129,9 @@ func (c Command) Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (
 func (c Command) setFromEnv(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) error {
 	var errs []error
 	fs.VisitAll(func(f *pflag.Flag) {
+		if commandLineOnly(f.Name) {
+			return
+		}
 		if val, ok := lookupEnv(c.EnvName(f.Name)); ok && !f.Changed {
 			if err := fs.Set(f.Name, val); err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: %w", c.EnvName(f.Name), val, err))
@@ -117,7 +146,7 @@ func (c Command) setFromEnv(fs *pflag.FlagSet, lookupEnv func(string) (string, b
 func checkKeys(keys []string, fs *pflag.FlagSet) error {
 	var unknown []string
 	for _, k := range keys {
-		if fs.Lookup(k) == nil {
+		if fs.Lookup(k) == nil || commandLineOnly(k) {
 			unknown = append(unknown, k)
 		}
 	}

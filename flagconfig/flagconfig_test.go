@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-var testCommand = Command{EnvPrefix: "APP", Summary: "app: does things."}
+var testCommand = Command{EnvPrefix: "APP", Summary: "app: does things.", Version: "app 1.2.3 (revision abc, go1.26.8)"}
 
 // testFlags is a binary's flag set: every kind of value Values reads.
 func testFlags() *pflag.FlagSet {
@@ -159,13 +159,14 @@ Every flag can also be set as an environment variable (APP_<FLAG>, upper case, -
 or as a key of the --config file. Precedence: flag, environment, file, default.
 
 Flags:
-      --config string     Optional YAML config file; keys are the flag names (e.g. name: x). [env APP_CONFIG]
-      --count int         An int. [env APP_COUNT] (default 1)
-      --list strings      A list. [env APP_LIST]
-      --name string       A string. [env APP_NAME] (default "default")
-      --on[=true|false]   A bool. [env APP_ON]
-      --rate float32      A float. [env APP_RATE] (default 2.5)
-      --wait duration     A duration. [env APP_WAIT] (default 1s)
+      --config string          Optional YAML config file; keys are the flag names (e.g. name: x). [env APP_CONFIG]
+      --count int              An int. [env APP_COUNT] (default 1)
+      --list strings           A list. [env APP_LIST]
+      --name string            A string. [env APP_NAME] (default "default")
+      --on[=true|false]        A bool. [env APP_ON]
+      --rate float32           A float. [env APP_RATE] (default 2.5)
+      --version[=true|false]   Print the version and exit.
+      --wait duration          A duration. [env APP_WAIT] (default 1s)
 `
 
 func TestUsage(t *testing.T) {
@@ -210,5 +211,24 @@ func TestStrings(t *testing.T) {
 		if got := stringSlice(tc.in); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: stringSlice(%#v) = %#v, want %#v", tc.name, tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out strings.Builder
+	_, err := testCommand.Load(testFlags(), []string{"--name=x", "--version"}, env(nil), &out)
+	if !errors.Is(err, ErrVersion) {
+		t.Errorf("error %v, want ErrVersion", err)
+	}
+	if got, want := out.String(), "app 1.2.3 (revision abc, go1.26.8)\n"; got != want {
+		t.Errorf("printed %q, want %q", got, want)
+	}
+	// Only the command line asks for the version: the environment variable
+	// is not read and the file key is unknown.
+	if _, err := load(nil, map[string]string{"APP_VERSION": "true"}); err != nil {
+		t.Errorf("APP_VERSION set: %v, want it ignored", err)
+	}
+	if _, err := load([]string{"--config", writeFile(t, "version: true\n")}, nil); err == nil || !strings.Contains(err.Error(), "unknown option(s) version") {
+		t.Errorf("version in the file: %v, want unknown option", err)
 	}
 }

@@ -15,23 +15,24 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/backend"
 	"github.com/kbind/kbind/backend/internal/config"
+	"github.com/kbind/kbind/flagconfig/buildinfo"
+	"github.com/kbind/kbind/flagconfig/clusterconfig"
 )
 
 func main() {
 	if err := run(ctrl.SetupSignalHandler()); err != nil {
-		if errors.Is(err, config.ErrHelp) {
+		if errors.Is(err, config.ErrHelp) || errors.Is(err, config.ErrVersion) {
 			os.Exit(0)
 		}
 		fmt.Fprintf(os.Stderr, "backend: %v\n", err)
@@ -47,10 +48,17 @@ func run(ctx context.Context) error {
 	ctrl.SetLogger(zap.New())
 	logger := ctrl.Log.WithName("backend")
 
-	restConfig, err := providerConfig(cfg)
+	restConfig, source, err := clusterconfig.Load("provider", cfg.Kubeconfig)
 	if err != nil {
 		return err
 	}
+	restConfig.QPS, restConfig.Burst, restConfig.Timeout = cfg.QPS, cfg.Burst, cfg.Timeout
+	restConfig.UserAgent = "kbind-backend/" + buildinfo.Get().Version
+	user, err := clusterconfig.User(ctx, restConfig)
+	if err != nil {
+		return fmt.Errorf("the provider cluster (%s): %w", source, err)
+	}
+	logger.Info("provider cluster", "configuration", source, "user", user)
 	opts := backend.Options{StaleAfter: cfg.StaleAfter, Reap: cfg.Reap, ReapInterval: cfg.ReapInterval}
 	if cfg.StaleAfter < 2*heartbeatInterval {
 		logger.Info("WARNING: --stale-after is shorter than two konnector heartbeat intervals; live consumers may be judged stale",
@@ -68,16 +76,22 @@ func run(ctx context.Context) error {
 	cacheOpts := cache.Options{}
 	backend.ConfigureCache(&cacheOpts)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                  scheme,
-		Cache:                   cacheOpts,
-		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
-		HealthProbeBindAddress:  cfg.ProbeAddr,
-		LeaderElection:          cfg.LeaderElect,
-		LeaderElectionID:        kbindv1alpha1.BackendLeaderElectionID,
-		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
+		Scheme:                 scheme,
+		Cache:                  cacheOpts,
+		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		HealthProbeBindAddress: cfg.ProbeAddr,
+		LeaderElection:         cfg.LeaderElect,
+		// The binary exits as soon as the manager stops: hand the Lease
+		// over at once so a rolling update's new Pod need not wait it out.
+		LeaderElectionReleaseOnCancel: true,
+		LeaderElectionID:              kbindv1alpha1.BackendLeaderElectionID,
+		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := metrics.Registry.Register(buildinfo.Collector("backend")); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -93,27 +107,9 @@ func run(ctx context.Context) error {
 	if _, err := backend.Setup(mgr, opts); err != nil {
 		return err
 	}
-	logger.Info("starting", "staleAfter", cfg.StaleAfter.String(), "reap", cfg.Reap, "leaderElect", cfg.LeaderElect)
+	logger.Info("starting", "version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision, "staleAfter", cfg.StaleAfter.String(), "reap", cfg.Reap, "leaderElect", cfg.LeaderElect)
 	return mgr.Start(ctx)
 }
 
 // heartbeatInterval is how often the konnector renews its Lease (HB-1).
 const heartbeatInterval = 30 * time.Second
-
-// providerConfig is the provider cluster's client configuration with the
-// configured QPS, burst and timeout: --kubeconfig, else in-cluster.
-func providerConfig(cfg *config.Config) (*rest.Config, error) {
-	var rc *rest.Config
-	var err error
-	if cfg.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loading the provider cluster configuration (set --kubeconfig when running outside a Pod): %w", err)
-	}
-	rc.QPS, rc.Burst, rc.Timeout = cfg.QPS, cfg.Burst, cfg.Timeout
-	rc.UserAgent = "kbind-backend"
-	return rc, nil
-}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kbind/kbind/flagconfig"
+	"github.com/kbind/kbind/flagconfig/buildinfo"
 )
 
 // EnvPrefix prefixes every environment variable.
@@ -111,11 +112,16 @@ func EnvName(key string) string { return command.EnvName(key) }
 // ErrHelp is returned by Load when help was asked for.
 var ErrHelp = flagconfig.ErrHelp
 
+// ErrVersion is returned by Load when --version was given.
+var ErrVersion = flagconfig.ErrVersion
+
 // Load parses args (without the program name) against the environment
 // lookup function (os.LookupEnv in production) and returns the validated
 // configuration.
 func Load(name string, args []string, lookupEnv func(string) (string, bool), usage io.Writer) (*Config, error) {
-	values, err := command.Load(FlagSet(name), args, lookupEnv, usage)
+	cmd := command
+	cmd.Version = buildinfo.Get().String(name)
+	values, err := cmd.Load(FlagSet(name), args, lookupEnv, usage)
 	if err != nil {
 		return nil, err
 	}

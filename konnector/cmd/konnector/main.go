@@ -11,23 +11,24 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine"
+	"github.com/kbind/kbind/flagconfig/buildinfo"
+	"github.com/kbind/kbind/flagconfig/clusterconfig"
 	"github.com/kbind/kbind/konnector/internal/config"
 	"github.com/kbind/kbind/konnector/internal/memlimit"
 )
 
 func main() {
 	if err := run(ctrl.SetupSignalHandler()); err != nil {
-		if errors.Is(err, config.ErrHelp) {
+		if errors.Is(err, config.ErrHelp) || errors.Is(err, config.ErrVersion) {
 			os.Exit(0)
 		}
 		fmt.Fprintf(os.Stderr, "konnector: %v\n", err)
@@ -43,10 +44,17 @@ func run(ctx context.Context) error {
 	ctrl.SetLogger(zap.New())
 	log := ctrl.Log.WithName("konnector")
 
-	restConfig, err := consumerConfig(cfg)
+	restConfig, source, err := clusterconfig.Load("consumer", cfg.Kubeconfig)
 	if err != nil {
 		return err
 	}
+	restConfig.QPS, restConfig.Burst = cfg.ConsumerQPS, cfg.ConsumerBurst
+	restConfig.UserAgent = "kbind-konnector/" + buildinfo.Get().Version
+	user, err := clusterconfig.User(ctx, restConfig)
+	if err != nil {
+		return fmt.Errorf("the consumer cluster (%s): %w", source, err)
+	}
+	log.Info("consumer cluster", "configuration", source, "user", user)
 	scheme := runtime.NewScheme()
 	if err := engine.AddToScheme(scheme); err != nil {
 		return err
@@ -66,17 +74,23 @@ func run(ctx context.Context) error {
 	cacheOpts := cache.Options{}
 	engine.ConfigureCache(engineOpts, &cacheOpts)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                  scheme,
-		Cache:                   cacheOpts,
-		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
-		HealthProbeBindAddress:  cfg.ProbeAddr,
-		PprofBindAddress:        cfg.PprofAddr,
-		LeaderElection:          cfg.LeaderElect,
-		LeaderElectionID:        kbindv1alpha1.KonnectorLeaderElectionID,
-		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
+		Scheme:                 scheme,
+		Cache:                  cacheOpts,
+		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		HealthProbeBindAddress: cfg.ProbeAddr,
+		PprofBindAddress:       cfg.PprofAddr,
+		LeaderElection:         cfg.LeaderElect,
+		// The binary exits as soon as the manager stops: hand the Lease
+		// over at once so a rolling update's new Pod need not wait it out.
+		LeaderElectionReleaseOnCancel: true,
+		LeaderElectionID:              kbindv1alpha1.KonnectorLeaderElectionID,
+		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := metrics.Registry.Register(buildinfo.Collector("konnector")); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -92,24 +106,6 @@ func run(ctx context.Context) error {
 	if _, err := engine.Setup(ctx, mgr, engineOpts); err != nil {
 		return err
 	}
-	log.Info("starting", "namespace", cfg.Namespace, "secretNamespaces", cfg.SecretNamespaces, "goMemoryLimit", memlimit.Apply())
+	log.Info("starting", "version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision, "namespace", cfg.Namespace, "secretNamespaces", cfg.SecretNamespaces, "goMemoryLimit", memlimit.Apply())
 	return mgr.Start(ctx)
-}
-
-// consumerConfig is the consumer cluster's client configuration with the
-// configured QPS and burst: --kubeconfig, else in-cluster.
-func consumerConfig(cfg *config.Config) (*rest.Config, error) {
-	var rc *rest.Config
-	var err error
-	if cfg.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loading the consumer cluster configuration (set --kubeconfig when running outside a Pod): %w", err)
-	}
-	rc.QPS, rc.Burst = cfg.ConsumerQPS, cfg.ConsumerBurst
-	rc.UserAgent = "kbind-konnector"
-	return rc, nil
 }

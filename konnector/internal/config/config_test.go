@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kbind/kbind/flagconfig"
 )
 
 func env(vars map[string]string) func(string) (string, bool) {
@@ -126,7 +128,11 @@ func TestHelpDocumentsEveryOption(t *testing.T) {
 		t.Fatalf("--help returned %v", err)
 	}
 	FlagSet("x").VisitAll(func(f *pflag.Flag) {
-		for _, want := range []string{"--" + f.Name, EnvName(f.Name)} {
+		want := []string{"--" + f.Name, EnvName(f.Name)}
+		if f.Name == flagconfig.VersionFlag {
+			want = want[:1] // command line only
+		}
+		for _, want := range want {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("--help lacks %s", want)
 			}
@@ -136,4 +142,15 @@ func TestHelpDocumentsEveryOption(t *testing.T) {
 			t.Errorf("--help lacks the default of --%s (%s)", f.Name, f.DefValue)
 		}
 	})
+}
+
+func TestVersion(t *testing.T) {
+	var out strings.Builder
+	_, err := Load("konnector", []string{"--version"}, env(nil), &out)
+	if !errors.Is(err, ErrVersion) {
+		t.Fatalf("--version returned %v", err)
+	}
+	if !strings.HasPrefix(out.String(), "konnector ") || !strings.Contains(out.String(), "(revision ") {
+		t.Errorf("--version printed %q", out.String())
+	}
 }

@@ -1,0 +1,39 @@
+package clusterconfig
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const kubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: s3cr3t-token}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`
+
+func TestLoad(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(file, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, source, err := Load("consumer", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://127.0.0.1:6443" || source != "kubeconfig "+file {
+		t.Errorf("host %q, source %q", cfg.Host, source)
+	}
+
+	if _, _, err := Load("consumer", filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "loading the consumer cluster configuration from") {
+		t.Errorf("missing file: %v", err)
+	}
+	// Outside a Pod and without --kubeconfig the error says what to set.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	if _, _, err := Load("provider", ""); err == nil || !strings.Contains(err.Error(), "set --kubeconfig when running outside a Pod") {
+		t.Errorf("no configuration: %v", err)
+	}
+}
