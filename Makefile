@@ -45,10 +45,18 @@ lint: ## Static checks: gofmt, and golangci-lint (pinned in tools/golangci-lint,
 	  echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	@lint=$$(tools/golangci-lint/build.sh); for m in $(CODE_MODULES); do echo "golangci-lint ./$$m/..."; (cd $$m && $$lint run ./...); done
 
+# The release version: the charts' appVersion, which is also the images' tag
+# (a chart test keeps the two charts' appVersions equal). REVISION is the
+# commit. Both are stamped into the binaries (--version, kbind_build_info).
+VERSION ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}/\1/p' charts/konnector/Chart.yaml)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+BUILDINFO := github.com/kbind/kbind/flagconfig/buildinfo
+LDFLAGS := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).revision=$(REVISION)
+
 .PHONY: build
 build: ## Build the binaries into bin/.
 	@mkdir -p bin
-	@for b in $(BINARIES); do echo "go build -o bin/$$b ./$$b/cmd/$$b"; (cd $$b && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/$$b ./cmd/$$b); done
+	@for b in $(BINARIES); do echo "go build -o bin/$$b ./$$b/cmd/$$b"; (cd $$b && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o ../bin/$$b ./cmd/$$b); done
 	@echo "go build -o bin/kubectl-kbind ./cli/cmd/kubectl-kbind"; cd cli && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/kubectl-kbind ./cmd/kubectl-kbind
 	@echo "go build -o bin/quickstart ./e2e/cmd/quickstart"; cd e2e && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/quickstart ./cmd/quickstart
 
@@ -91,12 +99,37 @@ BENCH_FLAGS ?=
 bench: build ## Measure latency, throughput vs. the direct-create limit, idle/restart writes, RSS, deletion (BENCH_FLAGS="--n 1000 --json out.json").
 	@assets=$$(tools/controlplane/build.sh); cd e2e && KUBEBUILDER_ASSETS=$$assets $(GO) run ./cmd/bench --konnector ../bin/konnector $(BENCH_FLAGS)
 
-IMAGE ?= ghcr.io/kbind/konnector:dev
+REGISTRY ?= ghcr.io/kbind
+ARCH ?= amd64
+# The base of both images; `make base-image` builds a local stand-in from
+# scratch where no registry is reachable (make test-images uses it).
+BASE_IMAGE ?= gcr.io/distroless/static-debian12:nonroot
+LOCAL_BASE_IMAGE := kbind.local/static:nonroot
+
+.PHONY: image-binaries
+image-binaries: ## Static, version-stamped linux/$(ARCH) binaries for the images, in bin/linux_$(ARCH)/.
+	@mkdir -p bin/linux_$(ARCH)
+	@for b in $(BINARIES); do echo "go build -o bin/linux_$(ARCH)/$$b ./$$b/cmd/$$b ($(VERSION))"; \
+	  (cd $$b && CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o ../bin/linux_$(ARCH)/$$b ./cmd/$$b); done
 
 .PHONY: image
-image: ## Build the konnector image with Docker (IMAGE=...). Docker is optional; nothing else needs it.
+image: image-binaries ## Build both images, $(REGISTRY)/konnector:$(VERSION) and $(REGISTRY)/backend:$(VERSION) (needs Docker; BASE_IMAGE=... to substitute the base).
 	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine"; exit 1; }
-	docker build -t $(IMAGE) .
+	@for b in $(BINARIES); do echo "docker build --target $$b -t $(REGISTRY)/$$b:$(VERSION) (base $(BASE_IMAGE))"; \
+	  docker build -q --target $$b --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg ARCH=$(ARCH) \
+	    --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(REGISTRY)/$$b:$(VERSION) . >/dev/null || exit 1; done
+	@docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E '^$(REGISTRY)/(konnector|backend):$(VERSION) '
+
+.PHONY: base-image
+base-image: ## Build $(LOCAL_BASE_IMAGE), a from-scratch stand-in for the distroless base (needs Docker, no registry).
+	@hack/base-image/build.sh $(LOCAL_BASE_IMAGE)
+
+.PHONY: test-images
+test-images: base-image ## Build both images on the local base and run each chart's Deployment in Docker as a kubelet would (needs Docker).
+	@$(MAKE) --no-print-directory image BASE_IMAGE=$(LOCAL_BASE_IMAGE)
+	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
+	  cd e2e && KBIND_TEST_IMAGES=1 KBIND_IMAGE_REGISTRY=$(REGISTRY) KBIND_IMAGE_TAG=$(VERSION) \
+	  $(GO) test -count=1 -timeout 20m -v -run . ./images/...
 
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 

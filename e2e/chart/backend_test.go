@@ -13,8 +13,6 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/utils/ptr"
 
 	"github.com/kbind/kbind/e2e/harness"
 	"github.com/kbind/kbind/engine/enginetest"
@@ -199,21 +197,25 @@ func TestBackendRenderWildcardReapGroups(t *testing.T) {
 }
 
 func TestBackendSchemaRejectsBadValues(t *testing.T) {
-	for name, values := range map[string]map[string]any{
-		"typo":                 {"staleAfterr": "1h"},
-		"wrong type":           {"reap": "yes"},
-		"bad duration":         {"staleAfter": "soon"},
-		"group not text":       {"rbac": map[string]any{"reapGroups": []any{1}}},
-		"cleanup not bool":     {"rbac": map[string]any{"namespaceCleanup": "yes"}},
-		"nested typo":          {"client": map[string]any{"qsp": 5}},
-		"zero replicas":        {"replicaCount": 0},
-		"negative burst":       {"client": map[string]any{"burst": -1}},
-		"bad pull policy":      {"image": map[string]any{"pullPolicy": "Sometimes"}},
-		"duplicate reap group": reaping("example.org", "example.org"),
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"typo":                 {map[string]any{"staleAfterr": "1h"}, "additional properties 'staleAfterr' not allowed"},
+		"wrong type":           {map[string]any{"reap": "yes"}, "at '/reap': got string, want boolean"},
+		"bad duration":         {map[string]any{"staleAfter": "soon"}, "at '/staleAfter': 'soon' does not match pattern"},
+		"group not text":       {map[string]any{"rbac": map[string]any{"reapGroups": []any{1}}}, "at '/rbac/reapGroups/0'"},
+		"cleanup not bool":     {map[string]any{"rbac": map[string]any{"namespaceCleanup": "yes"}}, "at '/rbac/namespaceCleanup'"},
+		"nested typo":          {map[string]any{"client": map[string]any{"qsp": 5}}, "at '/client': additional properties 'qsp' not allowed"},
+		"zero replicas":        {map[string]any{"replicaCount": 0}, "at '/replicaCount': minimum: got 0, want 1"},
+		"negative burst":       {map[string]any{"client": map[string]any{"burst": -1}}, "at '/client/burst'"},
+		"bad pull policy":      {map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"},
+		"duplicate reap group": {reaping("example.org", "example.org"), "at '/rbac/reapGroups'"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := renderBackend(t, values); err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
-				t.Errorf("expected a schema error, got %v", err)
+			_, err := renderBackend(t, tc.values)
+			if err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("expected a schema error containing %q, got %v", tc.want, err)
 			}
 		})
 	}
@@ -385,10 +387,8 @@ func TestBackendChartOnARealAPIServer(t *testing.T) {
 // release namespace kbind.
 func helmConfig(t *testing.T, kubeconfig, context string) *action.Configuration {
 	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig, flags.Context, flags.Namespace = &kubeconfig, &context, ptr.To("kbind")
-	cfg := &action.Configuration{}
-	if err := cfg.Init(flags, "kbind", "secret", func(string, ...any) {}); err != nil {
+	cfg, err := harness.HelmConfig(kubeconfig, context, "kbind")
+	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg

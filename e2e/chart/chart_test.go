@@ -13,13 +13,9 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint/support"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kbind/kbind/e2e/harness"
 	"github.com/kbind/kbind/engine/enginetest"
@@ -54,10 +50,7 @@ func bound(groups ...any) map[string]any {
 // `helm install --dry-run` would.
 func renderRelease(t *testing.T, chrt *chart.Chart, release string, values map[string]any) (*helmrelease.Release, error) {
 	t.Helper()
-	install := action.NewInstall(&action.Configuration{})
-	install.DryRun, install.ClientOnly, install.ReleaseName, install.Namespace = true, true, release, "kbind"
-	install.KubeVersion = &chartutil.KubeVersion{Version: testenv.KubernetesVersion, Major: "1", Minor: "37"}
-	return install.Run(chrt, values)
+	return harness.RenderChart(chrt, release, "kbind", values)
 }
 
 // notes are the release notes (NOTES.txt) helm install prints.
@@ -77,21 +70,17 @@ func renderChart(t *testing.T, chrt *chart.Chart, release string, values map[str
 	if err != nil {
 		return nil, err
 	}
+	objs, err := harness.ManifestObjects(rel.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := map[string]map[string]any{}
-	for _, doc := range strings.Split(rel.Manifest, "\n---") {
-		obj := map[string]any{}
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			t.Fatalf("rendered manifest does not parse: %v\n%s", err, doc)
+	for _, obj := range objs {
+		key := fmt.Sprintf("%s/%s", obj.GetKind(), obj.GetName())
+		if ns := obj.GetNamespace(); ns != "" {
+			key += "@" + ns
 		}
-		if len(obj) == 0 {
-			continue
-		}
-		md := obj["metadata"].(map[string]any)
-		key := fmt.Sprintf("%s/%s", obj["kind"], md["name"])
-		if ns, ok := md["namespace"]; ok {
-			key += "@" + ns.(string)
-		}
-		out[key] = obj
+		out[key] = obj.Object
 	}
 	return out, nil
 }
@@ -294,20 +283,26 @@ func TestRenderWildcardGroups(t *testing.T) {
 	}
 }
 
+// TestSchemaRejectsBadValues: values.schema.json refuses bad values with a
+// message naming the value and what is wrong with it.
 func TestSchemaRejectsBadValues(t *testing.T) {
-	for name, values := range map[string]map[string]any{
-		"typo":             {"replicas": 2},
-		"wrong type":       {"replicaCount": "two"},
-		"bad policy":       {"image": map[string]any{"pullPolicy": "Sometimes"}},
-		"zero workers":     {"workers": 0},
-		"group not text":   bound(1),
-		"duplicate groups": bound("example.org", "example.org"),
-		"related not bool": {"rbac": map[string]any{"boundResourceGroups": []any{"example.org"}, "relatedResources": "yes"}},
-		"bad timeout":      {"provider": map[string]any{"timeout": "soon"}},
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"typo":             {map[string]any{"replicas": 2}, "additional properties 'replicas' not allowed"},
+		"wrong type":       {map[string]any{"replicaCount": "two"}, "at '/replicaCount': got string, want integer"},
+		"bad policy":       {map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'"},
+		"zero workers":     {map[string]any{"workers": 0}, "at '/workers': minimum: got 0, want 1"},
+		"group not text":   {bound(1), "at '/rbac/boundResourceGroups/0'"},
+		"duplicate groups": {bound("example.org", "example.org"), "at '/rbac/boundResourceGroups'"},
+		"related not bool": {map[string]any{"rbac": map[string]any{"boundResourceGroups": []any{"example.org"}, "relatedResources": "yes"}}, "at '/rbac/relatedResources'"},
+		"bad timeout":      {map[string]any{"provider": map[string]any{"timeout": "soon"}}, "at '/provider/timeout': 'soon' does not match pattern"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := render(t, values); err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
-				t.Errorf("expected a schema error, got %v", err)
+			_, err := render(t, tc.values)
+			if err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("expected a schema error containing %q, got %v", tc.want, err)
 			}
 		})
 	}
@@ -327,13 +322,7 @@ func TestChartOnARealAPIServer(t *testing.T) {
 	// the CRDs (testenv installs them). The bound groups are the Widgets'
 	// only; the binding copies a related ConfigMap, so the related rule is
 	// switched on.
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig, flags.Context = &kc, ptr.To("consumer")
-	flags.Namespace = ptr.To("kbind")
-	cfg := &action.Configuration{}
-	if err := cfg.Init(flags, "kbind", "secret", func(string, ...any) {}); err != nil {
-		t.Fatal(err)
-	}
+	cfg := helmConfig(t, kc, "consumer")
 	install := action.NewInstall(cfg)
 	install.ReleaseName, install.Namespace, install.CreateNamespace = "konnector", "kbind", true
 	rel, err := install.Run(load(t), map[string]any{"installCRDs": false, "rbac": map[string]any{"boundResourceGroups": []any{"example.org"}, "relatedResources": true}})

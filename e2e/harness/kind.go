@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
 )
 
-// The image the kind path builds from the repository's Dockerfile and
-// loads into the consumer cluster (pull policy Never).
+// The image the kind path builds with `make image` (the repository's
+// Dockerfile) and loads into the consumer cluster (pull policy Never).
 const (
 	KindImageRepository = "kbind/konnector"
 	KindImageTag        = "e2e"
@@ -28,10 +28,10 @@ type deploymentKonnector struct {
 
 func newDeploymentKonnector(ctx context.Context, s *Suite) (*deploymentKonnector, error) {
 	image := KindImageRepository + ":" + KindImageTag
-	build := exec.CommandContext(ctx, "docker", "build", "-t", image, ".")
+	build := exec.CommandContext(ctx, "make", "image", "REGISTRY=kbind", "VERSION="+KindImageTag)
 	build.Dir = s.root
 	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("docker build %s: %v\n%s", image, err, out)
+		return nil, fmt.Errorf("make image (%s): %v\n%s", image, err, out)
 	}
 	load := envfuncs.LoadImageToCluster(clusterName(Kind, ConsumerContext), image)
 	if _, err := load(ctx, s.Env.EnvConf()); err != nil {

@@ -12,8 +12,6 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
@@ -133,13 +131,7 @@ func (s *Suite) Kubectl(ctx context.Context, args ...string) (string, error) {
 
 // helmConfig is a Helm SDK configuration against the consumer.
 func (s *Suite) helmConfig() (*action.Configuration, error) {
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig, flags.Context, flags.Namespace = ptr.To(s.Kubeconfig), ptr.To(ConsumerContext), ptr.To(Namespace)
-	cfg := &action.Configuration{}
-	if err := cfg.Init(flags, Namespace, "secret", func(string, ...any) {}); err != nil {
-		return nil, fmt.Errorf("helm: %w", err)
-	}
-	return cfg, nil
+	return HelmConfig(s.Kubeconfig, ConsumerContext, Namespace)
 }
 
 // installChart is `helm install konnector charts/konnector -n kbind
