@@ -79,11 +79,24 @@ UNIT_MODULES := $(filter-out e2e,$(CODE_MODULES))
 E2E_TIMEOUT ?= 25m
 E2E_FLAGS ?=
 
+# Go fuzz targets (package:function); their seed corpora run with every
+# `go test`, `make fuzz` also fuzzes each for FUZZTIME.
+FUZZ_TARGETS := engine/ownership:FuzzOwnership engine/schema:FuzzOpenAPIDocument engine/schema:FuzzUpdated \
+  engine/isolation:FuzzMapping engine/kubeconfig:FuzzParse
+FUZZTIME ?= 5s
+
+.PHONY: fuzz
+fuzz: ## Fuzz each target in FUZZ_TARGETS for FUZZTIME (make test runs it briefly).
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t#*:}; mod=$${pkg%%/*}; \
+	  echo "== fuzz $$name in ./$$pkg ($(FUZZTIME))"; \
+	  (cd $$mod && $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./$${pkg#*/}/) || exit 1; done
+
 .PHONY: test
-test: build-all build ## Every module's tests (unit, envtest), then `make e2e`, then the quickstart --check.
+test: build-all build ## Every module's tests (unit, envtest), a brief `make fuzz`, then `make e2e`, then the quickstart --check.
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
 	  echo "control plane binaries: $$assets"; \
 	  for m in $(UNIT_MODULES); do echo "== go test ./$$m/..."; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done
+	@$(MAKE) --no-print-directory fuzz
 	@$(MAKE) --no-print-directory e2e
 	@echo "== quickstart --check"; assets=$$(tools/controlplane/build.sh); KUBEBUILDER_ASSETS=$$assets bin/quickstart --check
 

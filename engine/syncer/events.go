@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kbind/kbind/engine/ownership"
 	"github.com/kbind/kbind/engine/providerevents"
 )
 
@@ -84,7 +85,7 @@ func (s *Syncer) resolveEvent(ctx context.Context, e *corev1.Event) (corev1.Obje
 		}
 		return corev1.ObjectReference{}, providerevents.Retry
 	}
-	if Classify(true, pobj.GetAnnotations(), s.target.ClusterUID, string(cobj.GetUID())) != Ours {
+	if ownership.Classify(true, pobj.GetAnnotations(), s.target.ClusterUID, string(cobj.GetUID())) != ownership.Ours {
 		return corev1.ObjectReference{}, providerevents.Skip
 	}
 	return corev1.ObjectReference{

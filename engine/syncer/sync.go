@@ -27,6 +27,7 @@ import (
 	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/metrics"
+	"github.com/kbind/kbind/engine/ownership"
 )
 
 // Event reasons on consumer objects (beyond the condition reasons).
@@ -86,7 +87,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 		s.results.set(s.target, key, Result{State: StatePending})
 		return false, nil
 	}
-	verdict := Decide(Classify(exists, annotationsOf(pobj), s.target.ClusterUID, string(cobj.GetUID())), policy.Conflict)
+	verdict := ownership.Decide(ownership.Classify(exists, annotationsOf(pobj), s.target.ClusterUID, string(cobj.GetUID())), policy.Conflict)
 	if !verdict.Write {
 		return false, s.reportConflict(ctx, cobj, verdict.Conflict, "")
 	}
@@ -439,7 +440,7 @@ func (s *Syncer) release(ctx context.Context, cobj, pobj *unstructured.Unstructu
 		return false, nil
 	}
 	orphan := cobj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation] == kbindv1alpha1.DeletionPolicyOrphan
-	owned := Classify(exists, annotationsOf(pobj), s.target.ClusterUID, string(cobj.GetUID())) == Ours
+	owned := ownership.Classify(exists, annotationsOf(pobj), s.target.ClusterUID, string(cobj.GetUID())) == ownership.Ours
 	if owned && !orphan {
 		if pobj.GetDeletionTimestamp().IsZero() {
 			uid := pobj.GetUID()
@@ -510,23 +511,7 @@ func (s *Syncer) ensureNamespace(ctx context.Context, ns, pns string) (kbindv1al
 	case err != nil:
 		return "", err
 	}
-	return namespaceOwnership(existing.GetAnnotations(), s.target.ClusterUID), nil
-}
-
-// namespaceOwnership is the conflict an existing isolated provider
-// namespace means for this consumer cluster: none when kbind created it for
-// this cluster, ForeignObjectExists when nobody marked it, OwnedByAnother
-// when another consumer cluster did.
-func namespaceOwnership(annotations map[string]string, clusterUID string) kbindv1alpha1.Reason {
-	owner, marked := annotations[kbindv1alpha1.ConsumerClusterUIDAnnotation]
-	switch {
-	case !marked:
-		return kbindv1alpha1.ReasonForeignObjectExists
-	case owner != clusterUID:
-		return kbindv1alpha1.ReasonOwnedByAnother
-	default:
-		return ""
-	}
+	return ownership.Namespace(existing.GetAnnotations(), s.target.ClusterUID), nil
 }
 
 func namespaceConflictMessage(pns string, reason kbindv1alpha1.Reason) string {

@@ -1,4 +1,8 @@
-package syncer
+// Package ownership decides whose a provider object is (SYNC-4): kbind's
+// for this consumer cluster and object, nobody's, or someone else's — and
+// what the binding's conflict policy then allows. kbind writes and deletes
+// only what this package calls Ours (or adopts under the Adopt policy).
+package ownership
 
 import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -20,7 +24,9 @@ const (
 )
 
 // Classify decides the ownership of a provider object from its annotations
-// (nil when it does not exist).
+// (nil when it does not exist). Empty markers, or an unknown (empty) UID on
+// kbind's side, never make an object Ours: kbind writes and deletes only
+// what carries both of its non-empty UIDs.
 func Classify(exists bool, annotations map[string]string, clusterUID, objectUID string) Ownership {
 	if !exists {
 		return Absent
@@ -30,7 +36,7 @@ func Classify(exists bool, annotations map[string]string, clusterUID, objectUID 
 	switch {
 	case !hasCluster && !hasObject:
 		return Unmarked
-	case cluster == clusterUID && object == objectUID:
+	case clusterUID != "" && objectUID != "" && cluster == clusterUID && object == objectUID:
 		return Ours
 	default:
 		return Another
@@ -61,5 +67,21 @@ func Decide(o Ownership, policy kbindv1alpha1.ConflictPolicy) Verdict {
 		return Verdict{Conflict: kbindv1alpha1.ReasonForeignObjectExists}
 	default:
 		return Verdict{Conflict: kbindv1alpha1.ReasonOwnedByAnother}
+	}
+}
+
+// Namespace is the conflict an existing isolated provider
+// namespace means for this consumer cluster: none when kbind created it for
+// this cluster, ForeignObjectExists when nobody marked it, OwnedByAnother
+// when another consumer cluster did.
+func Namespace(annotations map[string]string, clusterUID string) kbindv1alpha1.Reason {
+	owner, marked := annotations[kbindv1alpha1.ConsumerClusterUIDAnnotation]
+	switch {
+	case !marked:
+		return kbindv1alpha1.ReasonForeignObjectExists
+	case owner == "" || owner != clusterUID:
+		return kbindv1alpha1.ReasonOwnedByAnother
+	default:
+		return ""
 	}
 }

@@ -1,4 +1,4 @@
-package syncer
+package ownership
 
 import (
 	"testing"
@@ -65,7 +65,7 @@ func TestNamespaceOwnership(t *testing.T) {
 		{"an empty marker", map[string]string{kbindv1alpha1.ConsumerClusterUIDAnnotation: ""}, kbindv1alpha1.ReasonOwnedByAnother},
 	}
 	for _, tc := range cases {
-		if got := namespaceOwnership(tc.annotations, "c"); got != tc.want {
+		if got := Namespace(tc.annotations, "c"); got != tc.want {
 			t.Errorf("%s: namespaceOwnership = %q, want %q", tc.name, got, tc.want)
 		}
 	}
