@@ -164,7 +164,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the connection controller: %w", err)
 	}
-	if err := (&connection.SecretReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&connection.SecretReconciler{Client: mgr.GetClient(), SecretNamespaces: opts.SecretNamespaces}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the kubeconfig Secret controller: %w", err)
 	}
 	triggers := newTriggers(ctx, 2)

@@ -3,6 +3,7 @@ package connection
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,6 +30,10 @@ import (
 // at the same moment, still saw the other in a lagging cache.
 type SecretReconciler struct {
 	Client client.Client
+	// SecretNamespaces are the namespaces kubeconfig Secrets may live in
+	// (and the only ones cached). A Connection naming a Secret elsewhere
+	// is reported by the Connection reconciler; this one never looks.
+	SecretNamespaces []string
 }
 
 // secretNeeded reports whether any of the Connections referencing a Secret
@@ -78,6 +83,9 @@ func (r *SecretReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}))).
 		Watches(&kbindv1alpha1.Connection{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			ref := o.(*kbindv1alpha1.Connection).Spec.KubeconfigSecretRef
+			if !slices.Contains(r.SecretNamespaces, ref.Namespace) {
+				return nil
+			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}}}
 		})).
 		Complete(r)
