@@ -68,6 +68,9 @@ func Decide(existing, desired *apiextensionsv1.CustomResourceDefinition, name, c
 		return Decision{Action: ActionNone}
 	}
 	// kbind's own CRD for this Connection.
+	if desired != nil && desired.Spec.Scope != "" && existing.Spec.Scope != desired.Spec.Scope {
+		return Decision{Action: ActionReport, Problem: scopeChanged(name, existing.Spec.Scope, desired.Spec.Scope, desired.Spec.Names.Kind)}
+	}
 	if policy.PullPolicy == kbindv1alpha1.PullPolicyNone || policy.UpdatePolicy == kbindv1alpha1.UpdatePolicyOnce || desired == nil {
 		return Decision{Action: ActionNone}
 	}
@@ -75,6 +78,16 @@ func Decide(existing, desired *apiextensionsv1.CustomResourceDefinition, name, c
 		return Decision{Action: ActionNone}
 	}
 	return Decision{Action: ActionUpdate}
+}
+
+// scopeChanged explains a provider CRD whose scope changed: the API server
+// never changes a CRD's scope, so kbind cannot follow, and the only way to
+// the new scope deletes every consumer object of the kind — the operator's
+// decision, never kbind's.
+func scopeChanged(name string, from, to apiextensionsv1.ResourceScope, kind string) string {
+	return fmt.Sprintf("the provider serves %s %s-scoped now, the consumer CRD is %s-scoped and a CRD's scope cannot change; "+
+		"syncing this API waits: restore the provider's scope, or delete the consumer CRD %s — which deletes every %s on this cluster — and kbind installs it %s-scoped",
+		name, to, from, name, kind, to)
 }
 
 // InSync reports whether a consumer CRD carries the schema the policy calls

@@ -23,6 +23,12 @@ func TestDecide(t *testing.T) {
 	stamped.Labels = map[string]string{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}
 	stamped.Annotations = map[string]string{kbindv1alpha1.ConnectionAnnotation: "p"}
 
+	clusterScoped := desired.DeepCopy()
+	clusterScoped.Spec.Scope, clusterScoped.Spec.Names.Kind = apiextensionsv1.ClusterScoped, "Widget"
+	clusterScoped.Annotations[kbindv1alpha1.SchemaHashAnnotation] = "sha256:1111111111111111"
+	namespacedOurs := ours.DeepCopy()
+	namespacedOurs.Spec.Scope = apiextensionsv1.NamespaceScoped
+
 	policy := func(pull kbindv1alpha1.PullPolicy, update kbindv1alpha1.UpdatePolicy) kbindv1alpha1.SchemaPolicy {
 		return kbindv1alpha1.SchemaPolicy{PullPolicy: pull, UpdatePolicy: update}
 	}
@@ -44,6 +50,9 @@ func TestDecide(t *testing.T) {
 		{"absent, All: create", nil, desired, policy(all, once), oapiSrc, ActionCreate, ""},
 		{"absent, None: report", nil, nil, policy(none, always), crdSrc, ActionReport, "is not present; with pullPolicy None"},
 		{"ours, same hash", ours, desired, policy(bound, always), crdSrc, ActionNone, ""},
+		{"ours, the provider changed the scope: report", namespacedOurs, clusterScoped, policy(bound, always), crdSrc, ActionReport,
+			"serves widgets.example.org Cluster-scoped now, the consumer CRD is Namespaced-scoped"},
+		{"ours, scope changed, Once: report too", namespacedOurs, clusterScoped, policy(bound, once), crdSrc, ActionReport, "delete the consumer CRD widgets.example.org — which deletes every Widget"},
 		{"ours, stale, Always: update", stale, desired, policy(bound, always), crdSrc, ActionUpdate, ""},
 		{"ours, stale, Always, OpenAPI: update", stale, desired, policy(all, always), oapiSrc, ActionUpdate, ""},
 		{"ours, stale, Once: keep", stale, desired, policy(bound, once), crdSrc, ActionNone, ""},

@@ -281,11 +281,13 @@ func upToDate(pobj, desired *unstructured.Unstructured) bool {
 // with the provider's message, the failed count, and a retry with backoff
 // (never a hot loop).
 func (s *Syncer) failed(cobj *unstructured.Unstructured, err error, verb, resource string) (bool, error) {
-	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) &&
-		!apierrors.IsRequestEntityTooLargeError(err) && !apierrors.IsNotFound(err) {
+	if !isRefusal(err) {
 		return false, fmt.Errorf("%s %s on the provider: %w", verb, resource, err)
 	}
 	res := Result{State: StateFailed, Message: fmt.Sprintf("the provider refused %s %s: %v", verb, resource, err)}
+	if tooLarge(err) {
+		res.Message += " (the provider copy, with kbind's ownership markers, is larger than the provider stores; make the object smaller)"
+	}
 	if apierrors.IsForbidden(err) {
 		res.Forbidden = s.refusal(verb, resource, s.providerNamespace(cobj))
 	}
@@ -293,6 +295,22 @@ func (s *Syncer) failed(cobj *unstructured.Unstructured, err error, verb, resour
 		s.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventProviderRejected, "Sync", "%s", res.Message)
 	}
 	return true, nil
+}
+
+// isRefusal tells a provider's answer that will not change by retrying the
+// same write (forbidden, invalid, bad, too large, gone) from a transient
+// failure, which is retried with backoff.
+func isRefusal(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsNotFound(err) || tooLarge(err)
+}
+
+// tooLarge reports an object the provider cannot store: the API server's
+// 413, or etcd's size limit, which the API server passes on as an internal
+// error ("etcdserver: request is too large").
+func tooLarge(err error) bool {
+	return apierrors.IsRequestEntityTooLargeError(err) ||
+		(apierrors.IsInternalError(err) && strings.Contains(err.Error(), "request is too large"))
 }
 
 // refusal names what the provider refused, without the object's name: the

@@ -1,0 +1,300 @@
+package hostile_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/enginetest"
+)
+
+var env *enginetest.Env
+
+// secretLike is a provider kind named like a core kind, in its own group.
+func secretLike() *apiextensionsv1.CustomResourceDefinition {
+	return enginetest.CRD("secrets", "secret", "Secret", "hostile.example.org", apiextensionsv1.NamespaceScoped, true)
+}
+
+// manyVersions serves 100 versions (v1 … v100), v100 the storage version;
+// with no conversion webhook every version has the same schema.
+func manyVersions() *apiextensionsv1.CustomResourceDefinition {
+	crd := enginetest.CRD("multis", "multi", "Multi", "hostile.example.org", apiextensionsv1.NamespaceScoped, true)
+	base := crd.Spec.Versions[0]
+	crd.Spec.Versions = nil
+	for i := 1; i <= 100; i++ {
+		v := *base.DeepCopy()
+		v.Name, v.Storage = fmt.Sprintf("v%d", i), i == 100
+		crd.Spec.Versions = append(crd.Spec.Versions, v)
+	}
+	return crd
+}
+
+// loose keeps unknown fields at its root: no schema at all.
+func loose() *apiextensionsv1.CustomResourceDefinition {
+	crd := enginetest.CRD("looses", "loose", "Loose", "hostile.example.org", apiextensionsv1.NamespaceScoped, true)
+	preserve := true
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema = &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve}
+	return crd
+}
+
+func TestMain(m *testing.M) {
+	var stop func()
+	var err error
+	env, stop, err = enginetest.Start(enginetest.Options{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
+		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("shifters", "shifter", "Shifter", "hostile.example.org", apiextensionsv1.NamespaceScoped, true),
+		secretLike(), manyVersions(), loose(),
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := setup()
+	if code == 0 {
+		code = m.Run()
+	}
+	stop()
+	os.Exit(code)
+}
+
+// setup connects to the provider and binds each API in its own
+// ClusterBinding, so that one API's trouble shows on its binding alone.
+func setup() int {
+	ctx := context.Background()
+	objs := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "provider"},
+			Data: map[string][]byte{"kubeconfig": env.Pair.Provider.Kubeconfig}},
+		&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"},
+			Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "hostile"}},
+	}
+	for _, api := range []string{"widgets.example.org", "shifters.hostile.example.org", "secrets.hostile.example.org", "multis.hostile.example.org", "looses.hostile.example.org"} {
+		objs = append(objs, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: strings.Split(api, ".")[0]}, Spec: kbindv1alpha1.BindingSpec{
+			ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"},
+			APIs:          []kbindv1alpha1.APIReference{{Name: api}}}})
+	}
+	for _, o := range objs {
+		if err := env.Consumer.Create(ctx, o); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return 0
+}
+
+func obj(gvk schema.GroupVersionKind, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace("hostile")
+	u.SetName(name)
+	return u
+}
+
+func ready(t *testing.T, binding string) {
+	t.Helper()
+	enginetest.WaitCondition(t, env.Consumer, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: binding}},
+		kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+}
+
+// roundTrip creates u on the consumer and waits for its provider copy
+// with the same spec, then for a provider status back on the consumer.
+func roundTrip(t *testing.T, u *unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	enginetest.Eventually(t, "create "+u.GetKind()+" (the consumer CRD established)", func() error {
+		err := env.Consumer.Create(ctx, u.DeepCopy())
+		if err != nil && !strings.Contains(err.Error(), "already exists") {
+			return err
+		}
+		return nil
+	})
+	copyOf := &unstructured.Unstructured{}
+	copyOf.SetGroupVersionKind(u.GroupVersionKind())
+	enginetest.Eventually(t, "the provider copy of "+u.GetKind(), func() error {
+		if err := env.Provider.Get(ctx, client.ObjectKeyFromObject(u), copyOf); err != nil {
+			return err
+		}
+		if fmt.Sprint(copyOf.Object["spec"]) != fmt.Sprint(u.Object["spec"]) {
+			return fmt.Errorf("spec differs")
+		}
+		return nil
+	})
+	copyOf.Object["status"] = map[string]any{"phase": "Ready"}
+	if err := env.Provider.Status().Update(ctx, copyOf); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "the status of "+u.GetKind()+" down", func() error {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(u.GroupVersionKind())
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(u), got); err != nil {
+			return err
+		}
+		if phase, _, _ := unstructured.NestedString(got.Object, "status", "phase"); phase != "Ready" {
+			return fmt.Errorf("status phase %q", phase)
+		}
+		return nil
+	})
+}
+
+// A kind named Secret in another group is just another API: its CRD is
+// installed under its own group, objects sync, the core Secrets are
+// untouched.
+func TestKindNamedLikeACoreKind(t *testing.T) {
+	ready(t, "secrets")
+	roundTrip(t, obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1alpha1", Kind: "Secret"}, "s1", map[string]any{"data": "not a core secret"}))
+	if err := env.Consumer.Get(context.Background(), client.ObjectKey{Namespace: "hostile", Name: "s1"}, &corev1.Secret{}); err == nil {
+		t.Error("a core Secret named s1 appeared")
+	}
+}
+
+// A CRD serving 100 versions: every version is installed on the consumer
+// and objects sync at the storage version and at the oldest one.
+func TestAHundredVersions(t *testing.T) {
+	ready(t, "multis")
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := env.Consumer.Get(context.Background(), client.ObjectKey{Name: "multis.hostile.example.org"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if len(crd.Spec.Versions) != 100 {
+		t.Errorf("the consumer CRD serves %d versions, want 100", len(crd.Spec.Versions))
+	}
+	roundTrip(t, obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v100", Kind: "Multi"}, "m100", map[string]any{"a": "b"}))
+	roundTrip(t, obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1", Kind: "Multi"}, "m1", map[string]any{"c": "d"}))
+}
+
+// No schema at all (unknown fields kept at the root): the whole spec goes
+// up as it is, nested and odd values included.
+func TestUnknownFieldsEverywhere(t *testing.T) {
+	ready(t, "looses")
+	roundTrip(t, obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1alpha1", Kind: "Loose"}, "l1", map[string]any{
+		"deep": map[string]any{"deeper": []any{int64(1), "two", map[string]any{"three": true}}}, "empty": map[string]any{}, "nothing": nil,
+	}))
+}
+
+// An object near the API server's 1.5 MiB request limit syncs both ways.
+// The largest object the consumer accepts, whose provider copy (with
+// kbind's markers) may not fit, either syncs or is refused by the provider
+// and reported (a ProviderRejected Warning Event and the binding's failed
+// count) — never lost on the consumer — while the binding's other objects
+// keep syncing.
+func TestObjectsAtTheSizeLimit(t *testing.T) {
+	ctx := context.Background()
+	ready(t, "widgets")
+	widget := schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Widget"}
+	roundTrip(t, obj(widget, "big", map[string]any{"blob": strings.Repeat("x", 1400*1024)}))
+
+	var size int
+	for size = 1536 * 1024; size > 1400*1024; size -= 256 {
+		if err := env.Consumer.Create(ctx, obj(widget, "largest", map[string]any{"blob": strings.Repeat("y", size)})); err == nil {
+			break
+		}
+	}
+	t.Logf("the largest Widget the consumer accepts has a %d-byte spec", size)
+	largest := obj(widget, "largest", nil)
+	enginetest.EventuallyWithin(t, 60*time.Second, "largest synced or reported", func() error {
+		if err := env.Provider.Get(ctx, client.ObjectKeyFromObject(largest), largest.DeepCopy()); err == nil {
+			t.Log("its provider copy fits")
+			return nil
+		}
+		var events corev1.EventList
+		if err := env.Consumer.List(ctx, &events, client.InNamespace("hostile")); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == "largest" && e.Reason == "ProviderRejected" {
+				t.Logf("the provider refused its copy: %s", e.Message)
+				return nil
+			}
+		}
+		return fmt.Errorf("neither a provider copy nor a ProviderRejected Event; engine log: %s", lastLines(env.Logs.String(), "hostile/largest", 8))
+	})
+	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(largest), largest); err != nil {
+		t.Errorf("the consumer object is gone: %v", err)
+	}
+	roundTrip(t, obj(widget, "small-after", map[string]any{"size": int64(1)}))
+}
+
+// A provider CRD that changes scope (deleted, re-created cluster-scoped):
+// a consumer CRD's scope cannot change, so the binding reports the change
+// and names the fix; its objects stay on the consumer, and other bindings
+// keep syncing.
+func TestACRDThatChangesScope(t *testing.T) {
+	ctx := context.Background()
+	ready(t, "shifters")
+	shifter := schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1alpha1", Kind: "Shifter"}
+	roundTrip(t, obj(shifter, "s1", map[string]any{"a": "b"}))
+
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := env.Provider.Get(ctx, client.ObjectKey{Name: "shifters.hostile.example.org"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Provider.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "the provider CRD gone", func() error {
+		err := env.Provider.Get(ctx, client.ObjectKey{Name: "shifters.hostile.example.org"}, &apiextensionsv1.CustomResourceDefinition{})
+		if err == nil {
+			return fmt.Errorf("still there")
+		}
+		return client.IgnoreNotFound(err)
+	})
+	if err := env.Provider.Create(ctx, enginetest.CRD("shifters", "shifter", "Shifter", "hostile.example.org", apiextensionsv1.ClusterScoped, true)); err != nil {
+		t.Fatal(err)
+	}
+
+	var msg string
+	enginetest.EventuallyWithin(t, 60*time.Second, "the scope change reported on the binding", func() error {
+		cb := &kbindv1alpha1.ClusterBinding{}
+		if err := env.Consumer.Get(ctx, client.ObjectKey{Name: "shifters"}, cb); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(cb.Status.Conditions, string(kbindv1alpha1.ConditionReady))
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "a CRD's scope cannot change") {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		msg = c.Reason + ": " + c.Message
+		return nil
+	})
+	t.Logf("shifters: Ready=False/%s", msg)
+	// The consumer object is not lost.
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(shifter)
+	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: "hostile", Name: "s1"}, u); err != nil {
+		t.Errorf("the consumer object is gone: %v", err)
+	}
+	// Other bindings are unaffected.
+	roundTrip(t, obj(schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Widget"}, "after-shift", map[string]any{"size": int64(2)}))
+}
+
+// lastLines are the last n lines of s mentioning word, each cut at 400
+// bytes (a line may hold a 1.5 MiB object).
+func lastLines(s, word string, n int) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, word) {
+			if i := strings.Index(l, "hostile/largest"); i > 200 {
+				l = l[i-200:]
+			}
+			if len(l) > 700 {
+				l = l[:700] + "…"
+			}
+			out = append(out, l)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return strings.Join(out, "\n")
+}
