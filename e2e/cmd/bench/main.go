@@ -28,6 +28,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -785,7 +786,12 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	delStart := time.Now()
 	for _, g := range gvrs {
 		for i := 0; i < namespaces; i++ {
-			if err := b.consumer.Resource(g).Namespace(fmt.Sprintf("%s-%d", prefix, i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			// A collection of thousands outlasts the API server's request
+			// timeout (it goes on deleting): the same call again finishes
+			// the rest.
+			if err := retryOnServerTimeout(func() error {
+				return b.consumer.Resource(g).Namespace(fmt.Sprintf("%s-%d", prefix, i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+			}); err != nil {
 				return r, err
 			}
 		}
@@ -842,4 +848,16 @@ func printTable(runs []Run, qps float32, burst, workers int, rate float64, fsync
 			r.PeakRSSMiB/float64(r.N)*1000, r.LiveHeapMiB, r.LiveHeapMiB*1024/float64(r.N), r.CPUSecondsPer1000, r.DeletePerS,
 			r.IdleProviderRequestsPerMin, r.IdleConsumerWritesPerMin)
 	}
+}
+
+// retryOnServerTimeout calls do again, up to 10 times, while the API server
+// answers that it ran out of time but may still be processing the request.
+func retryOnServerTimeout(do func() error) error {
+	var err error
+	for range 10 {
+		if err = do(); !apierrors.IsServerTimeout(err) && !apierrors.IsTimeout(err) {
+			return err
+		}
+	}
+	return err
 }
