@@ -8,6 +8,7 @@ package heartbeat
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -127,7 +128,7 @@ func (r *Renewer) Renew(ctx context.Context, now time.Time) error {
 		// Not this consumer's Lease (another consumer's whose name
 		// collides, or someone else's object): never overwrite it.
 		return &Error{Verb: "renew", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name,
-			Err: fmt.Errorf("the Lease exists and is held by %q, not by this consumer cluster (%s); kbind leaves it untouched", holder, l.LocalClusterUID)}
+			Err: heldByAnother{holder: holder, uid: l.LocalClusterUID}}
 	}
 	l.stamp(lease, now)
 	if err := r.c.Update(ctx, lease); err != nil {
@@ -156,14 +157,48 @@ func ensureNamespace(ctx context.Context, c client.Client, l Lease) error {
 	return nil
 }
 
+// heldByAnother is the refusal to renew a Lease someone else holds: the
+// provider answered.
+type heldByAnother struct{ holder, uid string }
+
+func (e heldByAnother) Error() string {
+	return fmt.Sprintf("the Lease exists and is held by %q, not by this consumer cluster (%s); kbind leaves it untouched", e.holder, e.uid)
+}
+
+// Unreachable reports whether a failed renewal got no answer from the
+// provider: a transport error or a timeout, not an API status (a 403, a
+// conflict, a 500 are answers) nor a Lease held by another.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	var held heldByAnother
+	return !errors.As(err, &status) && !errors.As(err, &held)
+}
+
+// RenewTimeout bounds one renewal (all its requests): a quarter of the
+// interval, at least 2 s, at most the provider request timeout. A provider
+// that stops answering (a network partition, a frozen API server) is then
+// noticed within an interval and a quarter, however long the connection
+// takes to be declared dead.
+func RenewTimeout(interval, requestTimeout time.Duration) time.Duration {
+	d := max(interval/4, 2*time.Second)
+	if requestTimeout > 0 {
+		d = min(d, requestTimeout)
+	}
+	return d
+}
+
 // Run renews the Lease at once and then every interval until ctx ends,
-// calling report with each outcome (nil on success) and whether the
-// renewal had to read the Lease again (Renewer.Reread).
-func Run(ctx context.Context, c client.Client, l Lease, interval time.Duration, report func(err error, reread bool)) {
+// each renewal bounded by timeout (none when 0), calling report with each
+// outcome (nil on success) and whether the renewal had to read the Lease
+// again (Renewer.Reread).
+func Run(ctx context.Context, c client.Client, l Lease, interval, timeout time.Duration, report func(err error, reread bool)) {
 	logger := log.FromContext(ctx).WithValues("lease", l.Namespace+"/"+l.Name)
 	renewer := NewRenewer(c, l)
 	for {
-		err := renewer.Renew(ctx, time.Now())
+		err := renew(ctx, renewer, timeout)
 		if ctx.Err() != nil {
 			return
 		}
@@ -177,6 +212,15 @@ func Run(ctx context.Context, c client.Client, l Lease, interval time.Duration, 
 		case <-time.After(interval):
 		}
 	}
+}
+
+func renew(ctx context.Context, r *Renewer, timeout time.Duration) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return r.Renew(ctx, time.Now())
 }
 
 // Delete removes the Lease (a Connection deleted on purpose is not a stale
