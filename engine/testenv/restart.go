@@ -117,7 +117,7 @@ func (c *Cluster) waitServing(comp Component, done chan struct{}) error {
 		}
 		if comp == Etcd {
 			client := &http.Client{Timeout: 2 * time.Second}
-			resp, err := client.Get(c.env.ControlPlane.Etcd.URL.String() + "/health")
+			resp, err := client.Get(c.EtcdURL() + "/health")
 			if err != nil {
 				return false, nil
 			}
@@ -230,3 +230,7 @@ func (c *Cluster) stopRestarted() error {
 	}
 	return errors.Join(errs...)
 }
+
+// EtcdURL is the client URL of the cluster's etcd (for a test that talks
+// to etcd directly, e.g. to compact it).
+func (c *Cluster) EtcdURL() string { return c.env.ControlPlane.Etcd.URL.String() }
