@@ -124,8 +124,8 @@ type heartbeatState struct {
 	// recheckAt is when the heartbeat last failed or found its Lease
 	// changed or gone: the provider's identity is read again after it.
 	recheckAt time.Time
-	// unansweredAt is when a renewal last got no answer at all
-	// (heartbeat.Unreachable).
+	// unansweredAt is when a renewal last timed out
+	// (heartbeat.Unanswered).
 	unansweredAt time.Time
 }
 
@@ -485,7 +485,7 @@ const DisconnectedProbeTimeout = 5 * time.Second
 // (identityAt): the provider is then reported unreachable without
 // another request.
 func heartbeatUnanswered(err error, at, identityAt time.Time) bool {
-	return heartbeat.Unreachable(err) && at.After(identityAt)
+	return heartbeat.Unanswered(err) && at.After(identityAt)
 }
 
 // nextPass is how long until the next discovery pass or identity read is
@@ -613,7 +613,7 @@ func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *sessi
 		if err == nil {
 			hb.lastRenewal = time.Now()
 		}
-		if heartbeat.Unreachable(err) {
+		if heartbeat.Unanswered(err) {
 			hb.unansweredAt = time.Now()
 		}
 		if (err != nil && changed) || reread {

@@ -128,7 +128,7 @@ func (r *Renewer) Renew(ctx context.Context, now time.Time) error {
 		// Not this consumer's Lease (another consumer's whose name
 		// collides, or someone else's object): never overwrite it.
 		return &Error{Verb: "renew", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name,
-			Err: heldByAnother{holder: holder, uid: l.LocalClusterUID}}
+			Err: fmt.Errorf("the Lease exists and is held by %q, not by this consumer cluster (%s); kbind leaves it untouched", holder, l.LocalClusterUID)}
 	}
 	l.stamp(lease, now)
 	if err := r.c.Update(ctx, lease); err != nil {
@@ -157,33 +157,32 @@ func ensureNamespace(ctx context.Context, c client.Client, l Lease) error {
 	return nil
 }
 
-// heldByAnother is the refusal to renew a Lease someone else holds: the
-// provider answered.
-type heldByAnother struct{ holder, uid string }
-
-func (e heldByAnother) Error() string {
-	return fmt.Sprintf("the Lease exists and is held by %q, not by this consumer cluster (%s); kbind leaves it untouched", e.holder, e.uid)
-}
-
-// Unreachable reports whether a failed renewal got no answer from the
-// provider: a transport error or a timeout, not an API status (a 403, a
-// conflict, a 500 are answers) nor a Lease held by another.
-func Unreachable(err error) bool {
+// Unanswered reports whether a failed renewal timed out: the provider did
+// not answer within RenewTimeout (a network partition, a frozen API
+// server). An API status is an answer; a refused or reset connection is
+// the network's answer, which the identity read that follows settles at
+// once either way — a single reset must not mark a working provider
+// unreachable.
+func Unanswered(err error) bool {
 	if err == nil {
 		return false
 	}
 	var status apierrors.APIStatus
-	var held heldByAnother
-	return !errors.As(err, &status) && !errors.As(err, &held)
+	if errors.As(err, &status) {
+		return false
+	}
+	var timeout interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &timeout) && timeout.Timeout())
 }
 
 // RenewTimeout bounds one renewal (all its requests): a quarter of the
-// interval, at least 2 s, at most the provider request timeout. A provider
-// that stops answering (a network partition, a frozen API server) is then
-// noticed within an interval and a quarter, however long the connection
-// takes to be declared dead.
+// interval, at least 5 s (a busy provider is not a silent one), at most
+// the provider request timeout. A provider that stops answering (a
+// network partition, a frozen API server) is then noticed within an
+// interval and a quarter, however long the connection takes to be
+// declared dead.
 func RenewTimeout(interval, requestTimeout time.Duration) time.Duration {
-	d := max(interval/4, 2*time.Second)
+	d := max(interval/4, 5*time.Second)
 	if requestTimeout > 0 {
 		d = min(d, requestTimeout)
 	}

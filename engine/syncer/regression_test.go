@@ -283,12 +283,11 @@ func TestDeletionConfirmsAbsenceWithTheProvider(t *testing.T) {
 	connectAs(t, "lagged", proxy.Kubeconfig(t))
 	bindCluster(t, "laggeds", "lagged", "laggeds.lagged.example.org")
 	// From now on the Lagged informer's watch, resumed after its
-	// connection is closed, never delivers: the cache does not see the
-	// copies the syncer applies.
+	// connection is closed, never delivers: the cache (synced before)
+	// does not see the copies the syncer applies.
 	var resumed atomic.Int32
 	proxy.SetFault(func(r *http.Request) enginetest.Fault {
-		q := r.URL.Query()
-		if strings.HasPrefix(r.URL.Path, "/apis/lagged.example.org/") && q.Get("watch") == "true" {
+		if strings.HasPrefix(r.URL.Path, "/apis/lagged.example.org/") && r.URL.Query().Get("watch") == "true" {
 			resumed.Add(1)
 			return enginetest.Fault{Delay: time.Hour}
 		}
