@@ -157,6 +157,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 		DiscoveryInterval: opts.DiscoveryInterval,
 		RecheckInterval:   opts.RecheckInterval,
 		HeartbeatInterval: opts.HeartbeatInterval,
+		ProviderTimeout:   opts.ProviderTimeout,
 		InCluster:         opts.InCluster,
 		Sessions:          sessions,
 		LocalIdentity:     local,

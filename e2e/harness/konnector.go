@@ -37,11 +37,14 @@ type Konnector interface {
 // impersonates, so the chart's RBAC is what it gets.
 const ServiceAccount = "system:serviceaccount:" + Namespace + ":" + Release
 
-// processKonnector runs the built binary as a host process against the
-// consumer, impersonating the chart's ServiceAccount. Its log goes to
-// konnector.log in the suite directory, across restarts.
-type processKonnector struct {
-	bin, kubeconfig, logPath string
+// Process is a built konnector binary run as a host process: its log goes
+// to one file across restarts, and each Start picks a free probe address
+// and waits for /readyz. The e2e suite's local konnector is one (against
+// the consumer, impersonating the chart's ServiceAccount); the fault suite
+// runs one with its metrics and pprof endpoints on.
+type Process struct {
+	bin, logPath string
+	args         []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -50,27 +53,38 @@ type processKonnector struct {
 	mark    int64
 }
 
-func newProcessKonnector(ctx context.Context, s *Suite) (*processKonnector, error) {
-	k := &processKonnector{
-		bin:        filepath.Join(s.Dir, "bin", "konnector"),
-		kubeconfig: filepath.Join(s.Dir, "konnector-as-serviceaccount.kubeconfig"),
-		logPath:    filepath.Join(s.Dir, "konnector.log"),
+var _ Konnector = &Process{}
+
+// NewProcess prepares the binary bin run with args (all but
+// --health-probe-bind-address, which Start adds), appending its output to
+// logPath.
+func NewProcess(bin, logPath string, args ...string) (*Process, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the konnector log: %w", err)
 	}
-	if err := Build(ctx, k.bin, "github.com/kbind/kbind/konnector/cmd/konnector"); err != nil {
+	return &Process{bin: bin, logPath: logPath, args: args, logFile: f}, nil
+}
+
+func newProcessKonnector(ctx context.Context, s *Suite) (*Process, error) {
+	bin := filepath.Join(s.Dir, "bin", "konnector")
+	kubeconfig := filepath.Join(s.Dir, "konnector-as-serviceaccount.kubeconfig")
+	if err := Build(ctx, bin, "github.com/kbind/kbind/konnector/cmd/konnector"); err != nil {
 		return nil, err
 	}
 	// The suite kubeconfig's current context is the consumer.
-	if err := WriteImpersonating(s.Kubeconfig, k.kubeconfig, ServiceAccount); err != nil {
+	if err := WriteImpersonating(s.Kubeconfig, kubeconfig, ServiceAccount); err != nil {
 		return nil, err
 	}
-	var err error
-	if k.logFile, err = os.OpenFile(k.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
-		return nil, err
-	}
-	return k, nil
+	return NewProcess(bin, filepath.Join(s.Dir, "konnector.log"), append([]string{"--kubeconfig", kubeconfig, "--namespace", Namespace,
+		"--metrics-bind-address", "0"}, KonnectorArgs...)...)
 }
 
-func (k *processKonnector) Start(ctx context.Context) error {
+// LogPath is the file the konnector's output goes to.
+func (k *Process) LogPath() string { return k.logPath }
+
+// Start starts the konnector and waits until /readyz passes.
+func (k *Process) Start(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.cmd != nil {
@@ -80,8 +94,7 @@ func (k *processKonnector) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{"--kubeconfig", k.kubeconfig, "--namespace", Namespace,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", probe}, KonnectorArgs...)
+	args := append(append([]string(nil), k.args...), "--health-probe-bind-address", probe)
 	cmd := exec.Command(k.bin, args...)
 	cmd.Stdout, cmd.Stderr = k.logFile, k.logFile
 	fmt.Fprintf(k.logFile, "=== konnector %v\n", args)
@@ -111,16 +124,18 @@ func (k *processKonnector) Start(ctx context.Context) error {
 	return nil
 }
 
-func (k *processKonnector) Kill(context.Context) error {
+// Kill ends the konnector with SIGKILL.
+func (k *Process) Kill(context.Context) error {
 	return k.end(syscall.SIGKILL, 0)
 }
 
-func (k *processKonnector) Stop(context.Context) {
+// Stop ends the konnector with SIGTERM, SIGKILL after 20 s.
+func (k *Process) Stop(context.Context) {
 	_ = k.end(syscall.SIGTERM, 20*time.Second)
 }
 
 // end signals the process and waits for it; after grace it is killed.
-func (k *processKonnector) end(sig syscall.Signal, grace time.Duration) error {
+func (k *Process) end(sig syscall.Signal, grace time.Duration) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.cmd == nil {
@@ -142,7 +157,8 @@ func (k *processKonnector) end(sig syscall.Signal, grace time.Duration) error {
 	return nil
 }
 
-func (k *processKonnector) Mark(note string) {
+// Mark writes note into the log and remembers where it is.
+func (k *Process) Mark(note string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if st, err := k.logFile.Stat(); err == nil {
@@ -151,7 +167,8 @@ func (k *processKonnector) Mark(note string) {
 	fmt.Fprintln(k.logFile, note)
 }
 
-func (k *processKonnector) LogsSinceMark(context.Context) string {
+// LogsSinceMark is the log since the last Mark.
+func (k *Process) LogsSinceMark(context.Context) string {
 	k.mu.Lock()
 	mark := k.mark
 	k.mu.Unlock()
@@ -168,6 +185,21 @@ func (k *processKonnector) LogsSinceMark(context.Context) string {
 		return err.Error()
 	}
 	return string(data)
+}
+
+// Exited reports whether the konnector ended without Kill or Stop.
+func (k *Process) Exited() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cmd == nil {
+		return false
+	}
+	select {
+	case <-k.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // LoopbackAddr returns a 127.0.0.1 address nothing listens on (it was

@@ -25,6 +25,8 @@ type observation struct {
 	probed, fresh bool
 	// identityErr is the provider identity read error.
 	identityErr error
+	// unanswered: identityErr is a heartbeat renewal that got no answer.
+	unanswered bool
 	// identityChanged describes a pinned UID mismatch.
 	identityChanged string
 	// loopbackInPod: the provider address is a loopback address and the
@@ -117,6 +119,9 @@ func connectionConditions(o observation) []patch.Condition {
 		return withHeartbeat(out, o)
 	case o.identityErr != nil:
 		msg := "reading the provider cluster identity failed: " + o.identityErr.Error() + o.loopbackInPod
+		if o.unanswered {
+			msg = "the provider does not answer: " + o.identityErr.Error() + o.loopbackInPod
+		}
 		add(kbindv1alpha1.ConditionConnected, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, "%s", msg)
 		if apierrors.IsForbidden(o.identityErr) {
 			add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden, "%s", o.identityErr.Error())

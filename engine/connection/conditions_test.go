@@ -1,8 +1,10 @@
 package connection
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +172,35 @@ func TestDecide(t *testing.T) {
 	for _, tc := range cases {
 		if got := decide(tc.obs, tc.ready); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestHeartbeatUnanswered: a renewal that got no answer after the last
+// identity read reports the provider unreachable without another read; an
+// answer (even a refusal) or an older silence does not.
+func TestHeartbeatUnanswered(t *testing.T) {
+	read := time.Now()
+	timeout := &url.Error{Op: "Put", URL: "https://p", Err: context.DeadlineExceeded}
+	for _, tc := range []struct {
+		name string
+		err  error
+		at   time.Time
+		want bool
+	}{
+		{"renewed", nil, read.Add(time.Second), false},
+		{"timed out after the read", timeout, read.Add(time.Second), true},
+		{"timed out before the read", timeout, read.Add(-time.Second), false},
+		{"refused after the read", apierrors.NewForbidden(schema.GroupResource{Resource: "leases"}, "x", errors.New("no")), read.Add(time.Second), false},
+	} {
+		if got := heartbeatUnanswered(tc.err, tc.at, read); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// The message says so, not that an identity read failed.
+	for _, c := range desiredConditions(observation{probed: true, unanswered: true, identityErr: errors.New("its heartbeat Lease renewal got no answer: timeout")}) {
+		if c.Type == kbindv1alpha1.ConditionConnected && (c.Status != metav1.ConditionFalse || c.Message != "the provider does not answer: its heartbeat Lease renewal got no answer: timeout") {
+			t.Errorf("Connected %s %q", c.Status, c.Message)
 		}
 	}
 }

@@ -58,6 +58,9 @@ type Reconciler struct {
 	RecheckInterval time.Duration
 	// HeartbeatInterval is how often the Lease is renewed.
 	HeartbeatInterval time.Duration
+	// ProviderTimeout is the provider request timeout; a renewal is bounded
+	// by heartbeat.RenewTimeout of it and the interval.
+	ProviderTimeout time.Duration
 	// InCluster is true when the konnector runs in a Pod.
 	InCluster bool
 	Sessions  *session.Manager
@@ -97,10 +100,13 @@ type sessionReader struct {
 // discovery pass (discoveredAt), so that reconciles triggered by unrelated
 // events do not hit the provider.
 type probe struct {
-	hash         string
-	at           time.Time
-	remoteUID    string
-	identityErr  error
+	hash        string
+	at          time.Time
+	remoteUID   string
+	identityErr error
+	// unanswered: identityErr is the heartbeat's renewal that got no
+	// answer, not an identity read.
+	unanswered   bool
 	discoveredAt time.Time
 	discovery    *kbindschema.Result
 	discovErr    error
@@ -118,6 +124,9 @@ type heartbeatState struct {
 	// recheckAt is when the heartbeat last failed or found its Lease
 	// changed or gone: the provider's identity is read again after it.
 	recheckAt time.Time
+	// unansweredAt is when a renewal last timed out
+	// (heartbeat.Unanswered).
+	unansweredAt time.Time
 }
 
 // LastRenewals implements metrics.HeartbeatSource.
@@ -392,14 +401,27 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 	p, ok := r.probes[conn.Name]
 	changed := r.changed[conn.Name]
 	delete(r.changed, conn.Name)
-	recheckAt := r.heartbeats[conn.Name].recheckAt
+	hb := r.heartbeats[conn.Name]
 	r.mu.Unlock()
 	now := time.Now()
-	identityDue := !ok || p.hash != sess.Hash || p.identityErr != nil || now.Sub(p.at) >= r.RecheckInterval || recheckAt.After(p.at)
-	if identityDue {
+	identityDue := !ok || p.hash != sess.Hash || p.identityErr != nil || now.Sub(p.at) >= r.RecheckInterval || hb.recheckAt.After(p.at)
+	switch {
+	case ok && p.hash == sess.Hash && heartbeatUnanswered(hb.err, hb.unansweredAt, p.at):
+		// Reported at once: an identity read now would wait for the
+		// same silence, up to the request timeout. The next pass (the
+		// probe backoff) reads the identity.
+		p.at, p.unanswered = now, true
+		p.remoteUID, p.identityErr = "", fmt.Errorf("its heartbeat Lease renewal got no answer: %w", hb.err)
+	case identityDue:
 		// The last discovery stays until its own pass is due.
-		p.hash, p.at = sess.Hash, now
-		p.remoteUID, p.identityErr = r.readIdentity(ctx, conn.Name, sess)
+		rctx := ctx
+		if ok && p.identityErr != nil {
+			var cancel context.CancelFunc
+			rctx, cancel = context.WithTimeout(ctx, DisconnectedProbeTimeout)
+			defer cancel()
+		}
+		p.hash, p.at, p.unanswered = sess.Hash, now, false
+		p.remoteUID, p.identityErr = r.readIdentity(rctx, conn.Name, sess)
 	}
 	verified := p.identityErr == nil && identityMismatch(conn, p.remoteUID, localUID) == ""
 	if verified && conn.Spec.Schema.Source != kbindv1alpha1.SchemaSourceOpenAPI {
@@ -417,7 +439,7 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 	r.mu.Unlock()
 
 	obs.probed = true
-	obs.identityErr = p.identityErr
+	obs.identityErr, obs.unanswered = p.identityErr, p.unanswered
 	if p.identityErr != nil {
 		obs.loopbackInPod = r.loopbackHint(parsed)
 		return 0
@@ -449,6 +471,21 @@ func identityMismatch(conn *kbindv1alpha1.Connection, remoteUID, localUID string
 		return fmt.Sprintf("the consumer cluster identity is %s, but this Connection is pinned to %s", localUID, pinned)
 	}
 	return ""
+}
+
+// DisconnectedProbeTimeout bounds the identity read of a Connection whose
+// last one failed: with MaxProbeBackoff between reads, a provider that
+// answers again is noticed within their sum (15 s), even when the read in
+// flight at the heal waits for an answer that never comes. A provider
+// that needs longer to answer one request is not connected to meanwhile.
+const DisconnectedProbeTimeout = 5 * time.Second
+
+// heartbeatUnanswered says whether the heartbeat's last renewal got no
+// answer from the provider (err, at) since the identity was last read
+// (identityAt): the provider is then reported unreachable without
+// another request.
+func heartbeatUnanswered(err error, at, identityAt time.Time) bool {
+	return heartbeat.Unanswered(err) && at.After(identityAt)
 }
 
 // nextPass is how long until the next discovery pass or identity read is
@@ -564,7 +601,7 @@ func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *sessi
 	ctx, cancel := context.WithCancel(log.IntoContext(base, log.Log.WithValues("connection", conn.Name)))
 	r.heartbeats[conn.Name] = heartbeatState{session: sess, cancel: cancel, lease: lease, known: prev.known, err: prev.err, lastRenewal: prev.lastRenewal}
 	name := conn.Name
-	go heartbeat.Run(ctx, sess.Client, lease, r.HeartbeatInterval, func(err error, reread bool) {
+	go heartbeat.Run(ctx, sess.Client, lease, r.HeartbeatInterval, heartbeat.RenewTimeout(r.HeartbeatInterval, r.ProviderTimeout), func(err error, reread bool) {
 		r.mu.Lock()
 		hb := r.heartbeats[name]
 		if hb.session != sess {
@@ -575,6 +612,9 @@ func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *sessi
 		hb.known, hb.err = true, err
 		if err == nil {
 			hb.lastRenewal = time.Now()
+		}
+		if heartbeat.Unanswered(err) {
+			hb.unansweredAt = time.Now()
 		}
 		if (err != nil && changed) || reread {
 			// The provider may be gone, or not the cluster it was: read

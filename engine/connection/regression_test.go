@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine"
 	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/testenv"
 )
@@ -408,4 +410,52 @@ func TestInsecureKubeconfigNeedsOptIn(t *testing.T) {
 	waitCondition(t, "insecure", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	waitCondition(t, "insecure", kbindv1alpha1.ConditionSecretValid, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
 		"insecure features allowed by spec.allowInsecure: SkipTLSVerify")
+}
+
+// TestHungProviderReportedWithDefaults: with the default intervals
+// (heartbeat 30 s, request timeout 30 s, identity recheck 10 min), a
+// provider that accepts requests and never answers them is reported
+// Connected=False within 40 s, and the Connection is Ready within 15 s of
+// the provider answering again. Before, the renewal waited without a
+// bound for the hung request (forever behind a proxy that keeps the
+// connection alive, 54-90 s for a frozen API server), and only then did an
+// identity read wait out the request timeout too.
+func TestHungProviderReportedWithDefaults(t *testing.T) {
+	proxy := enginetest.NewProxy(t, pair.Provider.Config)
+	c := env.StartConsumerWith(t, "hung", func(o *engine.Options) {
+		o.DiscoveryInterval, o.RecheckInterval = 30*time.Second, 10*time.Minute
+		o.HeartbeatInterval, o.ProviderTimeout = 30*time.Second, 30*time.Second
+	}).Client
+	connectOn(t, c, "hung", proxy.Kubeconfig(t))
+
+	proxy.SetFault(func(*http.Request) enginetest.Fault { return enginetest.Fault{Delay: time.Hour} })
+	hung := time.Now()
+	condition := func(typ kbindv1alpha1.ConditionType, status metav1.ConditionStatus, fragment string) func() error {
+		return func() error {
+			conn := &kbindv1alpha1.Connection{}
+			if err := c.Get(context.Background(), client.ObjectKey{Name: "hung"}, conn); err != nil {
+				return err
+			}
+			cond := apimeta.FindStatusCondition(conn.Status.Conditions, string(typ))
+			if cond == nil || cond.Status != status || !strings.Contains(cond.Message, fragment) {
+				return fmt.Errorf("%s: %+v", typ, cond)
+			}
+			return nil
+		}
+	}
+	enginetest.EventuallyWithin(t, time.Minute, "Connected=False", condition(kbindv1alpha1.ConditionConnected, metav1.ConditionFalse, "the provider does not answer"))
+	if took := time.Since(hung); took > 40*time.Second {
+		t.Errorf("the hung provider was reported after %s, want within 40s", took)
+	} else {
+		t.Logf("the hung provider was reported after %s", took.Round(100*time.Millisecond))
+	}
+
+	proxy.SetFault(nil)
+	healed := time.Now()
+	enginetest.EventuallyWithin(t, time.Minute, "Ready=True", condition(kbindv1alpha1.ConditionReady, metav1.ConditionTrue, ""))
+	if took := time.Since(healed); took > 15*time.Second {
+		t.Errorf("Ready %s after the provider answered again, want within 15s", took)
+	} else {
+		t.Logf("Ready %s after the provider answered again", took.Round(100*time.Millisecond))
+	}
 }

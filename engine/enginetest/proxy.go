@@ -110,6 +110,10 @@ func (p *Proxy) SetFault(fn func(*http.Request) Fault) {
 	p.fault = fn
 }
 
+// CloseClientConnections closes every connection to the proxy (its
+// clients reconnect; their watches resume with new requests).
+func (p *Proxy) CloseClientConnections() { p.server.CloseClientConnections() }
+
 // Requests is how many requests the proxy has received.
 func (p *Proxy) Requests() int64 { return p.requests.Load() }
 

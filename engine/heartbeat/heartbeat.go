@@ -8,6 +8,7 @@ package heartbeat
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -156,14 +157,47 @@ func ensureNamespace(ctx context.Context, c client.Client, l Lease) error {
 	return nil
 }
 
+// Unanswered reports whether a failed renewal timed out: the provider did
+// not answer within RenewTimeout (a network partition, a frozen API
+// server). An API status is an answer; a refused or reset connection is
+// the network's answer, which the identity read that follows settles at
+// once either way — a single reset must not mark a working provider
+// unreachable.
+func Unanswered(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return false
+	}
+	var timeout interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &timeout) && timeout.Timeout())
+}
+
+// RenewTimeout bounds one renewal (all its requests): a quarter of the
+// interval, at least 5 s (a busy provider is not a silent one), at most
+// the provider request timeout. A provider that stops answering (a
+// network partition, a frozen API server) is then noticed within an
+// interval and a quarter, however long the connection takes to be
+// declared dead.
+func RenewTimeout(interval, requestTimeout time.Duration) time.Duration {
+	d := max(interval/4, 5*time.Second)
+	if requestTimeout > 0 {
+		d = min(d, requestTimeout)
+	}
+	return d
+}
+
 // Run renews the Lease at once and then every interval until ctx ends,
-// calling report with each outcome (nil on success) and whether the
-// renewal had to read the Lease again (Renewer.Reread).
-func Run(ctx context.Context, c client.Client, l Lease, interval time.Duration, report func(err error, reread bool)) {
+// each renewal bounded by timeout (none when 0), calling report with each
+// outcome (nil on success) and whether the renewal had to read the Lease
+// again (Renewer.Reread).
+func Run(ctx context.Context, c client.Client, l Lease, interval, timeout time.Duration, report func(err error, reread bool)) {
 	logger := log.FromContext(ctx).WithValues("lease", l.Namespace+"/"+l.Name)
 	renewer := NewRenewer(c, l)
 	for {
-		err := renewer.Renew(ctx, time.Now())
+		err := renew(ctx, renewer, timeout)
 		if ctx.Err() != nil {
 			return
 		}
@@ -177,6 +211,15 @@ func Run(ctx context.Context, c client.Client, l Lease, interval time.Duration, 
 		case <-time.After(interval):
 		}
 	}
+}
+
+func renew(ctx context.Context, r *Renewer, timeout time.Duration) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return r.Renew(ctx, time.Now())
 }
 
 // Delete removes the Lease (a Connection deleted on purpose is not a stale

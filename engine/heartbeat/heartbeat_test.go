@@ -112,6 +112,8 @@ func TestRenewWritesWithoutReading(t *testing.T) {
 	}
 	if err := renew(8 * time.Second); err == nil || !strings.Contains(err.Error(), `held by "someone-else"`) {
 		t.Errorf("renewing a Lease another holder took: %v", err)
+	} else if heartbeat.Unanswered(err) {
+		t.Errorf("a Lease held by another is an answer, not an unreachable provider: %v", err)
 	}
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
 		t.Fatal(err)

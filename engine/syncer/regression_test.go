@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -263,4 +265,50 @@ func TestNoListPerObject(t *testing.T) {
 		t.Errorf("requests %v: fewer applies than objects", counts)
 	}
 	t.Logf("provider requests on counteds for %d objects: %v", n, counts)
+}
+
+// laggedGVK's provider watch is held by a proxy in
+// TestDeletionConfirmsAbsenceWithTheProvider.
+var laggedGVK = schema.GroupVersionKind{Group: "lagged.example.org", Version: "v1alpha1", Kind: "Lagged"}
+
+// SYNC-D: a consumer object deleted while the provider cache lags (a copy
+// applied a moment ago, a watch re-listing after an outage or a compacted
+// resourceVersion) keeps its finalizer until the provider itself says the
+// copy is gone. Before, the cache's "no copy" released the finalizer at
+// once and left the copy behind for good (found by the fault suite's
+// watch-expiry scenario).
+func TestDeletionConfirmsAbsenceWithTheProvider(t *testing.T) {
+	ctx := context.Background()
+	proxy := enginetest.NewProxy(t, env.Pair.Provider.Config)
+	connectAs(t, "lagged", proxy.Kubeconfig(t))
+	bindCluster(t, "laggeds", "lagged", "laggeds.lagged.example.org")
+	// From now on the Lagged informer's watch, resumed after its
+	// connection is closed, never delivers: the cache (synced before)
+	// does not see the copies the syncer applies.
+	var resumed atomic.Int32
+	proxy.SetFault(func(r *http.Request) enginetest.Fault {
+		if strings.HasPrefix(r.URL.Path, "/apis/lagged.example.org/") && r.URL.Query().Get("watch") == "true" {
+			resumed.Add(1)
+			return enginetest.Fault{Delay: time.Hour}
+		}
+		return enginetest.Fault{}
+	})
+	proxy.CloseClientConnections()
+	enginetest.Eventually(t, "the Lagged watch resumed (and held)", func() error {
+		if resumed.Load() == 0 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+
+	w := create(t, env.Consumer, object(laggedGVK, "lagged-a", "l1", map[string]any{"size": int64(1)}))
+	waitCopy(t, laggedGVK, "lagged-a", "l1", nil)
+	if err := env.Consumer.Delete(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	// The copy is deleted before the consumer object goes.
+	waitGone(t, env.Consumer, laggedGVK, "lagged-a", "l1")
+	if pcopy, ok := get(t, env.Provider, laggedGVK, "lagged-a", "l1"); ok {
+		t.Errorf("the provider copy outlived the consumer object: %v", pcopy.GetAnnotations())
+	}
 }

@@ -66,7 +66,19 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 		if done, err := s.releaseOrphaned(ctx, cobj, policy); err != nil || !done {
 			return !done && err == nil, err
 		}
-		return s.release(ctx, cobj, pobj, exists)
+		cached := exists
+		if !exists && controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
+			// SYNC-D: the cache may lag the provider (a copy applied a
+			// moment ago; a watch re-listing after an outage or a
+			// compaction): the finalizer goes only once the provider
+			// itself has no copy.
+			if pobj, exists, err = s.providerCopy(ctx, key); err != nil {
+				return false, err
+			}
+		}
+		requeue, err := s.release(ctx, cobj, pobj, exists)
+		// A copy the cache has not seen may go without an event: look again.
+		return requeue || (exists && !cached && err == nil), err
 	}
 	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
 		// Before the first provider write (SYNC-D); the update event brings

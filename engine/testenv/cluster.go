@@ -56,10 +56,14 @@ type Cluster struct {
 	// Dir holds the kubeconfig and the process logs.
 	Dir string
 
-	env      *envtest.Environment
-	logs     []*os.File
-	stopOnce sync.Once
-	stopErr  error
+	env  *envtest.Environment
+	logs []*os.File
+	// stopped and restarted are the components a fault test stopped or
+	// started again (restart.go); not safe for concurrent use.
+	stopped   map[Component][]string
+	restarted map[Component]restarted
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 // StartCluster starts a control plane named name. Stop it with Stop.
@@ -75,7 +79,7 @@ func StartCluster(name string, opts ClusterOptions) (*Cluster, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
 	}
-	c := &Cluster{Name: name, Dir: dir}
+	c := &Cluster{Name: name, Dir: dir, stopped: map[Component][]string{}, restarted: map[Component]restarted{}}
 
 	installCRDs := append([]*apiextensionsv1.CustomResourceDefinition(nil), opts.CRDs...)
 	if opts.InstallKbindCRDs {
@@ -157,7 +161,7 @@ func (c *Cluster) closeLogs() {
 // more than once.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
-		c.stopErr = c.env.Stop()
+		c.stopErr = errors.Join(c.stopRestarted(), c.env.Stop())
 		c.closeLogs()
 	})
 	return c.stopErr

@@ -1,0 +1,413 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kbind/kbind/engine/testenv"
+)
+
+// scenario is one fault: injected while the load runs, healed after it
+// lasted, with the bounds the suite holds kbind to.
+type scenario struct {
+	name string
+	// objects is how many Widgets the load keeps.
+	objects int
+	// burst: "create" injects the fault during a burst creating every
+	// Widget, "delete" during a burst deleting them; "" during the mixed
+	// load.
+	burst string
+	// inject starts the fault and returns how to heal it.
+	inject func(t *testing.T, e *env) (heal func())
+	// lasts is how long the fault lasts.
+	lasts time.Duration
+	// report is the bound for the Connection to report the fault
+	// (Connected or Ready False); 0 when the fault need not be reported
+	// (too short, or not a fault of the provider link).
+	report time.Duration
+	// ready is the bound, after the heal, for the Connection and the
+	// ClusterBinding to be Ready again; converge the bound for every
+	// invariant to hold (the writes that waited applied).
+	ready, converge time.Duration
+}
+
+// result is what one scenario measured.
+type result struct {
+	name                   string
+	reported               time.Duration // -1: never
+	reportedAs             string
+	ready, converged       time.Duration
+	lost, duplicated       int
+	goroutinesBefore, back int
+	writes, errors         int64
+}
+
+func TestFaults(t *testing.T) {
+	e := newEnv(t)
+	var results []result
+	for _, sc := range scenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			results = append(results, e.run(t, sc))
+		})
+	}
+	var b strings.Builder
+	b.WriteString("\n| scenario | reported after | reported as | Ready after heal | converged after heal | lost | duplicated | goroutines before → after | writes (failed) |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		rep := "not reported"
+		if r.reported >= 0 {
+			rep = r.reported.Round(100 * time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %d | %d → %d | %d (%d) |\n", r.name, rep, r.reportedAs,
+			r.ready.Round(100*time.Millisecond), r.converged.Round(100*time.Millisecond), r.lost, r.duplicated,
+			r.goroutinesBefore, r.back, r.writes, r.errors)
+	}
+	t.Log(b.String())
+}
+
+func scenarios() []scenario {
+	return []scenario{
+		{
+			name: "provider-unreachable", objects: 200, lasts: 2 * time.Minute, report: 40 * time.Second, ready: 15 * time.Second, converge: 30 * time.Second,
+			inject: func(t *testing.T, e *env) func() {
+				// A blackhole: connections stay open, nothing comes
+				// through either way (timeout 0 never closes them).
+				must(t, e.proxy.Add(Both("blackhole", "timeout", map[string]any{"timeout": 0})...))
+				return e.proxy.Heal
+			},
+		},
+		{
+			name: "connections-reset", objects: 200, lasts: 30 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+			inject: func(t *testing.T, e *env) func() {
+				// Every connection is reset 2 s after it first carries data.
+				must(t, e.proxy.Add(Toxic{Name: "reset", Type: "reset_peer", Stream: "upstream", Attributes: map[string]any{"timeout": 2000}}))
+				return e.proxy.Heal
+			},
+		},
+		{
+			name: "latency-and-bandwidth", objects: 200, lasts: 30 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+			inject: func(t *testing.T, e *env) func() {
+				must(t, e.proxy.Add(Toxic{Name: "latency", Type: "latency", Stream: "downstream", Attributes: map[string]any{"latency": 2000, "jitter": 200}}))
+				must(t, e.proxy.Add(Both("bandwidth", "bandwidth", map[string]any{"rate": 64})...)) // KB/s
+				return e.proxy.Heal
+			},
+		},
+		{
+			name: "provider-apiserver-restart", objects: 200, lasts: 10 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+			inject: func(t *testing.T, e *env) func() {
+				must(t, e.pair.Provider.StopComponent(testenv.APIServer))
+				return func() { must(t, e.pair.Provider.StartComponent(testenv.APIServer)) }
+			},
+		},
+		{
+			name: "provider-etcd-restart", objects: 200, lasts: 10 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+			inject: func(t *testing.T, e *env) func() {
+				must(t, e.pair.Provider.StopComponent(testenv.Etcd))
+				return func() { must(t, e.pair.Provider.StartComponent(testenv.Etcd)) }
+			},
+		},
+		{
+			name: "consumer-apiserver-restart", objects: 200, lasts: 10 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+			inject: func(t *testing.T, e *env) func() {
+				must(t, e.pair.Consumer.StopComponent(testenv.APIServer))
+				return func() { must(t, e.pair.Consumer.StartComponent(testenv.APIServer)) }
+			},
+		},
+		{
+			name: "watch-expiry", objects: 200, ready: 30 * time.Second, converge: 30 * time.Second,
+			inject: func(t *testing.T, e *env) func() {
+				// The konnector is cut off for a few seconds (its
+				// heartbeat may or may not notice) while every provider
+				// copy's status changes; then etcd is compacted to now
+				// and the API server restarted (its watch cache starts
+				// after the compaction), so that the konnector's watches
+				// resume from a compacted resourceVersion: "too old
+				// resource version", and a relist.
+				e.proxy.Disable()
+				e.patchAllStatuses(t, "f-watch-expiry", "cut-off")
+				compact(t, e.pair.Provider)
+				must(t, e.pair.Provider.StopComponent(testenv.APIServer))
+				must(t, e.pair.Provider.StartComponent(testenv.APIServer))
+				return func() { must(t, e.proxy.Enable()) }
+			},
+		},
+		{
+			name: "konnector-killed-creating", objects: 300, burst: "create", lasts: 2 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+			inject: func(t *testing.T, e *env) func() {
+				must(t, e.konnector.Kill(context.Background()))
+				return func() { must(t, e.konnector.Start(context.Background())) }
+			},
+		},
+		{
+			name: "konnector-killed-deleting", objects: 300, burst: "delete", lasts: 2 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+			inject: func(t *testing.T, e *env) func() {
+				must(t, e.konnector.Kill(context.Background()))
+				return func() { must(t, e.konnector.Start(context.Background())) }
+			},
+		},
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// patchAllStatuses sets the status phase of every provider Widget kbind
+// created in ns.
+func (e *env) patchAllStatuses(t *testing.T, ns, phase string) {
+	t.Helper()
+	ctx := context.Background()
+	objs, err := e.list(ctx, e.provider, ns)
+	must(t, err)
+	for _, o := range objs {
+		if o.ConsumerUID == "" {
+			continue
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"`+phase+`"}}`))
+		must(t, client.IgnoreNotFound(e.provider.Status().Patch(ctx, Widget(ns, o.Name, 0), patch)))
+	}
+}
+
+// compact compacts the cluster's etcd to its current revision.
+func compact(t *testing.T, c *testenv.Cluster) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EtcdURL()}, DialTimeout: 5 * time.Second})
+	must(t, err)
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, "compact-probe")
+	must(t, err)
+	_, err = cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
+	must(t, err)
+	t.Logf("etcd compacted to revision %d", resp.Header.Revision)
+}
+
+// run runs one scenario and checks its bounds and the invariants.
+func (e *env) run(t *testing.T, sc scenario) result {
+	ctx := context.Background()
+	res := result{name: sc.name, reported: -1}
+	ns := "f-" + sc.name
+	must(t, e.consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	// A provider object kbind did not create: it must stay untouched.
+	must(t, client.IgnoreAlreadyExists(e.provider.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})))
+	foreign := Widget(ns, "foreign", 7)
+	must(t, e.provider.Create(ctx, foreign))
+	foreignBefore := []Object{FromUnstructured(foreign)}
+
+	e.waitHealthy(t, time.Now(), time.Minute)
+	before, err := e.konnector.goroutines()
+	must(t, err)
+	res.goroutinesBefore = before
+	profileBefore := e.konnector.goroutineProfile()
+
+	load := &Load{Consumer: e.consumer, Provider: e.provider, Namespace: ns, N: sc.objects, Every: 20 * time.Millisecond}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	loadDone := make(chan struct{})
+	switch sc.burst {
+	case "create":
+		go func() { defer close(loadDone); load.CreateAll(loadCtx) }()
+		e.waitWidgets(t, ns, sc.objects/3) // the burst is well under way
+	case "delete":
+		load.CreateAll(ctx)
+		e.waitConverged(t, ns, foreignBefore, time.Now(), 2*time.Minute)
+		go func() { defer close(loadDone); load.DeleteAll(loadCtx) }()
+		e.waitDeleting(t, ns, sc.objects/3)
+	default:
+		go func() { defer close(loadDone); load.Run(loadCtx) }()
+		e.waitWidgets(t, ns, sc.objects)
+	}
+
+	injected := time.Now()
+	heal := sc.inject(t, e)
+	select {
+	case <-time.After(sc.lasts):
+	case <-loadDone:
+		if sc.burst == "" {
+			t.Fatal("the load ended early")
+		}
+	}
+	healing := time.Now()
+	heal()
+	healed := time.Now() // the fault is gone: the process serves, the proxy forwards
+	t.Logf("fault lasted %s (the heal took %s)", healed.Sub(injected).Round(time.Millisecond), healed.Sub(healing).Round(time.Millisecond))
+	stopLoad()
+	<-loadDone
+	res.writes, res.errors = load.Writes.Load(), load.Errors.Load()
+
+	if s, ok := e.monitor.first(injected, sample.reported); ok && s.at.Before(healed) {
+		res.reported = s.at.Sub(injected)
+		res.reportedAs = fmt.Sprintf("Connected=%v (%s), Ready=%v (%s)", s.connected, s.connectedReason, s.ready, s.readyReason)
+		t.Logf("reported after %s: %s: %s", res.reported.Round(time.Millisecond), res.reportedAs, s.message)
+	}
+	if sc.report > 0 && (res.reported < 0 || res.reported > sc.report) {
+		t.Errorf("the fault was reported after %s, want within %s", res.reported, sc.report)
+	}
+
+	vs := e.waitConverged(t, ns, foreignBefore, healed, sc.converge+time.Minute) // beyond the bound: measured, then failed
+	res.converged = time.Since(healed)
+	res.lost, res.duplicated = Count(vs, Lost), Count(vs, Duplicated)+Count(vs, Orphaned)
+	if s, ok := e.monitor.first(healed, sample.healthy); ok {
+		res.ready = s.at.Sub(healed)
+	}
+	t.Logf("Ready %s and converged %s after the heal (%d writes, %d failed)", res.ready.Round(time.Millisecond),
+		res.converged.Round(time.Millisecond), res.writes, res.errors)
+	switch {
+	case len(vs) > 0:
+		t.Errorf("not converged %s after the heal: %d violations, first: %v", res.converged, len(vs), vs[:min(len(vs), 10)])
+		e.describe(t, ns, vs)
+	case res.ready > sc.ready:
+		t.Errorf("Ready %s after the heal, want within %s", res.ready, sc.ready)
+	case res.converged > sc.converge:
+		t.Errorf("converged %s after the heal, want within %s", res.converged, sc.converge)
+	}
+	if e.konnector.Exited() {
+		t.Errorf("the konnector exited during the fault")
+	}
+
+	// Clean up (deleting through kbind), then the goroutines are back.
+	load.DeleteAll(ctx)
+	e.waitConverged(t, ns, foreignBefore, time.Now(), 2*time.Minute)
+	must(t, e.provider.Delete(ctx, foreign))
+	margin := max(20, before/10)
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		n, err := e.konnector.goroutines()
+		res.back = n
+		return err == nil && n <= before+margin, nil
+	})
+	if err != nil {
+		t.Errorf("konnector goroutines %d, before the fault %d (margin %d)", res.back, before, margin)
+		dir, _ := os.MkdirTemp("", "kbind-faults-goroutines-")
+		_ = os.WriteFile(filepath.Join(dir, "before.txt"), []byte(profileBefore), 0o600)
+		_ = os.WriteFile(filepath.Join(dir, "after.txt"), []byte(e.konnector.goroutineProfile()), 0o600)
+		t.Logf("goroutine profiles in %s", dir)
+	}
+	return res
+}
+
+// describe logs the provider objects a violation names, with their
+// metadata (when they were created, by whom, for which consumer object).
+func (e *env) describe(t *testing.T, ns string, vs []Violation) {
+	t.Helper()
+	for _, v := range vs[:min(len(vs), 5)] {
+		_, name, _ := strings.Cut(v.Object, "/")
+		for side, c := range map[string]client.Client{"provider": e.provider, "consumer": e.consumer} {
+			u := Widget(ns, name, 0)
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(u), u); err != nil {
+				t.Logf("%s %s: %v", side, v.Object, err)
+				continue
+			}
+			data, _ := json.MarshalIndent(u.Object["metadata"], "", "  ")
+			t.Logf("%s %s metadata: %s", side, v.Object, data)
+		}
+	}
+}
+
+// waitHealthy waits for the Connection and the ClusterBinding to be Ready.
+func (e *env) waitHealthy(t *testing.T, since time.Time, timeout time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		_, ok := e.monitor.first(since, sample.healthy)
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("the Connection and ClusterBinding are not Ready: %v", err)
+	}
+}
+
+func (e *env) list(ctx context.Context, c client.Client, ns string) ([]Object, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(WidgetGVK.GroupVersion().WithKind("WidgetList"))
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	out := make([]Object, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, FromUnstructured(&list.Items[i]))
+	}
+	return out, nil
+}
+
+// waitConverged polls the invariants until they hold (and the Connection
+// and binding are Ready), and returns the last violations when they do not
+// within timeout.
+func (e *env) waitConverged(t *testing.T, ns string, foreign []Object, since time.Time, timeout time.Duration) []Violation {
+	t.Helper()
+	var vs []Violation
+	_ = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		consumer, err := e.list(ctx, e.consumer, ns)
+		if err != nil {
+			vs = []Violation{{Kind: "unlisted", Object: "consumer", Detail: err.Error()}}
+			return false, nil
+		}
+		provider, err := e.list(ctx, e.provider, ns)
+		if err != nil {
+			vs = []Violation{{Kind: "unlisted", Object: "provider", Detail: err.Error()}}
+			return false, nil
+		}
+		vs = Check(consumer, provider, foreign)
+		if len(vs) > 0 {
+			return false, nil
+		}
+		_, ok := e.monitor.first(since, sample.healthy)
+		if !ok {
+			vs = []Violation{{Kind: "not-ready", Object: "connection", Detail: "the Connection or ClusterBinding is not Ready"}}
+		}
+		return ok, nil
+	})
+	return vs
+}
+
+// waitWidgets waits until the consumer has n Widgets in ns.
+func (e *env) waitWidgets(t *testing.T, ns string, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		objs, err := e.list(ctx, e.consumer, ns)
+		return err == nil && len(objs) >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %d Widgets in %s: %v", n, ns, err)
+	}
+}
+
+// waitDeleting waits until n of the consumer's Widgets in ns are gone or
+// being deleted.
+func (e *env) waitDeleting(t *testing.T, ns string, n int) {
+	t.Helper()
+	total := -1
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		objs, err := e.list(ctx, e.consumer, ns)
+		if err != nil {
+			return false, nil
+		}
+		if total < 0 {
+			total = len(objs)
+		}
+		live := 0
+		for _, o := range objs {
+			if !o.Deleting {
+				live++
+			}
+		}
+		return total-live >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %d Widgets in %s to be deleted: %v", n, ns, err)
+	}
+}

@@ -1,0 +1,65 @@
+package heartbeat_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kbind/kbind/engine/heartbeat"
+)
+
+func TestRenewTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		interval, request, want time.Duration
+	}{
+		{30 * time.Second, 30 * time.Second, 7500 * time.Millisecond}, // the defaults: reported within 37.5 s
+		{30 * time.Second, 5 * time.Second, 5 * time.Second},          // never beyond the request timeout
+		{time.Second, 10 * time.Second, 5 * time.Second},              // at least 5 s
+		{time.Second, time.Second, time.Second},                       // ... unless requests time out sooner
+		{2 * time.Minute, 0, 30 * time.Second},                        // no request timeout
+	} {
+		if got := heartbeat.RenewTimeout(tc.interval, tc.request); got != tc.want {
+			t.Errorf("RenewTimeout(%s, %s) = %s, want %s", tc.interval, tc.request, got, tc.want)
+		}
+	}
+}
+
+func TestUnanswered(t *testing.T) {
+	gr := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	wrap := func(err error) error {
+		return &heartbeat.Error{Verb: "update", Resource: "leases.coordination.k8s.io kbind/x", Err: err}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"renewed", nil, false},
+		{"timeout", wrap(&url.Error{Op: "Put", URL: "https://p", Err: context.DeadlineExceeded}), true},
+		{"rate limiter gave up", wrap(fmt.Errorf("client rate limiter Wait returned an error: %w", context.DeadlineExceeded)), true},
+		{"TLS handshake timeout", wrap(&url.Error{Op: "Put", URL: "https://p", Err: timeoutError{}}), true},
+		{"connection refused is the network's answer", wrap(&url.Error{Op: "Put", URL: "https://p", Err: errors.New("dial tcp: connection refused")}), false},
+		{"connection reset is the network's answer", wrap(&url.Error{Op: "Put", URL: "https://p", Err: errors.New("read: connection reset by peer")}), false},
+		{"forbidden is an answer", wrap(apierrors.NewForbidden(gr, "x", errors.New("no"))), false},
+		{"a server error is an answer", wrap(apierrors.NewInternalError(errors.New("etcd"))), false},
+		{"unavailable is an answer", wrap(apierrors.NewServiceUnavailable("later")), false},
+	} {
+		if got := heartbeat.Unanswered(tc.err); got != tc.want {
+			t.Errorf("%s: Unanswered(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
+
+// timeoutError is a net.Error that timed out (as net/http's TLS handshake
+// timeout is).
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "net/http: TLS handshake timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
