@@ -378,7 +378,7 @@ func TestBackendChartOnARealAPIServer(t *testing.T) {
 	}
 	for _, refused := range []string{"Not allowed to delete", "is forbidden: User"} {
 		if strings.Contains(log.String(), refused) {
-			t.Errorf("the chart's RBAC refused the backend a deletion:\n%s", grepLines(log.String(), refused))
+			t.Errorf("the chart's RBAC refused the backend a deletion:\n%s", harness.GrepLines(log.String(), refused))
 		}
 	}
 }

@@ -409,16 +409,6 @@ data: {color: blue}
 	})
 	// The Lease is written with the provider credential, not the chart's RBAC.
 	if strings.Contains(log.String(), "forbidden") {
-		t.Errorf("the chart's RBAC refused the konnector something:\n%s", grepLines(log.String(), "forbidden"))
+		t.Errorf("the chart's RBAC refused the konnector something:\n%s", harness.GrepLines(log.String(), "forbidden"))
 	}
-}
-
-func grepLines(s, word string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, word) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }

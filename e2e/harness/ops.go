@@ -189,3 +189,15 @@ func (s *Suite) ServiceAccountToken(ctx context.Context, t testing.TB, ctxName, 
 	s.Apply(ctx, t, ctxName, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: %s, namespace: %s}\n", ns, name, ns))
 	return strings.TrimSpace(s.Run(ctx, t, "--context="+ctxName, "-n", ns, "create", "token", name, "--duration=1h"))
 }
+
+// GrepLines returns the lines of s that contain word, for failure messages
+// quoting a log.
+func GrepLines(s, word string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, word) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

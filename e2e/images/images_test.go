@@ -239,7 +239,7 @@ func (c *container) metricsServe(binary, tag string) {
 	}
 	for _, want := range []string{`kbind_build_info{binary="` + binary + `"`, `version="` + tag + `"`} {
 		if !strings.Contains(body, want) {
-			c.t.Errorf("/metrics lacks %s:\n%s", want, grepLines(body, "kbind_build_info"))
+			c.t.Errorf("/metrics lacks %s:\n%s", want, harness.GrepLines(body, "kbind_build_info"))
 		}
 	}
 }
@@ -264,16 +264,6 @@ func (c *container) stopsCleanly() time.Duration {
 		c.t.Errorf("SIGTERM took %s, not within the grace period of %ds", took, c.run.GracePeriodSeconds)
 	}
 	return took
-}
-
-func grepLines(s, word string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, word) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 func applyManifest(t *testing.T, kubeconfig, kubeContext, manifest string) {
@@ -366,7 +356,7 @@ spec:
 				}
 			}
 			if strings.Contains(log, "forbidden") {
-				t.Errorf("the chart's RBAC refused the konnector something:\n%s", grepLines(log, "forbidden"))
+				t.Errorf("the chart's RBAC refused the konnector something:\n%s", harness.GrepLines(log, "forbidden"))
 			}
 			t.Logf("SIGTERM to exit: %s", c.stopsCleanly())
 			if v.leader {
@@ -489,7 +479,7 @@ func TestBackendImage(t *testing.T) {
 			}
 			for _, refused := range []string{"forbidden", "Not allowed"} {
 				if strings.Contains(log, refused) {
-					t.Errorf("the chart's RBAC refused the backend something:\n%s", grepLines(log, refused))
+					t.Errorf("the chart's RBAC refused the backend something:\n%s", harness.GrepLines(log, refused))
 				}
 			}
 			t.Logf("SIGTERM to exit: %s", c.stopsCleanly())

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/kbind/kbind/e2e/harness"
 	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/testenv"
 )
@@ -212,7 +213,7 @@ current-context: p
 	// Connection (above) and otherwise left alone: no controller retries
 	// reading it from a cache that does not hold that namespace.
 	if strings.Contains(log.String(), "unknown namespace for the cache") {
-		t.Errorf("a controller keeps failing on the Secret outside the allowed namespaces:\n%s", grepLines(log.String(), "unknown namespace"))
+		t.Errorf("a controller keeps failing on the Secret outside the allowed namespaces:\n%s", harness.GrepLines(log.String(), "unknown namespace"))
 	}
 
 	// Everything an operator sees.
@@ -263,14 +264,4 @@ current-context: p
 	if reads == 0 {
 		t.Error("no Secret read of the konnector in the audit log: the check proves nothing")
 	}
-}
-
-func grepLines(s, word string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, word) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
