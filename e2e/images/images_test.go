@@ -177,15 +177,12 @@ func (c *container) logs() string {
 	return string(out)
 }
 
-// get is an HTTP GET of the container's port name and path, as the
-// kubelet's probes and Prometheus do.
-func (c *container) get(port, path string) (int, string, error) {
-	p, ok := c.run.Ports[port]
-	if !ok {
-		return 0, "", fmt.Errorf("the container has no port %q (it has %v)", port, c.run.Ports)
-	}
+// get is an HTTP GET of the container's port and path, as the kubelet's
+// probes and Prometheus do (host network: the container port is the
+// host's).
+func (c *container) get(port int32, path string) (int, string, error) {
 	client := http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", p, path))
+	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
 	if err != nil {
 		return 0, "", err
 	}
@@ -208,7 +205,7 @@ func (c *container) probesPass(pod corev1.PodSpec) {
 			c.t.Fatal(err)
 		}
 		enginetest.EventuallyWithin(c.t, 90*time.Second, what+" probe "+probe.HTTPGet.Path, func() error {
-			code, body, err := c.get(portName(c.run.Ports, port), probe.HTTPGet.Path)
+			code, body, err := c.get(port, probe.HTTPGet.Path)
 			if err != nil {
 				return err
 			}
@@ -220,20 +217,15 @@ func (c *container) probesPass(pod corev1.PodSpec) {
 	}
 }
 
-func portName(ports map[string]int32, port int32) string {
-	for n, p := range ports {
-		if p == port {
-			return n
-		}
-	}
-	return ""
-}
-
 // metricsServe checks the chart's metrics port serves the build info of
 // binary at the image's tag.
 func (c *container) metricsServe(binary, tag string) {
 	c.t.Helper()
-	code, body, err := c.get("metrics", "/metrics")
+	port, ok := c.run.Ports["metrics"]
+	if !ok {
+		c.t.Fatalf("the container has no port named metrics (it has %v)", c.run.Ports)
+	}
+	code, body, err := c.get(port, "/metrics")
 	if err != nil || code != http.StatusOK {
 		c.t.Fatalf("GET /metrics on the chart's metrics port: %d %v", code, err)
 	}

@@ -46,6 +46,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	ctrl.SetLogger(zap.New())
+	build := buildinfo.Get()
 	logger := ctrl.Log.WithName("backend")
 
 	restConfig, source, err := clusterconfig.Load("provider", cfg.Kubeconfig)
@@ -53,7 +54,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	restConfig.QPS, restConfig.Burst, restConfig.Timeout = cfg.QPS, cfg.Burst, cfg.Timeout
-	restConfig.UserAgent = "kbind-backend/" + buildinfo.Get().Version
+	restConfig.UserAgent = "kbind-backend/" + build.Version
 	user, err := clusterconfig.User(ctx, restConfig)
 	if err != nil {
 		return fmt.Errorf("the provider cluster (%s): %w", source, err)
@@ -107,7 +108,7 @@ func run(ctx context.Context) error {
 	if _, err := backend.Setup(mgr, opts); err != nil {
 		return err
 	}
-	logger.Info("starting", "version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision, "staleAfter", cfg.StaleAfter.String(), "reap", cfg.Reap, "leaderElect", cfg.LeaderElect)
+	logger.Info("starting", "version", build.Version, "revision", build.Revision, "staleAfter", cfg.StaleAfter.String(), "reap", cfg.Reap, "leaderElect", cfg.LeaderElect)
 	return mgr.Start(ctx)
 }
 

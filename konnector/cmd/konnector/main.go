@@ -42,6 +42,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	ctrl.SetLogger(zap.New())
+	build := buildinfo.Get()
 	log := ctrl.Log.WithName("konnector")
 
 	restConfig, source, err := clusterconfig.Load("consumer", cfg.Kubeconfig)
@@ -49,7 +50,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	restConfig.QPS, restConfig.Burst = cfg.ConsumerQPS, cfg.ConsumerBurst
-	restConfig.UserAgent = "kbind-konnector/" + buildinfo.Get().Version
+	restConfig.UserAgent = "kbind-konnector/" + build.Version
 	user, err := clusterconfig.User(ctx, restConfig)
 	if err != nil {
 		return fmt.Errorf("the consumer cluster (%s): %w", source, err)
@@ -106,6 +107,6 @@ func run(ctx context.Context) error {
 	if _, err := engine.Setup(ctx, mgr, engineOpts); err != nil {
 		return err
 	}
-	log.Info("starting", "version", buildinfo.Get().Version, "revision", buildinfo.Get().Revision, "namespace", cfg.Namespace, "secretNamespaces", cfg.SecretNamespaces, "goMemoryLimit", memlimit.Apply())
+	log.Info("starting", "version", build.Version, "revision", build.Revision, "namespace", cfg.Namespace, "secretNamespaces", cfg.SecretNamespaces, "goMemoryLimit", memlimit.Apply())
 	return mgr.Start(ctx)
 }
