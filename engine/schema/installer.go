@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/storage"
 )
 
 // Desired computes the consumer CRD an export should have, from the
@@ -46,7 +48,8 @@ type Outcome struct {
 	// Established is true once the API server serves the CRD.
 	Established bool
 	// Problem is a condition message when the CRD cannot be what the
-	// policy wants; the binding reports it.
+	// policy wants, or the API server cannot serve it; the binding
+	// reports it.
 	Problem string
 }
 
@@ -83,7 +86,7 @@ func (i *Installer) Ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 		created := desired.DeepCopy()
 		if err := i.Client.Create(ctx, created); err != nil {
 			i.record(conn.Name, name, false)
-			return Outcome{}, fmt.Errorf("creating consumer CRD %s: %w", name, err)
+			return Outcome{}, writeError("creating", name, created, err)
 		}
 		logger.Info("Installed consumer CRD", "schemaHash", created.Annotations[kbindv1alpha1.SchemaHashAnnotation])
 		existing = created
@@ -92,7 +95,7 @@ func (i *Installer) Ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 		existing = Updated(existing, desired)
 		if err := i.Client.Patch(ctx, existing, patch); err != nil {
 			i.record(conn.Name, name, false)
-			return Outcome{}, fmt.Errorf("updating consumer CRD %s: %w", name, err)
+			return Outcome{}, writeError("updating", name, existing, err)
 		}
 		logger.Info("Updated consumer CRD to the provider's schema", "schemaHash", existing.Annotations[kbindv1alpha1.SchemaHashAnnotation])
 	case ActionStamp:
@@ -111,7 +114,20 @@ func (i *Installer) Ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 		}
 	}
 	i.record(conn.Name, name, InSync(existing, desired, conn.Name, conn.Spec.Schema))
-	return Outcome{Hash: existing.Annotations[kbindv1alpha1.SchemaHashAnnotation], Established: Established(existing)}, nil
+	return Outcome{Hash: existing.Annotations[kbindv1alpha1.SchemaHashAnnotation], Established: Established(existing),
+		Problem: Unestablished(existing, time.Now())}, nil
+}
+
+// writeError wraps the consumer API server's refusal to write CRD name;
+// one too large to store says so and what helps, since the API server's
+// own words ("etcdserver: request is too large") name neither the CRD nor
+// the limit.
+func writeError(verb, name string, crd *apiextensionsv1.CustomResourceDefinition, err error) error {
+	if !storage.TooLarge(err) {
+		return fmt.Errorf("%s consumer CRD %s: %w", verb, name, err)
+	}
+	return fmt.Errorf("%s consumer CRD %s: the consumer API server cannot store it (%s with kbind's markers): it is too large "+
+		"(etcd's --max-request-bytes, 1.5 MiB by default); make the provider's schema smaller or raise the consumer etcd's limit: %w", verb, name, encodedSize(crd), err)
 }
 
 // Updated is existing carrying desired's spec, labels and annotations —

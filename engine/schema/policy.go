@@ -1,7 +1,9 @@
 package schema
 
 import (
+	"encoding/json"
 	"fmt"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -114,6 +116,53 @@ func Established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		}
 	}
 	return false
+}
+
+// NamesGrace is how long a new CRD may go without a NamesAccepted
+// condition before kbind calls it stuck: the API server's naming controller
+// writes one within a second normally, and its retries back off to tens of
+// seconds, so a CRD still without one after this long is one whose status
+// the API server cannot write.
+const NamesGrace = 30 * time.Second
+
+// Unestablished explains why the consumer API server does not serve crd
+// (kbind's consumer CRD), or is "" while there is nothing to explain
+// (established, or written a moment ago). Names refused carry the API
+// server's own message. No status at all long after its creation is a CRD
+// that fits the API server's storage limit but not together with the
+// status the API server must add: its naming controller fails with
+// "etcdserver: request is too large" in the API server's log only, and the
+// binding said "not established yet" for ever. Only a smaller schema or a
+// larger limit helps.
+func Unestablished(crd *apiextensionsv1.CustomResourceDefinition, now time.Time) string {
+	if Established(crd) {
+		return ""
+	}
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse {
+			return fmt.Sprintf("CRD %s is not established: the consumer API server refuses its names (%s: %s)", crd.Name, c.Reason, c.Message)
+		}
+		if c.Type == apiextensionsv1.NamesAccepted {
+			return ""
+		}
+	}
+	age := now.Sub(crd.CreationTimestamp.Time)
+	if crd.CreationTimestamp.IsZero() || age < NamesGrace {
+		return ""
+	}
+	return fmt.Sprintf("CRD %s (%s) is not established: the consumer API server stored it %s ago but has written no status since, "+
+		"which happens when a CRD is too large to store together with its status (etcd's --max-request-bytes, 1.5 MiB by default); "+
+		"make the provider's schema smaller (fewer properties, shorter descriptions) or raise the consumer etcd's limit",
+		crd.Name, encodedSize(crd), age.Round(time.Second))
+}
+
+// encodedSize is the size of crd's JSON in MiB, about what etcd stores.
+func encodedSize(crd *apiextensionsv1.CustomResourceDefinition) string {
+	data, err := json.Marshal(crd)
+	if err != nil {
+		return "size unknown"
+	}
+	return fmt.Sprintf("%.2f MiB", float64(len(data))/(1<<20))
 }
 
 // CreatedByKbind reports whether kbind created the CRD for connection: it

@@ -6,6 +6,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kbind/kbind/engine/internal/storage"
 )
 
 func TestIsRefusal(t *testing.T) {
@@ -30,8 +32,8 @@ func TestIsRefusal(t *testing.T) {
 		if got := isRefusal(tc.err); got != tc.refusal {
 			t.Errorf("%s: isRefusal = %v, want %v", tc.name, got, tc.refusal)
 		}
-		if got := tooLarge(tc.err); got != tc.big {
-			t.Errorf("%s: tooLarge = %v, want %v", tc.name, got, tc.big)
+		if got := storage.TooLarge(tc.err); got != tc.big {
+			t.Errorf("%s: storage.TooLarge = %v, want %v", tc.name, got, tc.big)
 		}
 	}
 }

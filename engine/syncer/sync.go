@@ -25,6 +25,7 @@ import (
 	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/internal/namespace"
 	"github.com/kbind/kbind/engine/internal/patch"
+	"github.com/kbind/kbind/engine/internal/storage"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/metrics"
 	"github.com/kbind/kbind/engine/ownership"
@@ -297,7 +298,7 @@ func (s *Syncer) failed(cobj *unstructured.Unstructured, err error, verb, resour
 		return false, fmt.Errorf("%s %s on the provider: %w", verb, resource, err)
 	}
 	res := Result{State: StateFailed, Message: fmt.Sprintf("the provider refused %s %s: %v", verb, resource, err)}
-	if tooLarge(err) {
+	if storage.TooLarge(err) {
 		res.Message += " (the provider copy, with kbind's ownership markers, is larger than the provider stores; make the object smaller)"
 	}
 	if apierrors.IsForbidden(err) {
@@ -314,15 +315,7 @@ func (s *Syncer) failed(cobj *unstructured.Unstructured, err error, verb, resour
 // failure, which is retried with backoff.
 func isRefusal(err error) bool {
 	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
-		apierrors.IsNotFound(err) || tooLarge(err)
-}
-
-// tooLarge reports an object the provider cannot store: the API server's
-// 413, or etcd's size limit, which the API server passes on as an internal
-// error ("etcdserver: request is too large").
-func tooLarge(err error) bool {
-	return apierrors.IsRequestEntityTooLargeError(err) ||
-		(apierrors.IsInternalError(err) && strings.Contains(err.Error(), "request is too large"))
+		apierrors.IsNotFound(err) || storage.TooLarge(err)
 }
 
 // refusal names what the provider refused, without the object's name: the
