@@ -537,7 +537,7 @@ func (r *Reconciler) identityReader(name string, sess *session.Session) (*identi
 		return sr.reader, nil
 	}
 	// Direct: every identity request carries the request timeout.
-	reader, err := identity.NewReader(sess.Direct)
+	reader, err := identity.NewReaderForClient(sess.Direct, sess.DirectHTTPClient)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ package identity
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,11 +56,21 @@ type Reader struct {
 
 // NewReader returns a Reader for the cluster cfg points at.
 func NewReader(cfg *rest.Config) (*Reader, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating HTTP client: %w", err)
+	}
+	return NewReaderForClient(cfg, hc)
+}
+
+// NewReaderForClient returns a Reader for the cluster cfg points at whose
+// requests go through hc.
+func NewReaderForClient(cfg *rest.Config, hc *http.Client) (*Reader, error) {
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("creating discovery client: %w", err)
 	}
-	mc, err := metadata.NewForConfig(cfg)
+	mc, err := metadata.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("creating metadata client: %w", err)
 	}

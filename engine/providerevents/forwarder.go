@@ -14,6 +14,7 @@ package providerevents
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,8 +59,11 @@ type Options struct {
 	// Provider is the provider rest config for watches (no request
 	// timeout); Namespace limits the watch to one provider namespace ("":
 	// every namespace).
-	Provider  *rest.Config
-	Namespace string
+	Provider *rest.Config
+	// ProviderHTTPClient carries the watch (the provider session's, so
+	// that its connections go with the session); nil: one of Provider's.
+	ProviderHTTPClient *http.Client
+	Namespace          string
 	// Consumer writes the forwarded Events; ConsumerCache reads them back
 	// (it must select them by kbind's managed label, see ConfigureCache).
 	Consumer      client.Client
@@ -82,12 +86,19 @@ type Forwarder struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 }
 
+func providerClient(o Options) (*kubernetes.Clientset, error) {
+	if o.ProviderHTTPClient == nil {
+		return kubernetes.NewForConfig(o.Provider)
+	}
+	return kubernetes.NewForConfigAndClient(o.Provider, o.ProviderHTTPClient)
+}
+
 // New returns a Forwarder; Run runs it.
 func New(o Options) (*Forwarder, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	cs, err := kubernetes.NewForConfig(o.Provider)
+	cs, err := providerClient(o)
 	if err != nil {
 		return nil, fmt.Errorf("provider Events client: %w", err)
 	}

@@ -209,7 +209,7 @@ func (c *Copier) providerPool(s *session.Session) (*pool, error) {
 	if s.Context().Err() != nil {
 		return nil, fmt.Errorf("the provider session of Connection %s has stopped", s.Connection)
 	}
-	cs, err := kubernetes.NewForConfig(s.Config)
+	cs, err := kubernetes.NewForConfigAndClient(s.Config, s.HTTPClient)
 	if err != nil {
 		return nil, fmt.Errorf("provider client: %w", err)
 	}

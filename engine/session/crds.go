@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -36,6 +37,7 @@ import (
 type ExportedCRDs struct {
 	direct client.Reader
 	cfg    *rest.Config
+	hc     *http.Client
 	ctx    context.Context
 
 	once     sync.Once
@@ -57,9 +59,10 @@ const DefaultRecheck = 10 * time.Minute
 var exportedSelector = labels.SelectorFromSet(labels.Set{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue})
 
 // NewExportedCRDs returns an ExportedCRDs for the provider cfg points at,
-// whose watch lives until ctx ends; direct serves every other read.
-func NewExportedCRDs(ctx context.Context, cfg *rest.Config, direct client.Reader) *ExportedCRDs {
-	return &ExportedCRDs{direct: direct, cfg: cfg, ctx: ctx, recheck: DefaultRecheck}
+// whose watch (through hc; nil: a client of cfg's own) lives until ctx
+// ends; direct serves every other read.
+func NewExportedCRDs(ctx context.Context, cfg *rest.Config, hc *http.Client, direct client.Reader) *ExportedCRDs {
+	return &ExportedCRDs{direct: direct, cfg: cfg, hc: hc, ctx: ctx, recheck: DefaultRecheck}
 }
 
 // Recheck sets how often the List of the exports is read directly (the
@@ -79,10 +82,17 @@ func (e *ExportedCRDs) setHealthy(ok bool) {
 	e.mu.Unlock()
 }
 
+func (e *ExportedCRDs) client() (*apiextensionsclient.Clientset, error) {
+	if e.hc == nil {
+		return apiextensionsclient.NewForConfig(e.cfg)
+	}
+	return apiextensionsclient.NewForConfigAndClient(e.cfg, e.hc)
+}
+
 // start runs the watch of the exported CRDs until the session stops.
 func (e *ExportedCRDs) start() {
 	e.once.Do(func() {
-		cs, err := apiextensionsclient.NewForConfig(e.cfg)
+		cs, err := e.client()
 		if err != nil {
 			log.FromContext(e.ctx).Error(err, "Cannot watch the provider's exported CRDs; reading them directly")
 			return

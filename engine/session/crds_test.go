@@ -68,7 +68,7 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 	}
 
 	n := &atomic.Int32{}
-	crds := session.NewExportedCRDs(ctx, cluster.Config, direct(cluster.Config, n))
+	crds := session.NewExportedCRDs(ctx, cluster.Config, nil, direct(cluster.Config, n))
 	enginetest.EventuallyWithin(t, 30*time.Second, "the watch serves the exported CRD", func() error {
 		kind, reads, err := get(crds, n, "widgets.example.org")
 		if err != nil || kind != "Widget" || reads != 0 {
@@ -122,7 +122,7 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	refusedReads := &atomic.Int32{}
-	refused := session.NewExportedCRDs(ctx, user.Config, direct(user.Config, refusedReads))
+	refused := session.NewExportedCRDs(ctx, user.Config, nil, direct(user.Config, refusedReads))
 	if _, reads, err := get(refused, refusedReads, "gadgets.example.org"); !apierrors.IsForbidden(err) || reads != 1 {
 		t.Fatalf("reading without permission: %v after %d direct reads, want Forbidden after 1", err, reads)
 	}

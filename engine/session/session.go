@@ -15,14 +15,18 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -69,6 +73,11 @@ type Session struct {
 	Client client.Client
 	// Discovery is a discovery client with the request timeout.
 	Discovery discovery.DiscoveryInterface
+	// HTTPClient (for watches, no timeout) and DirectHTTPClient (with the
+	// request timeout) share the session's own transport: clients made
+	// for the session use them, so that its provider connections are its
+	// own and close when it stops.
+	HTTPClient, DirectHTTPClient *http.Client
 	// CRDs reads provider CRDs for schema discovery: the exported ones from
 	// a watch once it has synced, the rest directly (see ExportedCRDs).
 	CRDs *ExportedCRDs
@@ -77,6 +86,10 @@ type Session struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	activate sync.Once
+	// started is set when the cache starts; stopped is closed when it has
+	// stopped.
+	started atomic.Bool
+	stopped chan struct{}
 }
 
 // Cache is the session's shared provider cache. Informers added to it
@@ -87,6 +100,10 @@ func (s *Session) Cache() cache.Cache { return s.cluster.GetCache() }
 // session use it.
 func (s *Session) Context() context.Context { return s.ctx }
 
+// Stopped tells whether the session has stopped (been replaced, stopped
+// or unpublished).
+func (s *Session) Stopped() bool { return s.ctx != nil && s.ctx.Err() != nil }
+
 // Done is closed when the session has stopped.
 func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 
@@ -94,7 +111,9 @@ func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 // at once: callers wait with WaitForCacheSync if they need to.
 func (s *Session) Activate() {
 	s.activate.Do(func() {
+		s.started.Store(true)
 		go func() {
+			defer close(s.stopped)
 			if err := s.cluster.Start(s.ctx); err != nil {
 				log.FromContext(s.ctx).Error(err, "Provider cache stopped with an error")
 			}
@@ -293,8 +312,15 @@ func (m *Manager) build(connection, hash, namespace, consumerUID, confinedTo str
 	// Watches must outlive the request timeout; only one-shot requests get it.
 	direct := rest.CopyConfig(cfg)
 	direct.Timeout = m.opts.Timeout
+	rt, tracked, err := privateTransport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Transport: rt}
+	directHC := &http.Client{Transport: rt, Timeout: m.opts.Timeout}
 
 	cl, err := cluster.New(cfg, func(o *cluster.Options) {
+		o.HTTPClient = hc
 		o.Scheme = m.opts.Scheme
 		o.Cache.DefaultTransform = onlyOurContent(consumerUID)
 		if confinedTo != "" {
@@ -305,28 +331,120 @@ func (m *Manager) build(connection, hash, namespace, consumerUID, confinedTo str
 		// request timeout (the cluster's own HTTP client has none, for
 		// watches), or a silent provider blocks every client call forever.
 		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) {
-			hc, err := rest.HTTPClientFor(direct)
-			if err != nil {
-				return nil, err
-			}
-			return apiutil.NewDynamicRESTMapper(direct, hc)
+			return apiutil.NewDynamicRESTMapper(direct, directHC)
 		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating provider cache: %w", err)
 	}
-	c, err := client.New(direct, client.Options{Scheme: m.opts.Scheme, Mapper: cl.GetRESTMapper()})
+	c, err := client.New(direct, client.Options{Scheme: m.opts.Scheme, Mapper: cl.GetRESTMapper(), HTTPClient: directHC})
 	if err != nil {
 		return nil, fmt.Errorf("creating provider client: %w", err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(direct)
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(direct, directHC)
 	if err != nil {
 		return nil, fmt.Errorf("creating provider discovery client: %w", err)
 	}
 	ctx, cancel := context.WithCancel(log.IntoContext(m.base, log.Log.WithValues("connection", connection)))
-	return &Session{
+	s := &Session{
 		Connection: connection, Hash: hash, Namespace: namespace, ConfinedTo: confinedTo,
-		Config: cfg, Direct: direct, Client: c, Discovery: dc, CRDs: NewExportedCRDs(ctx, cfg, c),
-		cluster: cl, ctx: ctx, cancel: cancel,
-	}, nil
+		Config: cfg, Direct: direct, Client: c, Discovery: dc, CRDs: NewExportedCRDs(ctx, cfg, hc, c),
+		HTTPClient: hc, DirectHTTPClient: directHC,
+		cluster: cl, ctx: ctx, cancel: cancel, stopped: make(chan struct{}),
+	}
+	go s.closeConnectionsWhenStopped(rt, tracked)
+	return s, nil
+}
+
+// privateTransport is a transport of the session's own, whose connections
+// the returned conns tracks. client-go shares one transport among all
+// clients with the same TLS settings, for the life of the process: a
+// stopped session's connections would stay open until their idle timeout,
+// and a Connection's old and new credentials (or two Connections) would
+// share them. A transport with its own dialer is never shared.
+func privateTransport(cfg *rest.Config) (http.RoundTripper, *conns, error) {
+	own := rest.CopyConfig(cfg)
+	tracked := &conns{dial: own.Dial, open: map[*trackedConn]struct{}{}}
+	if tracked.dial == nil {
+		// client-go's default dialer.
+		tracked.dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	own.Dial = tracked.dialContext
+	rt, err := rest.TransportFor(own)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the provider transport: %w", err)
+	}
+	return rt, tracked, nil
+}
+
+// conns are the connections one session's transport opened.
+type conns struct {
+	dial func(ctx context.Context, network, address string) (net.Conn, error)
+
+	mu     sync.Mutex
+	open   map[*trackedConn]struct{}
+	closed bool
+}
+
+// errSessionStopped refuses a connection to a stopped session.
+var errSessionStopped = errors.New("the provider session has stopped")
+
+func (c *conns) dialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	conn, err := c.dial(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	t := &trackedConn{Conn: conn, owner: c}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		_ = conn.Close()
+		return nil, errSessionStopped
+	}
+	c.open[t] = struct{}{}
+	return t, nil
+}
+
+// closeAll closes every connection still open and refuses new ones.
+func (c *conns) closeAll() {
+	c.mu.Lock()
+	c.closed = true
+	open := c.open
+	c.open = map[*trackedConn]struct{}{}
+	c.mu.Unlock()
+	for t := range open {
+		_ = t.Conn.Close()
+	}
+}
+
+type trackedConn struct {
+	net.Conn
+	owner *conns
+}
+
+func (t *trackedConn) Close() error {
+	t.owner.mu.Lock()
+	delete(t.owner.open, t)
+	t.owner.mu.Unlock()
+	return t.Conn.Close()
+}
+
+// connectionsCloseGrace is how long after its cache stopped a stopped
+// session's last connections are cut: requests in flight (a Lease deleted
+// after the session stopped, say) get that long to finish.
+const connectionsCloseGrace = 5 * time.Second
+
+// closeConnectionsWhenStopped closes the session's provider connections
+// once it has stopped and its cache with it: the idle ones at once, every
+// one left after connectionsCloseGrace.
+func (s *Session) closeConnectionsWhenStopped(rt http.RoundTripper, tracked *conns) {
+	<-s.ctx.Done()
+	if s.started.Load() {
+		<-s.stopped
+	}
+	utilnet.CloseIdleConnectionsFor(rt)
+	timer := time.NewTimer(connectionsCloseGrace)
+	defer timer.Stop()
+	<-timer.C
+	tracked.closeAll()
 }

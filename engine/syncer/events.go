@@ -29,7 +29,7 @@ func (s *Syncer) runForwarder(want bool) {
 	case want && s.forwarder == nil && s.ctx.Err() == nil:
 		f, err := providerevents.New(providerevents.Options{
 			Connection: s.target.Connection, GroupKind: s.target.GVK.GroupKind(),
-			Provider: s.session.Config, Namespace: s.session.ConfinedTo,
+			Provider: s.session.Config, ProviderHTTPClient: s.session.HTTPClient, Namespace: s.session.ConfinedTo,
 			Consumer: s.consumer, ConsumerCache: s.ccache,
 			Resolve: s.resolveEvent, Limiter: s.limiter,
 			Refused: func(refusal string) { s.results.setRefusal(s.target, refusal) },

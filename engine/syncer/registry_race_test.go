@@ -3,14 +3,17 @@ package syncer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -198,4 +201,33 @@ func TestTakeInformersOfOneVersion(t *testing.T) {
 	if taken := r.takeInformersLocked("gadgets.example.org", v1); len(taken) != 0 {
 		t.Errorf("an unknown API gave %v", taken)
 	}
+}
+
+// The record forgets the informers of a session that has stopped (a
+// rotated Connection's previous one): it must not keep every session the
+// Connection ever had — caches, clients, REST mapper — alive.
+func TestRecordForgetsStoppedSessions(t *testing.T) {
+	gvk := schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Widget"}
+	m := session.NewManager(context.Background(), session.Options{Scheme: clientgoscheme.Scheme, Timeout: time.Second})
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	old, _, err := m.Prepare("p", "hash-1", "", "", "", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Registry{}
+	r.recordInformerLocked("widgets.example.org", gvk, old)
+	// New credentials: a new candidate replaces (and stops) the old one.
+	newer, _, err := m.Prepare("p", "hash-2", "", "", "", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !old.Stopped() || newer.Stopped() {
+		t.Fatalf("stopped: old %v, newer %v; want true, false", old.Stopped(), newer.Stopped())
+	}
+	r.recordInformerLocked("widgets.example.org", gvk, newer)
+	want := map[usedInformer]bool{{gvk: gvk}: true, {gvk: gvk, session: newer}: true}
+	if got := r.used["widgets.example.org"]; !maps.Equal(got, want) {
+		t.Errorf("recorded %v, want the consumer's and the new session's informer only", got)
+	}
+	m.Stop("p")
 }
