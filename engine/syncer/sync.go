@@ -44,6 +44,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 	if err := s.ccache.Get(ctx, key, cobj); err != nil {
 		if apierrors.IsNotFound(err) {
 			s.results.forget(s.target, key)
+			s.deletions.forget(key)
 			return false, nil
 		}
 		return false, fmt.Errorf("reading consumer object: %w", err)
@@ -68,7 +69,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 			return !done && err == nil, err
 		}
 		cached := exists
-		if !exists && controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
+		if confirmAbsence(exists, controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer), s.deletions.seen(key)) {
 			// SYNC-D: the cache may lag the provider (a copy applied a
 			// moment ago; a watch re-listing after an outage or a
 			// compaction): the finalizer goes only once the provider
@@ -119,6 +120,8 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 	digest := digestOf(desired)
 	if last, ok := s.applied.Load(key); (!exists || !upToDate(pobj, desired)) && (!ok || last != digest) {
 		applied := desired.DeepCopy()
+		// A copy applied again is not the one a deletion waited for.
+		s.deletions.forget(key)
 		start := time.Now()
 		opts := []client.ApplyOption{client.FieldOwner(kbindv1alpha1.FieldManager)}
 		if exists {
@@ -465,6 +468,9 @@ func (s *Syncer) release(ctx context.Context, cobj, pobj *unstructured.Unstructu
 	orphan := cobj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation] == kbindv1alpha1.DeletionPolicyOrphan
 	owned := ownership.Classify(exists, annotationsOf(pobj), s.target.ClusterUID, string(cobj.GetUID())) == ownership.Ours
 	if owned && !orphan {
+		// Before the DELETE, so that the informer's report cannot come
+		// first.
+		s.deletions.expect(client.ObjectKeyFromObject(cobj), pobj.GetUID())
 		if pobj.GetDeletionTimestamp().IsZero() {
 			uid := pobj.GetUID()
 			if err := s.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
@@ -486,6 +492,7 @@ func (s *Syncer) release(ctx context.Context, cobj, pobj *unstructured.Unstructu
 		}
 		return false, err
 	}
+	s.deletions.forget(client.ObjectKeyFromObject(cobj))
 	s.results.forget(s.target, client.ObjectKeyFromObject(cobj))
 	return false, nil
 }

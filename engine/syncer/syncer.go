@@ -135,6 +135,10 @@ type Syncer struct {
 	// cache has caught up does not apply the same thing twice.
 	applied sync.Map // types.NamespacedName → string (digest of the desired copy)
 
+	// deletions are the provider copies release waits for, and whether the
+	// provider informer reported them deleted.
+	deletions deletions
+
 	// forwarder runs while the scope forwards the provider's Events;
 	// fmu guards it.
 	fmu       sync.Mutex
@@ -278,9 +282,9 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 	}
 	// Provider events also mean the cache caught up with our last apply.
 	providerHandler := toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.providerEvent(obj) },
-		UpdateFunc: func(_, obj any) { s.providerEvent(obj) },
-		DeleteFunc: func(obj any) { s.providerEvent(obj) },
+		AddFunc:    func(obj any) { s.providerEvent(obj, false) },
+		UpdateFunc: func(_, obj any) { s.providerEvent(obj, false) },
+		DeleteFunc: func(obj any) { s.providerEvent(obj, true) },
 	}
 	cinf, err := s.ccache.GetInformer(ctx, s.newObject())
 	if err != nil {
@@ -380,8 +384,8 @@ func (s *Syncer) consumerEvent(obj any, deleted bool) {
 // providerEvent queues the consumer object a provider object stands for
 // (the same key without isolation; under isolation the index, else the
 // copy's origin markers), and forgets the last apply of it: the cache has
-// caught up.
-func (s *Syncer) providerEvent(obj any) {
+// caught up. A deletion is recorded for the copy release waits for.
+func (s *Syncer) providerEvent(obj any, deleted bool) {
 	o, ok := objectOf(obj)
 	if !ok {
 		return
@@ -391,6 +395,9 @@ func (s *Syncer) providerEvent(obj any) {
 		return
 	}
 	s.applied.Delete(key)
+	if deleted {
+		s.deletions.observed(key, o.GetUID())
+	}
 	s.queue.Add(key)
 }
 
