@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine"
 	"github.com/kbind/kbind/engine/enginetest"
 )
 
@@ -49,13 +50,24 @@ func loose() *apiextensionsv1.CustomResourceDefinition {
 	return crd
 }
 
+// engineOptions raise the provider client's rate limit above the
+// konnector's default (100 QPS, burst 200), as an operator syncing
+// thousands of namespaces would (--provider-qps): the first sync of an
+// object in a new namespace costs two provider writes (the namespace and
+// the apply), so the default syncs 50 such objects a second — 200 s for
+// TestTenThousandNamespaces' 10000 before its deletes, measured, every
+// second of it waiting on the rate limiter — and the test is about what
+// 10000 namespaces do to kbind, not about that limit.
+var engineOptions = engine.Options{ProviderQPS: 400, ProviderBurst: 800}
+
 func TestMain(m *testing.M) {
 	var stop func()
 	var err error
-	env, stop, err = enginetest.Start(enginetest.Options{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
+	env, stop, err = enginetest.Start(enginetest.Options{Engine: engineOptions, ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("shifters", "shifter", "Shifter", "hostile.example.org", apiextensionsv1.NamespaceScoped, true),
-		secretLike(), manyVersions(), loose(),
+		secretLike(), manyVersions(), loose(), keeps(),
+		enginetest.CRD("spreads", "spread", "Spread", "hostile.example.org", apiextensionsv1.NamespaceScoped, true),
 	}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -80,7 +92,8 @@ func setup() int {
 			Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"}}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "hostile"}},
 	}
-	for _, api := range []string{"widgets.example.org", "shifters.hostile.example.org", "secrets.hostile.example.org", "multis.hostile.example.org", "looses.hostile.example.org"} {
+	for _, api := range []string{"widgets.example.org", "shifters.hostile.example.org", "secrets.hostile.example.org", "multis.hostile.example.org", "looses.hostile.example.org",
+		"keeps.hostile.example.org", "spreads.hostile.example.org"} {
 		objs = append(objs, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: strings.Split(api, ".")[0]}, Spec: kbindv1alpha1.BindingSpec{
 			ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"},
 			APIs:          []kbindv1alpha1.APIReference{{Name: api}}}})
