@@ -89,11 +89,12 @@ type Reconciler struct {
 	changed map[string]bool
 }
 
-// sessionReader is the identity reader of one provider session (by its
-// kubeconfig hash): it asks discovery whether the provider is kcp once.
+// sessionReader is the identity reader of one provider session: it asks
+// discovery whether the provider is kcp once, through the session's
+// connections (a new session, even of the same kubeconfig, gets its own).
 type sessionReader struct {
-	hash   string
-	reader *identity.Reader
+	session *session.Session
+	reader  *identity.Reader
 }
 
 // probe is the remembered outcome of the last identity read (at) and
@@ -533,7 +534,7 @@ func (r *Reconciler) watchExports(name string, sess *session.Session) {
 func (r *Reconciler) identityReader(name string, sess *session.Session) (*identity.Reader, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if sr, ok := r.readers[name]; ok && sr.hash == sess.Hash {
+	if sr, ok := r.readers[name]; ok && sr.session == sess {
 		return sr.reader, nil
 	}
 	// Direct: every identity request carries the request timeout.
@@ -541,7 +542,7 @@ func (r *Reconciler) identityReader(name string, sess *session.Session) (*identi
 	if err != nil {
 		return nil, err
 	}
-	r.readers[name] = sessionReader{hash: sess.Hash, reader: reader}
+	r.readers[name] = sessionReader{session: sess, reader: reader}
 	return reader, nil
 }
 

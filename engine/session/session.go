@@ -15,7 +15,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -381,13 +380,9 @@ func privateTransport(cfg *rest.Config) (http.RoundTripper, *conns, error) {
 type conns struct {
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
 
-	mu     sync.Mutex
-	open   map[*trackedConn]struct{}
-	closed bool
+	mu   sync.Mutex
+	open map[*trackedConn]struct{}
 }
-
-// errSessionStopped refuses a connection to a stopped session.
-var errSessionStopped = errors.New("the provider session has stopped")
 
 func (c *conns) dialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	conn, err := c.dial(ctx, network, address)
@@ -397,18 +392,15 @@ func (c *conns) dialContext(ctx context.Context, network, address string) (net.C
 	t := &trackedConn{Conn: conn, owner: c}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		_ = conn.Close()
-		return nil, errSessionStopped
-	}
 	c.open[t] = struct{}{}
 	return t, nil
 }
 
-// closeAll closes every connection still open and refuses new ones.
+// closeAll closes every connection open now. A stopped session's client
+// still works (a Connection that stopped being Ready keeps renewing its
+// heartbeat through it): a later request dials again.
 func (c *conns) closeAll() {
 	c.mu.Lock()
-	c.closed = true
 	open := c.open
 	c.open = map[*trackedConn]struct{}{}
 	c.mu.Unlock()
