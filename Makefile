@@ -110,7 +110,7 @@ FAULTS_TIMEOUT ?= 20m
 FAULTS_FLAGS ?=
 
 .PHONY: test-faults
-test-faults: ## The fault suite (e2e/faults): provider unreachable, resets, latency, API server/etcd restarts, watch expiry, konnector kills, under load (FAULTS_FLAGS=-run ...).
+test-faults: ## The fault suite (e2e/faults): provider unreachable, resets, latency, API server/etcd restarts, watch expiry, konnector kills, CRD and Secret faults, leader failover, under load; Connection and credential churn (FAULTS_FLAGS=-run ...).
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
 	  echo "== go test ./e2e/faults"; \
 	  cd e2e && $(GO) test -count=1 -v -timeout $(FAULTS_TIMEOUT) $(FAULTS_FLAGS) ./faults/

@@ -8,6 +8,9 @@
 // checks the invariants (Check): every live consumer object has exactly
 // one provider copy with its current spec and the provider's status back,
 // no orphaned copy, no stuck deletion, nothing foreign touched, the
-// konnector's goroutines back to their level. docs/reliability.md lists
-// the scenarios and what they measured.
+// konnector's goroutines and the API servers' open watches back to their
+// level. The churn runs (Connection create/delete cycles, credential
+// rotations) then hold the konnector's goroutines, memory, provider
+// connections and watches to where they started. docs/reliability.md
+// lists the scenarios and what they measured.
 package faults

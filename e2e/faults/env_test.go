@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,13 +50,18 @@ type env struct {
 	consumer, provider client.Client
 	konnector          *konnector
 	monitor            *monitor
+	// kubeconfig is the Connection's: the provider's admin, through the
+	// proxy.
+	kubeconfig []byte
 }
 
 func newEnv(t *testing.T) *env {
 	ctx := context.Background()
-	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
-		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
-	}})
+	crds := []*apiextensionsv1.CustomResourceDefinition{widgetCRD(), gadgetCRD()}
+	for i := range churnLanes {
+		crds = append(crds, laneCRD(i))
+	}
+	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: crds})
 	upstream, err := url.Parse(pair.Provider.Config.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +72,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(proxy.Close)
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kbindv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, kbindv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +87,7 @@ func newEnv(t *testing.T) *env {
 	if _, err := testenv.Kubectl(ctx, pair.KubeconfigPath, "--context=consumer", "create", "namespace", "kbind"); err != nil {
 		t.Fatal(err)
 	}
-	e.konnector = newKonnector(t, pair.Consumer.KubeconfigPath)
+	e.konnector = newKonnector(t, "konnector", pair.Consumer.KubeconfigPath)
 	if err := e.konnector.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +95,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.kubeconfig = through
 	manifest := enginetest.ConnectionManifest(connectionName, through) + `
 ---
 apiVersion: core.kbind.io/v1alpha1
@@ -116,13 +122,31 @@ spec:
 	return e
 }
 
+// The provider's APIs: Widgets carry the load; the gadgets API is bound
+// in a scenario (a konnector killed while it installs the CRD); each churn
+// lane binds its own API.
+func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
+	return enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true)
+}
+
+func gadgetCRD() *apiextensionsv1.CustomResourceDefinition {
+	return enginetest.CRD("gadgets", "gadget", "Gadget", "example.org", apiextensionsv1.NamespaceScoped, true)
+}
+
+func laneCRD(i int) *apiextensionsv1.CustomResourceDefinition {
+	return enginetest.CRD(fmt.Sprintf("lane%ds", i), fmt.Sprintf("lane%d", i), fmt.Sprintf("Lane%d", i), "churn.example.org", apiextensionsv1.NamespaceScoped, true)
+}
+
 // sample is the Connection's and the ClusterBinding's state at one time.
 type sample struct {
 	at                           time.Time
 	connected, ready, bindingOK  bool
 	connectedReason, readyReason string
 	message                      string
-	err                          error
+	// bindingMessage is the ClusterBinding's Ready or Synced message when
+	// it is not both.
+	bindingMessage string
+	err            error
 }
 
 // monitor reads the Connection and the ClusterBinding every 200 ms.
@@ -168,8 +192,16 @@ func readState(ctx context.Context, c client.Client) sample {
 	if s.err = c.Get(rctx, client.ObjectKey{Name: bindingName}, b); s.err != nil {
 		return s
 	}
-	s.bindingOK = meta.IsStatusConditionTrue(b.Status.Conditions, string(kbindv1alpha1.ConditionReady)) &&
-		meta.IsStatusConditionTrue(b.Status.Conditions, string(kbindv1alpha1.ConditionSynced))
+	s.bindingOK = true
+	for _, typ := range []kbindv1alpha1.ConditionType{kbindv1alpha1.ConditionReady, kbindv1alpha1.ConditionSynced} {
+		cond := meta.FindStatusCondition(b.Status.Conditions, string(typ))
+		if cond == nil || cond.Status != metav1.ConditionTrue {
+			s.bindingOK = false
+			if cond != nil && s.bindingMessage == "" {
+				s.bindingMessage = fmt.Sprintf("%s=%s (%s): %s", cond.Type, cond.Status, cond.Reason, cond.Message)
+			}
+		}
+	}
 	return s
 }
 
@@ -194,23 +226,29 @@ func (m *monitor) first(since time.Time, ok func(sample) bool) (sample, bool) {
 func (s sample) healthy() bool  { return s.connected && s.ready && s.bindingOK }
 func (s sample) reported() bool { return !s.connected || !s.ready }
 
+// bindingReported: the ClusterBinding is not Ready or not Synced.
+func (s sample) bindingReported() bool { return !s.bindingOK }
+
 // konnector is the built konnector as a process (harness.Process), with
 // the consumer's admin kubeconfig and its metrics and pprof endpoints on
 // loopback ports.
 type konnector struct {
 	*harness.Process
+	name                   string
 	metricsAddr, pprofAddr string
 }
 
-func newKonnector(t *testing.T, kubeconfig string) *konnector {
-	k := &konnector{metricsAddr: harness.FreeAddr(t), pprofAddr: harness.FreeAddr(t)}
+// newKonnector prepares a konnector named name (its log file) with extra
+// flags.
+func newKonnector(t *testing.T, name, kubeconfig string, extraArgs ...string) *konnector {
+	k := &konnector{name: name, metricsAddr: harness.FreeAddr(t), pprofAddr: harness.FreeAddr(t)}
 	// Kept when the test fails (removed when it passes).
 	dir, err := os.MkdirTemp("", "kbind-faults-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.Process, err = harness.NewProcess(konnectorBin, filepath.Join(dir, "konnector.log"),
-		"--kubeconfig", kubeconfig, "--namespace", "kbind", "--metrics-bind-address", k.metricsAddr, "--pprof-bind-address", k.pprofAddr)
+	args := append([]string{"--kubeconfig", kubeconfig, "--namespace", "kbind", "--metrics-bind-address", k.metricsAddr, "--pprof-bind-address", k.pprofAddr}, extraArgs...)
+	k.Process, err = harness.NewProcess(konnectorBin, filepath.Join(dir, name+".log"), args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +260,7 @@ func newKonnector(t *testing.T, kubeconfig string) *konnector {
 			if len(lines) > 150 {
 				lines = lines[len(lines)-150:]
 			}
-			t.Logf("konnector log tail (the whole log: %s):\n%s", k.LogPath(), strings.Join(lines, "\n"))
+			t.Logf("%s log tail (the whole log: %s):\n%s", name, k.LogPath(), strings.Join(lines, "\n"))
 			return
 		}
 		_ = os.RemoveAll(dir)
@@ -230,37 +268,167 @@ func newKonnector(t *testing.T, kubeconfig string) *konnector {
 	return k
 }
 
+// metrics is the konnector's metrics exposition.
+func (k *konnector) metrics() (string, error) {
+	return httpGet("http://" + k.metricsAddr + "/metrics")
+}
+
+// metric sums the konnector's samples of name whose labels include match
+// (0 when there is none).
+func (k *konnector) metric(name string, match map[string]string) (float64, error) {
+	text, err := k.metrics()
+	if err != nil {
+		return 0, fmt.Errorf("reading the %s metrics: %w", k.name, err)
+	}
+	v, _, err := MetricSum(text, name, match)
+	return v, err
+}
+
 // goroutines is the konnector's go_goroutines gauge.
 func (k *konnector) goroutines() (int, error) {
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + k.metricsAddr + "/metrics")
+	v, err := k.metric("go_goroutines", nil)
+	return int(v), err
+}
+
+// leads tells whether the konnector holds the leader election Lease.
+func (k *konnector) leads() bool {
+	v, err := k.metric("leader_election_master_status", map[string]string{"name": kbindv1alpha1.KonnectorLeaderElectionID})
+	return err == nil && v == 1
+}
+
+// rss is the konnector's resident set size in bytes.
+func (k *konnector) rss() (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", k.PID()))
 	if err != nil {
-		return 0, fmt.Errorf("reading the konnector's metrics: %w", err)
+		return 0, err
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int(f), err
+	return VmRSS(string(data))
+}
+
+// connectionsTo counts the konnector's established TCP connections to a
+// port (decimal) on this host.
+func (k *konnector) connectionsTo(port string) (int, error) {
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return 0, err
+	}
+	pid := k.PID()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, err
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		if link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil {
+			if inode, ok := SocketInode(link); ok {
+				inodes[inode] = true
+			}
 		}
 	}
-	return 0, fmt.Errorf("the konnector's metrics have no go_goroutines (%v)", sc.Err())
+	n := 0
+	for _, table := range []string{"tcp", "tcp6"} {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			return 0, err
+		}
+		m, err := EstablishedTo(string(data), inodes, p)
+		if err != nil {
+			return 0, err
+		}
+		n += m
+	}
+	return n, nil
 }
 
 // goroutineProfile is the konnector's goroutines, grouped by stack
 // (pprof debug=1), for a failure message.
 func (k *konnector) goroutineProfile() string {
-	c := &http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get("http://" + k.pprofAddr + "/debug/pprof/goroutine?debug=1")
+	text, err := httpGet("http://" + k.pprofAddr + "/debug/pprof/goroutine?debug=1")
 	if err != nil {
 		return err.Error()
+	}
+	return text
+}
+
+// saveProfiles writes the konnector's goroutine profile (by stack) and
+// heap profile (after a GC) into a directory kept for the developer and
+// returns it.
+func (k *konnector) saveProfiles(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "kbind-faults-profiles-")
+	if err != nil {
+		return err.Error()
+	}
+	for file, path := range map[string]string{"goroutines.txt": "goroutine?debug=1", "heap.pb.gz": "heap?gc=1"} {
+		data, err := httpGet("http://" + k.pprofAddr + "/debug/pprof/" + path)
+		if err != nil {
+			data = err.Error()
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(data), 0o600); err != nil {
+			t.Log(err)
+		}
+	}
+	return dir
+}
+
+func httpGet(url string) (string, error) {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err.Error()
+		return "", err
 	}
-	return string(data)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(data), nil
+}
+
+// watches is the number of open watches on a cluster's API server
+// (apiserver_longrunning_requests, verb WATCH): the konnector's and the
+// API server's own (the suite's clients watch nothing).
+func watches(ctx context.Context, c *testenv.Cluster) (int, error) {
+	data, err := apiServerMetrics(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	v, _, err := MetricSum(data, "apiserver_longrunning_requests", map[string]string{"verb": "WATCH"})
+	return int(v), err
+}
+
+// watchesBy is the open watches on a cluster's API server by resource.
+func watchesBy(ctx context.Context, c *testenv.Cluster) (map[string]int, error) {
+	data, err := apiServerMetrics(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(data, "\n") {
+		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || !strings.Contains(line, `verb="WATCH"`) {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, `resource="`)
+		resource, _, _ := strings.Cut(rest, `"`)
+		fields := strings.Fields(line)
+		if n, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil && n > 0 {
+			out[resource] += int(n)
+		}
+	}
+	return out, nil
+}
+
+func apiServerMetrics(ctx context.Context, c *testenv.Cluster) (string, error) {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return "", err
+	}
+	data, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reading the %s API server's metrics: %w", c.Name, err)
+	}
+	return string(data), nil
 }

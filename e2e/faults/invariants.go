@@ -61,7 +61,8 @@ const (
 	// SpecDiffers: the copy's spec is not the consumer's current spec.
 	SpecDiffers = "spec-differs"
 	// StatusDiffers: the consumer's status is not the copy's current
-	// status.
+	// status (when the copy has one: an absent status does not clear the
+	// consumer's, SYNC-2).
 	StatusDiffers = "status-differs"
 	// Stuck: an object is being deleted and its deletion has not
 	// completed (a finalizer is left) although nothing stops it.
@@ -112,7 +113,10 @@ func Check(consumer, provider, foreignBefore []Object) []Violation {
 		if !reflect.DeepEqual(c.Spec, p.Spec) {
 			add(SpecDiffers, c, "consumer %v, provider %v", c.Spec, p.Spec)
 		}
-		if !reflect.DeepEqual(c.Status, p.Status) {
+		// SYNC-2: a copy without status (re-created a moment ago, not
+		// yet seen by the provider's controller) leaves the consumer's
+		// last status as it is.
+		if p.Status != nil && !reflect.DeepEqual(c.Status, p.Status) {
 			add(StatusDiffers, c, "consumer %v, provider %v", c.Status, p.Status)
 		}
 	}

@@ -57,6 +57,7 @@ func TestCheck(t *testing.T) {
 		}()}, want: []string{"spec-differs ns/a"}},
 		{name: "status not back", consumer: []Object{b}, provider: []Object{copyOf(b, "Ready")}, want: []string{"status-differs ns/b"}},
 		{name: "stale status", consumer: []Object{a}, provider: []Object{copyOf(a, "Failed")}, want: []string{"status-differs ns/a"}},
+		{name: "a copy without status keeps the consumer's last one", consumer: []Object{a}, provider: []Object{copyOf(a, "")}},
 		{name: "stuck consumer deletion", consumer: []Object{deleting(a)}, provider: []Object{copyOf(a, "Ready")}, want: []string{"stuck ns/a"}},
 		{name: "stuck provider deletion of a gone object", provider: []Object{deleting(copyOf(a, "Ready"))}, want: []string{"stuck ns/a"}},
 		{name: "foreign object changed", provider: []Object{foreignChanged}, foreign: []Object{foreign}, want: []string{"touched ns/foreign"}},

@@ -43,6 +43,21 @@ type scenario struct {
 	// ClusterBinding to be Ready again; converge the bound for every
 	// invariant to hold (the writes that waited applied).
 	ready, converge time.Duration
+
+	// setup prepares the fault before the load starts (other konnectors,
+	// credentials) and returns how to undo it once the scenario is
+	// checked; nil for none.
+	setup func(t *testing.T, e *env) (teardown func())
+	// reportedBy tells whether a sample shows the fault; nil:
+	// sample.reported (the Connection's Connected or Ready is False).
+	reportedBy func(sample) bool
+	// check runs once the invariants hold, before the clean-up, for what
+	// the scenario promises beyond them.
+	check func(t *testing.T, e *env)
+	// dropsForeign: the fault deletes the suite's foreign provider object
+	// with everything else of its API, so the suite plants another after
+	// the heal.
+	dropsForeign bool
 }
 
 // result is what one scenario measured.
@@ -53,6 +68,7 @@ type result struct {
 	ready, converged       time.Duration
 	lost, duplicated       int
 	goroutinesBefore, back int
+	watchesBefore, watches int
 	writes, errors         int64
 }
 
@@ -65,17 +81,18 @@ func TestFaults(t *testing.T) {
 		})
 	}
 	var b strings.Builder
-	b.WriteString("\n| scenario | reported after | reported as | Ready after heal | converged after heal | lost | duplicated | goroutines before → after | writes (failed) |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| scenario | reported after | reported as | Ready after heal | converged after heal | lost | duplicated | goroutines before → after | open watches before → after | writes (failed) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		rep := "not reported"
 		if r.reported >= 0 {
 			rep = r.reported.Round(100 * time.Millisecond).String()
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %d | %d → %d | %d (%d) |\n", r.name, rep, r.reportedAs,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %d | %d → %d | %d → %d | %d (%d) |\n", r.name, rep, r.reportedAs,
 			r.ready.Round(100*time.Millisecond), r.converged.Round(100*time.Millisecond), r.lost, r.duplicated,
-			r.goroutinesBefore, r.back, r.writes, r.errors)
+			r.goroutinesBefore, r.back, r.watchesBefore, r.watches, r.writes, r.errors)
 	}
 	t.Log(b.String())
+	t.Run("churn", e.churn)
 }
 
 func scenarios() []scenario {
@@ -162,6 +179,12 @@ func scenarios() []scenario {
 				return func() { must(t, e.konnector.Start(context.Background())) }
 			},
 		},
+		providerCRDRecreated(),
+		secretDeleted(),
+		secretGarbage(),
+		killedInstalling(),
+		killedRotating(),
+		leaderFailover(),
 	}
 }
 
@@ -211,15 +234,17 @@ func (e *env) run(t *testing.T, sc scenario) result {
 	must(t, e.consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	// A provider object kbind did not create: it must stay untouched.
 	must(t, client.IgnoreAlreadyExists(e.provider.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})))
-	foreign := Widget(ns, "foreign", 7)
-	must(t, e.provider.Create(ctx, foreign))
-	foreignBefore := []Object{FromUnstructured(foreign)}
+	foreign, foreignBefore := e.plantForeign(t, ns)
+	if sc.setup != nil {
+		defer sc.setup(t, e)()
+	}
 
 	e.waitHealthy(t, time.Now(), time.Minute)
 	before, err := e.konnector.goroutines()
 	must(t, err)
 	res.goroutinesBefore = before
 	profileBefore := e.konnector.goroutineProfile()
+	res.watchesBefore = e.openWatches(t)
 
 	load := &Load{Consumer: e.consumer, Provider: e.provider, Namespace: ns, N: sc.objects, Every: 20 * time.Millisecond}
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -254,11 +279,18 @@ func (e *env) run(t *testing.T, sc scenario) result {
 	stopLoad()
 	<-loadDone
 	res.writes, res.errors = load.Writes.Load(), load.Errors.Load()
+	if sc.dropsForeign {
+		foreign, foreignBefore = e.plantForeign(t, ns)
+	}
 
-	if s, ok := e.monitor.first(injected, sample.reported); ok && s.at.Before(healed) {
+	reported := sc.reportedBy
+	if reported == nil {
+		reported = sample.reported
+	}
+	if s, ok := e.monitor.first(injected, reported); ok && s.at.Before(healed) {
 		res.reported = s.at.Sub(injected)
-		res.reportedAs = fmt.Sprintf("Connected=%v (%s), Ready=%v (%s)", s.connected, s.connectedReason, s.ready, s.readyReason)
-		t.Logf("reported after %s: %s: %s", res.reported.Round(time.Millisecond), res.reportedAs, s.message)
+		res.reportedAs = fmt.Sprintf("Connected=%v (%s), Ready=%v (%s), binding ok=%v", s.connected, s.connectedReason, s.ready, s.readyReason, s.bindingOK)
+		t.Logf("reported after %s: %s: %s %s", res.reported.Round(time.Millisecond), res.reportedAs, s.message, s.bindingMessage)
 	}
 	if sc.report > 0 && (res.reported < 0 || res.reported > sc.report) {
 		t.Errorf("the fault was reported after %s, want within %s", res.reported, sc.report)
@@ -284,6 +316,9 @@ func (e *env) run(t *testing.T, sc scenario) result {
 	if e.konnector.Exited() {
 		t.Errorf("the konnector exited during the fault")
 	}
+	if sc.check != nil && !t.Failed() {
+		sc.check(t, e)
+	}
 
 	// Clean up (deleting through kbind), then the goroutines are back.
 	load.DeleteAll(ctx)
@@ -302,7 +337,45 @@ func (e *env) run(t *testing.T, sc scenario) result {
 		_ = os.WriteFile(filepath.Join(dir, "after.txt"), []byte(e.konnector.goroutineProfile()), 0o600)
 		t.Logf("goroutine profiles in %s", dir)
 	}
+	// Open watches on both API servers: every watch the konnector opened
+	// for the scenario is closed, none was lost for good (a restarted API
+	// server has as many of its own as before).
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		res.watches = e.openWatches(t)
+		return res.watches == res.watchesBefore, nil
+	})
+	if err != nil {
+		t.Errorf("%d open watches on the API servers, %d before the fault", res.watches, res.watchesBefore)
+	}
 	return res
+}
+
+// plantForeign creates a provider Widget in ns that kbind did not create
+// (it must stay untouched) and returns it as the invariants' foreign
+// objects.
+func (e *env) plantForeign(t *testing.T, ns string) (*unstructured.Unstructured, []Object) {
+	t.Helper()
+	foreign := Widget(ns, "foreign", 7)
+	must(t, e.provider.Create(context.Background(), foreign))
+	return foreign, []Object{FromUnstructured(foreign)}
+}
+
+// openWatches is the sum of both API servers' open watches.
+func (e *env) openWatches(t *testing.T) int {
+	t.Helper()
+	ctx := context.Background()
+	n := 0
+	for _, c := range []*testenv.Cluster{e.pair.Consumer, e.pair.Provider} {
+		var m int
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			m, err = watches(ctx, c)
+			return err == nil, nil
+		})
+		must(t, err)
+		n += m
+	}
+	return n
 }
 
 // describe logs the provider objects a violation names, with their

@@ -187,6 +187,16 @@ func (k *Process) LogsSinceMark(context.Context) string {
 	return string(data)
 }
 
+// PID is the running konnector's process id; 0 when it is not running.
+func (k *Process) PID() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cmd == nil {
+		return 0
+	}
+	return k.cmd.Process.Pid
+}
+
 // Exited reports whether the konnector ended without Kill or Stop.
 func (k *Process) Exited() bool {
 	k.mu.Lock()
