@@ -164,6 +164,35 @@ subjects: [{kind: ServiceAccount, name: no-crds, namespace: guide}]
 			s.Run(ctx, t, consumer, "-n", "team-a", "delete", "bindings.core.kbind.io", "guide-wrong-name", "--timeout=60s")
 			return ctx
 		}).
+		Assess("an API the konnector may not access on the consumer: PermissionDenied names the chart value", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			// The chart grants the konnector only rbac.boundResourceGroups
+			// (harness.BoundGroups): a binding of an API of another group
+			// installs its CRD, but the konnector may not list its objects.
+			s.Apply(ctx, t, harness.ProviderContext, harness.CRDManifest("gizmos", "Gizmo", "unbound.example.org", "Namespaced", true))
+			s.Apply(ctx, t, harness.ConsumerContext, binding("team-a", "guide-unbound", connection, "", "gizmos.unbound.example.org"))
+			eventuallyCondition(ctx, t, "PermissionDenied", "True", "Forbidden", []string{"consumer cluster refuses", "Gizmo", `add "unbound.example.org" to rbac.boundResourceGroups`},
+				consumer, "-n", "team-a", "get", "bindings.core.kbind.io", "guide-unbound")
+			eventuallyCondition(ctx, t, "Synced", "False", "Pending", []string{"rbac.boundResourceGroups"},
+				consumer, "-n", "team-a", "get", "bindings.core.kbind.io", "guide-unbound")
+			// Granted (what the chart value would do), the API syncs.
+			s.Apply(ctx, t, harness.ConsumerContext, `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: guide-unbound}
+rules: [{apiGroups: [unbound.example.org], resources: ["*"], verbs: [get, list, watch, update, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: guide-unbound}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: guide-unbound}
+subjects: [{kind: ServiceAccount, name: `+harness.Release+`, namespace: `+harness.Namespace+`}]
+`)
+			eventuallyCondition(ctx, t, "Synced", "True", "AsExpected", nil, consumer, "-n", "team-a", "get", "bindings.core.kbind.io", "guide-unbound")
+			eventuallyCondition(ctx, t, "PermissionDenied", "False", "AsExpected", nil, consumer, "-n", "team-a", "get", "bindings.core.kbind.io", "guide-unbound")
+			s.Run(ctx, t, consumer, "-n", "team-a", "delete", "bindings.core.kbind.io", "guide-unbound", "--timeout=60s")
+			s.Run(ctx, t, consumer, "delete", "clusterrolebinding,clusterrole", "guide-unbound")
+			s.Run(ctx, t, provider, "delete", "crd", "gizmos.unbound.example.org")
+			return ctx
+		}).
 		Assess("binding is Ready but instances do not sync: the checklist", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			s.Run(ctx, t, consumer, "wait", "--for=condition=Established", "crd/widgets.example.org", "--timeout=10s")
 			if got := jsonpath(ctx, t, `{.metadata.labels.core\.kbind\.io/managed}/{.metadata.annotations.core\.kbind\.io/connection}`, consumer, "get", "crd", "widgets.example.org"); got != "true/provider" {

@@ -46,8 +46,8 @@ func desiredConditions(o observation) []patch.Condition {
 		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, o.connProblem)
 		return out
 	}
-	if refused := append(append([]string{}, o.forbidden...), o.instanceForbidden...); len(refused) > 0 {
-		add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden, "the provider refuses: "+strings.Join(refused, "; "))
+	if refused := permissionDenied(o); refused != "" {
+		add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden, refused)
 	} else {
 		add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "the provider allows the schema reads and instance writes")
 	}
@@ -107,4 +107,16 @@ func desiredConditions(o observation) []patch.Condition {
 	}
 	add(kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "every listed API is installed and its syncer runs")
 	return out
+}
+
+// permissionDenied is the PermissionDenied message: the provider's
+// refusals of schema reads and instance writes, then the lists either side
+// refuses a syncer (each saying what to grant); "" when nothing is refused.
+func permissionDenied(o observation) string {
+	var parts []string
+	if refused := append(append([]string{}, o.forbidden...), o.instanceForbidden...); len(refused) > 0 {
+		parts = append(parts, "the provider refuses: "+strings.Join(refused, "; "))
+	}
+	parts = append(parts, o.accessRefused...)
+	return strings.Join(parts, "; ")
 }

@@ -38,6 +38,8 @@ func TestDesiredConditions(t *testing.T) {
 			"Conflicts=False/AsExpected PermissionDenied=True/Forbidden AllVersionsServed=True/AsExpected Ready=False/Forbidden Synced=False/Pending", []string{"the provider refuses a schema read"}},
 		{"instance writes refused, still Ready", observation{bound: bound, instanceForbidden: []string{"apply Widget in namespace a: forbidden (3 object(s))"}},
 			"Conflicts=False/AsExpected PermissionDenied=True/Forbidden AllVersionsServed=True/AsExpected Ready=True/AsExpected Synced=True/AsExpected", nil},
+		{"a side refuses a syncer its list", observation{bound: bound, notSyncing: []string{"widgets.example.org (last attempt failed: …)"}, accessRefused: []string{"widgets.example.org: the consumer cluster refuses the konnector the list of Widget objects (API group example.org): forbidden; … add \"example.org\" to rbac.boundResourceGroups"}},
+			"Conflicts=False/AsExpected PermissionDenied=True/Forbidden AllVersionsServed=True/AsExpected Ready=True/AsExpected Synced=False/Pending", nil},
 		{"CRD not established", observation{bound: bound, pending: []string{"CRD widgets.example.org is not established yet"}},
 			"Conflicts=False/AsExpected PermissionDenied=False/AsExpected AllVersionsServed=True/AsExpected Ready=False/Pending Synced=False/Pending", []string{"not established"}},
 		{"unbinding a removed API", observation{bound: append(bound, kbindv1alpha1.BoundAPI{Name: "gadgets.example.org"}), unbinding: []string{"gadgets.example.org (2 object(s) waiting)"}},
@@ -104,5 +106,25 @@ func TestSetStatusAfterAFailedPhase(t *testing.T) {
 	setStatus(b, &observation{bound: []kbindv1alpha1.BoundAPI{{Name: "widgets.example.org"}}}, nil)
 	if len(cb.Status.BoundAPIs) != 1 {
 		t.Errorf("a successful pass writes boundAPIs: %+v", cb.Status.BoundAPIs)
+	}
+}
+
+func TestPermissionDenied(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		obs  observation
+		want string
+	}{
+		{"nothing refused", observation{}, ""},
+		{"the provider refuses", observation{forbidden: []string{"get crd: forbidden"}, instanceForbidden: []string{"apply Widget: forbidden (1 object(s))"}},
+			"the provider refuses: get crd: forbidden; apply Widget: forbidden (1 object(s))"},
+		{"a syncer's list refused, with what to grant", observation{accessRefused: []string{"widgets.example.org: the consumer cluster refuses …"}},
+			"widgets.example.org: the consumer cluster refuses …"},
+		{"both", observation{instanceForbidden: []string{"apply Widget: forbidden (1 object(s))"}, accessRefused: []string{"gadgets.example.org: the consumer cluster refuses …"}},
+			"the provider refuses: apply Widget: forbidden (1 object(s)); gadgets.example.org: the consumer cluster refuses …"},
+	} {
+		if got := permissionDenied(tc.obs); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

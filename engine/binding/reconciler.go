@@ -166,6 +166,9 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: entry.Name}, crd); err != nil || !r.Syncers.Running(entry.Name) {
 			what := entry.Name
+			if refused := r.Syncers.Refused(entry.Name); refused != "" {
+				o.accessRefused = append(o.accessRefused, entry.Name+": "+refused)
+			}
 			if failed := r.Syncers.LastError(entry.Name); failed != "" {
 				what += " (last attempt failed: " + failed + "; retrying with backoff)"
 			}
@@ -292,6 +295,9 @@ type observation struct {
 	conflicts, ownedByAnother int32
 	// instanceForbidden lists provider refusals of instance writes.
 	instanceForbidden []string
+	// accessRefused lists the APIs whose syncer either side refuses the
+	// list of, with what to grant.
+	accessRefused []string
 	// unbinding lists APIs no longer listed whose objects still wait for
 	// their provider copies to go.
 	unbinding []string

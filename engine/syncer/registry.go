@@ -244,6 +244,18 @@ func (r *Registry) LastError(crdName string) string {
 	return ""
 }
 
+// Refused is the access refusal the API's Syncer last failed with (a side
+// refuses the konnector the list of the API: see AccessRefused), "" when
+// it failed otherwise or not at all.
+func (r *Registry) Refused(crdName string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.failures[crdName]; ok {
+		return Refusal(f.err)
+	}
+	return ""
+}
+
 // API is what the registry needs to know about a bound API.
 type API struct {
 	CRD        string

@@ -312,8 +312,8 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 			return fmt.Errorf("provider namespace informer: %w", err)
 		}
 	}
-	if !toolscache.WaitForCacheSync(ctx.Done(), creg.HasSynced, preg.HasSynced) {
-		return fmt.Errorf("informers did not sync")
+	if err := s.waitForSync(ctx, creg.HasSynced, preg.HasSynced); err != nil {
+		return err
 	}
 	var wg sync.WaitGroup
 	for i := 0; i < s.workers; i++ {
