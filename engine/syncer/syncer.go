@@ -286,7 +286,9 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 		UpdateFunc: func(_, obj any) { s.providerEvent(obj, false) },
 		DeleteFunc: func(obj any) { s.providerEvent(obj, true) },
 	}
-	cinf, err := s.ccache.GetInformer(ctx, s.newObject())
+	// Not blocking until synced: waitForSync below waits, and says so
+	// when a side refuses the list.
+	cinf, err := s.ccache.GetInformer(ctx, s.newObject(), cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("consumer informer: %w", err)
 	}
@@ -295,7 +297,7 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = cinf.RemoveEventHandler(creg) }()
-	pinf, err := s.session.Cache().GetInformer(ctx, s.newObject())
+	pinf, err := s.session.Cache().GetInformer(ctx, s.newObject(), cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("provider informer: %w", err)
 	}
