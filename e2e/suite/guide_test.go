@@ -188,7 +188,10 @@ subjects: [{kind: ServiceAccount, name: `+harness.Release+`, namespace: `+harnes
 `)
 			eventuallyCondition(ctx, t, "Synced", "True", "AsExpected", nil, consumer, "-n", "team-a", "get", "bindings.core.kbind.io", "guide-unbound")
 			eventuallyCondition(ctx, t, "PermissionDenied", "False", "AsExpected", nil, consumer, "-n", "team-a", "get", "bindings.core.kbind.io", "guide-unbound")
+			// A Binding leaves the consumer CRD kbind installed (only a
+			// ClusterBinding's removal takes it along): delete it too.
 			s.Run(ctx, t, consumer, "-n", "team-a", "delete", "bindings.core.kbind.io", "guide-unbound", "--timeout=60s")
+			s.Run(ctx, t, consumer, "delete", "crd", "gizmos.unbound.example.org", "--timeout=60s")
 			s.Run(ctx, t, consumer, "delete", "clusterrolebinding,clusterrole", "guide-unbound")
 			s.Run(ctx, t, provider, "delete", "crd", "gizmos.unbound.example.org")
 			return ctx
