@@ -296,8 +296,15 @@ func (k *konnector) leads() bool {
 	return err == nil && v == 1
 }
 
-// rss is the konnector's resident set size in bytes.
+// rss is the konnector's resident set size in bytes, read right after a
+// garbage collection (its heap profile endpoint runs one first): the Go
+// runtime returns freed memory to the system only once a collection has
+// lowered its heap goal, and an idle konnector allocates too little to
+// start one, so without it RSS would measure the last burst's garbage.
 func (k *konnector) rss() (int64, error) {
+	if _, err := httpGet("http://" + k.pprofAddr + "/debug/pprof/heap?gc=1"); err != nil {
+		return 0, fmt.Errorf("collecting the %s's garbage: %w", k.name, err)
+	}
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", k.PID()))
 	if err != nil {
 		return 0, err
