@@ -92,6 +92,7 @@ func providerCRDRecreated() scenario {
 	return scenario{
 		name: "provider-crd-recreated", objects: 200, lasts: 10 * time.Second, report: 30 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
 		reportedBy: sample.bindingReported, dropsForeign: true,
+		reportedSays: []string{"APINotExported", "not exported by Connection", "widgets.example.org"},
 		inject: func(t *testing.T, e *env) func() {
 			ctx := context.Background()
 			crd := widgetCRD()

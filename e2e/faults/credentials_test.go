@@ -140,6 +140,7 @@ func killedRotating() scenario {
 func secretDeleted() scenario {
 	return scenario{
 		name: "secret-deleted", objects: 200, lasts: 15 * time.Second, report: 15 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+		reportedSays: []string{"SecretNotFound", "Secret kbind/provider not found"},
 		inject: func(t *testing.T, e *env) func() {
 			ctx := context.Background()
 			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secretKey.Namespace, Name: secretKey.Name}}
@@ -168,6 +169,7 @@ func secretDeleted() scenario {
 func secretGarbage() scenario {
 	return scenario{
 		name: "secret-garbage", objects: 200, lasts: 15 * time.Second, report: 15 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+		reportedSays: []string{"SecretNotFound", "not valid YAML or JSON kubeconfig"},
 		inject: func(t *testing.T, e *env) func() {
 			e.setKubeconfig(t, []byte(fmt.Sprintf("garbage: [%s", time.Now())))
 			return func() { e.setKubeconfig(t, e.kubeconfig) }

@@ -51,6 +51,10 @@ type scenario struct {
 	// reportedBy tells whether a sample shows the fault; nil:
 	// sample.reported (the Connection's Connected or Ready is False).
 	reportedBy func(sample) bool
+	// reportedSays are fragments the status that reported the fault must
+	// show (its reasons and messages, see sample.says): the operator is
+	// told what is wrong, not only that something is.
+	reportedSays []string
 	// check runs once the invariants hold, before the clean-up, for what
 	// the scenario promises beyond them.
 	check func(t *testing.T, e *env)
@@ -291,6 +295,14 @@ func (e *env) run(t *testing.T, sc scenario) result {
 		res.reported = s.at.Sub(injected)
 		res.reportedAs = fmt.Sprintf("Connected=%v (%s), Ready=%v (%s), binding ok=%v", s.connected, s.connectedReason, s.ready, s.readyReason, s.bindingOK)
 		t.Logf("reported after %s: %s: %s %s", res.reported.Round(time.Millisecond), res.reportedAs, s.message, s.bindingMessage)
+	}
+	if res.reported >= 0 {
+		s, _ := e.monitor.first(injected, reported)
+		for _, want := range sc.reportedSays {
+			if !strings.Contains(s.says(), want) {
+				t.Errorf("the fault was reported without %q: %s", want, s.says())
+			}
+		}
 	}
 	if sc.report > 0 && (res.reported < 0 || res.reported > sc.report) {
 		t.Errorf("the fault was reported after %s, want within %s", res.reported, sc.report)
