@@ -349,9 +349,9 @@ func (e *env) waitFootprint(t *testing.T, lanes []*lane, base footprint) bool {
 }
 
 // watchesByResource is the open watches on both API servers by resource.
-func (e *env) watchesByResource(t *testing.T) map[string]int {
+func (e *env) watchesByResource(t *testing.T) map[string]float64 {
 	t.Helper()
-	out := map[string]int{}
+	out := map[string]float64{}
 	for _, c := range []*testenv.Cluster{e.pair.Consumer, e.pair.Provider} {
 		byResource, err := watchesBy(context.Background(), c)
 		if err != nil {

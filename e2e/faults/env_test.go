@@ -226,6 +226,11 @@ func (m *monitor) first(since time.Time, ok func(sample) bool) (sample, bool) {
 func (s sample) healthy() bool  { return s.connected && s.ready && s.bindingOK }
 func (s sample) reported() bool { return !s.connected || !s.ready }
 
+// says is the sample's reasons and messages, for assertions.
+func (s sample) says() string {
+	return s.connectedReason + " " + s.readyReason + ": " + s.message + " | " + s.bindingMessage
+}
+
 // bindingReported: the ClusterBinding is not Ready or not Synced.
 func (s sample) bindingReported() bool { return !s.bindingOK }
 
@@ -408,24 +413,12 @@ func watches(ctx context.Context, c *testenv.Cluster) (int, error) {
 }
 
 // watchesBy is the open watches on a cluster's API server by resource.
-func watchesBy(ctx context.Context, c *testenv.Cluster) (map[string]int, error) {
+func watchesBy(ctx context.Context, c *testenv.Cluster) (map[string]float64, error) {
 	data, err := apiServerMetrics(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int{}
-	for _, line := range strings.Split(data, "\n") {
-		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || !strings.Contains(line, `verb="WATCH"`) {
-			continue
-		}
-		_, rest, _ := strings.Cut(line, `resource="`)
-		resource, _, _ := strings.Cut(rest, `"`)
-		fields := strings.Fields(line)
-		if n, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil && n > 0 {
-			out[resource] += int(n)
-		}
-	}
-	return out, nil
+	return MetricSumBy(data, "apiserver_longrunning_requests", map[string]string{"verb": "WATCH"}, "resource")
 }
 
 func apiServerMetrics(ctx context.Context, c *testenv.Cluster) (string, error) {

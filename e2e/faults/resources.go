@@ -18,16 +18,24 @@ import (
 // Prometheus text exposition whose labels include every pair of match;
 // found is false when no sample matches.
 func MetricSum(exposition, name string, match map[string]string) (sum float64, found bool, err error) {
+	by, err := MetricSumBy(exposition, name, match, "")
+	if err != nil {
+		return 0, false, err
+	}
+	sum, found = by[""]
+	return sum, found, nil
+}
+
+// MetricSumBy is MetricSum per value of the label by ("" sums every
+// matching sample under the key "").
+func MetricSumBy(exposition, name string, match map[string]string, by string) (map[string]float64, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(exposition))
 	if err != nil {
-		return 0, false, fmt.Errorf("parsing metrics: %w", err)
+		return nil, fmt.Errorf("parsing metrics: %w", err)
 	}
-	family, ok := families[name]
-	if !ok {
-		return 0, false, nil
-	}
-	for _, m := range family.GetMetric() {
+	out := map[string]float64{}
+	for _, m := range families[name].GetMetric() {
 		labels := map[string]string{}
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
@@ -37,17 +45,14 @@ func MetricSum(exposition, name string, match map[string]string) (sum float64, f
 		}
 		switch {
 		case m.GetCounter() != nil:
-			sum += m.GetCounter().GetValue()
+			out[labels[by]] += m.GetCounter().GetValue()
 		case m.GetGauge() != nil:
-			sum += m.GetGauge().GetValue()
+			out[labels[by]] += m.GetGauge().GetValue()
 		case m.GetUntyped() != nil:
-			sum += m.GetUntyped().GetValue()
-		default:
-			continue
+			out[labels[by]] += m.GetUntyped().GetValue()
 		}
-		found = true
 	}
-	return sum, found, nil
+	return out, nil
 }
 
 func includes(labels, match map[string]string) bool {

@@ -35,6 +35,10 @@ go_goroutines 123
 			}
 		})
 	}
+	by, err := MetricSumBy(exposition, "rest_client_requests_total", map[string]string{"code": "200"}, "host")
+	if err != nil || len(by) != 2 || by["127.0.0.1:1000"] != 9 || by["127.0.0.1:2000"] != 5 {
+		t.Errorf("by host: %v, %v", by, err)
+	}
 	if _, _, err := MetricSum("not a metric line {", "x", nil); err == nil {
 		t.Error("garbage parsed without an error")
 	}
