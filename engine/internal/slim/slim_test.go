@@ -1,6 +1,7 @@
 package slim
 
 import (
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,5 +35,33 @@ func TestTransform(t *testing.T) {
 	out, _ = Transform()(s)
 	if sec := out.(*corev1.Secret); len(sec.ManagedFields) > 0 || len(sec.Annotations) != 1 {
 		t.Errorf("typed object: %v %v", sec.ManagedFields, sec.Annotations)
+	}
+}
+
+// An unstructured object keeps every other field, and the annotations map
+// it had is edited in place (no copy): kept when other keys remain.
+func TestTransformKeepsTheRest(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.org/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "a", "namespace": "n", "labels": map[string]any{"l": "1"},
+			"managedFields": []any{map[string]any{"manager": "kubectl"}}},
+		"spec": map[string]any{"size": int64(1)}, "status": map[string]any{"phase": "Ready"},
+	}}
+	out, err := Transform()(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*unstructured.Unstructured)
+	want := map[string]any{
+		"apiVersion": "example.org/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "a", "namespace": "n", "labels": map[string]any{"l": "1"}},
+		"spec":     map[string]any{"size": int64(1)}, "status": map[string]any{"phase": "Ready"},
+	}
+	if !reflect.DeepEqual(got.Object, want) {
+		t.Errorf("got %v, want %v", got.Object, want)
+	}
+	// Without metadata nothing happens (and nothing panics).
+	if _, err := Transform()(&unstructured.Unstructured{Object: map[string]any{"metadata": "garbage"}}); err != nil {
+		t.Fatal(err)
 	}
 }
