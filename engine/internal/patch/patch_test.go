@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -84,5 +85,33 @@ func TestStatus(t *testing.T) {
 	got := &corev1.Namespace{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(ns), got); err != nil || got.Status.Phase != corev1.NamespaceTerminating {
 		t.Fatalf("status %v (%v)", got.Status, err)
+	}
+}
+
+// The finalizer patch carries the finalizers and the resourceVersion it
+// is guarded by, nothing else: what else changed in memory is not
+// written.
+func TestFinalizersPatch(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "7", Labels: map[string]string{"changed": "in memory"}}}
+	for _, tc := range []struct {
+		finalizers []string
+		want       string
+	}{
+		{[]string{"example.org/f", "other/g"}, `{"metadata":{"finalizers":["example.org/f","other/g"],"resourceVersion":"7"}}`},
+		// The last one removed: null removes the field.
+		{nil, `{"metadata":{"finalizers":null,"resourceVersion":"7"}}`},
+	} {
+		ns.Finalizers = tc.finalizers
+		p, err := finalizersPatch(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := p.Data(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(data) != tc.want || p.Type() != types.MergePatchType {
+			t.Errorf("%v: got %s %s, want %s", tc.finalizers, p.Type(), data, tc.want)
+		}
 	}
 }
