@@ -189,7 +189,7 @@ func TestRenderDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := args(t, objs)
-	for _, want := range []string{"--namespace=kbind", "--secret-namespaces=kbind", "--leader-elect=false", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"} {
+	for _, want := range []string{"--namespace=kbind", "--secret-namespaces=kbind", "--leader-elect=false", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--provider-compression=true"} {
 		if !strings.Contains(a, want) {
 			t.Errorf("args %q lack %s", a, want)
 		}
@@ -235,6 +235,7 @@ func TestRenderOptions(t *testing.T) {
 		"metrics":             map[string]any{"service": map[string]any{"enabled": true}},
 		"podDisruptionBudget": map[string]any{"enabled": true},
 		"secretNamespaces":    []any{"kbind", "platform"},
+		"provider":            map[string]any{"compression": false},
 	}
 	objs, err := render(t, values)
 	if err != nil {
@@ -242,6 +243,9 @@ func TestRenderOptions(t *testing.T) {
 	}
 	if a := args(t, objs); !strings.Contains(a, "--leader-elect=true") || !strings.Contains(a, "--secret-namespaces=kbind,platform") {
 		t.Errorf("more than one replica must force leader election: %s", a)
+	}
+	if a := args(t, objs); !strings.Contains(a, "--provider-compression=false") {
+		t.Errorf("provider.compression=false: %s", a)
 	}
 	rules := fmt.Sprint(objs["ClusterRole/konnector"]["rules"])
 	if strings.Contains(rules, "apiGroups:[*]") || !strings.Contains(rules, "apiGroups:[example.org b.example.org]") {

@@ -45,6 +45,8 @@ type Options struct {
 	QPS     float32
 	Burst   int
 	Timeout time.Duration
+	// DisableCompression refuses gzip-compressed responses.
+	DisableCompression bool
 	// Scheme knows every typed object sessions read or write.
 	Scheme *runtime.Scheme
 	// UserAgent identifies kbind on the provider.
@@ -303,6 +305,7 @@ func (m *Manager) notify(connection string) {
 func (m *Manager) build(connection, hash, namespace, consumerUID, confinedTo string, base *rest.Config) (*Session, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = m.opts.QPS, m.opts.Burst
+	cfg.DisableCompression = m.opts.DisableCompression
 	// One token bucket for every request of the session (controller-runtime
 	// builds a REST client per API, each of which would otherwise get its
 	// own QPS budget).

@@ -19,18 +19,24 @@ import (
 // "consumer"): the kubeconfig file when one is given, else the in-cluster
 // configuration. source says which, for the startup log: the file, or the
 // API server address and the token file (never the token).
+//
+// Responses are not compressed: this is the cluster the binary runs in,
+// and the API server would gzip every event of a streamed watch list —
+// CPU on both sides for bandwidth nobody is short of.
 func Load(cluster, kubeconfig string) (cfg *rest.Config, source string, err error) {
 	if kubeconfig != "" {
 		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
 			return nil, "", fmt.Errorf("loading the %s cluster configuration from %s: %w", cluster, kubeconfig, err)
 		}
+		cfg.DisableCompression = true
 		return cfg, "kubeconfig " + kubeconfig, nil
 	}
 	cfg, err = rest.InClusterConfig()
 	if err != nil {
 		return nil, "", fmt.Errorf("loading the %s cluster configuration (set --kubeconfig when running outside a Pod): %w", cluster, err)
 	}
+	cfg.DisableCompression = true
 	return cfg, fmt.Sprintf("in-cluster: API server %s, ServiceAccount token %s", cfg.Host, cfg.BearerTokenFile), nil
 }
 

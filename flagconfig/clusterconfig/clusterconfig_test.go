@@ -27,6 +27,9 @@ func TestLoad(t *testing.T) {
 	if cfg.Host != "https://127.0.0.1:6443" || source != "kubeconfig "+file {
 		t.Errorf("host %q, source %q", cfg.Host, source)
 	}
+	if !cfg.DisableCompression {
+		t.Error("responses of the cluster the binary runs in are to be uncompressed")
+	}
 
 	if _, _, err := Load("consumer", filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "loading the consumer cluster configuration from") {
 		t.Errorf("missing file: %v", err)

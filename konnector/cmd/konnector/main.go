@@ -61,16 +61,17 @@ func run(ctx context.Context) error {
 		return err
 	}
 	engineOpts := engine.Options{
-		SecretNamespaces:  cfg.SecretNamespaces,
-		ProviderQPS:       cfg.ProviderQPS,
-		ProviderBurst:     cfg.ProviderBurst,
-		ProviderTimeout:   cfg.ProviderTimeout,
-		DiscoveryInterval: cfg.DiscoveryInterval,
-		RecheckInterval:   cfg.RecheckInterval,
-		BindingResync:     cfg.BindingResync,
-		HeartbeatInterval: cfg.HeartbeatInterval,
-		Workers:           cfg.Workers,
-		InCluster:         os.Getenv("KUBERNETES_SERVICE_HOST") != "" && cfg.Kubeconfig == "",
+		SecretNamespaces:           cfg.SecretNamespaces,
+		ProviderQPS:                cfg.ProviderQPS,
+		ProviderBurst:              cfg.ProviderBurst,
+		ProviderTimeout:            cfg.ProviderTimeout,
+		DisableProviderCompression: !cfg.ProviderCompression,
+		DiscoveryInterval:          cfg.DiscoveryInterval,
+		RecheckInterval:            cfg.RecheckInterval,
+		BindingResync:              cfg.BindingResync,
+		HeartbeatInterval:          cfg.HeartbeatInterval,
+		Workers:                    cfg.Workers,
+		InCluster:                  os.Getenv("KUBERNETES_SERVICE_HOST") != "" && cfg.Kubeconfig == "",
 	}
 	cacheOpts := cache.Options{}
 	engine.ConfigureCache(engineOpts, &cacheOpts)

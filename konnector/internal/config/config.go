@@ -35,8 +35,10 @@ type Config struct {
 	ProviderQPS     float32
 	ProviderBurst   int
 	ProviderTimeout time.Duration
-	ConsumerQPS     float32
-	ConsumerBurst   int
+	// ProviderCompression asks the provider for gzip-compressed responses.
+	ProviderCompression bool
+	ConsumerQPS         float32
+	ConsumerBurst       int
 
 	DiscoveryInterval time.Duration
 	RecheckInterval   time.Duration
@@ -61,6 +63,7 @@ const (
 	keyProviderQPS             = "provider-qps"
 	keyProviderBurst           = "provider-burst"
 	keyProviderTimeout         = "provider-timeout"
+	keyProviderCompression     = "provider-compression"
 	keyConsumerQPS             = "consumer-qps"
 	keyConsumerBurst           = "consumer-burst"
 	keyDiscoveryInterval       = "discovery-interval"
@@ -87,6 +90,7 @@ func FlagSet(name string) *pflag.FlagSet {
 	fs.Float32(keyProviderQPS, 100, "Queries per second of each provider client.")
 	fs.Int(keyProviderBurst, 200, "Burst of each provider client.")
 	fs.Duration(keyProviderTimeout, 30*time.Second, "Timeout of each provider request.")
+	fs.Bool(keyProviderCompression, true, "Accept gzip-compressed responses from the provider (lists and streamed watch lists): less bandwidth across a WAN, more CPU on both sides. false where the provider is near.")
 	fs.Float32(keyConsumerQPS, 100, "Queries per second of the consumer client.")
 	fs.Int(keyConsumerBurst, 200, "Burst of the consumer client.")
 	fs.Duration(keyDiscoveryInterval, 30*time.Second, "How often each Connection re-reads the provider's exported APIs (from a watch for the CRD source, without a request).")
@@ -135,6 +139,7 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), usa
 		ProviderQPS:             values.Float32(keyProviderQPS),
 		ProviderBurst:           values.Int(keyProviderBurst),
 		ProviderTimeout:         values.Duration(keyProviderTimeout),
+		ProviderCompression:     values.Bool(keyProviderCompression),
 		ConsumerQPS:             values.Float32(keyConsumerQPS),
 		ConsumerBurst:           values.Int(keyConsumerBurst),
 		DiscoveryInterval:       values.Duration(keyDiscoveryInterval),

@@ -1,0 +1,75 @@
+package session_test
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/kbind/kbind/engine/session"
+	"github.com/kbind/kbind/engine/testenv"
+)
+
+// compressionSeen records whether any response reached the client
+// compressed (net/http decompresses it transparently and says so).
+type compressionSeen struct {
+	next       http.RoundTripper
+	compressed atomic.Int32
+	responses  atomic.Int32
+}
+
+func (c *compressionSeen) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err == nil {
+		c.responses.Add(1)
+		if resp.Uncompressed {
+			c.compressed.Add(1)
+		}
+	}
+	return resp, err
+}
+
+// A session asks for compressed responses unless told not to: the API
+// server gzips a streamed watch list (an informer's start) for a client
+// that accepts it, which costs CPU on both sides for a provider that is
+// near (--provider-compression=false).
+func TestCompression(t *testing.T) {
+	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	for _, disable := range []bool{false, true} {
+		seen := &compressionSeen{}
+		cfg := rest.CopyConfig(cluster.Config)
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			seen.next = rt
+			return seen
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		m := session.NewManager(ctx, session.Options{Scheme: clientgoscheme.Scheme, QPS: 50, Burst: 100, Timeout: 10 * time.Second, DisableCompression: disable})
+		s, _, err := m.Prepare("p", "hash", "", "", "", cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Publish(s)
+		if _, err := s.Cache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
+			t.Fatal(err)
+		}
+		s.Activate()
+		if !s.WaitForCacheSync(ctx) {
+			t.Fatal("the session's cache did not sync")
+		}
+		m.Stop("p")
+		cancel()
+		compressed, responses := seen.compressed.Load(), seen.responses.Load()
+		t.Logf("DisableCompression %v: %d of %d responses compressed", disable, compressed, responses)
+		if disable && compressed > 0 {
+			t.Errorf("DisableCompression: %d of %d responses were compressed", compressed, responses)
+		}
+		if !disable && compressed == 0 {
+			t.Errorf("compression allowed, but none of %d responses was compressed (the watch list should be)", responses)
+		}
+	}
+}
