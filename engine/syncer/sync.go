@@ -117,37 +117,27 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 		}
 	}
 	desired := s.desiredCopy(cobj, pkey, policy)
-	digest := digestOf(desired)
-	if last, ok := s.applied.Load(key); (!exists || !upToDate(pobj, desired)) && (!ok || last != digest) {
-		applied := desired.DeepCopy()
-		// A copy applied again is not the one a deletion waited for.
-		s.deletions.forget(key)
-		start := time.Now()
-		opts := []client.ApplyOption{client.FieldOwner(kbindv1alpha1.FieldManager)}
-		if exists {
-			// Ours or adopted (classified above): take every field back.
-			opts = append(opts, client.ForceOwnership)
-		}
-		// Without force, a provider object the cache has not seen yet (created
-		// a moment ago by someone else) makes the apply fail with a field
-		// conflict instead of being overwritten; the retry then classifies it.
-		if err := s.session.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), opts...); err != nil {
-			if !exists && apierrors.IsConflict(err) {
-				return false, fmt.Errorf("the provider copy exists but is not in the cache yet: %w", err)
+	if !exists || !upToDate(pobj, desired) {
+		// The digest only now: most reconciles find the copy up to date.
+		digest := digestOf(desired)
+		if last, ok := s.applied.Load(key); ok && last == digest {
+			if !exists {
+				// Applied a moment ago; the provider informer has not
+				// reported it yet. Its event brings the object back.
+				s.results.set(s.target, key, Result{State: StatePending})
+				return false, nil
 			}
-			return s.failed(cobj, err, "apply", s.target.GVK.Kind+" "+pkey.String())
+		} else {
+			applied, requeue, err := s.apply(ctx, cobj, desired, pkey, exists)
+			if applied == nil {
+				return requeue, err
+			}
+			s.applied.Store(key, digest)
+			if verdict.Adopt {
+				log.FromContext(ctx).Info("Adopted an unmarked provider object (conflictPolicy Adopt)")
+			}
+			pobj = applied
 		}
-		metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(time.Since(start).Seconds())
-		s.applied.Store(key, digest)
-		if verdict.Adopt {
-			log.FromContext(ctx).Info("Adopted an unmarked provider object (conflictPolicy Adopt)")
-		}
-		pobj = applied
-	} else if !exists {
-		// Applied a moment ago; the provider informer has not reported it
-		// yet. Its event brings the object back.
-		s.results.set(s.target, key, Result{State: StatePending})
-		return false, nil
 	}
 	if err := s.statusDown(ctx, cobj, pobj); err != nil {
 		if isConflictOrGone(err) {
@@ -163,6 +153,32 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 	}
 	s.results.set(s.target, key, Result{State: StateSynced})
 	return false, nil
+}
+
+// apply writes the desired provider copy (SYNC-1) and returns it; on
+// failure it returns nil and what sync returns.
+func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstructured, pkey types.NamespacedName, exists bool) (*unstructured.Unstructured, bool, error) {
+	applied := desired.DeepCopy()
+	// A copy applied again is not the one a deletion waited for.
+	s.deletions.forget(client.ObjectKeyFromObject(cobj))
+	start := time.Now()
+	opts := []client.ApplyOption{client.FieldOwner(kbindv1alpha1.FieldManager)}
+	if exists {
+		// Ours or adopted (classified before): take every field back.
+		opts = append(opts, client.ForceOwnership)
+	}
+	// Without force, a provider object the cache has not seen yet (created
+	// a moment ago by someone else) makes the apply fail with a field
+	// conflict instead of being overwritten; the retry then classifies it.
+	if err := s.session.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), opts...); err != nil {
+		if !exists && apierrors.IsConflict(err) {
+			return nil, false, fmt.Errorf("the provider copy exists but is not in the cache yet: %w", err)
+		}
+		requeue, err := s.failed(cobj, err, "apply", s.target.GVK.Kind+" "+pkey.String())
+		return nil, requeue, err
+	}
+	metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(time.Since(start).Seconds())
+	return applied, false, nil
 }
 
 // providerGet reads the provider copy from the session cache.
