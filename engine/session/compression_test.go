@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
@@ -49,18 +48,7 @@ func TestCompression(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		m := session.NewManager(ctx, session.Options{Scheme: clientgoscheme.Scheme, QPS: 50, Burst: 100, Timeout: 10 * time.Second, DisableCompression: disable})
-		s, _, err := m.Prepare("p", "hash", "", "", "", cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Publish(s)
-		if _, err := s.Cache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
-			t.Fatal(err)
-		}
-		s.Activate()
-		if !s.WaitForCacheSync(ctx) {
-			t.Fatal("the session's cache did not sync")
-		}
+		runningSession(ctx, t, m, cfg)
 		m.Stop("p")
 		cancel()
 		compressed, responses := seen.compressed.Load(), seen.responses.Load()
