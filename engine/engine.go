@@ -147,8 +147,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	}
 	sessions := session.NewManager(ctx, session.Options{
 		QPS: opts.ProviderQPS, Burst: opts.ProviderBurst, Timeout: opts.ProviderTimeout,
+		Scheme: providerScheme, UserAgent: "kbind-konnector",
 		DisableCompression: opts.DisableProviderCompression,
-		Scheme:             providerScheme, UserAgent: "kbind-konnector",
 	})
 	local, err := identity.NewReader(mgr.GetConfig())
 	if err != nil {
