@@ -76,6 +76,7 @@ require (
 	github.com/kbind/kbind/engine v0.0.0-00010101000000-000000000000
 	github.com/rs/zerolog v1.28.0
 	go.etcd.io/etcd/client/v3 v3.7.0
+	golang.org/x/sync v0.23.0
 	helm.sh/helm/v3 v3.21.4
 	k8s.io/api v0.37.2
 	k8s.io/cli-runtime v0.37.2
@@ -145,7 +146,6 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/sync v0.23.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect

@@ -90,6 +90,14 @@ func PrefixedNamespaceMarkers(consumerClusterUID, consumerNamespace string) Mark
 	return m
 }
 
+// WithPrefix adds the Prefixed isolation prefix (PrefixLabel) to the
+// markers of a provider namespace or cluster-scoped copy written under
+// Prefixed isolation.
+func (m Markers) WithPrefix(prefix string) Markers {
+	m.Labels[PrefixLabel] = prefix
+	return m
+}
+
 // ConsumerNameLabelValue is the ConsumerNameLabel value for a consumer
 // object name: the name when it fits a label value (object names are DNS
 // subdomains, so at most 63 characters do), else "sha256-" and the first 16

@@ -37,6 +37,16 @@ const (
 	// whose field names it: the copy goes with that object, and an object
 	// deleted with the Orphan policy releases exactly these copies.
 	RelatedOwnerLabel = "core.kbind.io/related-owner"
+
+	// PrefixLabel carries, under Prefixed isolation, the Connection's prefix
+	// on the provider objects that have no namespace of their own: the
+	// namespaces kbind creates (and the Lease namespace "<prefix>") and the
+	// copies of cluster-scoped objects. The admission policy a provider
+	// grants a Prefixed consumer (docs/isolation.md#permissions) lets the
+	// consumer write only into namespaces, and only cluster-scoped objects,
+	// that carry its own prefix here: a consumer whose prefix another one
+	// extends ("team" and "team-a") can never write into the other's.
+	PrefixLabel = "core.kbind.io/prefix"
 )
 
 // Annotations kbind reads or writes (docs/concepts.md#well-known-strings).

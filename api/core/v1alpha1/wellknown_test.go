@@ -27,6 +27,7 @@ func TestWellKnownSpelling(t *testing.T) {
 		{RelatedFieldManager, "kbind-konnector-related"},
 		{KonnectorLeaderElectionID, "konnector.kbind.io"},
 		{BackendLeaderElectionID, "backend.kbind.io"},
+		{PrefixLabel, "core.kbind.io/prefix"},
 		{GroupName, "core.kbind.io"},
 	} {
 		if tc.got != tc.want {
