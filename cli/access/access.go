@@ -1,9 +1,12 @@
 // Package access owns what a provider grants one kbind consumer
-// (docs/isolation.md#permissions): the ServiceAccount its kubeconfig uses
-// and exactly the RBAC (and, for Prefixed isolation, the admission policy)
-// its Connection needs, for the APIs it may bind. Objects is a pure
-// function of a Request; the consumer-access chart renders the same objects
-// (a test in e2e/chart holds them equal).
+// (docs/isolation.md#permissions): the ServiceAccount its kubeconfig uses,
+// the consumer's own provider namespace (its heartbeat Lease lives there),
+// exactly the RBAC its Connection needs for the APIs it may bind, and, for
+// Prefixed and None isolation, the admission policy that keeps its writes
+// out of every other tenant's namespaces. Objects is a pure function of a
+// Request; the consumer-access chart renders the same objects (a test in
+// e2e/chart holds them equal). Check (placement.go) refuses a request that
+// would overlap another consumer or the provider's own namespaces.
 package access
 
 import (
@@ -12,7 +15,6 @@ import (
 	"slices"
 	"sort"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,9 +24,25 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
 
-// ConsumerLabel marks every object granted to a consumer, with its name:
-// revoke finds them by it.
+// ConsumerLabel marks every object granted to a consumer, and the
+// consumer's own provider namespace, with its name: revoke finds the
+// objects by it, and the admission policy of a None consumer keeps out of
+// namespaces labelled for another consumer.
 const ConsumerLabel = "kbind.io/consumer"
+
+// Annotations on the consumer's ServiceAccount recording what was granted,
+// so that a later grant can tell a renewal from a change of isolation.
+const (
+	IsolationModeAnnotation = "kbind.io/isolation-mode"
+	// NamespaceAnnotation is the consumer's own provider namespace: the
+	// isolation namespace, the Prefixed prefix, or the None Lease
+	// namespace.
+	NamespaceAnnotation = "kbind.io/namespace"
+	PrefixAnnotation    = "kbind.io/prefix"
+)
+
+// DefaultServiceAccountNamespace holds the consumers' ServiceAccounts.
+const DefaultServiceAccountNamespace = "kbind"
 
 // API is one exported API the consumer may bind.
 type API struct {
@@ -36,26 +54,59 @@ type API struct {
 type Request struct {
 	// Consumer names the consumer: objects are kbind-consumer-<Consumer>.
 	Consumer string
-	// Namespace holds the ServiceAccount.
-	Namespace string
-	Isolation kbindv1alpha1.Isolation
-	APIs      []API
+	// ServiceAccountNamespace holds the ServiceAccount: a namespace where
+	// the consumer may create nothing, so that it can never mint a
+	// credential of its own (a legacy service-account token Secret).
+	ServiceAccountNamespace string
+	Isolation               kbindv1alpha1.Isolation
+	// LeaseNamespace is the consumer's own namespace under None isolation,
+	// where its heartbeat Lease lives (default kbind-<consumer>); under
+	// Namespace it is the isolation namespace, under Prefixed the prefix.
+	LeaseNamespace string
+	APIs           []API
 	// Related are the kinds relatedResources copy: secrets, configmaps.
 	Related []string
 	// CRDReads grants the CRD reads schema sources Auto and CRD need.
 	CRDReads bool
+	// ClusterWideEvents grants, under Prefixed and None isolation, reading
+	// every Event of the provider, which forwarding the provider's Events
+	// needs there: RBAC cannot confine a read to a prefix, so it is the
+	// provider admin's explicit choice. Namespace isolation always reads
+	// the Events of its own namespace, and nothing else.
+	ClusterWideEvents bool
 }
 
-// Name is the name of the consumer's ServiceAccount and roles.
+// Name is the name of the consumer's ServiceAccount, roles, bindings and
+// admission policy. Consumer names are DNS labels (no "."), so no two
+// consumers ever share one.
 func Name(consumer string) string { return "kbind-consumer-" + consumer }
+
+// DefaultNamespace is the consumer's own provider namespace unless one is
+// given: the isolation namespace (Namespace), the Lease namespace (None).
+func DefaultNamespace(consumer string) string { return "kbind-" + consumer }
 
 // Username is the ServiceAccount's user name.
 func (r Request) Username() string {
-	return fmt.Sprintf("system:serviceaccount:%s:%s", r.Namespace, Name(r.Consumer))
+	return fmt.Sprintf("system:serviceaccount:%s:%s", r.ServiceAccountNamespace, Name(r.Consumer))
+}
+
+// Namespace is the consumer's own provider namespace: the isolation
+// namespace (Namespace), the prefix (Prefixed) or the Lease namespace
+// (None). Its heartbeat Lease lives there, and the printed kubeconfig
+// names it as the context namespace.
+func (r Request) Namespace() string {
+	switch r.Isolation.Mode {
+	case kbindv1alpha1.IsolationNamespace:
+		return r.Isolation.Namespace
+	case kbindv1alpha1.IsolationPrefixed:
+		return r.Isolation.Prefix
+	}
+	return r.LeaseNamespace
 }
 
 // Validate refuses a request that would grant something outside the
-// consumer's tenant, or that cannot work, saying why.
+// consumer's tenant, or that cannot work, saying why. Check refuses what
+// only the provider's current state makes wrong.
 func (r Request) Validate() error {
 	var errs []error
 	if msgs := validation.IsDNS1123Label(r.Consumer); len(msgs) > 0 || len(r.Consumer) > 40 {
@@ -66,9 +117,6 @@ func (r Request) Validate() error {
 	}
 	switch r.Isolation.Mode {
 	case kbindv1alpha1.IsolationNamespace:
-		if msgs := validation.IsDNS1123Label(r.Isolation.Namespace); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("--namespace %q must be a DNS label: the provider namespace the consumer's copies live in", r.Isolation.Namespace))
-		}
 		for _, a := range r.APIs {
 			if !a.Namespaced {
 				errs = append(errs, fmt.Errorf("%s.%s is cluster-scoped: Namespace isolation cannot confine it to a namespace; use --isolation Prefixed", a.Resource, a.Group))
@@ -77,10 +125,19 @@ func (r Request) Validate() error {
 	case kbindv1alpha1.IsolationPrefixed:
 		if msgs := validation.IsDNS1123Label(r.Isolation.Prefix); len(msgs) > 0 || len(r.Isolation.Prefix) > 30 {
 			errs = append(errs, fmt.Errorf("--prefix %q must be a DNS label of at most 30 characters", r.Isolation.Prefix))
+		} else if reserved := ReservedPrefix(r.Isolation.Prefix); reserved != "" {
+			errs = append(errs, fmt.Errorf("--prefix %q is reserved: its namespaces %s and %s-* are the provider's own (%s); choose another prefix", r.Isolation.Prefix, r.Isolation.Prefix, r.Isolation.Prefix, reserved))
 		}
 	case kbindv1alpha1.IsolationNone:
 	default:
 		errs = append(errs, fmt.Errorf("--isolation %q: want None, Namespace or Prefixed", r.Isolation.Mode))
+	}
+	if r.Isolation.Mode != kbindv1alpha1.IsolationPrefixed {
+		if msgs := validation.IsDNS1123Label(r.Namespace()); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("-n %q must be a DNS label: the consumer's own provider namespace", r.Namespace()))
+		} else if why := ReservedNamespace(r.Namespace(), r.ServiceAccountNamespace); why != "" {
+			errs = append(errs, fmt.Errorf("-n %q cannot be a consumer's own namespace: %s", r.Namespace(), why))
+		}
 	}
 	for _, k := range r.Related {
 		if k != "secrets" && k != "configmaps" {
@@ -88,57 +145,113 @@ func (r Request) Validate() error {
 		}
 	}
 	if len(r.Related) > 0 && r.Isolation.Mode != kbindv1alpha1.IsolationNamespace {
-		errs = append(errs, fmt.Errorf("--related needs --isolation Namespace: with %s isolation, copying related objects needs cluster-wide read of %v, which would let this consumer read those of every tenant on the provider", r.Isolation.Mode, r.Related))
+		errs = append(errs, fmt.Errorf("--related needs --isolation Namespace: with %s isolation, copying related objects needs cluster-wide read of %v, which would let this consumer read those of every namespace of the provider, kube-system's included", r.Isolation.Mode, r.Related))
 	}
 	return errors.Join(errs...)
 }
 
-// Objects are the objects granted, in apply order.
+// Objects are the objects granted, in apply order: the consumer's
+// namespace, then the admission policy (before any right it confines),
+// the ServiceAccount, the roles, and the bindings last.
 func (r Request) Objects() []client.Object {
 	name := Name(r.Consumer)
-	labels := map[string]string{ConsumerLabel: r.Consumer, "app.kubernetes.io/name": "kbind-consumer-access", "app.kubernetes.io/managed-by": "kubectl-kbind"}
 	meta := func(ns, n string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Namespace: ns, Name: n, Labels: labels}
+		return metav1.ObjectMeta{Namespace: ns, Name: n, Labels: r.labels()}
 	}
-	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: r.Namespace}}
-	out := []client.Object{&corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(r.Namespace, name)}}
+	out := []client.Object{r.namespaceObject()}
+	if r.Isolation.Mode != kbindv1alpha1.IsolationNamespace {
+		out = append(out, r.policy(meta("", name))...)
+	}
+	sa := &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(r.ServiceAccountNamespace, name)}
+	sa.Annotations = r.recorded()
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: r.ServiceAccountNamespace}}
+	own := r.Namespace()
+	out = append(out, sa,
+		&rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: meta("", name), Rules: r.clusterRules()},
+		&rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(own, name), Rules: r.namespaceRules()},
+		&rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: meta("", name), Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}},
+		&rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(own, name), Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
+	return out
+}
 
-	discovery := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{"kube-system"}, Verbs: []string{"get"}}}
-	if r.CRDReads {
-		discovery = append(discovery, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch"}})
-	}
-	out = append(out, clusterRole(meta("", name+"-discovery"), discovery), clusterRoleBinding(meta("", name+"-discovery"), subjects))
+func (r Request) labels() map[string]string {
+	return map[string]string{ConsumerLabel: r.Consumer, "app.kubernetes.io/name": "kbind-consumer-access", "app.kubernetes.io/managed-by": "kubectl-kbind"}
+}
 
-	if r.Isolation.Mode == kbindv1alpha1.IsolationNamespace {
-		ns := r.Isolation.Namespace
-		out = append(out,
-			&rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(ns, name), Rules: r.objectRules()},
-			&rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(ns, name), Subjects: subjects,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
-		return out
-	}
-	rules := append([]rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create"}}}, r.objectRules()...)
-	out = append(out, clusterRole(meta("", name), rules), clusterRoleBinding(meta("", name), subjects))
+// namespaceObject is the consumer's own namespace, labelled for it (and,
+// under Prefixed, with its prefix: the admission policy lets it write
+// only into namespaces that carry it).
+func (r Request) namespaceObject() *corev1.Namespace {
+	labels := r.labels()
 	if r.Isolation.Mode == kbindv1alpha1.IsolationPrefixed {
-		out = append(out, r.prefixPolicy(meta("", name))...)
+		labels[kbindv1alpha1.PrefixLabel] = r.Isolation.Prefix
+	}
+	return &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: metav1.ObjectMeta{Name: r.Namespace(), Labels: labels}}
+}
+
+// recorded is what the ServiceAccount remembers of the grant.
+func (r Request) recorded() map[string]string {
+	out := map[string]string{IsolationModeAnnotation: string(r.Isolation.Mode), NamespaceAnnotation: r.Namespace()}
+	if r.Isolation.Mode == kbindv1alpha1.IsolationPrefixed {
+		out[PrefixAnnotation] = r.Isolation.Prefix
 	}
 	return out
 }
 
-// objectRules: every verb on the bound APIs, the heartbeat Lease, reading
-// Events, and the related kinds when asked.
-func (r Request) objectRules() []rbacv1.PolicyRule {
-	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+var allVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+
+// clusterRules: the two reads every consumer needs cluster-wide (the
+// provider identity and the exported CRDs); under Prefixed and None also
+// namespaces, the bound APIs (RBAC cannot say "namespaces starting with":
+// the admission policy confines the writes) and, when asked, Events.
+func (r Request) clusterRules() []rbacv1.PolicyRule {
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{"kube-system"}, Verbs: []string{"get"}}}
+	if r.CRDReads {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch"}})
+	}
+	if r.Isolation.Mode == kbindv1alpha1.IsolationNamespace {
+		return rules
+	}
+	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create"}})
+	rules = append(rules, r.apiRules()...)
+	if r.ClusterWideEvents {
+		rules = append(rules, eventsRule())
+	}
+	return rules
+}
+
+// namespaceRules are the rules in the consumer's own namespace: the
+// heartbeat Lease, and under Namespace isolation everything else too —
+// the bound APIs, reading Events (forwarded to the consumer objects) and
+// the related kinds.
+func (r Request) namespaceRules() []rbacv1.PolicyRule {
+	var rules []rbacv1.PolicyRule
+	if r.Isolation.Mode == kbindv1alpha1.IsolationNamespace {
+		rules = append(rules, r.apiRules()...)
+	}
+	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update", "delete"}})
+	if r.Isolation.Mode == kbindv1alpha1.IsolationNamespace {
+		rules = append(rules, eventsRule())
+		if len(r.Related) > 0 {
+			rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: slices.Clone(r.Related), Verbs: allVerbs})
+		}
+	}
+	return rules
+}
+
+// eventsRule reads the provider's Events on the copies, forwarded to the
+// consumer objects (docs/sync.md#provider-events).
+func eventsRule() rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}}
+}
+
+// apiRules: every verb on the bound APIs, one rule per group.
+func (r Request) apiRules() []rbacv1.PolicyRule {
 	var rules []rbacv1.PolicyRule
 	for _, g := range r.groups() {
-		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: r.resources(g), Verbs: all})
-	}
-	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update", "delete"}},
-		// The provider's Events on the copies, forwarded to the consumer
-		// objects (docs/sync.md#provider-events).
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}})
-	if len(r.Related) > 0 {
-		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: slices.Clone(r.Related), Verbs: all})
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: r.resources(g), Verbs: allVerbs})
 	}
 	return rules
 }
@@ -164,80 +277,36 @@ func (r Request) resources(group string) []string {
 	return out
 }
 
-// prefixPolicy confines the consumer's writes to namespace <prefix> (its
-// Lease) and namespaces and names <prefix>-*.
-func (r Request) prefixPolicy(meta metav1.ObjectMeta) []client.Object {
-	prefix := r.Isolation.Prefix
-	writes := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}
-	rule := func(group string, resources ...string) admissionregistrationv1.NamedRuleWithOperations {
-		return admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-			Operations: writes,
-			Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: resources},
-		}}
-	}
-	var rules []admissionregistrationv1.NamedRuleWithOperations
-	for _, g := range r.groups() {
-		rules = append(rules, rule(g, r.resources(g)...))
-	}
-	core := append([]string{"namespaces"}, r.Related...)
-	rules = append(rules, rule("", core...), rule("coordination.k8s.io", "leases"))
-	fail := admissionregistrationv1.Fail
-	forbidden := metav1.StatusReasonForbidden
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
-		ObjectMeta: meta,
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy:    &fail,
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: rules},
-			MatchConditions:  []admissionregistrationv1.MatchCondition{{Name: "this-consumer", Expression: fmt.Sprintf("request.userInfo.username == %q", r.Username())}},
-			Variables:        []admissionregistrationv1.Variable{{Name: "place", Expression: "has(request.namespace) && request.namespace != '' ? request.namespace : request.name"}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: fmt.Sprintf("variables.place == %q || variables.place.startsWith(%q)", prefix, prefix+"-"),
-				Message:    fmt.Sprintf("kbind consumer %s may only write in namespace %s and in namespaces and names starting with %s- (Prefixed isolation)", r.Consumer, prefix, prefix),
-				Reason:     &forbidden,
-			}},
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
-		ObjectMeta: meta,
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: meta.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	return []client.Object{policy, binding}
-}
-
-func clusterRole(meta metav1.ObjectMeta, rules []rbacv1.PolicyRule) *rbacv1.ClusterRole {
-	return &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: meta, Rules: rules}
-}
-
-func clusterRoleBinding(meta metav1.ObjectMeta, subjects []rbacv1.Subject) *rbacv1.ClusterRoleBinding {
-	return &rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: meta, Subjects: subjects,
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: meta.Name}}
-}
-
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
 }
 
-// Kinds are the kinds Objects returns, for revoke to find them by label;
-// namespaced ones are listed across namespaces.
+// Kinds are the kinds of Objects that revoke deletes (found by
+// ConsumerLabel; namespaced ones across namespaces), in revoke's order:
+// the ServiceAccount first — which invalidates every token — then the
+// bindings and roles, and the admission policy last, so that no moment
+// leaves a right without its confinement. The consumer's namespace stays:
+// its provider copies live there.
 var Kinds = []metav1.TypeMeta{
+	typeMeta("v1", "ServiceAccount"),
+	typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"),
+	typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+	typeMeta("rbac.authorization.k8s.io/v1", "Role"),
+	typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
 	typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
 	typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
-	typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
-	typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
-	typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"),
-	typeMeta("rbac.authorization.k8s.io/v1", "Role"),
-	typeMeta("v1", "ServiceAccount"),
+}
+
+// Key identifies an object as "Kind namespace/name".
+func Key(o client.Object) string {
+	return o.GetObjectKind().GroupVersionKind().Kind + " " + client.ObjectKeyFromObject(o).String()
 }
 
 // SortedNames lists objects as "Kind namespace/name", sorted, for output.
 func SortedNames(objs []client.Object) []string {
 	out := make([]string, 0, len(objs))
 	for _, o := range objs {
-		out = append(out, o.GetObjectKind().GroupVersionKind().Kind+" "+client.ObjectKeyFromObject(o).String())
+		out = append(out, Key(o))
 	}
 	sort.Strings(out)
 	return out

@@ -25,6 +25,14 @@ type Bundle struct {
 	Connection      string
 	SecretNamespace string
 	Isolation       kbindv1alpha1.Isolation
+	// Namespace is the consumer's own provider namespace: the kubeconfig's
+	// context namespace, where the heartbeat Lease of a None Connection
+	// lives.
+	Namespace string
+	// IgnoreProviderEvents makes the ClusterBinding leave the provider's
+	// Events on the provider (providerEvents: Ignore): the grant did not
+	// let the consumer read them.
+	IgnoreProviderEvents bool
 	// APIs are "<plural>.<group>" names.
 	APIs []string
 	// Server, CAData and Token make the provider kubeconfig.
@@ -39,7 +47,7 @@ func (b Bundle) Kubeconfig() ([]byte, error) {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["provider"] = &clientcmdapi.Cluster{Server: b.Server, CertificateAuthorityData: b.CAData}
 	kc.AuthInfos[b.Consumer] = &clientcmdapi.AuthInfo{Token: b.Token}
-	kc.Contexts["provider"] = &clientcmdapi.Context{Cluster: "provider", AuthInfo: b.Consumer}
+	kc.Contexts["provider"] = &clientcmdapi.Context{Cluster: "provider", AuthInfo: b.Consumer, Namespace: b.Namespace}
 	kc.CurrentContext = "provider"
 	return clientcmd.Write(*kc)
 }
@@ -54,6 +62,10 @@ func (b Bundle) YAML() ([]byte, error) {
 	apis := make([]kbindv1alpha1.APIReference, 0, len(b.APIs))
 	for _, a := range b.APIs {
 		apis = append(apis, kbindv1alpha1.APIReference{Name: a})
+	}
+	bindingSpec := kbindv1alpha1.BindingSpec{ConnectionRef: kbindv1alpha1.ConnectionReference{Name: b.Connection}, APIs: apis}
+	if b.IgnoreProviderEvents {
+		bindingSpec.ProviderEvents = kbindv1alpha1.ProviderEventsIgnore
 	}
 	objs := []any{
 		&corev1.Secret{
@@ -72,7 +84,7 @@ func (b Bundle) YAML() ([]byte, error) {
 		&kbindv1alpha1.ClusterBinding{
 			TypeMeta:   metav1.TypeMeta{APIVersion: kbindv1alpha1.GroupVersion.String(), Kind: "ClusterBinding"},
 			ObjectMeta: metav1.ObjectMeta{Name: b.Connection},
-			Spec:       kbindv1alpha1.BindingSpec{ConnectionRef: kbindv1alpha1.ConnectionReference{Name: b.Connection}, APIs: apis},
+			Spec:       bindingSpec,
 		},
 	}
 	var out strings.Builder

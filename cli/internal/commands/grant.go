@@ -1,9 +1,12 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,16 +33,19 @@ const fieldManager = "kubectl-kbind"
 type grantOptions struct {
 	apis      []string
 	isolation string
-	// namespace is -n: the isolation namespace (Namespace), else the
-	// ServiceAccount's namespace; "" when not given.
-	namespace       string
-	prefix          string
-	related         []string
-	duration        time.Duration
-	connection      string
-	secretNamespace string
-	server          string
-	schemaSource    string
+	// namespace is -n: the consumer's own provider namespace (the
+	// isolation namespace, or the None Lease namespace); "" when not given.
+	namespace               string
+	serviceAccountNamespace string
+	prefix                  string
+	related                 []string
+	providerEvents          bool
+	duration                time.Duration
+	confineTimeout          time.Duration
+	connection              string
+	secretNamespace         string
+	server                  string
+	schemaSource            string
 }
 
 func newGrant(e *env) *cobra.Command {
@@ -47,18 +53,27 @@ func newGrant(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "grant NAME --apis <plural>.<group>[,...]",
 		Short: "Onboard a consumer: ServiceAccount, least-privilege RBAC, a token, and the consumer bundle",
-		Long: `Grant consumer NAME access to exported APIs on this (provider) cluster, idempotently: the
-ServiceAccount kbind-consumer-NAME, exactly the permissions its Connection needs for the isolation mode
-(docs/isolation.md#permissions), and a token bound to the ServiceAccount (TokenRequest) valid for
---duration.
+		Long: `Grant consumer NAME access to exported APIs on this (provider) cluster: the ServiceAccount
+kbind-consumer-NAME (in --service-account-namespace, where the consumer may create nothing), the
+consumer's own provider namespace (its heartbeat Lease lives there), exactly the permissions its
+Connection needs for the isolation mode (docs/isolation.md#permissions) and, for Prefixed and None, the
+admission policy that keeps its writes out of every other tenant's namespaces; then a token bound to
+the ServiceAccount (TokenRequest) valid for --duration, printed only once the policy is seen in force.
 
 With --isolation Namespace (the default) everything of the consumer lives in one provider namespace:
--n names it (default kbind-NAME), created if missing, and the ServiceAccount lives there too. With
-Prefixed or None the ServiceAccount lives in -n (default kbind). It prints the consumer bundle — the kubeconfig Secret, the
-Connection and a ClusterBinding — for kubectl apply -f on the consumer.
+-n names it (default kbind-NAME). With None, -n names its Lease namespace (default kbind-NAME). With
+Prefixed, the prefix (default NAME) is its namespace and the first segment of all the others. It prints
+the consumer bundle — the kubeconfig Secret, the Connection and a ClusterBinding — for kubectl apply -f
+on the consumer.
 
-Run it again with the same NAME to renew the token: apply the new bundle and the konnector picks it up
-without a restart. Only exported APIs can be granted (kubectl kbind export).`,
+grant refuses what would let this consumer meet another or the provider's own objects: a prefix that
+equals or extends another consumer's or a reserved one (kube, kbind, default, openshift, system), a
+namespace that exists and is not this consumer's, and any change of isolation for a consumer granted
+before (revoke it first).
+
+Run it again with the same NAME and isolation to renew the token: apply the new bundle and the konnector
+picks it up without a restart. Earlier tokens stay valid until they expire (revoke invalidates them
+all). Only exported APIs can be granted (kubectl kbind export).`,
 		Example: `  # one namespace on the provider (kbind-team-a) for all of team-a's objects
   kubectl kbind grant team-a --apis widgets.example.org > team-a.yaml
   kubectl --context consumer apply -f team-a.yaml
@@ -77,8 +92,12 @@ without a restart. Only exported APIs can be granted (kubectl kbind export).`,
 	f.StringSliceVar(&o.apis, "apis", nil, "exported APIs to grant, as <plural>.<group> (required)")
 	f.StringVar(&o.isolation, "isolation", string(kbindv1alpha1.IsolationNamespace), "isolation mode: Namespace, Prefixed or None (docs/isolation.md)")
 	f.StringVar(&o.prefix, "prefix", "", "with --isolation Prefixed: the prefix (default NAME)")
+	f.StringVar(&o.serviceAccountNamespace, "service-account-namespace", access.DefaultServiceAccountNamespace, "the namespace of the consumer's ServiceAccount; never one the consumer may write in")
 	f.StringSliceVar(&o.related, "related", nil, "related kinds the consumer copies: secrets, configmaps (Namespace isolation only)")
+	f.BoolVar(&o.providerEvents, "provider-events", false, "with --isolation Prefixed or None: let the consumer read every Event of this cluster, of every namespace and tenant, "+
+		"to forward the provider's Events to its objects (RBAC cannot confine the read; Namespace isolation reads its own namespace's Events always)")
 	f.DurationVar(&o.duration, "duration", 720*time.Hour, "lifetime of the token")
+	f.DurationVar(&o.confineTimeout, "confine-timeout", time.Minute, "with Prefixed or None: how long to wait for the admission policy to be in force before giving up without printing the token")
 	f.StringVar(&o.connection, "connection", "provider", "name of the consumer's Connection (and of its Secret <connection>-kubeconfig and ClusterBinding)")
 	f.StringVar(&o.secretNamespace, "secret-namespace", "kbind", "consumer namespace of the kubeconfig Secret (one of the konnector's --secret-namespaces)")
 	f.StringVar(&o.server, "server", "", "the provider address the consumer reaches (default: this kubeconfig's server)")
@@ -90,23 +109,23 @@ without a restart. Only exported APIs can be granted (kubectl kbind export).`,
 // request turns the flags into an access request, reading each API's CRD:
 // it must exist and be exported.
 func (o grantOptions) request(ctx context.Context, c client.Client, name string) (access.Request, error) {
-	req := access.Request{Consumer: name, Namespace: o.namespace, Related: o.related,
-		Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationMode(o.isolation)},
-		CRDReads:  o.schemaSource != string(kbindv1alpha1.SchemaSourceOpenAPI)}
+	req := access.Request{Consumer: name, ServiceAccountNamespace: o.serviceAccountNamespace, Related: o.related,
+		Isolation:         kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationMode(o.isolation)},
+		CRDReads:          o.schemaSource != string(kbindv1alpha1.SchemaSourceOpenAPI),
+		ClusterWideEvents: o.providerEvents}
 	switch req.Isolation.Mode {
 	case kbindv1alpha1.IsolationNamespace:
-		if req.Namespace == "" {
-			req.Namespace = "kbind-" + name
+		req.Isolation.Namespace = cmp.Or(o.namespace, access.DefaultNamespace(name))
+		if o.providerEvents {
+			return req, usageError{fmt.Errorf("--provider-events goes with --isolation Prefixed or None: Namespace isolation reads the Events of its own namespace always")}
 		}
-		req.Isolation.Namespace = req.Namespace
 	case kbindv1alpha1.IsolationPrefixed:
-		req.Isolation.Prefix = o.prefix
-		if req.Isolation.Prefix == "" {
-			req.Isolation.Prefix = name
+		req.Isolation.Prefix = cmp.Or(o.prefix, name)
+		if o.namespace != "" {
+			return req, usageError{fmt.Errorf("-n goes with --isolation Namespace or None: with Prefixed the prefix is the consumer's namespace (--prefix)")}
 		}
-	}
-	if req.Namespace == "" {
-		req.Namespace = "kbind"
+	default:
+		req.LeaseNamespace = cmp.Or(o.namespace, access.DefaultNamespace(name))
 	}
 	if o.prefix != "" && req.Isolation.Mode != kbindv1alpha1.IsolationPrefixed {
 		return req, usageError{fmt.Errorf("--prefix goes with --isolation Prefixed")}
@@ -137,17 +156,34 @@ func (e *env) grant(ctx context.Context, name string, o grantOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := ensureNamespace(ctx, c, req.Namespace); err != nil {
+	provider, err := readProvider(ctx, c)
+	if err != nil {
 		return err
 	}
-	for _, obj := range req.Objects() {
+	if err := req.Check(provider); err != nil {
+		return fmt.Errorf("refusing to grant %s:\n%w", name, err)
+	}
+	renewal := slices.ContainsFunc(provider.Grants, func(g access.Grant) bool { return g.Consumer == name })
+	if err := ensureNamespace(ctx, c, req.ServiceAccountNamespace); err != nil {
+		return err
+	}
+	objs := req.Objects()
+	for _, obj := range objs {
 		if err := apply(ctx, c, obj); err != nil {
 			return err
 		}
 	}
-	token, err := e.token(ctx, cfg, req.Namespace, access.Name(name), o.duration)
+	if err := prune(ctx, c, name, objs, e.err); err != nil {
+		return err
+	}
+	token, err := e.token(ctx, cfg, req.ServiceAccountNamespace, access.Name(name), o.duration)
 	if err != nil {
 		return err
+	}
+	if req.Isolation.Mode != kbindv1alpha1.IsolationNamespace {
+		if err := confined(ctx, cfg, token, req, o.confineTimeout); err != nil {
+			return fmt.Errorf("%w\nthe token was not printed; `kubectl kbind revoke %s` removes what this grant created", err, name)
+		}
 	}
 	server := o.server
 	if server == "" {
@@ -157,8 +193,8 @@ func (e *env) grant(ctx context.Context, name string, o grantOptions) error {
 	if err != nil {
 		return err
 	}
-	b := bundle.Bundle{Consumer: name, Connection: o.connection, SecretNamespace: o.secretNamespace, Isolation: req.Isolation,
-		APIs: o.apis, Server: server, CAData: ca, Token: token}
+	b := bundle.Bundle{Consumer: name, Connection: o.connection, SecretNamespace: o.secretNamespace, Isolation: req.Isolation, Namespace: req.Namespace(),
+		APIs: o.apis, Server: server, CAData: ca, Token: token, IgnoreProviderEvents: req.Isolation.Mode != kbindv1alpha1.IsolationNamespace && !req.ClusterWideEvents}
 	data, err := b.YAML()
 	if err != nil {
 		return err
@@ -166,15 +202,84 @@ func (e *env) grant(ctx context.Context, name string, o grantOptions) error {
 	if _, err := e.out.Write(data); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.err, "granted %s (%s isolation) the APIs %s as %s; the token expires in %s.\napply the bundle above on the consumer: kubectl apply -f <file>\n",
-		name, req.Isolation.Mode, strings.Join(o.apis, ", "), req.Username(), o.duration)
+	fmt.Fprintf(e.err, "granted %s (%s isolation, namespace %s) the APIs %s as %s; the token expires in %s.\n",
+		name, req.Isolation.Mode, req.Namespace(), strings.Join(o.apis, ", "), req.Username(), o.duration)
+	if renewal {
+		fmt.Fprintf(e.err, "%s was granted before: its earlier tokens stay valid until they expire (kubectl kbind revoke %s invalidates them all).\n", name, name)
+	}
+	if b.IgnoreProviderEvents {
+		fmt.Fprintf(e.err, "the provider's Events are not forwarded (the bundle's ClusterBinding says providerEvents: Ignore): with %s isolation reading them means reading every Event of this cluster; --provider-events grants that.\n", req.Isolation.Mode)
+	}
+	fmt.Fprintln(e.err, "apply the bundle above on the consumer: kubectl apply -f <file>")
 	return nil
+}
+
+// readProvider reads every grant (by its ServiceAccount) and every
+// namespace of the provider, for Check.
+func readProvider(ctx context.Context, c client.Client) (access.Provider, error) {
+	var p access.Provider
+	sas := &metav1.PartialObjectMetadataList{}
+	sas.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceAccountList"))
+	if err := c.List(ctx, sas, client.HasLabels{access.ConsumerLabel}); err != nil {
+		return p, fmt.Errorf("listing the ServiceAccounts of earlier grants: %w", err)
+	}
+	for _, sa := range sas.Items {
+		p.Grants = append(p.Grants, access.GrantOf(sa.Namespace, sa.Labels, sa.Annotations))
+	}
+	nss := &metav1.PartialObjectMetadataList{}
+	nss.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+	if err := c.List(ctx, nss); err != nil {
+		return p, fmt.Errorf("listing namespaces: %w", err)
+	}
+	for _, ns := range nss.Items {
+		p.Namespaces = append(p.Namespaces, access.Namespace{Name: ns.Name, Labels: ns.Labels})
+	}
+	return p, nil
 }
 
 func ensureNamespace(ctx context.Context, c client.Client, name string) error {
 	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// prune deletes what an earlier grant of the consumer created and this one
+// does not (objects labelled for it that are not among objs): a re-grant
+// leaves no right of the earlier one in place.
+func prune(ctx context.Context, c client.Client, name string, objs []client.Object, log io.Writer) error {
+	want := map[string]bool{}
+	for _, o := range objs {
+		want[access.Key(o)] = true
+	}
+	return forEachGranted(ctx, c, name, func(kind string, obj *unstructured.Unstructured) error {
+		if want[kind+" "+client.ObjectKeyFromObject(obj).String()] {
+			return nil
+		}
+		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s %s, which the earlier grant made: %w", kind, client.ObjectKeyFromObject(obj), err)
+		}
+		fmt.Fprintf(log, "deleted %s %s, which the earlier grant made\n", kind, client.ObjectKeyFromObject(obj))
+		return nil
+	})
+}
+
+// forEachGranted calls fn with every object of access.Kinds labelled for
+// the consumer, in the order of access.Kinds.
+func forEachGranted(ctx context.Context, c client.Client, name string, fn func(kind string, obj *unstructured.Unstructured) error) error {
+	for _, kind := range access.Kinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(kind.APIVersion)
+		list.SetKind(kind.Kind + "List")
+		if err := c.List(ctx, list, client.MatchingLabels{access.ConsumerLabel: name}); err != nil {
+			return fmt.Errorf("listing %ss of consumer %s: %w", kind.Kind, name, err)
+		}
+		for i := range list.Items {
+			if err := fn(kind.Kind, &list.Items[i]); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -273,7 +273,7 @@ func probe(ctx context.Context, c client.Client, conn kbindv1alpha1.Connection, 
 		p.Username = review.Status.UserInfo.Username
 	}
 	p.Lease = readLease(ctx, cs, conn, contextNamespace, opts.Now)
-	req := accessRequest(conn, bindings)
+	req := accessRequest(conn, bindings, contextNamespace)
 	for _, attrs := range req.Reviews() {
 		review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
@@ -295,10 +295,12 @@ func probe(ctx context.Context, c client.Client, conn kbindv1alpha1.Connection, 
 }
 
 // accessRequest is what the Connection's bindings need on the provider:
-// the request kubectl kbind grant would make for them.
-func accessRequest(conn kbindv1alpha1.Connection, bindings []BindingState) access.Request {
-	req := access.Request{Consumer: "doctor", Isolation: conn.Spec.IsolationOf(),
-		CRDReads: conn.Spec.Schema.Source != kbindv1alpha1.SchemaSourceOpenAPI}
+// the request kubectl kbind grant would make for them. contextNamespace
+// is the provider kubeconfig's, where a None Connection's Lease lives.
+func accessRequest(conn kbindv1alpha1.Connection, bindings []BindingState, contextNamespace string) access.Request {
+	iso := conn.Spec.IsolationOf()
+	req := access.Request{Consumer: "doctor", Isolation: iso, CRDReads: conn.Spec.Schema.Source != kbindv1alpha1.SchemaSourceOpenAPI,
+		LeaseNamespace: isolation.For(iso).LeaseNamespace(contextNamespace)}
 	for _, b := range bindings {
 		if b.Spec.ConnectionRef.Name != conn.Name || b.Meta.DeletionTimestamp != nil {
 			continue
@@ -312,6 +314,11 @@ func accessRequest(conn kbindv1alpha1.Connection, bindings []BindingState) acces
 			if !slices.Contains(req.Related, string(rel.Resource)) {
 				req.Related = append(req.Related, string(rel.Resource))
 			}
+		}
+		// Forwarding the provider's Events reads them cluster-wide under
+		// Prefixed and None (a grant's --provider-events).
+		if b.Spec.ProviderEvents != kbindv1alpha1.ProviderEventsIgnore {
+			req.ClusterWideEvents = true
 		}
 	}
 	sort.Strings(req.Related)
@@ -331,12 +338,22 @@ func grantCommand(username string, req access.Request, conn kbindv1alpha1.Connec
 	for _, a := range req.APIs {
 		apis = append(apis, a.Resource+"."+a.Group)
 	}
-	args := []string{"grant", m[2], "-n", m[1], "--apis", strings.Join(apis, ","), "--isolation", string(req.Isolation.Mode)}
-	if req.Isolation.Mode == kbindv1alpha1.IsolationPrefixed {
+	consumer := m[2]
+	args := []string{"grant", consumer, "--apis", strings.Join(apis, ","), "--isolation", string(req.Isolation.Mode)}
+	if m[1] != access.DefaultServiceAccountNamespace {
+		args = append(args, "--service-account-namespace", m[1])
+	}
+	switch {
+	case req.Isolation.Mode == kbindv1alpha1.IsolationPrefixed:
 		args = append(args, "--prefix", req.Isolation.Prefix)
+	case req.Namespace() != access.DefaultNamespace(consumer):
+		args = append(args, "-n", req.Namespace())
 	}
 	if len(req.Related) > 0 {
 		args = append(args, "--related", strings.Join(req.Related, ","))
+	}
+	if req.ClusterWideEvents && req.Isolation.Mode != kbindv1alpha1.IsolationNamespace {
+		args = append(args, "--provider-events")
 	}
 	args = append(args, "--connection", conn.Name, "--secret-namespace", conn.Spec.KubeconfigSecretRef.Namespace)
 	return cmd.ProviderPlugin(strings.Join(args, " "))

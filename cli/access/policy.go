@@ -1,0 +1,145 @@
+package access
+
+import (
+	"fmt"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+// SystemNamespaces are never written by a None consumer: they are the
+// provider's (its node heartbeats, its controllers' leader Leases).
+var SystemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
+
+// policy is the ValidatingAdmissionPolicy (and its binding) that confines
+// the writes of a Prefixed or None consumer, which RBAC can only grant
+// cluster-wide. It matches every write of the consumer's user to the bound
+// APIs (and their subresources), namespaces, the related kinds and
+// Leases, and reads ownership from labels only the consumer's own grant
+// or konnector set:
+//
+//   - Prefixed: it writes only in namespace <prefix> and in namespaces and
+//     names <prefix>-*, and only into namespaces — and only cluster-scoped
+//     objects — labelled core.kbind.io/prefix=<prefix>; a namespace it
+//     creates must carry that label. A consumer whose prefix extends
+//     another's ("team" and "team-a") therefore never writes into the
+//     other's objects, whatever their names.
+//   - None: it never writes in the provider's system namespaces, nor into
+//     a namespace or cluster-scoped object labelled for another consumer
+//     (kbind.io/consumer) or for a Prefixed consumer (core.kbind.io/prefix).
+//
+// Neither may create a service-account token Secret (a credential that
+// would outlive the grant).
+func (r Request) policy(meta metav1.ObjectMeta) []client.Object {
+	writes := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}
+	rule := func(group string, resources ...string) admissionregistrationv1.NamedRuleWithOperations {
+		return admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: writes,
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: resources},
+		}}
+	}
+	var rules []admissionregistrationv1.NamedRuleWithOperations
+	for _, g := range r.groups() {
+		var resources []string
+		for _, res := range r.resources(g) {
+			resources = append(resources, res, res+"/*")
+		}
+		rules = append(rules, rule(g, resources...))
+	}
+	rules = append(rules, rule("", append([]string{"namespaces"}, r.Related...)...), rule("coordination.k8s.io", "leases"))
+	fail := admissionregistrationv1.Fail
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+		ObjectMeta: meta,
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy:    &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: rules},
+			MatchConditions:  []admissionregistrationv1.MatchCondition{{Name: "this-consumer", Expression: fmt.Sprintf("request.userInfo.username == %q", r.Username())}},
+			Variables:        r.policyVariables(),
+			Validations:      r.validations(),
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
+		ObjectMeta: meta,
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: meta.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	return []client.Object{policy, binding}
+}
+
+// Policy variables: where the request writes, and the ownership labels of
+// the namespace written in and of the cluster-scoped object written (its
+// new and its old state), "" when absent. A Namespace is cluster-scoped
+// even though the API server reports its own name as its namespace.
+var (
+	varPlace     = "has(request.namespace) && request.namespace != '' ? request.namespace : request.name"
+	varNamespace = "request.namespace != '' && !(request.resource.group == '' && request.resource.resource == 'namespaces')"
+)
+
+// labelVariable reads label key of obj into a string variable, "" when
+// absent; guard says when obj exists.
+func labelVariable(name, guard, obj, key string) admissionregistrationv1.Variable {
+	return admissionregistrationv1.Variable{Name: name, Expression: fmt.Sprintf(
+		"%s && %s != null && has(%s.metadata.labels) && %q in %s.metadata.labels ? %s.metadata.labels[%q] : ''", guard, obj, obj, key, obj, obj, key)}
+}
+
+func (r Request) policyVariables() []admissionregistrationv1.Variable {
+	vars := []admissionregistrationv1.Variable{{Name: "place", Expression: varPlace}, {Name: "namespaced", Expression: varNamespace}}
+	keys := []struct{ suffix, key string }{{"Prefix", kbindv1alpha1.PrefixLabel}}
+	if r.Isolation.Mode == kbindv1alpha1.IsolationNone {
+		keys = append(keys, struct{ suffix, key string }{"Consumer", ConsumerLabel})
+	}
+	for _, k := range keys {
+		vars = append(vars,
+			labelVariable("namespace"+k.suffix, "variables.namespaced", "namespaceObject", k.key),
+			labelVariable("new"+k.suffix, "request.operation != 'DELETE'", "object", k.key),
+			labelVariable("old"+k.suffix, "request.operation != 'CREATE'", "oldObject", k.key))
+	}
+	return vars
+}
+
+// validations are the policy's rules, each with a message that names what
+// the consumer may do instead.
+func (r Request) validations() []admissionregistrationv1.Validation {
+	forbidden := metav1.StatusReasonForbidden
+	v := func(expression, message string) admissionregistrationv1.Validation {
+		return admissionregistrationv1.Validation{Expression: expression, Message: message, Reason: &forbidden}
+	}
+	c := r.Consumer
+	var out []admissionregistrationv1.Validation
+	if r.Isolation.Mode == kbindv1alpha1.IsolationPrefixed {
+		p := r.Isolation.Prefix
+		out = append(out,
+			v(fmt.Sprintf("variables.place == %q || variables.place.startsWith(%q)", p, p+"-"),
+				fmt.Sprintf("kbind consumer %s may only write in namespace %s and in namespaces and names starting with %s- (Prefixed isolation)", c, p, p)),
+			v(fmt.Sprintf("!variables.namespaced || variables.namespacePrefix == %q", p),
+				fmt.Sprintf("kbind consumer %s may only write in namespaces labelled %s=%s (Prefixed isolation): this one belongs to another consumer or to the provider", c, kbindv1alpha1.PrefixLabel, p)),
+			v(fmt.Sprintf("variables.namespaced || ((request.operation == 'DELETE' || variables.newPrefix == %q) && (request.operation == 'CREATE' || variables.oldPrefix == %q))", p, p),
+				fmt.Sprintf("kbind consumer %s may only create and change namespaces and cluster-scoped objects labelled %s=%s (Prefixed isolation)", c, kbindv1alpha1.PrefixLabel, p)))
+	} else {
+		mine := fmt.Sprintf("['', %q]", c)
+		out = append(out,
+			v(fmt.Sprintf("!(request.namespace in [%s])", quoted(SystemNamespaces)),
+				fmt.Sprintf("kbind consumer %s may not write in the provider's system namespaces %s", c, strings.Join(SystemNamespaces, ", "))),
+			v(fmt.Sprintf("!variables.namespaced || (variables.namespacePrefix == '' && variables.namespaceConsumer in %s)", mine),
+				fmt.Sprintf("kbind consumer %s may not write in another consumer's namespace (labelled %s or %s)", c, ConsumerLabel, kbindv1alpha1.PrefixLabel)),
+			v(fmt.Sprintf("variables.namespaced || ((request.operation == 'DELETE' || (variables.newPrefix == '' && variables.newConsumer in %s)) && (request.operation == 'CREATE' || (variables.oldPrefix == '' && variables.oldConsumer in %s)))", mine, mine),
+				fmt.Sprintf("kbind consumer %s may not create or change namespaces and cluster-scoped objects labelled for another consumer (%s or %s)", c, ConsumerLabel, kbindv1alpha1.PrefixLabel)))
+	}
+	return append(out, v("request.resource.resource != 'secrets' || request.operation == 'DELETE' || !has(object.type) || object.type != 'kubernetes.io/service-account-token'",
+		fmt.Sprintf("kbind consumer %s may not create service-account token Secrets", c)))
+}
+
+func quoted(ss []string) string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(out, ", ")
+}
