@@ -64,22 +64,23 @@ func TestAccessRender(t *testing.T) {
 		want   []string
 	}{
 		{"Namespace", accessValues(namespaceMode, nil), []string{
-			"ClusterRole/kbind-consumer-a-discovery", "ClusterRoleBinding/kbind-consumer-a-discovery", "Namespace/tenant-a",
+			"ClusterRole/kbind-consumer-a", "ClusterRoleBinding/kbind-consumer-a", "Namespace/tenant-a",
 			"Role/kbind-consumer-a@tenant-a", "RoleBinding/kbind-consumer-a@tenant-a", "ServiceAccount/kbind-consumer-a@kbind",
 		}},
 		{"Namespace, existing namespace, OpenAPI", accessValues(map[string]any{"mode": "Namespace", "namespace": "tenant-a", "createNamespace": false},
 			map[string]any{"schemaSource": "OpenAPI"}), []string{
-			"ClusterRole/kbind-consumer-a-discovery", "ClusterRoleBinding/kbind-consumer-a-discovery",
+			"ClusterRole/kbind-consumer-a", "ClusterRoleBinding/kbind-consumer-a",
 			"Role/kbind-consumer-a@tenant-a", "RoleBinding/kbind-consumer-a@tenant-a", "ServiceAccount/kbind-consumer-a@kbind",
 		}},
 		{"Prefixed", accessValues(prefixedMode, map[string]any{"related": []any{"secrets"}, "relatedClusterWide": true}), []string{
-			"ClusterRole/kbind-consumer-a", "ClusterRole/kbind-consumer-a-discovery", "ClusterRoleBinding/kbind-consumer-a",
-			"ClusterRoleBinding/kbind-consumer-a-discovery", "ServiceAccount/kbind-consumer-a@kbind",
+			"ClusterRole/kbind-consumer-a", "ClusterRoleBinding/kbind-consumer-a", "Namespace/a",
+			"Role/kbind-consumer-a@a", "RoleBinding/kbind-consumer-a@a", "ServiceAccount/kbind-consumer-a@kbind",
 			"ValidatingAdmissionPolicy/kbind-consumer-a", "ValidatingAdmissionPolicyBinding/kbind-consumer-a",
 		}},
 		{"None, a user", accessValues(noneMode, map[string]any{"user": "consumer-a"}), []string{
-			"ClusterRole/kbind-consumer-a", "ClusterRole/kbind-consumer-a-discovery", "ClusterRoleBinding/kbind-consumer-a",
-			"ClusterRoleBinding/kbind-consumer-a-discovery",
+			"ClusterRole/kbind-consumer-a", "ClusterRoleBinding/kbind-consumer-a", "Namespace/kbind-a",
+			"Role/kbind-consumer-a@kbind-a", "RoleBinding/kbind-consumer-a@kbind-a",
+			"ValidatingAdmissionPolicy/kbind-consumer-a", "ValidatingAdmissionPolicyBinding/kbind-consumer-a",
 		}},
 	}
 	for _, tc := range cases {
@@ -93,6 +94,11 @@ func TestAccessRender(t *testing.T) {
 			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 				t.Errorf("rendered:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
+			// Leases and Events are never granted cluster-wide without consent.
+			cluster, _ := yaml.Marshal(objs["ClusterRole/kbind-consumer-a"]["rules"])
+			if strings.Contains(string(cluster), "leases") || strings.Contains(string(cluster), "events") {
+				t.Errorf("the ClusterRole grants Leases or Events cluster-wide:\n%s", cluster)
+			}
 		})
 	}
 	objs, err := renderAccess(t, accessValues(namespaceMode, map[string]any{"related": []any{"secrets", "configmaps"}}))
@@ -105,19 +111,26 @@ func TestAccessRender(t *testing.T) {
 			t.Errorf("the Role misses %s:\n%s", want, role)
 		}
 	}
-	discovery, _ := yaml.Marshal(objs["ClusterRole/kbind-consumer-a-discovery"]["rules"])
-	if !strings.Contains(string(discovery), "kube-system") || strings.Contains(string(discovery), "widgets") {
-		t.Errorf("the discovery ClusterRole grants more than the identity and CRD reads:\n%s", discovery)
+	cluster, _ := yaml.Marshal(objs["ClusterRole/kbind-consumer-a"]["rules"])
+	if !strings.Contains(string(cluster), "kube-system") || strings.Contains(string(cluster), "widgets") {
+		t.Errorf("the Namespace-mode ClusterRole grants more than the identity and CRD reads:\n%s", cluster)
 	}
-	objs, err = renderAccess(t, accessValues(prefixedMode, nil))
+	objs, err = renderAccess(t, accessValues(prefixedMode, map[string]any{"providerEventsClusterWide": true}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	policy, _ := yaml.Marshal(objs["ValidatingAdmissionPolicy/kbind-consumer-a"]["spec"])
-	for _, want := range []string{`system:serviceaccount:kbind:kbind-consumer-a`, `variables.place == "a" || variables.place.startsWith("a-")`} {
+	for _, want := range []string{`system:serviceaccount:kbind:kbind-consumer-a`, `variables.place == "a" || variables.place.startsWith("a-")`,
+		`variables.namespacePrefix == "a"`} {
 		if !strings.Contains(string(policy), want) {
 			t.Errorf("the admission policy lacks %s:\n%s", want, policy)
 		}
+	}
+	if cluster, _ := yaml.Marshal(objs["ClusterRole/kbind-consumer-a"]["rules"]); !strings.Contains(string(cluster), "events") {
+		t.Errorf("providerEventsClusterWide grants no Events read:\n%s", cluster)
+	}
+	if labels := objs["Namespace/a"]["metadata"].(map[string]any)["labels"].(map[string]any); labels[kbindv1alpha1.PrefixLabel] != "a" || labels[access.ConsumerLabel] != "a" {
+		t.Errorf("the Prefixed namespace's labels %v", labels)
 	}
 }
 
@@ -126,14 +139,21 @@ func TestAccessRefusesBadValues(t *testing.T) {
 		values map[string]any
 		want   string
 	}{
-		"no consumer":                  {map[string]any{"isolation": namespaceMode, "apis": []any{map[string]any{"group": "example.org", "resources": []any{"widgets"}}}}, "consumer"},
-		"no apis":                      {map[string]any{"consumer": "a", "isolation": namespaceMode}, "apis"},
-		"unknown mode":                 {accessValues(map[string]any{"mode": "Shared"}, nil), "/isolation/mode"},
-		"namespace not a label":        {accessValues(map[string]any{"mode": "Namespace", "namespace": "Tenant_A"}, nil), "/isolation/namespace"},
-		"unknown related kind":         {accessValues(namespaceMode, map[string]any{"related": []any{"pods"}}), "related"},
-		"Namespace without namespace":  {accessValues(map[string]any{"mode": "Namespace"}, nil), "isolation.mode Namespace needs isolation.namespace"},
-		"Prefixed without prefix":      {accessValues(map[string]any{"mode": "Prefixed"}, nil), "isolation.mode Prefixed needs isolation.prefix"},
-		"related cluster-wide unasked": {accessValues(prefixedMode, map[string]any{"related": []any{"secrets"}}), "could read those of every tenant"},
+		"no consumer":                     {map[string]any{"isolation": namespaceMode, "apis": []any{map[string]any{"group": "example.org", "resources": []any{"widgets"}}}}, "consumer"},
+		"no apis":                         {map[string]any{"consumer": "a", "isolation": namespaceMode}, "apis"},
+		"unknown mode":                    {accessValues(map[string]any{"mode": "Shared"}, nil), "/isolation/mode"},
+		"namespace not a label":           {accessValues(map[string]any{"mode": "Namespace", "namespace": "Tenant_A"}, nil), "/isolation/namespace"},
+		"unknown related kind":            {accessValues(namespaceMode, map[string]any{"related": []any{"pods"}}), "related"},
+		"Namespace without namespace":     {accessValues(map[string]any{"mode": "Namespace"}, nil), "isolation.mode Namespace needs isolation.namespace"},
+		"Prefixed without prefix":         {accessValues(map[string]any{"mode": "Prefixed"}, nil), "isolation.mode Prefixed needs isolation.prefix"},
+		"related cluster-wide unasked":    {accessValues(prefixedMode, map[string]any{"related": []any{"secrets"}}), "kube-system's (service-account tokens, certificates) included"},
+		"related with None":               {accessValues(noneMode, map[string]any{"related": []any{"secrets"}, "relatedClusterWide": true}), "None cannot be confined"},
+		"reserved prefix":                 {accessValues(map[string]any{"mode": "Prefixed", "prefix": "kube"}, nil), `isolation.prefix "kube" is reserved`},
+		"prefix extending a reserved one": {accessValues(map[string]any{"mode": "Prefixed", "prefix": "kbind-x"}, nil), "is reserved"},
+		"isolation namespace kube-system": {accessValues(map[string]any{"mode": "Namespace", "namespace": "kube-system"}, nil), "cannot be the consumer's own namespace"},
+		"isolation namespace = release":   {accessValues(map[string]any{"mode": "Namespace", "namespace": "kbind"}, nil), "the release namespace holding the ServiceAccount"},
+		"Lease namespace default":         {accessValues(noneMode, map[string]any{"leaseNamespace": "default"}), "cannot be the consumer's own namespace"},
+		"Events with Namespace isolation": {accessValues(namespaceMode, map[string]any{"providerEventsClusterWide": true}), "providerEventsClusterWide goes with"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := renderAccess(t, tc.values)
@@ -184,8 +204,8 @@ func TestAccessOnARealAPIServer(t *testing.T) {
 }
 
 // TestAccessChartMatchesGrant: the chart and `kubectl kbind grant` (the
-// cli/access package) grant the same rules, subjects and admission
-// policy for the same request.
+// cli/access package) grant the same objects — rules, subjects, admission
+// policy, the consumer's namespace and its labels — for the same request.
 func TestAccessChartMatchesGrant(t *testing.T) {
 	apis := []access.API{{Group: "example.org", Resource: "widgets", Namespaced: true}, {Group: "example.org", Resource: "gadgets", Namespaced: true}}
 	for _, tc := range []struct {
@@ -193,16 +213,24 @@ func TestAccessChartMatchesGrant(t *testing.T) {
 		req    access.Request
 	}{
 		{accessValues(namespaceMode, map[string]any{"related": []any{"secrets"}}),
-			access.Request{Consumer: "a", Namespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"},
+			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"},
 				APIs: apis, Related: []string{"secrets"}, CRDReads: true}},
 		{accessValues(prefixedMode, nil),
-			access.Request{Consumer: "a", Namespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"}, APIs: apis, CRDReads: true}},
+			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"}, APIs: apis, CRDReads: true}},
+		{accessValues(prefixedMode, map[string]any{"providerEventsClusterWide": true, "schemaSource": "OpenAPI"}),
+			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"}, APIs: apis, ClusterWideEvents: true}},
+		{accessValues(noneMode, nil),
+			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNone}, LeaseNamespace: "kbind-a", APIs: apis, CRDReads: true}},
 	} {
 		rendered, err := renderAccess(t, tc.values)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, obj := range tc.req.Objects() {
+		granted := tc.req.Objects()
+		if len(granted) != len(rendered) {
+			t.Errorf("%s: grant makes %d objects, the chart %d: %v", tc.req.Isolation.Mode, len(granted), len(rendered), keys(rendered))
+		}
+		for _, obj := range granted {
 			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 			if err != nil {
 				t.Fatal(err)
@@ -217,10 +245,25 @@ func TestAccessChartMatchesGrant(t *testing.T) {
 				continue
 			}
 			for _, field := range []string{"rules", "subjects", "roleRef", "spec"} {
+				if m, ok := u[field].(map[string]any); ok && len(m) == 0 {
+					delete(u, field) // a Namespace's empty spec
+				}
 				want, _ := yaml.Marshal(u[field])
 				got, _ := yaml.Marshal(chartObj[field])
 				if string(want) != string(got) {
 					t.Errorf("%s %s.%s differs:\ngrant:\n%s\nchart:\n%s", tc.req.Isolation.Mode, k, field, want, got)
+				}
+			}
+			// The labels and annotations the policies and a later grant read.
+			meta := chartObj["metadata"].(map[string]any)
+			for _, key := range []string{access.ConsumerLabel, kbindv1alpha1.PrefixLabel} {
+				if want := obj.GetLabels()[key]; want != "" && fmt.Sprint(meta["labels"].(map[string]any)[key]) != want {
+					t.Errorf("%s %s: label %s is %v in the chart, %q by grant", tc.req.Isolation.Mode, k, key, meta["labels"].(map[string]any)[key], want)
+				}
+			}
+			for key, want := range obj.GetAnnotations() {
+				if got := fmt.Sprint(meta["annotations"].(map[string]any)[key]); got != want {
+					t.Errorf("%s %s: annotation %s is %s in the chart, %q by grant", tc.req.Isolation.Mode, k, key, got, want)
 				}
 			}
 		}

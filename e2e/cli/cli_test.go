@@ -161,7 +161,7 @@ func TestOnboarding(t *testing.T) {
 	// The konnector holds only the granted identity.
 	kc := kubectl(t, consumer, "get", "secret", "-n", "kbind", "provider-kubeconfig", "-o", `jsonpath={.data.kubeconfig}`)
 	granted := writeFile(t, "granted.kubeconfig", decode(t, kc))
-	if who := kubectl(t, granted, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); who != "system:serviceaccount:kbind-team-a:kbind-consumer-team-a" {
+	if who := kubectl(t, granted, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); who != "system:serviceaccount:kbind:kbind-consumer-team-a" {
 		t.Errorf("the bundle authenticates as %q", who)
 	}
 	if _, err := testenv.Kubectl(context.Background(), granted, "get", "widgets", "-n", "default"); err == nil || !strings.Contains(err.Error(), "forbidden") {
@@ -182,7 +182,7 @@ func TestOnboarding(t *testing.T) {
 
 	// Revoke: the Connection reports the refusal, not success.
 	out := mustPlugin(t, "--kubeconfig", provider, "revoke", "team-a")
-	for _, want := range []string{"ServiceAccount kbind-team-a/kbind-consumer-team-a deleted", "Role kbind-team-a/kbind-consumer-team-a deleted", "ClusterRole /kbind-consumer-team-a-discovery deleted"} {
+	for _, want := range []string{"ServiceAccount kbind/kbind-consumer-team-a deleted", "Role kbind-team-a/kbind-consumer-team-a deleted", "ClusterRole /kbind-consumer-team-a deleted"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("revoke output lacks %q:\n%s", want, out)
 		}

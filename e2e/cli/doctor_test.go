@@ -210,8 +210,8 @@ spec:
 		kubectl(t, provider, "patch", "role", "-n", "kbind-team-a", "kbind-consumer-team-a", "--type=json",
 			"-p", `[{"op":"replace","path":"/rules/0/verbs","value":["get","list","watch","create","update","patch"]}]`)
 		expectFindings(t, consumer, []string{"provider"}, []string{"connection.rbac"}, map[string][]string{
-			"connection.rbac": {"does not allow system:serviceaccount:kbind-team-a:kbind-consumer-team-a to delete widgets.example.org in namespace kbind-team-a",
-				"kbind grant team-a -n kbind-team-a --apis widgets.example.org --isolation Namespace"}})
+			"connection.rbac": {"does not allow system:serviceaccount:kbind:kbind-consumer-team-a to delete widgets.example.org in namespace kbind-team-a",
+				"kbind grant team-a --apis widgets.example.org --isolation Namespace --connection"}})
 		kubectl(t, provider, "patch", "role", "-n", "kbind-team-a", "kbind-consumer-team-a", "--type=json",
 			"-p", fmt.Sprintf(`[{"op":"replace","path":"/rules/0/verbs","value":%s}]`, verbs))
 	})

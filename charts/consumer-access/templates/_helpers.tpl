@@ -14,8 +14,13 @@ kbind.io/consumer: {{ .Values.consumer | quote }}
 {{- default (include "access.name" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
-{{/* The subject the roles are bound to, checked against the mode. */}}
-{{- define "access.subject" -}}
+{{/*
+The consumer's own provider namespace, where its heartbeat Lease lives:
+the isolation namespace (Namespace), the prefix (Prefixed), the Lease
+namespace (None, default kbind-<consumer>). Every value is checked here:
+each template includes it.
+*/}}
+{{- define "access.ownNamespace" -}}
 {{- $mode := .Values.isolation.mode -}}
 {{- if and (eq $mode "Namespace") (not .Values.isolation.namespace) -}}
 {{- fail "isolation.mode Namespace needs isolation.namespace: the provider namespace this consumer's copies live in (the Connection's spec.isolation.namespace)" -}}
@@ -23,9 +28,38 @@ kbind.io/consumer: {{ .Values.consumer | quote }}
 {{- if and (eq $mode "Prefixed") (not .Values.isolation.prefix) -}}
 {{- fail "isolation.mode Prefixed needs isolation.prefix (the Connection's spec.isolation.prefix)" -}}
 {{- end -}}
-{{- if and .Values.related (ne $mode "Namespace") (not .Values.relatedClusterWide) -}}
-{{- fail (printf "related with isolation.mode %s grants cluster-wide read of %v, so this consumer could read those of every tenant: use isolation.mode Namespace, or set relatedClusterWide=true to accept that" $mode .Values.related) -}}
+{{- if and .Values.related (eq $mode "None") -}}
+{{- fail (printf "related with isolation.mode None cannot be confined: the consumer could read and write %v in every namespace, kube-system's included; use isolation.mode Namespace" .Values.related) -}}
 {{- end -}}
+{{- if and .Values.related (eq $mode "Prefixed") (not .Values.relatedClusterWide) -}}
+{{- fail (printf "related with isolation.mode Prefixed grants cluster-wide read of %v: this consumer could read those of every namespace of the provider, kube-system's (service-account tokens, certificates) included, which amounts to administrator access on most clusters; use isolation.mode Namespace, or set relatedClusterWide=true to accept that" .Values.related) -}}
+{{- end -}}
+{{- if and .Values.providerEventsClusterWide (eq $mode "Namespace") -}}
+{{- fail "providerEventsClusterWide goes with isolation.mode Prefixed or None: Namespace isolation reads the Events of its own namespace always" -}}
+{{- end -}}
+{{- $own := "" -}}
+{{- if eq $mode "Namespace" -}}
+{{- $own = .Values.isolation.namespace -}}
+{{- else if eq $mode "Prefixed" -}}
+{{- $own = .Values.isolation.prefix -}}
+{{- range list "kube" "kbind" "default" "openshift" "system" -}}
+{{- if or (eq $own .) (hasPrefix (printf "%s-" .) $own) (hasPrefix (printf "%s-" $own) .) -}}
+{{- fail (printf "isolation.prefix %q is reserved: its namespaces %s and %s-* are the provider's own (%s); choose another prefix" $own $own $own .) -}}
+{{- end -}}
+{{- end -}}
+{{- else -}}
+{{- $own = default (printf "kbind-%s" .Values.consumer) .Values.leaseNamespace -}}
+{{- end -}}
+{{- if ne $mode "Prefixed" -}}
+{{- if or (eq $own .Release.Namespace) (eq $own "kbind") (eq $own "default") (hasPrefix "kube-" $own) (hasPrefix "openshift-" $own) -}}
+{{- fail (printf "%s cannot be the consumer's own namespace (isolation.namespace, or leaseNamespace with None): it is the release namespace holding the ServiceAccount, kbind, default, or a namespace of the provider's system" $own) -}}
+{{- end -}}
+{{- end -}}
+{{- $own -}}
+{{- end -}}
+
+{{/* The subject the roles are bound to. */}}
+{{- define "access.subject" -}}
 {{- if .Values.user -}}
 - kind: User
   apiGroup: rbac.authorization.k8s.io
@@ -46,22 +80,24 @@ kbind.io/consumer: {{ .Values.consumer | quote }}
 {{- end -}}
 {{- end -}}
 
-{{/* Rules on the bound APIs, the Lease, reading Events (forwarded down) and related kinds. */}}
-{{- define "access.objectRules" -}}
+{{/* Every verb on the bound APIs, one rule per group. */}}
+{{- define "access.apiRules" -}}
 {{- range .Values.apis }}
 - apiGroups: [{{ .group | quote }}]
   resources: {{ toJson .resources }}
   verbs: [get, list, watch, create, update, patch, delete]
 {{- end }}
-- apiGroups: [coordination.k8s.io]
-  resources: [leases]
-  verbs: [get, create, update, delete]
+{{- end -}}
+
+{{/* Reading the provider's Events on the copies (forwarded to the consumer objects). */}}
+{{- define "access.eventsRule" -}}
 - apiGroups: [""]
   resources: [events]
   verbs: [get, list, watch]
-{{- with .Values.related }}
-- apiGroups: [""]
-  resources: {{ toJson . }}
-  verbs: [get, list, watch, create, update, patch, delete]
-{{- end }}
+{{- end -}}
+
+{{/* A policy variable holding label $key of $obj ('' when absent); $guard says when $obj exists. */}}
+{{- define "access.labelVariable" -}}
+- name: {{ .name }}
+  expression: {{ printf "%s && %s != null && has(%s.metadata.labels) && %q in %s.metadata.labels ? %s.metadata.labels[%q] : ''" .guard .obj .obj .key .obj .obj .key | quote }}
 {{- end -}}
