@@ -402,7 +402,7 @@ func TestPolicy(t *testing.T) {
 	}
 	noneRules := expressions(request(none, widgets))
 	for _, want := range []string{
-		`!(request.namespace in ["kube-system", "kube-public", "kube-node-lease"])`,
+		`!has(request.namespace) || !(request.namespace in ["kube-system", "kube-public", "kube-node-lease"])`,
 		`variables.namespaceConsumer in ['', "a"]`, `variables.oldConsumer in ['', "a"]`,
 	} {
 		if !strings.Contains(noneRules, want) {

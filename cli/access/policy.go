@@ -76,10 +76,11 @@ func (r Request) policy(meta metav1.ObjectMeta) []client.Object {
 // Policy variables: where the request writes, and the ownership labels of
 // the namespace written in and of the cluster-scoped object written (its
 // new and its old state), "" when absent. A Namespace is cluster-scoped
-// even though the API server reports its own name as its namespace.
+// even though the API server reports its own name as its namespace. The
+// request's namespace and name are absent (not empty) when unset.
 var (
-	varPlace     = "has(request.namespace) && request.namespace != '' ? request.namespace : request.name"
-	varNamespace = "request.namespace != '' && !(request.resource.group == '' && request.resource.resource == 'namespaces')"
+	varPlace     = "has(request.namespace) && request.namespace != '' ? request.namespace : (has(request.name) ? request.name : '')"
+	varNamespace = "has(request.namespace) && request.namespace != '' && !(request.resource.group == '' && request.resource.resource == 'namespaces')"
 )
 
 // labelVariable reads label key of obj into a string variable, "" when
@@ -125,7 +126,7 @@ func (r Request) validations() []admissionregistrationv1.Validation {
 	} else {
 		mine := fmt.Sprintf("['', %q]", c)
 		out = append(out,
-			v(fmt.Sprintf("!(request.namespace in [%s])", quoted(SystemNamespaces)),
+			v(fmt.Sprintf("!has(request.namespace) || !(request.namespace in [%s])", quoted(SystemNamespaces)),
 				fmt.Sprintf("kbind consumer %s may not write in the provider's system namespaces %s", c, strings.Join(SystemNamespaces, ", "))),
 			v(fmt.Sprintf("!variables.namespaced || (variables.namespacePrefix == '' && variables.namespaceConsumer in %s)", mine),
 				fmt.Sprintf("kbind consumer %s may not write in another consumer's namespace (labelled %s or %s)", c, ConsumerLabel, kbindv1alpha1.PrefixLabel)),

@@ -2,40 +2,60 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kbind/kbind/cli/access"
 )
 
 func newRevoke(e *env) *cobra.Command {
-	return &cobra.Command{
+	var timeout time.Duration
+	cmd := &cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Take a consumer's access away: its ServiceAccount (and with it every token), RBAC and admission policy",
 		Long: `Delete what grant created for consumer NAME: the ServiceAccount kbind-consumer-NAME first, which
-invalidates every token issued for it, then its bindings and roles, and the admission policy last (so no
-right is ever left without its confinement). The provider objects the consumer synced stay (the backend
-reaps them once its heartbeat is stale); the consumer's own namespace stays. The consumer's Connection
-then reports the refusal.`,
+invalidates every token issued for it, then its bindings and roles; then, once the API server denies
+the consumer every write its roles allowed, the admission policy — so that no moment leaves a right
+without its confinement. The provider objects the consumer synced stay (the backend reaps them once
+its heartbeat is stale); the consumer's own namespace stays. The consumer's Connection then reports
+the refusal.`,
 		Example: `  kubectl kbind revoke team-a`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.revoke(cmd.Context(), args[0])
+			return e.revoke(cmd.Context(), args[0], timeout)
 		},
 	}
+	cmd.Flags().DurationVar(&timeout, "confine-timeout", time.Minute, "how long to wait for the API server to deny the consumer's writes before the admission policy goes")
+	return cmd
 }
 
-func (e *env) revoke(ctx context.Context, name string) error {
+func (e *env) revoke(ctx context.Context, name string, timeout time.Duration) error {
 	c, _, err := e.client()
 	if err != nil {
 		return err
 	}
 	deleted := 0
+	var revoked revokedAccess
 	err = forEachGranted(ctx, c, name, func(kind string, obj *unstructured.Unstructured) error {
+		if strings.HasPrefix(kind, "ValidatingAdmissionPolicy") && !revoked.denied {
+			if err := revoked.waitDenied(ctx, c, timeout); err != nil {
+				return err
+			}
+		}
+		if err := revoked.remember(kind, obj); err != nil {
+			return err
+		}
 		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting %s %s: %w", kind, client.ObjectKeyFromObject(obj), err)
 		}
@@ -50,4 +70,75 @@ func (e *env) revoke(ctx context.Context, name string) error {
 		return fmt.Errorf("nothing is granted to consumer %q on this cluster (objects labelled %s=%s)", name, access.ConsumerLabel, name)
 	}
 	return nil
+}
+
+// revokedAccess is what a revoke deleted before the admission policy: the
+// users the bindings named and the writes the roles allowed them.
+type revokedAccess struct {
+	users  []string
+	writes []authorizationv1.ResourceAttributes
+	denied bool
+}
+
+func (r *revokedAccess) remember(kind string, obj *unstructured.Unstructured) error {
+	switch kind {
+	case "ClusterRoleBinding", "RoleBinding":
+		var b rbacv1.RoleBinding // the same subjects either way
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &b); err != nil {
+			return err
+		}
+		for _, s := range b.Subjects {
+			switch s.Kind {
+			case rbacv1.ServiceAccountKind:
+				r.users = append(r.users, "system:serviceaccount:"+s.Namespace+":"+s.Name)
+			case rbacv1.UserKind:
+				r.users = append(r.users, s.Name)
+			}
+		}
+	case "ClusterRole", "Role":
+		var role rbacv1.Role
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &role); err != nil {
+			return err
+		}
+		for _, rule := range role.Rules {
+			for _, g := range rule.APIGroups {
+				for _, res := range rule.Resources {
+					r.writes = append(r.writes, authorizationv1.ResourceAttributes{Namespace: obj.GetNamespace(), Verb: "create", Group: g, Resource: res})
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// waitDenied waits until the API server denies every remembered user every
+// remembered write, confinedProbes rounds in a row (each API server
+// replica's authorizer follows RBAC changes on its own): only then may the
+// admission policy that confines those writes go.
+func (r *revokedAccess) waitDenied(ctx context.Context, c client.Client, timeout time.Duration) error {
+	rounds := 0
+	var still string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		still = ""
+		for _, user := range r.users {
+			for _, w := range r.writes {
+				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &w}}
+				if err := c.Create(ctx, sar); err != nil {
+					return false, fmt.Errorf("asking the API server whether %s may still %s %s: %w", user, w.Verb, w.Resource, err)
+				}
+				if sar.Status.Allowed {
+					still = fmt.Sprintf("%s may still %s %s", user, w.Verb, w.Resource)
+					rounds = 0
+					return false, nil
+				}
+			}
+		}
+		rounds++
+		return rounds >= confinedProbes, nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err) {
+		return fmt.Errorf("after %s the API server still says %s; the admission policy is kept: run revoke again", timeout, still)
+	}
+	r.denied = err == nil
+	return err
 }

@@ -1,0 +1,189 @@
+package attack
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/testenv"
+)
+
+// TestGrantAttacks: what grant and revoke refuse or guarantee when a
+// provider admin, or a tenant racing them, tries to get around the
+// isolation — each row of docs/isolation.md's grant table.
+func TestGrantAttacks(t *testing.T) {
+	ctx := context.Background()
+	provider := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
+		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("clusterwidgets", "clusterwidget", "ClusterWidget", "example.org", apiextensionsv1.ClusterScoped, true),
+	}})
+	kc := provider.KubeconfigPath
+	admin := dynamic.NewForConfigOrDie(provider.Config)
+	const apis = "widgets.example.org,clusterwidgets.example.org"
+	var rows []string
+	row := func(attempt, result string) { rows = append(rows, fmt.Sprintf("| %s | %s |", attempt, result)) }
+
+	teamA := grant(t, provider, "team-a", "Prefixed", "team-a", "team-a", "--apis", apis)
+	grant(t, provider, "victim", "Namespace", "kbind-victim", "", "--apis", "widgets.example.org")
+	adminCreate(t, admin, namespaces, object(namespaces, "", "payments", nil, nil))
+
+	// Refusals: each names the problem and what to do.
+	for _, tc := range []struct {
+		attempt string
+		args    []string
+		want    string
+	}{
+		{"a prefix another consumer's extends (`grant team` next to `team-a`)", []string{"grant", "team", "--isolation", "Prefixed", "--apis", apis}, `prefix "team" overlaps consumer team-a's prefix "team-a"`},
+		{"a prefix extending another consumer's (`--prefix team-a-x`)", []string{"grant", "x", "--isolation", "Prefixed", "--prefix", "team-a-x", "--apis", apis}, "overlaps consumer team-a's"},
+		{"the reserved prefix `kube`", []string{"grant", "kube", "--isolation", "Prefixed", "--apis", apis}, `--prefix "kube" is reserved`},
+		{"the reserved prefix `kbind`", []string{"grant", "kbind", "--isolation", "Prefixed", "--apis", apis}, `--prefix "kbind" is reserved`},
+		{"another consumer's namespace (`-n kbind-victim`)", []string{"grant", "intruder", "-n", "kbind-victim", "--apis", "widgets.example.org"}, "namespace kbind-victim is consumer victim's own namespace"},
+		{"a namespace of the provider (`-n payments`)", []string{"grant", "intruder", "-n", "payments", "--apis", "widgets.example.org"}, "namespace payments exists and was not granted to consumer intruder"},
+		{"a system namespace (`-n kube-system`)", []string{"grant", "intruder", "-n", "kube-system", "--apis", "widgets.example.org"}, "a namespace of the provider's system"},
+		{"a change of isolation (`team-a` again with Namespace)", []string{"grant", "team-a", "--apis", "widgets.example.org"}, "run `kubectl kbind revoke team-a` first"},
+	} {
+		out, errOut, err := plugin(kc, tc.args...)
+		if err == nil || !strings.Contains(errOut, tc.want) {
+			t.Errorf("kubectl kbind %s: %v\n%s%s\nwant a refusal naming %q", strings.Join(tc.args, " "), err, out, errOut, tc.want)
+			row(tc.attempt, "**granted**")
+			continue
+		}
+		if strings.Contains(out, "kubeconfig") {
+			t.Errorf("a refused grant printed a bundle:\n%s", out)
+		}
+		row(tc.attempt, "refused: "+lineWith(errOut, tc.want))
+	}
+	adminCreate(t, admin, namespaces, object(namespaces, "", "shop-orders", nil, nil))
+	if _, errOut, err := plugin(kc, "grant", "shop", "--isolation", "Prefixed", "--apis", apis); err == nil || !strings.Contains(errOut, "covers namespaces that exist and are not this consumer's (shop-orders)") {
+		t.Errorf("a prefix covering a provider namespace: %v %s", err, errOut)
+	} else {
+		row("a prefix covering a namespace that exists (`shop` over `shop-orders`)", "refused: "+lineWith(errOut, "covers namespaces"))
+	}
+
+	// The token of a new Prefixed grant is confined the moment grant
+	// prints it: writes outside its prefix, right away and in a burst.
+	fresh := grant(t, provider, "fresh", "Prefixed", "fresh", "fresh", "--apis", apis)
+	outside := 0
+	for i := range 20 {
+		_, err := fresh.dyn.Resource(widgets).Namespace("default").Create(ctx, widget("default", fmt.Sprintf("early-%d", i), nil), metav1.CreateOptions{})
+		if err == nil || !apierrors.IsForbidden(err) {
+			outside++
+			t.Errorf("write %d outside the prefix right after grant returned: %v", i, err)
+		}
+	}
+	row("20 writes outside the prefix the moment grant printed the token", fmt.Sprintf("%d of 20 went through", outside))
+
+	// Re-granting the same mode renews and prunes: narrower APIs take the
+	// earlier rights away from the earlier token too.
+	if _, errOut, err := plugin(kc, "grant", "team-a", "--isolation", "Prefixed", "--apis", "widgets.example.org"); err != nil {
+		t.Fatalf("renewing team-a: %v %s", err, errOut)
+	} else if !strings.Contains(errOut, "earlier tokens stay valid until they expire") {
+		t.Errorf("a renewal does not say the earlier tokens stay valid:\n%s", errOut)
+	}
+	enginetest.EventuallyWithin(t, 30*time.Second, "the earlier token loses ClusterWidgets", func() error {
+		_, err := teamA.dyn.Resource(clusterWidgets).Create(ctx, widget("", "team-a-late", map[string]string{kbindv1alpha1.PrefixLabel: "team-a"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if !apierrors.IsForbidden(err) {
+			return fmt.Errorf("still allowed: %v", err)
+		}
+		return nil
+	})
+	row("the earlier token after a renewal without clusterwidgets", "refused ClusterWidgets: the renewal pruned the earlier rights")
+
+	// Derived names: "nd" keeps its rights when "nd-discovery" is granted.
+	nd := grant(t, provider, "nd", "Namespace", "kbind-nd", "", "--apis", "widgets.example.org")
+	grant(t, provider, "nd-discovery", "Namespace", "kbind-nd-discovery", "", "--apis", "widgets.example.org")
+	if _, err := nd.cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil {
+		t.Errorf("nd lost its identity read once nd-discovery was granted: %v", err)
+	}
+	row("grant `nd-discovery` after `nd`", "granted; nd keeps its own ClusterRole kbind-consumer-nd (no derived name is shared)")
+
+	// Revoke mid-write: a tenant writing as fast as it can, inside and
+	// outside its prefix, while revoke runs. Nothing outside ever lands;
+	// once revoke returns, the token is dead.
+	var stop atomic.Bool
+	var inside, escaped, unauthorized atomic.Int32
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				ns := "fresh-default"
+				if i%2 == 1 {
+					ns = "default"
+				}
+				_, err := fresh.dyn.Resource(widgets).Namespace(ns).Create(ctx, widget(ns, fmt.Sprintf("race-%d-%d", w, i), nil), metav1.CreateOptions{})
+				switch {
+				case err == nil && ns == "default":
+					escaped.Add(1)
+				case err == nil:
+					inside.Add(1)
+				case apierrors.IsUnauthorized(err):
+					unauthorized.Add(1)
+				}
+			}
+		}()
+	}
+	create(t, fresh, namespaces, object(namespaces, "", "fresh-default", map[string]string{kbindv1alpha1.PrefixLabel: "fresh"}, nil))
+	enginetest.EventuallyWithin(t, 30*time.Second, "the racing tenant writes inside its prefix", func() error {
+		if inside.Load() == 0 {
+			return fmt.Errorf("no write yet")
+		}
+		return nil
+	})
+	if out, errOut, err := plugin(kc, "revoke", "fresh"); err != nil {
+		t.Fatalf("revoke fresh: %v %s", err, errOut)
+	} else if lines := strings.Split(strings.TrimSpace(out), "\n"); !strings.HasPrefix(lines[0], "ServiceAccount ") || !strings.HasPrefix(lines[len(lines)-1], "ValidatingAdmissionPolicy ") {
+		t.Errorf("revoke must delete the ServiceAccount first and the policy last:\n%s", out)
+	}
+	// Once revoke returns, no write lands: refused at once (the roles are
+	// gone), then Unauthorized once the API server's token cache forgets
+	// the deleted ServiceAccount's token.
+	landed := inside.Load() + escaped.Load()
+	_, err := fresh.dyn.Resource(widgets).Namespace("fresh-default").Create(ctx, widget("fresh-default", "after-revoke", nil), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
+		t.Errorf("a write after revoke returned: %v, want a refusal", err)
+	}
+	enginetest.EventuallyWithin(t, 60*time.Second, "the revoked token Unauthorized", func() error {
+		_, err := fresh.cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+		if !apierrors.IsUnauthorized(err) {
+			return fmt.Errorf("got %v", err)
+		}
+		return nil
+	})
+	stop.Store(true)
+	wg.Wait()
+	if escaped.Load() > 0 {
+		t.Errorf("%d writes outside the prefix went through while revoke ran", escaped.Load())
+	}
+	if late := inside.Load() + escaped.Load() - landed; late > 2 {
+		// A write per worker may have been in flight when revoke returned.
+		t.Errorf("%d writes landed after revoke returned", late)
+	}
+	row("writes inside and outside the prefix while `revoke` runs", fmt.Sprintf("%d outside went through; after revoke returned every write is refused, then Unauthorized", escaped.Load()))
+
+	table := "| attempt | result |\n|---|---|\n" + strings.Join(rows, "\n") + "\n"
+	t.Logf("grant table:\n%s", table)
+	checkDocs(t, "grant-attacks", table)
+}
+
+// lineWith is the line of s that holds fragment, trimmed.
+func lineWith(s, fragment string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, fragment) {
+			return strings.TrimSpace(strings.TrimPrefix(line, "error: "))
+		}
+	}
+	return strings.TrimSpace(s)
+}
