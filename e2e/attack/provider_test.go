@@ -151,7 +151,9 @@ func catalogue(admin dynamic.Interface) []attack {
 		{ns, "delete its namespace", del(namespaces, "", victimNS)},
 
 		{pf, "patch an object in its namespace", patch(widgets, victimPrefix+"-default", "w1", `{"spec":{"owner":"attacker"}}`)},
-		{pf, "create an object in its namespace", createAs(widgets, func(a *tenant) *unstructured.Unstructured { return widget(victimPrefix+"-default", "planted-"+a.name, nil) })},
+		{pf, "create an object in its namespace", createAs(widgets, func(a *tenant) *unstructured.Unstructured {
+			return widget(victimPrefix+"-default", "planted-"+a.name, nil)
+		})},
 		{pf, "delete an object in its namespace", del(widgets, victimPrefix+"-default", "w1")},
 		{pf, "update its cluster-scoped object", update(clusterWidgets, "", victimPrefix+"-c1", relabel)},
 		{pf, "delete its cluster-scoped object", del(clusterWidgets, "", victimPrefix+"-c1")},

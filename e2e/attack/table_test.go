@@ -42,10 +42,10 @@ var allowances = map[column]map[string]allowance{
 	},
 	colNone: {
 		"a Namespace-isolated tenant's get an object": readsBoundAPIs, "a Namespace-isolated tenant's list its objects": readsBoundAPIs,
-		"a Namespace-isolated tenant's watch its objects":                       readsBoundAPIs,
-		"a None tenant's patch its object in a shared namespace":                noneShares,
-		"a Prefixed tenant's create a cluster-scoped object under its prefix":   noneSquats,
-		"a Prefixed tenant's create a namespace under its prefix (squat)":       noneSquats,
+		"a Namespace-isolated tenant's watch its objects":                        readsBoundAPIs,
+		"a None tenant's patch its object in a shared namespace":                 noneShares,
+		"a Prefixed tenant's create a cluster-scoped object under its prefix":    noneSquats,
+		"a Prefixed tenant's create a namespace under its prefix (squat)":        noneSquats,
 		"the provider's create a namespace a future tenant needs (kbind-future)": noneSquats,
 	},
 	colOverlap: {
