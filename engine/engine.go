@@ -67,6 +67,12 @@ type Options struct {
 	BindingResync time.Duration
 	// Workers is the number of sync workers per bound API (default 4).
 	Workers int
+	// RelatedWatchesPerNamespace bounds the related-resource watches (source
+	// informers) the bindings of one consumer namespace hold, the
+	// ClusterBindings counting as one namespace (default 512,
+	// related.DefaultWatchesPerNamespace); an entry over it copies nothing
+	// and its binding says so.
+	RelatedWatchesPerNamespace int
 
 	// InCluster is true when the konnector runs in a Pod; it sharpens
 	// messages about loopback provider addresses.
@@ -97,6 +103,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 4
+	}
+	if o.RelatedWatchesPerNamespace <= 0 {
+		o.RelatedWatchesPerNamespace = related.DefaultWatchesPerNamespace
 	}
 	return nil
 }
@@ -192,7 +201,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	}
 	copier, err := related.NewCopier(ctx, related.Options{
 		Consumer: mgr.GetConfig(), ConsumerClient: direct, ConsumerCache: mgr.GetCache(), Events: mgr.GetEventRecorder("kbind-konnector"),
-		SecretNamespaces: opts.SecretNamespaces,
+		SecretNamespaces: opts.SecretNamespaces, WatchesPerNamespace: opts.RelatedWatchesPerNamespace,
 		// Related informer events re-check the Connection's bindings
 		// (SYNC-R2: changes arrive through watches, not the resync).
 		Trigger: func(c string) { triggers.fire(c, schema.GroupKind{}) },

@@ -111,12 +111,17 @@ func desiredConditions(o observation) []patch.Condition {
 
 // permissionDenied is the PermissionDenied message: the provider's
 // refusals of schema reads and instance writes, then the lists either side
-// refuses a syncer (each saying what to grant); "" when nothing is refused.
+// refuses a syncer (each saying what to grant), then the related entries
+// kbind itself refuses (another consumer namespace's objects, watches over
+// the budget); "" when nothing is refused.
 func permissionDenied(o observation) string {
 	var parts []string
 	if refused := append(append([]string{}, o.forbidden...), o.instanceForbidden...); len(refused) > 0 {
 		parts = append(parts, "the provider refuses: "+strings.Join(refused, "; "))
 	}
 	parts = append(parts, o.accessRefused...)
+	if len(o.relatedRefused) > 0 {
+		parts = append(parts, "kbind refuses: "+strings.Join(o.relatedRefused, "; "))
+	}
 	return strings.Join(parts, "; ")
 }

@@ -38,6 +38,8 @@ func TestDesiredConditions(t *testing.T) {
 			"Conflicts=False/AsExpected PermissionDenied=True/Forbidden AllVersionsServed=True/AsExpected Ready=False/Forbidden Synced=False/Pending", []string{"the provider refuses a schema read"}},
 		{"instance writes refused, still Ready", observation{bound: bound, instanceForbidden: []string{"apply Widget in namespace a: forbidden (3 object(s))"}},
 			"Conflicts=False/AsExpected PermissionDenied=True/Forbidden AllVersionsServed=True/AsExpected Ready=True/AsExpected Synced=True/AsExpected", nil},
+		{"a related entry refused by kbind, still Ready", observation{bound: bound, relatedRefused: []string{"relatedResources[0] needs 24 more related watches, …"}},
+			"Conflicts=False/AsExpected PermissionDenied=True/Forbidden AllVersionsServed=True/AsExpected Ready=True/AsExpected Synced=True/AsExpected", nil},
 		{"a side refuses a syncer its list", observation{bound: bound, notSyncing: []string{"widgets.example.org (last attempt failed: …)"}, accessRefused: []string{"widgets.example.org: the consumer cluster refuses the konnector the list of Widget objects (API group example.org): forbidden; … add \"example.org\" to rbac.boundResourceGroups"}},
 			"Conflicts=False/AsExpected PermissionDenied=True/Forbidden AllVersionsServed=True/AsExpected Ready=True/AsExpected Synced=False/Pending", nil},
 		{"CRD not established", observation{bound: bound, pending: []string{"CRD widgets.example.org is not established yet"}},
@@ -122,6 +124,8 @@ func TestPermissionDenied(t *testing.T) {
 			"widgets.example.org: the consumer cluster refuses …"},
 		{"both", observation{instanceForbidden: []string{"apply Widget: forbidden (1 object(s))"}, accessRefused: []string{"gadgets.example.org: the consumer cluster refuses …"}},
 			"the provider refuses: apply Widget: forbidden (1 object(s)); gadgets.example.org: the consumer cluster refuses …"},
+		{"kbind refuses related entries", observation{instanceForbidden: []string{"list secrets (provider side)"}, relatedRefused: []string{"relatedResources[0] matches …", "relatedResources[1] needs …"}},
+			"the provider refuses: list secrets (provider side); kbind refuses: relatedResources[0] matches …; relatedResources[1] needs …"},
 	} {
 		if got := permissionDenied(tc.obs); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)

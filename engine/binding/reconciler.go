@@ -295,6 +295,8 @@ type observation struct {
 	conflicts, ownedByAnother int32
 	// instanceForbidden lists provider refusals of instance writes.
 	instanceForbidden []string
+	// relatedRefused lists what kbind refuses to copy of relatedResources.
+	relatedRefused []string
 	// accessRefused lists the APIs whose syncer either side refuses the
 	// list of, with what to grant.
 	accessRefused []string

@@ -2,6 +2,7 @@ package binding
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -53,8 +54,14 @@ func (r *Reconciler) reconcileRelated(ctx context.Context, b binding, before *kb
 		}
 		return fmt.Errorf("copying related resources: %w", err)
 	}
-	b.status.RelatedResources = &res.Status
+	// Entries whose informers have not listed yet are not counted: the
+	// counts of the last complete pass stay until the first list re-queues
+	// the binding.
+	if !res.NotReadYet || b.status.RelatedResources == nil {
+		b.status.RelatedResources = &res.Status
+	}
 	o.instanceForbidden = append(o.instanceForbidden, res.Forbidden...)
+	o.relatedRefused = append(o.relatedRefused, res.Refused...)
 	return nil
 }
 
@@ -103,6 +110,10 @@ func (r *Reconciler) cleanupRelated(ctx context.Context, b binding) (waiting str
 	rb := r.relatedBinding(b, conn.Status.LocalClusterUID, conn)
 	done, err := r.Related.Cleanup(ctx, rb, sess)
 	switch {
+	case errors.Is(err, related.ErrNotReadYet):
+		// The copies' informers just started; their first list re-queues
+		// the binding.
+		return "waiting for the related copies to be listed", nil
 	case apierrors.IsForbidden(err):
 		// A refusal is a condition and a retry: the copies stay.
 		return "waiting for permission to delete related copies: " + err.Error(), nil

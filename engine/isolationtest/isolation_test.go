@@ -335,11 +335,11 @@ func TestNamespaceIsolation(t *testing.T) {
 		waitCopy(t, widgetGVK, key(ns, "a.b-c"), key("a", "b-c"), tn.name)
 	}
 	// Related objects go through the mapping, both ways: the consumer's
-	// Secret up to its derived name, the tenant's ConfigMap down to the
-	// namespace of the Binding that asks for it.
+	// Secret up to its derived name, the tenant's ConfigMap at team-a's
+	// derived name down to the Binding in team-a that asks for it.
 	for _, tn := range ts {
 		createSecret(t, tn.consumer, "default", "db-credentials", tn.name)
-		createConfigMap(t, env.Provider, "tenant-"+tn.name, "settings", tn.name)
+		createConfigMap(t, env.Provider, "tenant-"+tn.name, "team-a.settings", tn.name)
 		b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "gadgets"}, Spec: kbindv1alpha1.BindingSpec{
 			ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"}, APIs: []kbindv1alpha1.APIReference{{Name: "gadgets.example.org"}},
 			RelatedResources: []kbindv1alpha1.RelatedResource{settingsDown}}}

@@ -2,6 +2,7 @@ package related
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -22,13 +23,8 @@ func testCopier(t *testing.T) (*Copier, *events.FakeRecorder, chan string) {
 	t.Cleanup(cancel)
 	recorder := events.NewFakeRecorder(16)
 	triggered := make(chan string, 64)
-	c := &Copier{
-		opts:   Options{Events: recorder, SyncTimeout: time.Second, Trigger: func(conn string) { triggered <- conn }},
-		denied: denied, providers: nil, held: map[string]map[ref]bool{},
-		reported: map[string]map[string]bool{}, provided: map[string]providedCopies{},
-	}
-	c.transform = stripTransform(denied)
-	c.consumer = &pool{side: consumerSide, cs: fake.NewClientset(), ctx: ctx, informers: map[key]*informer{}}
+	c := newCopier(Options{Events: recorder, SecretNamespaces: []string{"kbind"}, WatchesPerNamespace: 3, Trigger: func(conn string) { triggered <- conn }},
+		&pool{side: consumerSide, cs: fake.NewClientset(), ctx: ctx, informers: map[key]*informer{}})
 	return c, recorder, triggered
 }
 
@@ -38,8 +34,8 @@ func TestInformersAreSharedAndStopped(t *testing.T) {
 	configmaps := key{resource: kbindv1alpha1.RelatedResourceConfigMaps, namespace: "team-a", labels: "app=db"}
 	b1, b2 := Binding{UID: "b1", Connection: "one"}, Binding{UID: "b2", Connection: "two"}
 
-	first := c.use(b1, []ref{{c.consumer, secrets}, {c.consumer, configmaps}})
-	second := c.use(b2, []ref{{c.consumer, secrets}})
+	first, _ := c.use(b1, []ref{{c.consumer, secrets}, {c.consumer, configmaps}}, nil)
+	second, _ := c.use(b2, []ref{{c.consumer, secrets}}, nil)
 	shared := first[ref{c.consumer, secrets}]
 	if second[ref{c.consumer, secrets}] != shared || len(c.consumer.informers) != 2 || len(shared.users) != 2 {
 		t.Fatalf("one informer per key, shared: %d informers, %d users", len(c.consumer.informers), len(shared.users))
@@ -58,7 +54,7 @@ func TestInformersAreSharedAndStopped(t *testing.T) {
 
 	// b1 stops needing configmaps: that informer stops; secrets stays.
 	unused := first[ref{c.consumer, configmaps}]
-	c.use(b1, []ref{{c.consumer, secrets}})
+	c.use(b1, []ref{{c.consumer, secrets}}, nil)
 	if _, ok := c.consumer.informers[configmaps]; ok || unused.ctx.Err() == nil {
 		t.Error("an informer nobody uses still runs")
 	}
@@ -107,5 +103,60 @@ func TestProblemsAreReportedOnceAndForgotten(t *testing.T) {
 	c.Forget("b")
 	if _, ok := c.reported["b"]; ok || len(c.provided) != 0 {
 		t.Error("Forget left state behind")
+	}
+}
+
+// The watch budget counts, per consumer namespace, the distinct source
+// informers its bindings hold (the ClusterBindings are one namespace of
+// their own); a binding over it holds nothing more, and is re-queued once
+// its namespace frees watches.
+func TestWatchBudgetPerNamespace(t *testing.T) {
+	c, _, _ := testCopier(t) // budget 3
+	src := func(ns, name string) ref {
+		return ref{c.consumer, key{resource: kbindv1alpha1.RelatedResourceConfigMaps, namespace: ns, fields: "metadata.name=" + name}}
+	}
+	copies := []ref{{c.consumer, copiesKey(consumerSide, kbindv1alpha1.RelatedResourceConfigMaps, "team-a", "")}}
+	a1 := Binding{UID: "a1", Namespace: "team-a", Connection: "one"}
+	a2 := Binding{UID: "a2", Namespace: "team-a", Connection: "two"}
+	b1 := Binding{UID: "b1", Namespace: "team-b", Connection: "one"}
+	cb := Binding{UID: "cb", Connection: "one"}
+
+	// a1 takes 2 of team-a's 3 watches; its copies' informer is not counted.
+	if _, adm := c.use(a1, copies, [][]ref{{src("team-a", "x"), src("team-a", "y")}}); len(adm.over) != 0 || adm.used != 2 {
+		t.Fatalf("a1: %+v", adm)
+	}
+	// a2 shares y (counted once), wants z (fits) and then two more (over).
+	infs, adm := c.use(a2, nil, [][]ref{{src("team-a", "y"), src("team-a", "z")}, {src("team-a", "u"), src("team-a", "v")}})
+	if !reflect.DeepEqual(adm.over, map[int]int{1: 2}) || adm.used != 3 {
+		t.Fatalf("a2: %+v", adm)
+	}
+	if _, held := infs[src("team-a", "u")]; held || c.consumer.informers[src("team-a", "u").key] != nil {
+		t.Error("an entry over the budget started an informer")
+	}
+	// Other namespaces, and the ClusterBindings, have budgets of their own.
+	for _, b := range []Binding{b1, cb} {
+		if _, adm := c.use(b, nil, [][]ref{{src(b.Namespace, "p"), src(b.Namespace, "q"), src(b.Namespace, "r")}}); len(adm.over) != 0 {
+			t.Errorf("%s: %+v", b.UID, adm)
+		}
+	}
+	// a binding's own watches are its own on the next pass: a1 keeps them.
+	if _, adm := c.use(a1, copies, [][]ref{{src("team-a", "x"), src("team-a", "y")}}); len(adm.over) != 0 || adm.used != 3 {
+		t.Fatalf("a1 again: %+v", adm)
+	}
+	// a1 goes: x is freed (y is a2's too), and the waiting a2 is re-queued.
+	c.mu.Lock()
+	wake := c.forgetLocked(a1.UID)
+	c.mu.Unlock()
+	if !reflect.DeepEqual(wake, []string{"two"}) {
+		t.Errorf("re-queued %q, want a2's Connection", wake)
+	}
+	if _, adm := c.use(a2, nil, [][]ref{{src("team-a", "y"), src("team-a", "z")}, {src("team-a", "u")}}); len(adm.over) != 0 || adm.used != 3 {
+		t.Errorf("a2 after a1 went: %+v", adm)
+	}
+	for _, b := range []Binding{a2, b1, cb} {
+		c.Forget(b.UID)
+	}
+	if len(c.namespaces) != 0 || len(c.sources) != 0 || len(c.namespaceOf) != 0 || len(c.consumer.informers) != 0 {
+		t.Errorf("state left: %v %v %v %d informers", c.namespaces, c.sources, c.namespaceOf, len(c.consumer.informers))
 	}
 }

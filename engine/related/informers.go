@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -115,9 +113,10 @@ func (i *informer) state() (synced bool, err error) {
 // session ended) while it was in use.
 var errStopped = errors.New("stopped (the provider session ended)")
 
-// errNotSynced is the state of an informer whose first list has not
-// completed yet.
-var errNotSynced = errors.New("not read yet (the first list has not completed)")
+// ErrNotReadYet is the state of an informer whose first list has not
+// completed yet: nothing it would hold is known, and nothing is decided
+// from it (Cleanup returns it wrapped while the copies are being listed).
+var ErrNotReadYet = errors.New("not read yet (the first list has not completed)")
 
 // readable decides whether what an informer holds may be acted on: only
 // after a complete first list, and not while the API server refuses it (a
@@ -131,7 +130,7 @@ func readable(synced bool, err error) error {
 	case err != nil:
 		return err
 	}
-	return errNotSynced
+	return ErrNotReadYet
 }
 
 // bindingIndex indexes copies by the UID of the binding that made them.
@@ -213,20 +212,6 @@ func listWatch[L runtime.Object](c lister[L], opts func(metav1.ListOptions) meta
 			return w, err
 		},
 	}
-}
-
-// waitAll waits, up to timeout, until every informer can be read or is
-// refused; the caller then looks at each one's state.
-func waitAll(ctx context.Context, infs []*informer, timeout time.Duration) {
-	_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		for _, i := range infs {
-			synced, err := i.state()
-			if !synced && !errors.Is(err, errStopped) && (err == nil || !isForbidden(err)) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
 }
 
 // stripTransform drops what kbind never needs from cached objects: managed

@@ -175,8 +175,7 @@ func (r *syncRun) resolveReferences(ctx context.Context, plans []entryPlan) {
 func (r *syncRun) copyReferences(ctx context.Context, p entryPlan) {
 	rp := p.reference
 	if rp.pending {
-		r.kept[p.id] = true
-		r.ps.unread[p.id] = true
+		r.wait(p)
 		return
 	}
 	for _, k := range p.keys {
@@ -186,7 +185,11 @@ func (r *syncRun) copyReferences(ctx context.Context, p entryPlan) {
 		}
 	}
 	copiesInf, copiesErr := r.copies(p.target(), p.entry.Resource)
-	if copiesErr != nil {
+	switch {
+	case errors.Is(copiesErr, ErrNotReadYet):
+		r.unreadable(p, copiesErr) // listed in a moment: no GET per target meanwhile
+		return
+	case copiesErr != nil:
 		copiesInf = nil // unreadable: every target is read with a GET
 	}
 	for _, rf := range rp.referrals {
@@ -205,16 +208,29 @@ func (r *syncRun) copyReferences(ctx context.Context, p entryPlan) {
 	}
 }
 
-// unreadable records that an entry's sources could not be read: its
-// copies stay, and a refusal is reported.
+// unreadable records that an entry's sources (or its copies) could not be
+// read: its copies stay; not listed yet is waited for (the first list
+// re-queues the binding), a refusal is reported, anything else fails the
+// pass.
 func (r *syncRun) unreadable(p entryPlan, err error) {
+	r.wait(p)
+	switch {
+	case errors.Is(err, ErrNotReadYet):
+		r.res.NotReadYet = true
+	case isForbidden(err):
+		r.forbidden[fmt.Sprintf("list %s (%s side)", p.entry.Resource, p.source)] = true
+	default:
+		r.failures = append(r.failures, fmt.Errorf("reading the sources of relatedResources[%d] (%s, %s side): %w", p.index, p.entry.Resource, p.source, err))
+	}
+}
+
+// wait keeps an entry that cannot read its sources now as it is: its
+// copies stay, its reported problems too, and so do the copies of removed
+// entries that it might copy again once it reads (collectable).
+func (r *syncRun) wait(p entryPlan) {
 	r.kept[p.id] = true
 	r.ps.unread[p.id] = true
-	if isForbidden(err) {
-		r.forbidden[fmt.Sprintf("list %s (%s side)", p.entry.Resource, p.source)] = true
-		return
-	}
-	r.failures = append(r.failures, fmt.Errorf("reading the sources of relatedResources[%d] (%s, %s side): %w", p.index, p.entry.Resource, p.source, err))
+	r.unreadTargets[p.target().String()+"/"+string(p.entry.Resource)] = true
 }
 
 // ownerChanged says whether an event on a bound object (old or cur nil

@@ -48,7 +48,11 @@ func TestPlanReference(t *testing.T) {
 			skip: "never copies secrets from or into namespace kbind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plans := planEntries([]kbindv1alpha1.RelatedResource{tc.entry}, tc.namespace, tc.namespace, tc.isolated, denied, tc.owners)
+			b := Binding{Namespace: tc.namespace, Entries: []kbindv1alpha1.RelatedResource{tc.entry}, Owners: tc.owners}
+			if tc.isolated {
+				b.Isolation = isolation.For(kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"})
+			}
+			plans := planEntries(b, denied)
 			p := plans[0]
 			if tc.skip != "" {
 				if !strings.Contains(p.skip, tc.skip) || p.keep != tc.keep || p.reference != nil {
@@ -97,6 +101,9 @@ func TestReferralsOf(t *testing.T) {
 		widget("team-a", "bad", "u5", secretRef(int64(1)), false),
 		widget("kbind", "sneaky", "u6", secretRef("provider-kubeconfig"), false),
 		widget("team-a", "gone", "u7", secretRef("old"), true),
+		// team-b names what is team-a's provider name under Namespace
+		// isolation: it is read at team-b's own place, never team-a's.
+		widget("team-b", "x", "u8", secretRef("team-a.db"), false),
 	}
 	k := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
 	for _, tc := range []struct {
@@ -109,21 +116,25 @@ func TestReferralsOf(t *testing.T) {
 			{ownerUID: "u7", source: k("team-a", "old"), target: k("team-a", "old"), hold: true},
 			{ownerUID: "u1", source: k("team-a", "db"), target: k("team-a", "db")},
 			{ownerUID: "u2", source: k("team-b", "db"), target: k("team-b", "db")},
+			{ownerUID: "u8", source: k("team-b", "team-a.db"), target: k("team-b", "team-a.db")},
 		}},
 		{name: "FromProvider, Namespace isolation: read next to the provider copy, under a name that cannot collide", iso: nsIso, from: kbindv1alpha1.FromProvider, want: []referral{
 			{ownerUID: "u7", source: k("tenant-a", "team-a.old"), target: k("team-a", "old"), hold: true},
 			{ownerUID: "u1", source: k("tenant-a", "team-a.db"), target: k("team-a", "db")},
 			{ownerUID: "u2", source: k("tenant-a", "team-b.db"), target: k("team-b", "db")},
+			{ownerUID: "u8", source: k("tenant-a", "team-b.team-a.db"), target: k("team-b", "team-a.db")},
 		}},
 		{name: "FromConsumer, Namespace isolation", iso: nsIso, from: kbindv1alpha1.FromConsumer, want: []referral{
 			{ownerUID: "u7", source: k("team-a", "old"), target: k("tenant-a", "team-a.old"), hold: true},
 			{ownerUID: "u1", source: k("team-a", "db"), target: k("tenant-a", "team-a.db")},
 			{ownerUID: "u2", source: k("team-b", "db"), target: k("tenant-a", "team-b.db")},
+			{ownerUID: "u8", source: k("team-b", "team-a.db"), target: k("tenant-a", "team-b.team-a.db")},
 		}},
 		{name: "FromConsumer, Prefixed isolation", iso: prefixed, from: kbindv1alpha1.FromConsumer, want: []referral{
 			{ownerUID: "u7", source: k("team-a", "old"), target: k("a-team-a", "old"), hold: true},
 			{ownerUID: "u1", source: k("team-a", "db"), target: k("a-team-a", "db")},
 			{ownerUID: "u2", source: k("team-b", "db"), target: k("a-team-b", "db")},
+			{ownerUID: "u8", source: k("team-b", "team-a.db"), target: k("a-team-b", "team-a.db")},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,7 +213,7 @@ func TestFieldChangeCollectsOnlyOurOldCopy(t *testing.T) {
 		{name: "nothing goes while the entry's sources cannot be read", owner: "b/e1", key: old, kept: map[string]bool{"e1": true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := collectable(tc.owner, "b", consumerSide, tc.key, claims, tc.kept); got != tc.want {
+			if got := collectable(tc.owner, "b", consumerSide, tc.key, claims, tc.kept, map[string]bool{"e1": true}, false); got != tc.want {
 				t.Errorf("collectable = %v, want %v", got, tc.want)
 			}
 		})

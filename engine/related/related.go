@@ -12,7 +12,16 @@
 // kbind's labels. Informers are shared between bindings, reference-counted,
 // and stopped when no binding needs them; a provider's die with its
 // session. Nothing is listed per reconcile, and a source or copy that
-// could not be read is never taken for absent.
+// could not be read is never taken for absent. A pass never waits for an
+// informer to list (the first list re-queues the binding), and the
+// bindings of one consumer namespace hold at most a budget of source
+// informers (Options.WatchesPerNamespace): one namespace can neither slow
+// the others down nor open unbounded watches.
+//
+// Under Namespace isolation a Binding's FromProvider entry copies only its
+// own namespace's provider objects ("<namespace>.<name>", see
+// entryPlan.copyName): every consumer namespace's objects share one
+// provider namespace there.
 //
 // Requirement ids in comments (such as SYNC-R4) refer to docs/requirements.md.
 package related
@@ -29,7 +38,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -93,23 +101,6 @@ func (b Binding) scope(s side) string {
 	return b.Isolation.Namespace(b.Namespace)
 }
 
-// targetKey is where the copy of src goes on the other side. A consumer
-// source goes to its mapped provider place; a provider source goes to the
-// same name in the consumer namespace its provider namespace stands for:
-// the same namespace without isolation, the Binding's under isolation
-// (planEntries refuses FromProvider entries of ClusterBindings there: the
-// provider namespace does not say which consumer namespace).
-func (b Binding) targetKey(src client.Object, target side) (client.ObjectKey, error) {
-	key := client.ObjectKeyFromObject(src)
-	if target == providerSide {
-		return b.Isolation.Object(key)
-	}
-	if b.Isolation.Isolated() {
-		key.Namespace = b.Namespace
-	}
-	return key, nil
-}
-
 // Options configure a Copier.
 type Options struct {
 	// Consumer is the consumer's rest config; consumer informers use it.
@@ -126,11 +117,22 @@ type Options struct {
 	// SecretNamespaces are the konnector's kubeconfig Secret namespaces:
 	// never copied from or into, on either side.
 	SecretNamespaces []string
-	// Trigger re-queues a Connection's bindings; informer events call it.
+	// Trigger re-queues a Connection's bindings; informer events call it,
+	// among them each informer's first complete list: a pass never waits
+	// for an informer, it reads what has been listed and comes back.
 	Trigger func(connection string)
-	// SyncTimeout bounds the wait for new informers' first list (10s).
-	SyncTimeout time.Duration
+	// WatchesPerNamespace bounds the source informers the bindings of one
+	// consumer namespace hold (the ClusterBindings together count as one
+	// namespace); an entry that would exceed it copies nothing. Default
+	// DefaultWatchesPerNamespace.
+	WatchesPerNamespace int
 }
+
+// DefaultWatchesPerNamespace is the default budget of related watches per
+// consumer namespace: far more than a namespace's bindings need (a label
+// selector is one watch, a name or a referenced object one each), far
+// fewer than would burden an API server.
+const DefaultWatchesPerNamespace = 512
 
 // Copier copies related resources. It is safe for concurrent use.
 type Copier struct {
@@ -141,8 +143,18 @@ type Copier struct {
 
 	mu        sync.Mutex
 	providers map[*session.Session]*pool
-	// held are the informers each binding (by UID) uses.
-	held map[string]map[ref]bool
+	// held are the informers each binding (by UID) uses; sources those of
+	// them that count against its namespace's watch budget (its entries'
+	// sources).
+	held, sources map[string]map[ref]bool
+	// namespaces holds, per consumer namespace ("" for the ClusterBindings),
+	// how many of its bindings hold each source informer; namespaceOf is
+	// each binding's namespace; waiting are, per namespace, the bindings
+	// with entries over the budget (by UID, to their Connection), re-queued
+	// when watches are freed there.
+	namespaces  map[string]map[ref]int
+	namespaceOf map[string]string
+	waiting     map[string]map[string]string
 	// reported are the problems each binding has been told about; an entry
 	// goes when its problem does.
 	reported map[string]map[string]bool
@@ -166,18 +178,24 @@ func NewCopier(ctx context.Context, opts Options) (*Copier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("related: consumer client: %w", err)
 	}
-	if opts.SyncTimeout <= 0 {
-		opts.SyncTimeout = 10 * time.Second
+	return newCopier(opts, &pool{side: consumerSide, cs: cs, ctx: log.IntoContext(ctx, log.FromContext(ctx).WithName("related")), informers: map[key]*informer{}}), nil
+}
+
+// newCopier completes opts with defaults and returns a Copier whose
+// consumer informers live in consumer.
+func newCopier(opts Options, consumer *pool) *Copier {
+	if opts.WatchesPerNamespace <= 0 {
+		opts.WatchesPerNamespace = DefaultWatchesPerNamespace
 	}
 	c := &Copier{
-		opts: opts, denied: DeniedNamespaces(opts.SecretNamespaces),
-		providers: map[*session.Session]*pool{}, held: map[string]map[ref]bool{},
+		opts: opts, denied: DeniedNamespaces(opts.SecretNamespaces), consumer: consumer,
+		providers: map[*session.Session]*pool{}, held: map[string]map[ref]bool{}, sources: map[string]map[ref]bool{},
+		namespaces: map[string]map[ref]int{}, namespaceOf: map[string]string{}, waiting: map[string]map[string]string{},
 		reported: map[string]map[string]bool{}, provided: map[string]providedCopies{},
 		owners: map[schema.GroupVersionKind]*ownerWatch{},
 	}
 	c.transform = stripTransform(c.denied)
-	c.consumer = &pool{side: consumerSide, cs: cs, ctx: log.IntoContext(ctx, log.FromContext(ctx).WithName("related")), informers: map[key]*informer{}}
-	return c, nil
+	return c
 }
 
 // EntryID identifies a relatedResources entry by its content, so that an
@@ -196,6 +214,15 @@ type Result struct {
 	Status kbindv1alpha1.RelatedStatus
 	// Forbidden names refused requests ("list secrets (provider side)").
 	Forbidden []string
+	// Refused says, per entry, what kbind itself refuses to copy and why:
+	// provider objects of another consumer namespace, watches over the
+	// namespace's budget.
+	Refused []string
+	// NotReadYet: some entry's sources or copies have not been listed yet
+	// (its informers just started); its copies were left as they are and
+	// Status does not count them. The informers' first list re-queues the
+	// binding.
+	NotReadYet bool
 }
 
 // providerPool returns the session's pool, creating it; it is dropped,
@@ -225,15 +252,37 @@ func (c *Copier) providerPool(s *session.Session) (*pool, error) {
 	return p, nil
 }
 
-// use makes the binding hold exactly refs (starting informers it is the
-// first to need, stopping those nobody needs any more) and returns them.
-func (c *Copier) use(b Binding, refs []ref) map[ref]*informer {
+// use makes the binding hold exactly fixed (its copies' informers) and
+// the sources of the entries that fit its namespace's watch budget
+// (admit), starting informers it is the first to need and stopping those
+// nobody needs any more. It never waits for an informer to list.
+func (c *Copier) use(b Binding, fixed []ref, entries [][]ref) (map[ref]*informer, admission) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := map[ref]*informer{}
-	want := map[ref]bool{}
-	for _, r := range refs {
+	ns := b.Namespace
+	others := map[ref]bool{}
+	for r, n := range c.namespaces[ns] {
+		// A stopped provider session's informers are gone; their holders
+		// let go of them on their next pass.
+		if (n > 1 || !c.sources[b.UID][r]) && r.pool.ctx.Err() == nil {
+			others[r] = true
+		}
+	}
+	var adm admission
+	adm.over, adm.used = admit(entries, others, c.opts.WatchesPerNamespace)
+	want, sources := map[ref]bool{}, map[ref]bool{}
+	for _, r := range fixed {
 		want[r] = true
+	}
+	for i, refs := range entries {
+		if _, over := adm.over[i]; over {
+			continue
+		}
+		for _, r := range refs {
+			want[r], sources[r] = true, true
+		}
+	}
+	out := map[ref]*informer{}
+	for r := range want {
 		i, ok := r.pool.informers[r.key]
 		if !ok {
 			i = newInformer(r.pool, r.key, c.transform, c.fire)
@@ -248,7 +297,12 @@ func (c *Copier) use(b Binding, refs []ref) map[ref]*informer {
 		}
 	}
 	c.held[b.UID] = want
-	return out
+	freed := c.countSourcesLocked(b.UID, ns, sources)
+	c.setWaitingLocked(ns, b.UID, b.Connection, len(adm.over) > 0)
+	wake := c.wakeLocked(ns, freed)
+	c.mu.Unlock()
+	c.trigger(wake)
+	return out, adm
 }
 
 func (c *Copier) releaseLocked(uid string, r ref) {
@@ -285,16 +339,27 @@ func (c *Copier) fire(i *informer) {
 // or left behind on purpose.
 func (c *Copier) Forget(bindingUID string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	wake := c.forgetLocked(bindingUID)
+	c.mu.Unlock()
+	c.trigger(wake)
+}
+
+// forgetLocked is Forget; it returns the Connections of the bindings to
+// re-queue because watches were freed in the binding's namespace.
+func (c *Copier) forgetLocked(bindingUID string) (wake []string) {
 	for r := range c.held[bindingUID] {
 		c.releaseLocked(bindingUID, r)
 	}
 	for gvk := range c.owners {
 		c.unwatchOwnerLocked(gvk, bindingUID)
 	}
+	ns := c.namespaceOf[bindingUID]
+	freed := c.countSourcesLocked(bindingUID, ns, nil)
+	c.setWaitingLocked(ns, bindingUID, "", false)
 	delete(c.held, bindingUID)
 	delete(c.reported, bindingUID)
 	delete(c.provided, bindingUID)
+	return c.wakeLocked(ns, freed)
 }
 
 // pass is the bookkeeping of one Sync: the problems it saw, keyed
@@ -343,9 +408,12 @@ func (c *Copier) settle(p *pass) {
 }
 
 // Sync makes the copies of every entry match their sources and deletes
-// the copies this binding no longer wants. Entries whose sources cannot be
-// read keep their copies; a refusal is named in Result.Forbidden, any
-// other failure returned (joined) after the rest is done.
+// the copies this binding no longer wants. It never waits for an
+// informer: entries whose informers have not listed yet keep their copies
+// (Result.NotReadYet) until the first list re-queues the binding. Entries
+// whose sources cannot be read keep their copies; a refusal is named in
+// Result.Forbidden, what kbind refuses in Result.Refused, any other
+// failure returned (joined) after the rest is done.
 func (c *Copier) Sync(ctx context.Context, b Binding, provider *session.Session) (Result, error) {
 	pp, err := c.providerPool(provider)
 	if err != nil {
@@ -355,18 +423,19 @@ func (c *Copier) Sync(ctx context.Context, b Binding, provider *session.Session)
 		c: c, b: b, ps: &pass{b: b, problems: map[string]bool{}, unread: map[string]bool{}},
 		pools:     map[side]*pool{consumerSide: c.consumer, providerSide: pp},
 		targets:   map[side]client.Client{consumerSide: c.opts.ConsumerClient, providerSide: provider.Client},
-		forbidden: map[string]bool{}, kept: map[string]bool{}, targeted: map[string]bool{},
-		claims: map[string]claim{}, providerCopies: map[string]bool{},
+		forbidden: map[string]bool{}, kept: map[string]bool{}, targeted: map[string]bool{}, unreadTargets: map[string]bool{}, current: map[string]bool{},
+		claims: map[string]claim{}, providerCopies: map[string]bool{}, strays: map[string]string{}, refused: map[int]string{},
 	}
-	plans := planEntries(b.Entries, b.Namespace, b.scope(providerSide), b.Isolation.Isolated(), c.denied, b.Owners)
+	plans := planEntries(b, c.denied)
 	if c.opts.ConsumerCache != nil {
 		if err := c.watchOwners(ctx, b, ownerKinds(plans)); err != nil {
 			run.failures = append(run.failures, err)
 		}
 	}
 	run.resolveReferences(ctx, plans)
-	run.readInformers(ctx, plans)
+	run.readInformers(plans)
 	for _, p := range plans {
+		run.current[p.id] = true
 		run.copyEntry(ctx, p)
 	}
 	run.collect(ctx)
@@ -374,6 +443,11 @@ func (c *Copier) Sync(ctx context.Context, b Binding, provider *session.Session)
 		run.res.Forbidden = append(run.res.Forbidden, f)
 	}
 	sort.Strings(run.res.Forbidden)
+	for _, p := range plans {
+		if msg, ok := run.refused[p.index]; ok {
+			run.res.Refused = append(run.res.Refused, msg)
+		}
+	}
 	c.settle(run.ps)
 	c.remember(b, run.providerCopies)
 	return run.res, errors.Join(run.failures...)
@@ -388,28 +462,38 @@ type syncRun struct {
 	pools   map[side]*pool
 	targets map[side]client.Client
 	infs    map[ref]*informer
+	adm     admission
 
 	res      Result
 	failures []error
 	// forbidden names refused requests; kept the entries whose copies
 	// stay whatever happens (their sources could not be read); targeted
-	// the side/kind pairs some entry copies to; claims which entry copies
-	// each kind/namespace/name; providerCopies the "kind namespace/name"
-	// of this binding's provider copies.
-	forbidden, kept, targeted, providerCopies map[string]bool
-	claims                                    map[string]claim
+	// the side/kind pairs some entry copies to, unreadTargets those some
+	// entry that could not read its sources copies to; current the entry
+	// ids of this pass; claims which entry copies each kind/namespace/name;
+	// providerCopies the "kind namespace/name" of this binding's provider
+	// copies.
+	forbidden, kept, targeted, unreadTargets, current, providerCopies map[string]bool
+	claims                                                            map[string]claim
+	// strays are the consumer targets (claim keys) of provider objects a
+	// Binding's entry may not copy (not its namespace's): a copy of ours
+	// there was made before kbind refused them, and its deletion is
+	// reported. refused is the refusal of each entry (by index).
+	strays  map[string]string
+	refused map[int]string
 }
 
 // readInformers makes the binding hold the informers of its copies (both
-// sides) and of every entry's sources, and waits for them to be read.
-func (r *syncRun) readInformers(ctx context.Context, plans []entryPlan) {
-	refs := copiesRefs(r.b, r.pools, consumerSide, providerSide)
-	for _, p := range plans {
+// sides) and of the sources of every entry that fits its namespace's
+// watch budget.
+func (r *syncRun) readInformers(plans []entryPlan) {
+	entries := make([][]ref, len(plans))
+	for i, p := range plans {
 		for _, k := range p.keys {
-			refs = append(refs, ref{r.pools[p.source], k})
+			entries[i] = append(entries[i], ref{r.pools[p.source], k})
 		}
 	}
-	r.infs = r.c.hold(ctx, r.b, refs)
+	r.infs, r.adm = r.c.use(r.b, copiesRefs(r.b, r.pools, consumerSide, providerSide), entries)
 }
 
 // copiesRefs are the informers of the binding's copies on the given sides.
@@ -423,18 +507,6 @@ func copiesRefs(b Binding, pools map[side]*pool, sides ...side) []ref {
 	return refs
 }
 
-// hold makes the binding hold exactly refs (see use) and waits, up to the
-// sync timeout, until each can be read or is refused.
-func (c *Copier) hold(ctx context.Context, b Binding, refs []ref) map[ref]*informer {
-	infs := c.use(b, refs)
-	all := make([]*informer, 0, len(infs))
-	for _, i := range infs {
-		all = append(all, i)
-	}
-	waitAll(ctx, all, c.opts.SyncTimeout)
-	return infs
-}
-
 // copies is the informer of the binding's copies of kind on side s, and
 // whether it can be read.
 func (r *syncRun) copies(s side, kind kbindv1alpha1.RelatedResourceKind) (*informer, error) {
@@ -443,7 +515,8 @@ func (r *syncRun) copies(s side, kind kbindv1alpha1.RelatedResourceKind) (*infor
 }
 
 // copyEntry copies the sources of one entry. An entry whose sources cannot
-// be read keeps its copies: a failed read never deletes.
+// be read, or that is over its namespace's watch budget, keeps its
+// copies: a failed or refused read never deletes.
 func (r *syncRun) copyEntry(ctx context.Context, p entryPlan) {
 	r.targeted[p.target().String()+"/"+string(p.entry.Resource)] = true
 	if p.skip != "" {
@@ -452,6 +525,12 @@ func (r *syncRun) copyEntry(ctx context.Context, p entryPlan) {
 		if p.keep {
 			r.kept[p.id] = true
 		}
+		return
+	}
+	if need, over := r.adm.over[p.index]; over {
+		r.res.Status.Skipped++
+		r.wait(p)
+		r.refuse(p, "budget", overBudget(p.index, need, r.adm.used, r.c.opts.WatchesPerNamespace, r.b.Namespace))
 		return
 	}
 	if p.reference != nil {
@@ -467,15 +546,27 @@ func (r *syncRun) copyEntry(ctx context.Context, p entryPlan) {
 		}
 		sources = append(sources, i.objects("")...)
 	}
+	copiesInf, copiesErr := r.copies(p.target(), p.entry.Resource)
+	switch {
+	case errors.Is(copiesErr, ErrNotReadYet):
+		r.unreadable(p, copiesErr) // listed in a moment: no GET per target meanwhile
+		return
+	case copiesErr != nil:
+		copiesInf = nil // unreadable: every target is read with a GET
+	}
 	sort.Slice(sources, func(i, j int) bool {
 		return client.ObjectKeyFromObject(sources[i]).String() < client.ObjectKeyFromObject(sources[j]).String()
 	})
-	copiesInf, copiesErr := r.copies(p.target(), p.entry.Resource)
-	if copiesErr != nil {
-		copiesInf = nil // unreadable: every target is read with a GET
-	}
+	found, notHomeN := map[string]bool{}, 0
 	for _, src := range sources {
-		target, err := r.b.targetKey(src, p.target())
+		found[src.GetName()] = true
+		if judgeSource(src, p, r.b.ClusterUID, r.c.denied) == elsewhere {
+			notHomeN++
+			r.res.Status.Skipped++
+			r.strays[claimKey(consumerSide, p.entry.Resource, client.ObjectKey{Namespace: p.home, Name: src.GetName()})] = p.id
+			continue
+		}
+		target, err := p.targetKey(src, r.b.Isolation)
 		if err != nil {
 			r.res.Status.Skipped++
 			r.c.report(r.ps, p.id, "unplaceable/"+string(p.entry.Resource)+"/"+src.GetNamespace()+"/"+src.GetName(), src, "RelatedSkipped",
@@ -484,6 +575,49 @@ func (r *syncRun) copyEntry(ctx context.Context, p entryPlan) {
 		}
 		r.copySource(ctx, p, src, copiesInf, target, "")
 	}
+	if notHomeN > 0 {
+		r.refuse(p, "elsewhere", notHome(p, notHomeN, p.keys[0].namespace))
+	}
+	r.strayNames(p, found)
+}
+
+// strayNames refuses the names of a Binding's FromProvider entry under
+// Namespace isolation that read like another consumer namespace's
+// provider objects and select nothing at the Binding's own place (found
+// are the provider names the entry's informers hold): the Binding says why
+// nothing was copied, and a copy of ours under such a name (made before
+// kbind read names at the Binding's place) is reported when it goes.
+func (r *syncRun) strayNames(p entryPlan, found map[string]bool) {
+	if p.home == "" || p.iso.ConfinedTo() == "" {
+		return
+	}
+	sourceNames := make([]string, 0, len(p.names))
+	for sn := range p.names {
+		sourceNames = append(sourceNames, sn)
+	}
+	sort.Strings(sourceNames)
+	for _, sn := range sourceNames {
+		name := p.names[sn]
+		other, stray := strayName(p.home, name)
+		if found[sn] || !stray {
+			continue
+		}
+		r.res.Status.Skipped++
+		r.strays[claimKey(consumerSide, p.entry.Resource, client.ObjectKey{Namespace: p.home, Name: name})] = p.id
+		r.refuse(p, "stray/"+name, strayMissing(p, name, other, client.ObjectKey{Namespace: p.iso.ConfinedTo(), Name: sn}))
+	}
+}
+
+// refuse records what kbind refuses of entry p (Result.Refused, on the
+// binding's PermissionDenied condition) and reports it with a Warning
+// Event while it lasts.
+func (r *syncRun) refuse(p entryPlan, what, msg string) {
+	if prev, ok := r.refused[p.index]; ok {
+		r.refused[p.index] = prev + "; " + msg
+	} else {
+		r.refused[p.index] = msg
+	}
+	r.c.report(r.ps, p.id, what, nil, "RelatedSkipped", "%s", msg)
 }
 
 // ownerKinds are the bound APIs (kinds) the reference entries read, with
@@ -509,7 +643,7 @@ func (r *syncRun) copySource(ctx context.Context, p entryPlan, src client.Object
 		return // an earlier entry copies it
 	}
 	switch judgeSource(src, p, r.b.ClusterUID, r.c.denied) {
-	case notSelected:
+	case notSelected, elsewhere: // elsewhere: refused by copyEntry
 		return
 	case deniedNamespace:
 		r.res.Status.Skipped++
@@ -562,9 +696,12 @@ func (r *syncRun) collect(ctx context.Context) {
 		for _, kind := range relatedKinds {
 			i, err := r.copies(s, kind)
 			if err != nil {
-				if isForbidden(err) && r.targeted[s.String()+"/"+string(kind)] {
+				switch {
+				case errors.Is(err, ErrNotReadYet):
+					r.res.NotReadYet = true
+				case isForbidden(err) && r.targeted[s.String()+"/"+string(kind)]:
 					r.forbidden[fmt.Sprintf("list %s (%s side)", kind, s)] = true
-				} else if !isForbidden(err) {
+				case !isForbidden(err):
 					r.failures = append(r.failures, fmt.Errorf("reading the related copies (%s, %s side): %w", kind, s, err))
 				}
 				continue
@@ -572,7 +709,7 @@ func (r *syncRun) collect(ctx context.Context) {
 			for _, obj := range i.objects(r.b.UID) {
 				objKey := claimKey(s, kind, client.ObjectKeyFromObject(obj))
 				owner := obj.GetAnnotations()[kbindv1alpha1.RelatedBindingAnnotation]
-				if !collectable(owner, r.b.UID, s, objKey, r.claims, r.kept) {
+				if !collectable(owner, r.b.UID, s, objKey, r.claims, r.kept, r.current, r.unreadTargets[s.String()+"/"+string(kind)]) {
 					if s == providerSide {
 						r.providerCopies[string(kind)+" "+obj.GetNamespace()+"/"+obj.GetName()] = true
 					}
@@ -583,6 +720,11 @@ func (r *syncRun) collect(ctx context.Context) {
 					continue
 				}
 				log.FromContext(ctx).V(1).Info("Deleted related copy", "side", s.String(), "resource", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
+				if _, stray := r.strays[objKey]; stray {
+					r.c.opts.Events.Eventf(r.b.Object, obj, corev1.EventTypeWarning, "RelatedSkipped", "Delete",
+						"deleted %s %s/%s: kbind copied it before from a provider object that is not consumer namespace %s's, which a Binding never copies",
+						singular(kind), obj.GetNamespace(), obj.GetName(), obj.GetNamespace())
+				}
 			}
 		}
 	}
@@ -635,7 +777,7 @@ func (c *Copier) Cleanup(ctx context.Context, b Binding, provider *session.Sessi
 		pools[providerSide], targets[providerSide] = pp, provider.Client
 	}
 	refs := copiesRefs(b, pools, sides...)
-	infs := c.hold(ctx, b, refs)
+	infs, _ := c.use(b, refs, nil)
 	var failures []error
 	for _, r := range refs {
 		i := infs[r]

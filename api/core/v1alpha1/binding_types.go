@@ -83,9 +83,14 @@ type RelatedResourceSelector struct {
 	// +optional
 	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
 
-	// Names matches object names, each watched by name.
+	// Names matches object names, each watched by name: at most 32 (every
+	// name is a watch of its own; select more objects with a
+	// labelSelector, one watch). Under Namespace isolation a FromProvider
+	// name is a consumer name in the Binding's namespace, read at its
+	// mapped provider name.
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
 	Names []string `json:"names,omitempty"`
 }
 

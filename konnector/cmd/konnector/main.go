@@ -71,6 +71,7 @@ func run(ctx context.Context) error {
 		BindingResync:              cfg.BindingResync,
 		HeartbeatInterval:          cfg.HeartbeatInterval,
 		Workers:                    cfg.Workers,
+		RelatedWatchesPerNamespace: cfg.RelatedWatchesPerNamespace,
 		InCluster:                  os.Getenv("KUBERNETES_SERVICE_HOST") != "" && cfg.Kubeconfig == "",
 	}
 	cacheOpts := cache.Options{}

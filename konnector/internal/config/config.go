@@ -45,6 +45,9 @@ type Config struct {
 	BindingResync     time.Duration
 	HeartbeatInterval time.Duration
 	Workers           int
+	// RelatedWatchesPerNamespace bounds the related-resource watches of
+	// one consumer namespace's bindings.
+	RelatedWatchesPerNamespace int
 
 	MetricsAddr string
 	ProbeAddr   string
@@ -71,6 +74,7 @@ const (
 	keyBindingResync           = "binding-resync"
 	keyHeartbeatInterval       = "heartbeat-interval"
 	keyWorkers                 = "workers"
+	keyRelatedWatches          = "related-watches-per-namespace"
 	keyMetricsAddr             = "metrics-bind-address"
 	keyProbeAddr               = "health-probe-bind-address"
 	keyPprofAddr               = "pprof-bind-address"
@@ -98,6 +102,7 @@ func FlagSet(name string) *pflag.FlagSet {
 	fs.Duration(keyBindingResync, 30*time.Second, "How often every ClusterBinding and Binding is re-checked, as a backstop to watches.")
 	fs.Duration(keyHeartbeatInterval, 30*time.Second, "How often each Connection's heartbeat Lease on the provider is renewed (leaseDurationSeconds stays 60).")
 	fs.Int(keyWorkers, 4, "Sync workers per bound API.")
+	fs.Int(keyRelatedWatches, 512, "Most related-resource watches the bindings of one namespace may hold (the ClusterBindings count as one namespace): a label selector is one, each name or referenced object one; an entry over it copies nothing, and its binding says so.")
 	fs.String(keyMetricsAddr, ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.String(keyProbeAddr, ":8081", "Address of /healthz and /readyz.")
 	fs.String(keyPprofAddr, "0", "Address of Go's /debug/pprof endpoints, for profiling; 0 disables them.")
@@ -133,25 +138,26 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), usa
 		return nil, err
 	}
 	c := &Config{
-		Kubeconfig:              values.String(keyKubeconfig),
-		Namespace:               values.String(keyNamespace),
-		SecretNamespaces:        values.Strings(keySecretNamespaces),
-		ProviderQPS:             values.Float32(keyProviderQPS),
-		ProviderBurst:           values.Int(keyProviderBurst),
-		ProviderTimeout:         values.Duration(keyProviderTimeout),
-		ProviderCompression:     values.Bool(keyProviderCompression),
-		ConsumerQPS:             values.Float32(keyConsumerQPS),
-		ConsumerBurst:           values.Int(keyConsumerBurst),
-		DiscoveryInterval:       values.Duration(keyDiscoveryInterval),
-		RecheckInterval:         values.Duration(keyRecheckInterval),
-		BindingResync:           values.Duration(keyBindingResync),
-		HeartbeatInterval:       values.Duration(keyHeartbeatInterval),
-		Workers:                 values.Int(keyWorkers),
-		MetricsAddr:             values.String(keyMetricsAddr),
-		ProbeAddr:               values.String(keyProbeAddr),
-		PprofAddr:               values.String(keyPprofAddr),
-		LeaderElect:             values.Bool(keyLeaderElect),
-		LeaderElectionNamespace: values.String(keyLeaderElectionNamespace),
+		Kubeconfig:                 values.String(keyKubeconfig),
+		Namespace:                  values.String(keyNamespace),
+		SecretNamespaces:           values.Strings(keySecretNamespaces),
+		ProviderQPS:                values.Float32(keyProviderQPS),
+		ProviderBurst:              values.Int(keyProviderBurst),
+		ProviderTimeout:            values.Duration(keyProviderTimeout),
+		ProviderCompression:        values.Bool(keyProviderCompression),
+		ConsumerQPS:                values.Float32(keyConsumerQPS),
+		ConsumerBurst:              values.Int(keyConsumerBurst),
+		DiscoveryInterval:          values.Duration(keyDiscoveryInterval),
+		RecheckInterval:            values.Duration(keyRecheckInterval),
+		BindingResync:              values.Duration(keyBindingResync),
+		HeartbeatInterval:          values.Duration(keyHeartbeatInterval),
+		Workers:                    values.Int(keyWorkers),
+		RelatedWatchesPerNamespace: values.Int(keyRelatedWatches),
+		MetricsAddr:                values.String(keyMetricsAddr),
+		ProbeAddr:                  values.String(keyProbeAddr),
+		PprofAddr:                  values.String(keyPprofAddr),
+		LeaderElect:                values.Bool(keyLeaderElect),
+		LeaderElectionNamespace:    values.String(keyLeaderElectionNamespace),
 	}
 	c.complete()
 	return c, c.validate()
@@ -189,6 +195,9 @@ func (c *Config) validate() error {
 	}
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--%s must be at least 1", keyWorkers))
+	}
+	if c.RelatedWatchesPerNamespace < 1 {
+		errs = append(errs, fmt.Errorf("--%s must be at least 1", keyRelatedWatches))
 	}
 	if c.HeartbeatInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--%s must be at least 1s", keyHeartbeatInterval))

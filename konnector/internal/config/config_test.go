@@ -36,7 +36,8 @@ func TestLoadPrecedence(t *testing.T) {
 				Namespace: "kbind", SecretNamespaces: []string{"kbind"},
 				ProviderQPS: 100, ProviderBurst: 200, ProviderTimeout: 30 * time.Second, ProviderCompression: true,
 				ConsumerQPS: 100, ConsumerBurst: 200, DiscoveryInterval: 30 * time.Second, RecheckInterval: 10 * time.Minute, BindingResync: 30 * time.Second, HeartbeatInterval: 30 * time.Second, Workers: 4,
-				MetricsAddr: ":8080", ProbeAddr: ":8081", PprofAddr: "0", LeaderElectionNamespace: "kbind",
+				RelatedWatchesPerNamespace: 512,
+				MetricsAddr:                ":8080", ProbeAddr: ":8081", PprofAddr: "0", LeaderElectionNamespace: "kbind",
 			}
 			if !reflect.DeepEqual(c, want) {
 				t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
@@ -110,6 +111,7 @@ func TestLoadRejects(t *testing.T) {
 		{"zero qps", []string{"--provider-qps=0"}, nil, "--provider-qps and --consumer-qps must be positive"},
 		{"tiny discovery interval", []string{"--discovery-interval=10ms"}, nil, "--discovery-interval must be at least 1s"},
 		{"tiny heartbeat interval", []string{"--heartbeat-interval=100ms"}, nil, "--heartbeat-interval must be at least 1s"},
+		{"no related watches", []string{"--related-watches-per-namespace=0"}, nil, "--related-watches-per-namespace must be at least 1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
