@@ -177,8 +177,8 @@ func TestObjectsApplyOrder(t *testing.T) {
 	for i, o := range objs {
 		pos[o.GetObjectKind().GroupVersionKind().Kind] = i
 	}
-	if !(pos["Namespace"] < pos["ValidatingAdmissionPolicyBinding"] && pos["ValidatingAdmissionPolicyBinding"] < pos["ClusterRole"] &&
-		pos["ClusterRole"] < pos["ClusterRoleBinding"] && pos["Role"] < pos["RoleBinding"]) {
+	if ordered := pos["Namespace"] < pos["ValidatingAdmissionPolicyBinding"] && pos["ValidatingAdmissionPolicyBinding"] < pos["ClusterRole"] &&
+		pos["ClusterRole"] < pos["ClusterRoleBinding"] && pos["Role"] < pos["RoleBinding"]; !ordered {
 		t.Errorf("apply order %v", SortedNames(objs))
 	}
 	if Kinds[0].Kind != "ServiceAccount" || Kinds[len(Kinds)-1].Kind != "ValidatingAdmissionPolicy" {

@@ -47,6 +47,11 @@ func isolatedConsumer(t *testing.T, name string, tenant, prefixed []byte) (*test
 		"--health-probe-bind-address", harness.FreeAddr(t), "--metrics-bind-address", "0", "--heartbeat-interval", "1s")
 	binding := func(api, connection string, related bool) string {
 		out := fmt.Sprintf("---\napiVersion: core.kbind.io/v1alpha1\nkind: ClusterBinding\nmetadata: {name: %s}\nspec:\n  connectionRef: {name: %s}\n  apis: [{name: %s}]\n", api, connection, api)
+		if connection == "prefixed" {
+			// A Prefixed grant reads no Events unless the provider admin
+			// lets it read every Event (docs/isolation.md#permissions).
+			out += "  providerEvents: Ignore\n"
+		}
 		if related {
 			out += "  relatedResources:\n  - {resource: secrets, direction: FromConsumer, selector: {names: [db-credentials]}}\n"
 		}
