@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -280,6 +281,15 @@ func TestProviderAttacks(t *testing.T) {
 			}
 		}
 	}
+	// Confirmed, and said in the chart's consent text: relatedClusterWide
+	// reads every Secret of the provider, kube-system's included.
+	wide := chartTenant(t, provider, "wide", "Prefixed", "wide", "wide", map[string]any{"isolation": map[string]any{"mode": "Prefixed", "prefix": "wide"},
+		"apis": []any{map[string]any{"group": "example.org", "resources": []any{"widgets"}}}, "related": []any{"secrets"}, "relatedClusterWide": true})
+	enginetest.EventuallyWithin(t, 30*time.Second, "relatedClusterWide reads kube-system's Secrets", func() error {
+		_, err := wide.cs.CoreV1().Secrets("kube-system").Get(ctx, "admin-secret", metav1.GetOptions{})
+		return err
+	})
+
 	table := renderTable(attacks, results)
 	t.Logf("attack table:\n%s", table)
 	checkAllowances(t, attacks, results)

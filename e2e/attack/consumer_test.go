@@ -1,0 +1,413 @@
+package attack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kbind/kbind/e2e/harness"
+	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/testenv"
+)
+
+var things = schema.GroupVersionResource{Group: "example.org", Version: "v1alpha1", Resource: "things"}
+
+// consumerWorld is a consumer cluster with a konnector, three Connections
+// and namespace users, next to the provider.
+type consumerWorld struct {
+	t        *testing.T
+	pair     *testenv.Pair
+	consumer string // the admin kubeconfig path
+	admin    dynamic.Interface
+	provider dynamic.Interface
+}
+
+func (w *consumerWorld) kubectl(kubeconfig string, args ...string) (string, error) {
+	return testenv.Kubectl(context.Background(), kubeconfig, args...)
+}
+
+func (w *consumerWorld) mustKubectl(kubeconfig string, args ...string) string {
+	w.t.Helper()
+	out, err := w.kubectl(kubeconfig, args...)
+	if err != nil {
+		w.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (w *consumerWorld) apply(kubeconfig, manifest string) error {
+	file := filepath.Join(w.t.TempDir(), "manifest.yaml")
+	if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
+		w.t.Fatal(err)
+	}
+	out, err := w.kubectl(kubeconfig, "apply", "-f", file)
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
+}
+
+// user provisions a namespace user: a Role in namespace ns only, on
+// Bindings, the bound kinds, Secrets and ConfigMaps.
+func (w *consumerWorld) user(name, ns string) string {
+	w.t.Helper()
+	u, err := w.pair.Consumer.AddUser(name)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.apply(w.consumer, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: namespace-user, namespace: %[1]s}
+rules:
+- apiGroups: [core.kbind.io]
+  resources: [bindings]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [example.org]
+  resources: ["*"]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [""]
+  resources: [secrets, configmaps, events]
+  verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: namespace-user-%[2]s, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: namespace-user}
+subjects: [{kind: User, name: %[2]s, apiGroup: rbac.authorization.k8s.io}]
+`, ns, name)); err != nil {
+		w.t.Fatal(err)
+	}
+	path := filepath.Join(w.t.TempDir(), name+".kubeconfig")
+	if err := os.WriteFile(path, u.Kubeconfig, 0o600); err != nil {
+		w.t.Fatal(err)
+	}
+	return path
+}
+
+// condition reads "<status> <reason> <message>" of a binding's condition.
+func (w *consumerWorld) condition(kind, ns, name, typ string) string {
+	args := []string{"get", kind, name, "-o", fmt.Sprintf(`jsonpath={.status.conditions[?(@.type=="%[1]s")].status} {.status.conditions[?(@.type=="%[1]s")].reason} {.status.conditions[?(@.type=="%[1]s")].message}`, typ)}
+	if ns != "" {
+		args = append(args, "-n", ns)
+	}
+	out, _ := w.kubectl(w.consumer, args...)
+	return out
+}
+
+func (w *consumerWorld) waitCondition(kind, ns, name, typ, want string) string {
+	w.t.Helper()
+	var got string
+	enginetest.EventuallyWithin(w.t, 60*time.Second, fmt.Sprintf("%s %s/%s %s %q", kind, ns, name, typ, want), func() error {
+		if got = w.condition(kind, ns, name, typ); !strings.HasPrefix(got, want) {
+			return fmt.Errorf("%s is %q", typ, got)
+		}
+		return nil
+	})
+	return got
+}
+
+func (w *consumerWorld) absentOnProvider(what string, gvr schema.GroupVersionResource, ns, name string) {
+	w.t.Helper()
+	if _, err := resource(w.provider, gvr, ns).Get(context.Background(), name, metav1.GetOptions{}); err == nil {
+		w.t.Errorf("%s: %s %s/%s exists on the provider", what, gvr.Resource, ns, name)
+	}
+}
+
+func connectionSpec(isolation, namespaced string) string {
+	out := "  isolation: " + isolation + "\n"
+	if namespaced != "" {
+		out += "  namespacedBindings: " + namespaced + "\n"
+	}
+	return out
+}
+
+// TestConsumerAttacks: on the consumer, users who may write only bound
+// objects, Bindings, Secrets and ConfigMaps in one namespace try to reach
+// what is not theirs through kbind — a Connection the admin meant for
+// nobody, an API an admin's ClusterBinding serves, another namespace's
+// provider Secrets, the kubeconfig Secrets, the konnector's watches — and
+// a tenant on the provider forges another's markers. Each result is a row
+// of docs/isolation.md's consumer table.
+func TestConsumerAttacks(t *testing.T) {
+	ctx := context.Background()
+	crd := func(plural, kind string) *apiextensionsv1.CustomResourceDefinition {
+		return enginetest.CRD(plural, strings.ToLower(kind), kind, "example.org", apiextensionsv1.NamespaceScoped, true)
+	}
+	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
+		crd("widgets", "Widget"), crd("gadgets", "Gadget"), crd("things", "Thing")}})
+	w := &consumerWorld{t: t, pair: pair, consumer: pair.Consumer.KubeconfigPath,
+		admin: dynamic.NewForConfigOrDie(pair.Consumer.Config), provider: dynamic.NewForConfigOrDie(pair.Provider.Config)}
+	var rows []string
+	row := func(attempt, result string) { rows = append(rows, fmt.Sprintf("| %s | %s |", attempt, result)) }
+
+	for _, ns := range []string{"kbind", "team-x", "team-y", "team-z"} {
+		w.mustKubectl(w.consumer, "create", "namespace", ns)
+	}
+	w.mustKubectl(w.consumer, "label", "namespace", "team-x", "team-y", "team-z", "tenant=team")
+
+	// The provider grants the consumer three identities.
+	grantKC := func(name string, args ...string) []byte {
+		out, errOut, err := plugin(pair.Provider.KubeconfigPath, append([]string{"grant", name}, args...)...)
+		if err != nil {
+			t.Fatalf("grant %s: %v\n%s", name, err, errOut)
+		}
+		return bundleKubeconfig(t, out)
+	}
+	teamKC := grantKC("team", "--apis", "widgets.example.org,gadgets.example.org", "--related", "secrets,configmaps")
+	adminKC := grantKC("admin-only", "--apis", "widgets.example.org,gadgets.example.org")
+	victimKC := grantKC("victim", "--isolation", "Prefixed", "--apis", "things.example.org", "--provider-events")
+	if err := w.apply(w.consumer, enginetest.ConnectionManifestWith("team", "team-kubeconfig", teamKC,
+		connectionSpec("{mode: Namespace, namespace: kbind-team}", "{from: Selector, selector: {matchLabels: {tenant: team}}}"))+"\n---\n"+
+		enginetest.ConnectionManifestWith("admin-only", "admin-only-kubeconfig", adminKC, connectionSpec("{mode: Namespace, namespace: kbind-admin-only}", ""))+"\n---\n"+
+		enginetest.ConnectionManifestWith("victim", "victim-kubeconfig", victimKC, connectionSpec("{mode: Prefixed, prefix: victim}", ""))+`
+---
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: things}
+spec:
+  connectionRef: {name: victim}
+  apis: [{name: things.example.org}]
+`); err != nil {
+		t.Fatal(err)
+	}
+	startKonnector(t, w.consumer, "--related-watches-per-namespace", "8")
+	w.mustKubectl(w.consumer, "wait", "--for=condition=Ready", "connection/team", "connection/admin-only", "connection/victim", "clusterbinding/things", "--timeout=90s")
+	alice := w.user("alice", "team-x")
+	bob := w.user("bob", "team-y")
+	carol := w.user("carol", "team-z")
+
+	// 1. A Binding naming a Connection the admin meant for nobody.
+	if err := w.apply(alice, `apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: sneak, namespace: team-x}
+spec:
+  connectionRef: {name: admin-only}
+  apis: [{name: gadgets.example.org}]
+`); err != nil {
+		t.Fatal(err)
+	}
+	ready := w.waitCondition("binding", "team-x", "sneak", "Ready", "False Forbidden")
+	if _, err := w.kubectl(w.consumer, "get", "crd", "gadgets.example.org"); err == nil {
+		t.Errorf("a Binding the Connection does not admit installed the consumer CRD")
+	}
+	row("a Binding naming a Connection that does not admit its namespace", "refused: `Ready=False`/`Forbidden` ("+trimCondition(ready)+"); no consumer CRD, no provider request")
+	w.mustKubectl(alice, "delete", "binding", "-n", "team-x", "sneak", "--timeout=60s")
+
+	// 2. A Binding binds an API first; then an admin's ClusterBinding of it
+	// through another Connection.
+	if err := w.apply(alice, `apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: first, namespace: team-x}
+spec:
+  connectionRef: {name: team}
+  apis: [{name: gadgets.example.org}]
+`); err != nil {
+		t.Fatal(err)
+	}
+	w.waitCondition("binding", "team-x", "first", "Ready", "True")
+	if err := w.apply(w.consumer, `apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: gadgets}
+spec:
+  connectionRef: {name: admin-only}
+  apis: [{name: gadgets.example.org}]
+`); err != nil {
+		t.Fatal(err)
+	}
+	w.waitCondition("clusterbinding", "", "gadgets", "Ready", "True")
+	if got := w.mustKubectl(w.consumer, "get", "crd", "gadgets.example.org", "-o", `jsonpath={.metadata.annotations.core\.kbind\.io/connection}`); got != "admin-only" {
+		t.Errorf("the consumer CRD is stamped for %q after the admin's ClusterBinding, want admin-only", got)
+	}
+	overlap := w.waitCondition("binding", "team-x", "first", "Ready", "False")
+	row("a Binding binds an API before an admin's ClusterBinding of it through another Connection", "the ClusterBinding takes the consumer CRD over and serves every namespace; the Binding reports the overlap ("+trimCondition(overlap)+")")
+
+	// 3. Too many names for the konnector to watch.
+	names := make([]string, 33)
+	for i := range names {
+		names[i] = fmt.Sprintf("cm-%d", i)
+	}
+	err := w.apply(alice, fmt.Sprintf(`apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: many, namespace: team-x}
+spec:
+  connectionRef: {name: team}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - {resource: configmaps, direction: FromConsumer, selector: {names: [%s]}}
+`, strings.Join(names, ", ")))
+	if err == nil || !strings.Contains(err.Error(), "must have at most 32 items") {
+		t.Errorf("a Binding naming 33 ConfigMaps: %v", err)
+	}
+	row("a Binding naming 33 related objects", "refused by the API server: "+lineWith(fmt.Sprint(err), "must have at most"))
+
+	// 4. Another namespace's provider Secrets, and the kubeconfig Secrets.
+	for name, labels := range map[string]map[string]string{"team-y.db": {"app": "db"}, "team-x.own": {"app": "db"}} {
+		adminCreate(t, w.provider, secrets, object(secrets, "kbind-team", name, labels, map[string]any{"stringData": map[string]any{"owner": name}}))
+	}
+	w.mustKubectl(alice, "create", "secret", "generic", "mine", "-n", "team-x", "--from-literal=k=v")
+	if err := w.apply(alice, `apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: rel, namespace: team-x}
+spec:
+  connectionRef: {name: team}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - {resource: secrets, direction: FromProvider, selector: {names: [team-y.db]}}
+  - {resource: secrets, direction: FromProvider, selector: {labelSelector: {matchLabels: {app: db}}}}
+  - {resource: secrets, direction: FromConsumer, selector: {names: [mine, team-kubeconfig, admin-only-kubeconfig]}}
+`); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.EventuallyWithin(t, 60*time.Second, "team-x's own provider Secret copied down, its own Secret up", func() error {
+		if _, err := w.kubectl(w.consumer, "get", "secret", "-n", "team-x", "own"); err != nil {
+			return err
+		}
+		_, err := resource(w.provider, secrets, "kbind-team").Get(ctx, "team-x.mine", metav1.GetOptions{})
+		return err
+	})
+	denied := w.waitCondition("binding", "team-x", "rel", "PermissionDenied", "True")
+	for _, s := range []string{"team-y.db", "db"} {
+		if _, err := w.kubectl(w.consumer, "get", "secret", "-n", "team-x", s); err == nil {
+			t.Errorf("team-x received Secret %s, which belongs to team-y", s)
+		}
+	}
+	for _, s := range []string{"team-x.team-kubeconfig", "team-x.admin-only-kubeconfig", "kbind.team-kubeconfig"} {
+		w.absentOnProvider("a FromConsumer entry naming a kubeconfig Secret", secrets, "kbind-team", s)
+	}
+	row("a FromProvider entry naming another namespace's provider Secret (`team-y.db`), and a selector matching it", "not copied; `PermissionDenied=True` says why ("+trimCondition(denied)+"); team-x's own `team-x.own` arrives as `own`")
+	row("a FromConsumer entry naming the Connections' kubeconfig Secrets", "nothing copied: a Binding reads its own namespace only (they live in `kbind`)")
+
+	// 5. More related watches than the namespace's budget (8 here).
+	var greedy []string
+	for e := range 3 {
+		var ns []string
+		for i := range 4 {
+			ns = append(ns, fmt.Sprintf("g-%d-%d", e, i))
+		}
+		greedy = append(greedy, fmt.Sprintf("  - {resource: configmaps, direction: FromConsumer, selector: {names: [%s]}}", strings.Join(ns, ", ")))
+	}
+	if err := w.apply(carol, `apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: greedy, namespace: team-z}
+spec:
+  connectionRef: {name: team}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+`+strings.Join(greedy, "\n")+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	budget := w.waitCondition("binding", "team-z", "greedy", "PermissionDenied", "True")
+	w.mustKubectl(bob, "create", "configmap", "cfg", "-n", "team-y", "--from-literal=k=v")
+	began := time.Now()
+	if err := w.apply(bob, `apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: modest, namespace: team-y}
+spec:
+  connectionRef: {name: team}
+  apis: [{name: widgets.example.org}]
+  relatedResources:
+  - {resource: configmaps, direction: FromConsumer, selector: {names: [cfg]}}
+`); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.EventuallyWithin(t, 30*time.Second, "team-y's ConfigMap copied while team-z is over its budget", func() error {
+		_, err := resource(w.provider, configMaps, "kbind-team").Get(ctx, "team-y.cfg", metav1.GetOptions{})
+		return err
+	})
+	row("a Binding watching more related objects than its namespace's budget", fmt.Sprintf("refused for that Binding (%s); another namespace's Binding copied in %.1f s", trimCondition(budget), time.Since(began).Seconds()))
+
+	// 6. A tenant on the provider forges the victim's markers on an object
+	// of its own and gets Events recorded on it.
+	w.mustKubectl(w.consumer, "apply", "-f", writeManifest(t, "apiVersion: example.org/v1alpha1\nkind: Thing\nmetadata: {name: t1, namespace: team-x}\nspec: {size: 1}\n"))
+	var copyObj *unstructured.Unstructured
+	enginetest.EventuallyWithin(t, 60*time.Second, "the victim's Thing on the provider", func() error {
+		var err error
+		copyObj, err = resource(w.provider, things, "victim-team-x").Get(ctx, "t1", metav1.GetOptions{})
+		return err
+	})
+	mal := grant(t, pair.Provider, "mal", "Prefixed", "mal", "mal", "--apis", "things.example.org")
+	stolen, err := resource(mal.dyn, things, "victim-team-x").Get(ctx, "t1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("a Prefixed tenant reads the bound API cluster-wide (docs/isolation.md says so): %v", err)
+	}
+	create(t, mal, namespaces, object(namespaces, "", "mal-x", map[string]string{"core.kbind.io/prefix": "mal"}, nil))
+	forged := object(things, "mal-x", "evil", stolen.GetLabels(), map[string]any{"spec": map[string]any{"size": int64(1)}})
+	forged.SetAnnotations(stolen.GetAnnotations())
+	forged = create(t, mal, things, forged)
+	event := func(ns, name, uid, reason string) {
+		adminCreate(t, w.provider, events, object(events, ns, strings.ToLower(reason)+"-"+name, nil, map[string]any{
+			"involvedObject": map[string]any{"apiVersion": "example.org/v1alpha1", "kind": "Thing", "namespace": ns, "name": name, "uid": uid},
+			"reason":         reason, "message": reason + " by the provider", "type": "Warning"}))
+	}
+	event("mal-x", "evil", string(forged.GetUID()), "Forged")
+	event("victim-team-x", "t1", string(copyObj.GetUID()), "Genuine")
+	enginetest.EventuallyWithin(t, 60*time.Second, "the genuine provider Event forwarded to team-x/t1", func() error {
+		out, err := w.kubectl(w.consumer, "get", "events", "-n", "team-x", "--field-selector", "involvedObject.name=t1", "-o", "jsonpath={.items[*].reason}")
+		if err != nil || !strings.Contains(out, "Genuine") {
+			return fmt.Errorf("reasons %q %v", out, err)
+		}
+		if strings.Contains(out, "Forged") {
+			t.Errorf("the forged Event reached the victim's object")
+		}
+		return nil
+	})
+	row("a provider tenant copies the victim's markers onto an object of its own and gets an Event recorded on it", "ignored: only the Event on the victim's real copy reaches the victim's object")
+
+	table := "| attempt | result |\n|---|---|\n" + strings.Join(rows, "\n") + "\n"
+	t.Logf("consumer table:\n%s", table)
+	checkDocs(t, "consumer-attacks", table)
+}
+
+// trimCondition is a condition read by consumerWorld.condition without
+// its status, for a table cell.
+func trimCondition(c string) string {
+	parts := strings.SplitN(c, " ", 3)
+	if len(parts) < 3 {
+		return c
+	}
+	msg := parts[2]
+	if len(msg) > 160 {
+		msg = msg[:157] + "…"
+	}
+	return parts[1] + ": " + strings.ReplaceAll(msg, "|", "/")
+}
+
+func writeManifest(t *testing.T, manifest string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "manifest.yaml")
+	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startKonnector runs the konnector binary against the consumer until the
+// test ends.
+func startKonnector(t *testing.T, kubeconfig string, args ...string) {
+	t.Helper()
+	log := &enginetest.SyncBuffer{}
+	cmd := exec.Command(konnectorBin, append([]string{"--kubeconfig", kubeconfig, "--health-probe-bind-address", harness.FreeAddr(t),
+		"--metrics-bind-address", "0", "--discovery-interval", "2s", "--heartbeat-interval", "2s"}, args...)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		if t.Failed() {
+			t.Logf("konnector log:\n%s", log.String())
+		}
+	})
+}
