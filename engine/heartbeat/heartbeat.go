@@ -58,6 +58,21 @@ type Error struct {
 func (e *Error) Error() string { return fmt.Sprintf("%s %s: %v", e.Verb, e.Resource, e.Err) }
 func (e *Error) Unwrap() error { return e.Err }
 
+// HeldByAnother is a Lease of this Connection's name that exists and is
+// held by someone else (its spec.holderIdentity is not this consumer
+// cluster's UID): another consumer's whose name collides, or a Lease taken
+// over. kbind never overwrites or deletes it.
+type HeldByAnother struct {
+	Namespace, Name string
+	// Holder is the holderIdentity found ("" when unset); Consumer is this
+	// consumer cluster's UID.
+	Holder, Consumer string
+}
+
+func (e *HeldByAnother) Error() string {
+	return fmt.Sprintf("the Lease exists and is held by %q, not by this consumer cluster (%s); kbind leaves it untouched", e.Holder, e.Consumer)
+}
+
 // Renewer renews one Lease. It remembers the Lease it wrote last, so a
 // renewal is one update and no read (PERF: an idle Connection costs the
 // provider one write per interval); it reads only when that update is
@@ -128,7 +143,7 @@ func (r *Renewer) Renew(ctx context.Context, now time.Time) error {
 		// Not this consumer's Lease (another consumer's whose name
 		// collides, or someone else's object): never overwrite it.
 		return &Error{Verb: "renew", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name,
-			Err: fmt.Errorf("the Lease exists and is held by %q, not by this consumer cluster (%s); kbind leaves it untouched", holder, l.LocalClusterUID)}
+			Err: &HeldByAnother{Namespace: l.Namespace, Name: l.Name, Holder: holder, Consumer: l.LocalClusterUID}}
 	}
 	l.stamp(lease, now)
 	if err := r.c.Update(ctx, lease); err != nil {
