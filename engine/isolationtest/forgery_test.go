@@ -59,10 +59,11 @@ func queueAdds(t *testing.T, connection, gk string) float64 {
 }
 
 // TestPrefixedForgedMarkers: the event spoofing of the attack review.
-// Consumer A syncs default/db under Prefixed isolation (copy a-default/db).
+// Consumer A syncs default/db under Prefixed isolation, prefix "fa" (copy
+// fa-default/db).
 // Tenant B — a Prefixed consumer too, whose credentials read the bound
 // APIs cluster-wide and write under its prefix — copies the markers of A's
-// copy onto an object of its own in b-forge, changes it, and records
+// copy onto an object of its own in fb-forge, changes it, and records
 // Events on it. A provider Event on A's real copy is forwarded to A's
 // consumer object (the positive control); none of B's is, and B's object
 // queues no sync work in A's Syncer.
@@ -70,13 +71,15 @@ func TestPrefixedForgedMarkers(t *testing.T) {
 	ctx := context.Background()
 	a := tenant{name: "a", consumer: env.Consumer}
 	var forger client.Client
+	// Prefixes of their own: the admission policies are cluster-wide
+	// objects named after them, and other tests use "a" and "b".
 	for _, name := range []string{"a", "b"} {
 		user, err := env.Pair.Provider.AddUser("consumer-" + name + "-" + t.Name())
 		if err != nil {
 			t.Fatal(err)
 		}
 		bindRole(t, "", "kbind-forgery-"+name, user.Name, prefixedRules("gadgets", "clustergadgets"))
-		prefixPolicy(t, user.Name, name)
+		prefixPolicy(t, user.Name, "f"+name)
 		c, err := client.New(user.Config, client.Options{Scheme: env.Scheme})
 		if err != nil {
 			t.Fatal(err)
@@ -87,10 +90,10 @@ func TestPrefixedForgedMarkers(t *testing.T) {
 			forger = c
 		}
 	}
-	connect(t, a, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"}, nil, "gadgets.example.org")
+	connect(t, a, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "fa"}, nil, "gadgets.example.org")
 	waitBound(t, []tenant{a}, "gadgets.example.org")
 	create(t, []tenant{a}, gadgetGVK, key("default", "db"))
-	copied := waitCopy(t, gadgetGVK, key("a-default", "db"), key("default", "db"), "a")
+	copied := waitCopy(t, gadgetGVK, key("fa-default", "db"), key("default", "db"), "a")
 	victim := object(gadgetGVK, "", "", nil)
 	if err := a.consumer.Get(ctx, key("default", "db"), victim); err != nil {
 		t.Fatal(err)
@@ -100,13 +103,13 @@ func TestPrefixedForgedMarkers(t *testing.T) {
 	// a namespace of its own, where it may also record Events.
 	var seen unstructured.Unstructured
 	seen.SetGroupVersionKind(gadgetGVK)
-	if err := forger.Get(ctx, key("a-default", "db"), &seen); err != nil {
+	if err := forger.Get(ctx, key("fa-default", "db"), &seen); err != nil {
 		t.Fatalf("B reading A's copy: %v", err)
 	}
-	if err := forger.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "b-forge"}}); err != nil {
+	if err := forger.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fb-forge"}}); err != nil {
 		t.Fatal(err)
 	}
-	bindRole(t, "b-forge", "record-events", "consumer-b-"+t.Name(), []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}})
+	bindRole(t, "fb-forge", "record-events", "consumer-b-"+t.Name(), []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}})
 
 	// A's Syncer is idle before B starts.
 	const gk = "Gadget.example.org"
@@ -123,7 +126,7 @@ func TestPrefixedForgedMarkers(t *testing.T) {
 	})
 	before := queueAdds(t, "provider", gk)
 
-	forged := object(gadgetGVK, "b-forge", "db", map[string]any{"owner": "b"})
+	forged := object(gadgetGVK, "fb-forge", "db", map[string]any{"owner": "b"})
 	forged.SetLabels(seen.GetLabels())
 	forged.SetAnnotations(seen.GetAnnotations())
 	if err := forger.Create(ctx, forged); err != nil {
@@ -138,8 +141,8 @@ func TestPrefixedForgedMarkers(t *testing.T) {
 		}
 	}
 	now := metav1.Now()
-	fake := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "b-forge", Name: "db.forged"},
-		InvolvedObject: corev1.ObjectReference{APIVersion: gadgetGVK.GroupVersion().String(), Kind: "Gadget", Namespace: "b-forge", Name: "db", UID: forged.GetUID()},
+	fake := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "fb-forge", Name: "db.forged"},
+		InvolvedObject: corev1.ObjectReference{APIVersion: gadgetGVK.GroupVersion().String(), Kind: "Gadget", Namespace: "fb-forge", Name: "db", UID: forged.GetUID()},
 		Type:           corev1.EventTypeWarning, Reason: "Compromised", Message: "forged by b: rotate your credentials at evil.example", Count: 1, FirstTimestamp: now, LastTimestamp: now}
 	if err := forger.Create(ctx, fake); err != nil {
 		t.Fatalf("B recording an Event on its forged object: %v", err)
@@ -147,8 +150,8 @@ func TestPrefixedForgedMarkers(t *testing.T) {
 
 	// The positive control, recorded after the forgery: the provider's
 	// controller records an Event on A's real copy.
-	genuine := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "a-default", Name: "db.genuine"},
-		InvolvedObject: corev1.ObjectReference{APIVersion: gadgetGVK.GroupVersion().String(), Kind: "Gadget", Namespace: "a-default", Name: "db", UID: copied.GetUID()},
+	genuine := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "fa-default", Name: "db.genuine"},
+		InvolvedObject: corev1.ObjectReference{APIVersion: gadgetGVK.GroupVersion().String(), Kind: "Gadget", Namespace: "fa-default", Name: "db", UID: copied.GetUID()},
 		Type:           corev1.EventTypeNormal, Reason: "Provisioned", Message: "provisioned for a", Count: 1, FirstTimestamp: now, LastTimestamp: now}
 	if err := env.Provider.Create(ctx, genuine); err != nil {
 		t.Fatal(err)
