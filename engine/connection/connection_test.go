@@ -152,6 +152,9 @@ func TestConnectionReady(t *testing.T) {
 	if ns.Labels[kbindv1alpha1.ManagedLabel] != "true" || ns.Labels[kbindv1alpha1.ConsumerClusterUIDLabel] != uid {
 		t.Errorf("created lease namespace labels %v", ns.Labels)
 	}
+	if v, ok := ns.Labels[kbindv1alpha1.PrefixLabel]; ok {
+		t.Errorf("the Lease namespace of a Connection without isolation carries %s=%q", kbindv1alpha1.PrefixLabel, v)
+	}
 	waitCondition(t, "ready", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "kbind/"+leaseName)
 
 	// CONN-5: once converged, nothing is written while nothing changes,

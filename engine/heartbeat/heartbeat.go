@@ -21,6 +21,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/namespace"
+	"github.com/kbind/kbind/engine/isolation"
 )
 
 const (
@@ -36,6 +37,9 @@ type Lease struct {
 	Name            string
 	Connection      string
 	LocalClusterUID string
+	// Isolation is the Connection's: it marks the Lease namespace when
+	// kbind creates it (the zero value: no isolation).
+	Isolation isolation.Mapping
 }
 
 // For returns the Lease of a Connection: name
@@ -166,7 +170,8 @@ func (l Lease) stamp(lease *coordinationv1.Lease, now time.Time) {
 }
 
 func ensureNamespace(ctx context.Context, c client.Client, l Lease) error {
-	if err := namespace.Create(ctx, c, l.Namespace, l.LocalClusterUID); err != nil {
+	err := namespace.CreateMarked(ctx, c, l.Namespace, l.Isolation.LeaseNamespaceMarkers(l.LocalClusterUID))
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return &Error{Verb: "create", Resource: "namespaces/" + l.Namespace, Err: err}
 	}
 	return nil
