@@ -9,6 +9,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -109,7 +111,11 @@ func NewReaper(cfg *rest.Config) (*reaper.Reaper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the discovery client: %w", err)
 	}
-	return &reaper.Reaper{Metadata: md, Discovery: dc}, nil
+	cc, err := coordinationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the Lease client: %w", err)
+	}
+	return &reaper.Reaper{Metadata: md, Leases: cc.Leases(""), Discovery: dc}, nil
 }
 
 // DryRun watches the heartbeat Leases for the stale window on its own
@@ -170,10 +176,18 @@ func DryRun(ctx context.Context, cfg *rest.Config, opts Options, out io.Writer) 
 		return fmt.Errorf("listing Leases: %w", err)
 	}
 	byConsumer := map[string][]liveness.State{}
+	takenOver := map[string]int{}
 	for i := range list.Items {
 		l := &list.Items[i]
-		uid, err := liveness.ConsumerUID(l.Labels, l.Annotations)
-		if err != nil {
+		uid, err := liveness.Attribute(l.Labels, l.Annotations, l.Spec.HolderIdentity)
+		var taken *liveness.TakenOver
+		switch {
+		case errors.As(err, &taken):
+			logger.Info("Heartbeat Lease taken over: its holder is not the consumer cluster its markers name; it does not count for that consumer, which is not reaped while it lasts",
+				"namespace", l.Namespace, "name", l.Name, "consumerClusterUID", taken.Consumer, "holder", taken.Holder)
+			takenOver[taken.Consumer]++
+			continue
+		case err != nil:
 			logger.Info("Ignoring a managed Lease that names no consumer cluster", "namespace", l.Namespace, "name", l.Name, "problem", err.Error())
 			continue
 		}
@@ -196,6 +210,10 @@ func DryRun(ctx context.Context, cfg *rest.Config, opts Options, out io.Writer) 
 			continue
 		}
 		stale++
+		if n := takenOver[uid]; n > 0 {
+			logger.Info("Would not reap the consumer: another of its Leases is taken over", "consumerClusterUID", uid, "takenOver", n)
+			continue
+		}
 		plan, err := r.Plan(ctx, uid)
 		if err != nil {
 			return fmt.Errorf("planning consumer %s: %w", uid, err)

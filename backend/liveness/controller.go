@@ -2,6 +2,7 @@ package liveness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -32,6 +33,9 @@ const (
 	ReasonStale   = "HeartbeatStale"
 	ReasonRenewed = "HeartbeatRenewed"
 	ReasonReaping = "ReapingConsumer"
+	// ReasonTakenOver: the Lease's holder is not the consumer its markers
+	// name; it counts for no consumer.
+	ReasonTakenOver = "HeartbeatTakenOver"
 )
 
 // Reaper deletes what a stale consumer left on the provider (BE-3).
@@ -46,6 +50,9 @@ type Reaper interface {
 // it marks stale Leases (annotation and Event), clears the mark when they
 // renew, exports metrics, and hands a consumer whose every Lease is stale to
 // the Reaper (nil: report only). Requests are keyed by consumer cluster UID.
+// A Lease held by anyone but the consumer its markers name is taken over
+// (Attribute): reported, never counted for that consumer, and while one
+// exists the consumer is not reaped.
 type Controller struct {
 	// Client reads Leases (from the manager's cache) and patches them.
 	Client  client.Client
@@ -63,6 +70,8 @@ type Controller struct {
 	live      map[string]bool            // consumer UID → verdict, for metrics
 	reaping   map[string]bool            // consumer UID → reaping announced (one Event per episode)
 	badLogged map[string]string          // Lease key → problem already logged
+	takenOver map[string]TakenOver       // Lease key → takeover already reported
+	held      map[string]bool            // consumer UID → held reaping logged (once per episode)
 }
 
 // SetupWithManager wires the controller: Lease events (the manager's cache
@@ -82,6 +91,7 @@ func (c *Controller) init() {
 	defer c.mu.Unlock()
 	if c.keys == nil {
 		c.keys, c.live, c.badLogged, c.reaping = map[string]map[string]bool{}, map[string]bool{}, map[string]string{}, map[string]bool{}
+		c.takenOver, c.held = map[string]TakenOver{}, map[string]bool{}
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
@@ -118,6 +128,7 @@ func (c *Controller) handler() handler.TypedEventHandler[*coordinationv1.Lease, 
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*coordinationv1.Lease], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			c.Tracker.Forget(leaseKey(e.Object))
 			c.forgetBad(leaseKey(e.Object))
+			c.forgetTakenOver(leaseKey(e.Object))
 			if uid := e.Object.Labels[kbindv1alpha1.ConsumerClusterUIDLabel]; uid != "" {
 				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: uid}})
 			}
@@ -144,32 +155,66 @@ func (c *Controller) forgetBad(key string) {
 	delete(c.badLogged, key)
 }
 
+// reportTakenOver reports a taken-over Lease — a Warning Event on it and a
+// log line naming both holders — once per Lease and holder, so an attacker
+// touching it again and again makes no hot loop; the gauge counts it until
+// it is gone or held by its consumer again.
+func (c *Controller) reportTakenOver(ctx context.Context, l *coordinationv1.Lease, t TakenOver) {
+	key := leaseKey(l)
+	c.mu.Lock()
+	reported := c.takenOver[key] == t
+	c.takenOver[key] = t
+	c.mu.Unlock()
+	if reported {
+		return
+	}
+	log.FromContext(ctx).Info("Heartbeat Lease taken over: its holder is not the consumer cluster its markers name; it does not count for that consumer, which is not reaped while it lasts",
+		"namespace", l.Namespace, "name", l.Name, "consumerClusterUID", t.Consumer, "holder", t.Holder)
+	c.event(l, corev1.EventTypeWarning, ReasonTakenOver, "Judge",
+		"this heartbeat Lease %s; the kbind backend does not count it for that consumer (it never makes it stale, and the consumer is not reaped while it lasts): find out who changed spec.holderIdentity, then delete this Lease (the konnector creates it again)",
+		t.Error())
+}
+
+func (c *Controller) forgetTakenOver(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.takenOver, key)
+}
+
 // leasesOf reads a consumer's attributable Leases from the cache and records
-// what their renewTime is now.
-func (c *Controller) leasesOf(ctx context.Context, uid string) ([]coordinationv1.Lease, error) {
+// what their renewTime is now; takenOver counts its Leases held by another
+// (reported, not returned).
+func (c *Controller) leasesOf(ctx context.Context, uid string) (leases []coordinationv1.Lease, takenOver int, err error) {
 	var list coordinationv1.LeaseList
 	if err := c.Client.List(ctx, &list, client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{
 		kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
 		kbindv1alpha1.ConsumerClusterUIDLabel: uid,
 	})}); err != nil {
-		return nil, fmt.Errorf("listing the Leases of consumer %s: %w", uid, err)
+		return nil, 0, fmt.Errorf("listing the Leases of consumer %s: %w", uid, err)
 	}
-	var out []coordinationv1.Lease
 	for i := range list.Items {
 		l := &list.Items[i]
-		if got, err := ConsumerUID(l.Labels, l.Annotations); err != nil || got != uid {
-			if err == nil {
-				err = fmt.Errorf("belongs to consumer %s", got)
-			}
+		got, err := Attribute(l.Labels, l.Annotations, l.Spec.HolderIdentity)
+		var taken *TakenOver
+		switch {
+		case errors.As(err, &taken) && taken.Consumer == uid:
+			c.reportTakenOver(ctx, l, *taken)
+			takenOver++
+			continue
+		case err == nil && got != uid:
+			err = fmt.Errorf("belongs to consumer %s", got)
+		}
+		if err != nil {
 			c.logBadOnce(ctx, l, err)
 			continue
 		}
 		c.forgetBad(leaseKey(l))
+		c.forgetTakenOver(leaseKey(l))
 		c.Tracker.Observe(leaseKey(l), renewTimeOf(l))
-		out = append(out, *l)
+		leases = append(leases, *l)
 	}
-	sort.Slice(out, func(i, j int) bool { return leaseKey(&out[i]) < leaseKey(&out[j]) })
-	return out, nil
+	sort.Slice(leases, func(i, j int) bool { return leaseKey(&leases[i]) < leaseKey(&leases[j]) })
+	return leases, takenOver, nil
 }
 
 func renewTimeOf(l *coordinationv1.Lease) string {
@@ -185,7 +230,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	logger := log.FromContext(ctx).WithValues("consumerClusterUID", uid)
 	ctx = log.IntoContext(ctx, logger)
 
-	leases, err := c.leasesOf(ctx, uid)
+	leases, takenOver, err := c.leasesOf(ctx, uid)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -213,6 +258,16 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if live {
 		return reconcile.Result{}, nil
 	}
+	if takenOver > 0 {
+		// A Lease of the consumer that someone else holds proves nothing
+		// either way: its Connection may be served by a live konnector
+		// that refuses to renew a Lease held by another. Reaping waits
+		// until the takeover is resolved (its update requeues).
+		if c.holdOnce(uid) {
+			logger.Info("Every heartbeat Lease the consumer holds is stale, but another of its Leases is taken over; not reaping while it lasts", "takenOver", takenOver)
+		}
+		return reconcile.Result{}, nil
+	}
 	if c.Reaper == nil {
 		if c.announceReaping(uid) {
 			logger.Info("Every heartbeat Lease of the consumer is stale; reaping is off (report only)")
@@ -237,9 +292,13 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // stillStale re-reads the consumer's Leases from the cache (which the watch
-// keeps current) between deletions: a renewal or a new Lease stops reaping.
+// keeps current) between deletions: a renewal, a new Lease or a Lease taken
+// over stops reaping.
 func (c *Controller) stillStale(ctx context.Context, uid string) bool {
-	leases, err := c.leasesOf(ctx, uid)
+	leases, takenOver, err := c.leasesOf(ctx, uid)
+	if takenOver > 0 {
+		return false
+	}
 	if err != nil || len(leases) == 0 {
 		return err == nil // all Leases gone is not a renewal; an error is not proof of staleness
 	}
@@ -308,6 +367,7 @@ func (c *Controller) track(uid string, leases []coordinationv1.Lease) {
 		delete(c.keys, uid)
 		delete(c.live, uid)
 		delete(c.reaping, uid)
+		delete(c.held, uid)
 	} else {
 		c.keys[uid] = now
 	}
@@ -324,14 +384,37 @@ func (c *Controller) announceReaping(uid string) bool {
 	return first
 }
 
+// holdOnce reports whether reaping the consumer is held for a taken-over
+// Lease for the first time in this episode.
+func (c *Controller) holdOnce(uid string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := !c.held[uid]
+	c.held[uid] = true
+	return first
+}
+
 func (c *Controller) setVerdict(uid string, live bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.live[uid] = live
 	if live {
 		delete(c.reaping, uid)
+		delete(c.held, uid)
 	}
 	updateConsumerGauge(c.live)
+}
+
+// takenOverCounts is, per consumer named by their markers, how many Leases
+// are taken over.
+func (c *Controller) takenOverCounts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for _, t := range c.takenOver {
+		out[t.Consumer]++
+	}
+	return out
 }
 
 // renewalAges is, per consumer, the time since the backend last saw any of

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -41,6 +42,7 @@ func testLease(name, uid, renew string, annotate bool) *coordinationv1.Lease {
 	}
 	mt := metav1.NewMicroTime(t)
 	l.Spec.RenewTime = &mt
+	l.Spec.HolderIdentity = &uid // as the konnector holds its Lease
 	return l
 }
 
@@ -155,5 +157,71 @@ func TestReconcileRequeuesExactlyAtTheTransition(t *testing.T) {
 	}
 	if len(reaper.calls) != 1 {
 		t.Errorf("reaper called for a live consumer: %v", reaper.calls)
+	}
+}
+
+// TestTakenOverLeaseHoldsReaping: a consumer with one stale Lease it holds
+// and one Lease someone else holds is judged by the first (stale) but not
+// reaped while the takeover lasts; a Lease taken over mid-pass stops the
+// pass; once the taken-over Lease is gone, reaping goes on.
+func TestTakenOverLeaseHoldsReaping(t *testing.T) {
+	const window = time.Minute
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	scheme := runtime.NewScheme()
+	if err := coordinationv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	held := func(l *coordinationv1.Lease, holder string) *coordinationv1.Lease {
+		l.Spec.HolderIdentity = &holder
+		return l
+	}
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		held(testLease("a-1", "A", "2026-12-02T09:59:00Z", true), "A"),
+		held(testLease("a-2", "A", "2026-12-02T09:59:00Z", true), "someone-else"),
+	).Build()
+	reaper := &fakeReaper{}
+	c := &Controller{Client: cl, Tracker: NewTracker(clk, window), Clock: clk, Reaper: reaper, ReapInterval: time.Minute}
+	c.init()
+	ctx := context.Background()
+	reconcileA := func() {
+		t.Helper()
+		if _, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "A"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcileA()
+	clk.Step(window)
+	reconcileA()
+	if len(reaper.calls) != 0 {
+		t.Fatalf("reaped while a Lease of the consumer is taken over: %v", reaper.calls)
+	}
+	if live, ok := c.live["A"]; !ok || live {
+		t.Errorf("verdict %v (%v), want stale: the Lease A holds is stale", live, ok)
+	}
+	if got := c.takenOverCounts(); got["A"] != 1 {
+		t.Errorf("taken-over counts %v, want A: 1", got)
+	}
+
+	// Resolved (the admin deleted it): reaping goes on.
+	if err := cl.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kbind", Name: "a-2"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.forgetTakenOver("kbind/a-2") // what the delete event does
+	reconcileA()
+	if len(reaper.calls) != 1 || !reaper.stale[0] {
+		t.Fatalf("reaper calls %v (still stale %v), want one", reaper.calls, reaper.stale)
+	}
+
+	// Taken over while reaping: the pass is told to stop.
+	a1 := &coordinationv1.Lease{}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "kbind", Name: "a-1"}, a1); err != nil {
+		t.Fatal(err)
+	}
+	a1.Spec.HolderIdentity = ptr.To("someone-else")
+	if err := cl.Update(ctx, a1); err != nil {
+		t.Fatal(err)
+	}
+	if c.stillStale(ctx, "A") {
+		t.Error("stillStale with the consumer's only Lease taken over: reaping would go on")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
 
@@ -25,6 +27,42 @@ func ConsumerUID(labels, annotations map[string]string) (string, error) {
 		return "", fmt.Errorf("%s label %q and annotation %q differ", kbindv1alpha1.ConsumerClusterUIDLabel, label, annotation)
 	}
 	return label, nil
+}
+
+// TakenOver is a heartbeat Lease whose markers name a consumer cluster but
+// whose spec.holderIdentity is not that consumer: someone rewrote the
+// holder. The konnector never renews a Lease held by another (it leaves it
+// alone and reports Heartbeat=False), so such a Lease says nothing about
+// the consumer's liveness: counting it would let whoever took it over make
+// a live consumer look stale and get its objects reaped.
+type TakenOver struct {
+	// Consumer is the consumer cluster UID on the Lease's markers.
+	Consumer string
+	// Holder is spec.holderIdentity ("" when unset).
+	Holder string
+}
+
+func (e *TakenOver) Error() string {
+	if e.Holder == "" {
+		return fmt.Sprintf("has no spec.holderIdentity, though its markers name consumer cluster %s", e.Consumer)
+	}
+	return fmt.Sprintf("is held by %q, not by consumer cluster %s its markers name", e.Holder, e.Consumer)
+}
+
+// Attribute returns the consumer cluster a heartbeat Lease counts for: its
+// markers must name it (ConsumerUID) and it must hold the Lease
+// (spec.holderIdentity, which the konnector sets to its consumer cluster
+// UID). A Lease held by anyone else is *TakenOver and counts for no
+// consumer.
+func Attribute(labels, annotations map[string]string, holderIdentity *string) (string, error) {
+	uid, err := ConsumerUID(labels, annotations)
+	if err != nil {
+		return "", err
+	}
+	if holder := ptr.Deref(holderIdentity, ""); holder != uid {
+		return "", &TakenOver{Consumer: uid, Holder: holder}
+	}
+	return uid, nil
 }
 
 // Action is what to do with a Lease's stale-since annotation.

@@ -1,6 +1,7 @@
 package liveness
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,47 @@ func TestConsumerUID(t *testing.T) {
 			}
 			if (err == nil) != (tc.problem == "") || (err != nil && !strings.Contains(err.Error(), tc.problem)) {
 				t.Errorf("error %v, want %q", err, tc.problem)
+			}
+		})
+	}
+}
+
+// TestAttribute: a Lease counts for the consumer its markers name only
+// while that consumer holds it; one held by anyone else (the takeover of
+// an attack review: a tenant rewrote the holder and let it go stale) is
+// TakenOver and counts for nobody.
+func TestAttribute(t *testing.T) {
+	const l = "core.kbind.io/consumer-cluster-uid"
+	marked := map[string]string{l: "u1"}
+	holder := func(s string) *string { return &s }
+	cases := []struct {
+		name      string
+		labels    map[string]string
+		holder    *string
+		want      string
+		takenOver *TakenOver
+		problem   string
+	}{
+		{"held by its consumer", marked, holder("u1"), "u1", nil, ""},
+		{"held by another consumer", marked, holder("u2"), "", &TakenOver{Consumer: "u1", Holder: "u2"}, `is held by "u2", not by consumer cluster u1`},
+		{"held by someone else", marked, holder("attacker"), "", &TakenOver{Consumer: "u1", Holder: "attacker"}, `is held by "attacker"`},
+		{"no holder", marked, nil, "", &TakenOver{Consumer: "u1"}, "has no spec.holderIdentity"},
+		{"empty holder", marked, holder(""), "", &TakenOver{Consumer: "u1"}, "has no spec.holderIdentity"},
+		{"holder differs only in case", marked, holder("U1"), "", &TakenOver{Consumer: "u1", Holder: "U1"}, `"U1"`},
+		{"no markers, any holder: not a takeover", nil, holder("u1"), "", nil, "no core.kbind.io/consumer-cluster-uid label or annotation"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Attribute(tc.labels, tc.labels, tc.holder)
+			if got != tc.want {
+				t.Errorf("uid %q, want %q", got, tc.want)
+			}
+			if (err == nil) != (tc.problem == "") || (err != nil && !strings.Contains(err.Error(), tc.problem)) {
+				t.Errorf("error %v, want %q", err, tc.problem)
+			}
+			var taken *TakenOver
+			if errors.As(err, &taken) != (tc.takenOver != nil) || (taken != nil && *taken != *tc.takenOver) {
+				t.Errorf("taken over %+v, want %+v", taken, tc.takenOver)
 			}
 		})
 	}

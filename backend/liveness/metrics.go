@@ -18,6 +18,10 @@ var (
 		"Seconds since the backend last saw any heartbeat Lease of the consumer cluster renew (its own clock; restarts start at 0).",
 		[]string{"consumer_cluster_uid"}, nil)
 
+	takenOverDesc = prometheus.NewDesc("kbind_backend_heartbeat_leases_taken_over",
+		"Heartbeat Leases whose spec.holderIdentity is not the consumer cluster their markers name, by that consumer: they do not count for it, and it is not reaped while any is left.",
+		[]string{"consumer_cluster_uid"}, nil)
+
 	ages = &ageCollector{}
 )
 
@@ -38,8 +42,9 @@ func updateConsumerGauge(verdicts map[string]bool) {
 	consumers.WithLabelValues("stale").Set(float64(stale))
 }
 
-// ageCollector computes renewal ages at scrape time, so they never go stale
-// between reconciles.
+// ageCollector computes renewal ages and taken-over Lease counts at scrape
+// time, so they never go stale between reconciles and a consumer without
+// any leaves no series behind.
 type ageCollector struct {
 	mu      sync.Mutex
 	sources []*Controller
@@ -51,7 +56,10 @@ func register(c *Controller) {
 	ages.sources = append(ages.sources, c)
 }
 
-func (a *ageCollector) Describe(ch chan<- *prometheus.Desc) { ch <- renewalAgeDesc }
+func (a *ageCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- renewalAgeDesc
+	ch <- takenOverDesc
+}
 
 func (a *ageCollector) Collect(ch chan<- prometheus.Metric) {
 	a.mu.Lock()
@@ -65,6 +73,16 @@ func (a *ageCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			seen[uid] = true
 			ch <- prometheus.MustNewConstMetric(renewalAgeDesc, prometheus.GaugeValue, age.Seconds(), uid)
+		}
+	}
+	seen = map[string]bool{}
+	for _, c := range sources {
+		for uid, n := range c.takenOverCounts() {
+			if seen[uid] {
+				continue
+			}
+			seen[uid] = true
+			ch <- prometheus.MustNewConstMetric(takenOverDesc, prometheus.GaugeValue, float64(n), uid)
 		}
 	}
 }

@@ -95,6 +95,13 @@ func Owned(p Phase, consumerUID string, labels, annotations map[string]string) b
 	return false
 }
 
+// HeldBy reports whether a heartbeat Lease's spec.holderIdentity is the
+// consumer's: the konnector holds its own Lease, so one held by anyone else
+// was taken over and is not the consumer's, whatever its markers say.
+func HeldBy(holderIdentity *string, consumerUID string) bool {
+	return consumerUID != "" && holderIdentity != nil && *holderIdentity == consumerUID
+}
+
 // Ignorable reports whether an object in a namespace does not count against
 // the namespace being empty: what Kubernetes itself puts into every
 // namespace, and Events.
@@ -138,11 +145,14 @@ func (r Resource) ResourceName() string {
 
 // Object is one object the reaper found.
 type Object struct {
-	Resource    Resource
-	Namespace   string
-	Name        string
-	UID         types.UID
-	Terminating bool
+	Resource  Resource
+	Namespace string
+	Name      string
+	UID       types.UID
+	// ResourceVersion, when set, is a delete precondition too: the object
+	// was judged on its contents at that version (a Lease's holder).
+	ResourceVersion string
+	Terminating     bool
 }
 
 // Key identifies the object across resources.

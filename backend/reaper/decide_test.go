@@ -271,3 +271,22 @@ func TestOwnedAcceptsWhatWritersWrite(t *testing.T) {
 		}
 	}
 }
+
+func TestHeldBy(t *testing.T) {
+	holder := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		holder   *string
+		consumer string
+		want     bool
+	}{
+		{holder("A"), "A", true},
+		{holder("B"), "A", false},
+		{holder(""), "A", false},
+		{nil, "A", false},
+		{holder(""), "", false},
+	} {
+		if got := HeldBy(tc.holder, tc.consumer); got != tc.want {
+			t.Errorf("HeldBy(%v, %q) = %v, want %v", tc.holder, tc.consumer, got, tc.want)
+		}
+	}
+}

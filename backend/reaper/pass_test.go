@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,6 +49,36 @@ func fakeDiscovery() preferred {
 			{Name: "gadgets", Kind: "Gadget", Verbs: rw},
 		}},
 	}}
+}
+
+// leasesOf lists the Leases the metadata fake holds (so that deletions
+// show), each held by holders[name], else by the consumer its label names.
+type leasesOf struct {
+	md      *metadatafake.FakeMetadataClient
+	holders map[string]string
+}
+
+func (f leasesOf) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	list, err := f.md.Resource(schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return nil, err
+	}
+	out := &coordinationv1.LeaseList{}
+	for _, m := range list.Items {
+		if !sel.Matches(labels.Set(m.Labels)) {
+			continue
+		}
+		holder, ok := f.holders[m.Name]
+		if !ok {
+			holder = m.Labels[kbindv1alpha1.ConsumerClusterUIDLabel]
+		}
+		out.Items = append(out.Items, coordinationv1.Lease{ObjectMeta: m.ObjectMeta, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}})
+	}
+	return out, nil
 }
 
 func meta(apiVersion, kind, ns, name, consumer string, extra ...string) *metav1.PartialObjectMetadata {
@@ -113,7 +145,7 @@ func TestPassVerdicts(t *testing.T) {
 			if tc.reactor != nil {
 				tc.reactor(c)
 			}
-			r := &Reaper{Metadata: c, Discovery: fakeDiscovery()}
+			r := &Reaper{Metadata: c, Leases: leasesOf{md: c}, Discovery: fakeDiscovery()}
 			v, err := r.Pass(context.Background(), "A", func() bool { return true })
 			if err != nil || v != tc.want {
 				t.Fatalf("verdict %v (%v), want %v", v, err, tc.want)
@@ -152,7 +184,7 @@ func TestPassKeepsWhatDiscoveryCannotSee(t *testing.T) {
 	broken := schema.GroupVersion{Group: "broken.example.org", Version: "v1"}
 	d := fakeDiscovery()
 	d.err = &discovery.ErrGroupDiscoveryFailed{Groups: map[schema.GroupVersion]error{broken: errors.New("stale")}}
-	r := &Reaper{Metadata: c, Discovery: d}
+	r := &Reaper{Metadata: c, Leases: leasesOf{md: c}, Discovery: d}
 	ctx := context.Background()
 	namespaces := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	leases := schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
@@ -234,7 +266,7 @@ func TestPassKeepsANamespaceItMayNotList(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	r := &Reaper{Metadata: c, Discovery: fakeDiscovery()}
+	r := &Reaper{Metadata: c, Leases: leasesOf{md: c}, Discovery: fakeDiscovery()}
 	ctx := context.Background()
 	plan, err := r.Plan(ctx, "A")
 	if err != nil {
@@ -255,5 +287,62 @@ func TestPassKeepsANamespaceItMayNotList(t *testing.T) {
 	}
 	if _, err := c.Resource(schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}).Namespace("kbind").Get(ctx, "a-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the Lease must go once everything that can be reaped is: %v", err)
+	}
+}
+
+// TestPassLeavesATakenOverLease: a Lease with every marker of the consumer
+// but held by someone else is not the consumer's: neither planned nor
+// deleted, and the namespace kbind created that holds it is kept (it holds
+// something that is not the consumer's). Without a Lease reader no Lease is
+// deleted and the pass does not finish.
+func TestPassLeavesATakenOverLease(t *testing.T) {
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := metadatafake.NewSimpleMetadataClient(scheme,
+		meta("v1", "Namespace", "", "a", "A"),
+		meta("coordination.k8s.io/v1", "Lease", "a", "a-1", "A"),
+		meta("coordination.k8s.io/v1", "Lease", "a", "a-2", "A"),
+	)
+	leases := schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+	ctx := context.Background()
+	exists := func(name string) bool {
+		t.Helper()
+		_, err := c.Resource(leases).Namespace("a").Get(ctx, name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	r := &Reaper{Metadata: c, Discovery: fakeDiscovery()}
+	if v, err := r.Pass(ctx, "A", func() bool { return true }); err != nil || v != Blocked || !exists("a-1") {
+		t.Fatalf("without a Lease reader: %v %v, a-1 there %v; want blocked and kept", v, err, exists("a-1"))
+	}
+
+	r.Leases = leasesOf{md: c, holders: map[string]string{"a-2": "someone-else"}}
+	plan, err := r.Plan(ctx, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var planned []string
+	for _, o := range plan.Objects() {
+		planned = append(planned, o.String())
+	}
+	if got, want := strings.Join(planned, ","), "leases.coordination.k8s.io a/a-1"; got != want {
+		t.Errorf("plan %s, want %s", got, want)
+	}
+	if k, ok := plan.Kept["a"]; !ok || !strings.Contains(k.Reason, "a-2") {
+		t.Errorf("namespace a must be kept for the Lease it holds: %+v", plan.Kept)
+	}
+	if v, err := r.Pass(ctx, "A", func() bool { return true }); err != nil || v != Done {
+		t.Fatalf("pass: %v %v, want done", v, err)
+	}
+	if exists("a-1") || !exists("a-2") {
+		t.Errorf("a-1 there %v (want deleted), a-2 there %v (want kept: taken over)", exists("a-1"), exists("a-2"))
+	}
+	if _, err := c.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, "a", metav1.GetOptions{}); err != nil {
+		t.Errorf("namespace a: %v", err)
 	}
 }

@@ -5,7 +5,9 @@
 // the consumer-cluster-uid label, re-checks every marker before deleting,
 // deletes with a UID precondition, never strips finalizers, and keeps no
 // state between passes: a restarted backend recomputes everything from the
-// cluster, so nothing is deleted twice or missed.
+// cluster, so nothing is deleted twice or missed. A heartbeat Lease is the
+// consumer's only while the consumer holds it (spec.holderIdentity): one
+// taken over by someone else is never deleted.
 //
 // Requirement ids in comments (such as BE-3) refer to docs/requirements.md.
 package reaper
@@ -17,6 +19,7 @@ import (
 	"sort"
 	"strings"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,11 +40,21 @@ const (
 	ReasonReapFailed    = "ReapFailed"
 )
 
+// LeaseLister lists heartbeat Leases in every namespace with their spec,
+// which metadata-only requests cannot see (a typed client's
+// CoordinationV1().Leases("")).
+type LeaseLister interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error)
+}
+
 // Reaper runs reaping passes against the provider.
 type Reaper struct {
 	// Metadata lists and deletes objects of any resource (metadata only:
 	// the reaper never reads Secret or ConfigMap contents).
-	Metadata  metadata.Interface
+	Metadata metadata.Interface
+	// Leases lists the heartbeat Leases, whose holder decides whether
+	// they are the consumer's; without it no Lease is ever deleted.
+	Leases    LeaseLister
 	Discovery discovery.DiscoveryInterface
 	// Events records one Event per deletion; nil records none.
 	Events events.EventRecorder
@@ -124,6 +137,9 @@ func (r *Reaper) listOwned(ctx context.Context, res Resource, uid string) ([]Obj
 		kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
 		kbindv1alpha1.ConsumerClusterUIDLabel: uid,
 	})
+	if res.Phase == PhaseLeases {
+		return r.listLeases(ctx, res, uid, sel)
+	}
 	list, err := r.Metadata.Resource(res.GVR).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
 		return nil, err
@@ -135,6 +151,30 @@ func (r *Reaper) listOwned(ctx context.Context, res Resource, uid string) ([]Obj
 			continue
 		}
 		out = append(out, Object{Resource: res, Namespace: m.Namespace, Name: m.Name, UID: m.UID, Terminating: m.DeletionTimestamp != nil})
+	}
+	return out, nil
+}
+
+// listLeases lists the consumer's heartbeat Leases: every marker, and held
+// by the consumer. A Lease someone else holds was taken over (the liveness
+// controller reports it) and is not the consumer's to delete. Each is
+// deleted only at the resourceVersion its holder was read at.
+func (r *Reaper) listLeases(ctx context.Context, res Resource, uid string, sel labels.Selector) ([]Object, error) {
+	if r.Leases == nil {
+		return nil, fmt.Errorf("no Lease reader: the holders of the Leases cannot be checked")
+	}
+	list, err := r.Leases.List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, err
+	}
+	var out []Object
+	for i := range list.Items {
+		l := &list.Items[i]
+		if !Owned(res.Phase, uid, l.Labels, l.Annotations) || !HeldBy(l.Spec.HolderIdentity, uid) {
+			continue
+		}
+		out = append(out, Object{Resource: res, Namespace: l.Namespace, Name: l.Name, UID: l.UID, ResourceVersion: l.ResourceVersion,
+			Terminating: l.DeletionTimestamp != nil})
 	}
 	return out, nil
 }
@@ -448,10 +488,18 @@ func (r *Reaper) delete(ctx context.Context, uid string, o Object) error {
 	if o.Namespace != "" {
 		client = ri.Namespace(o.Namespace)
 	}
-	objUID := o.UID
-	err := client.Delete(ctx, o.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &objUID}})
+	pre := &metav1.Preconditions{UID: &o.UID}
+	if o.ResourceVersion != "" {
+		pre.ResourceVersion = &o.ResourceVersion
+	}
+	err := client.Delete(ctx, o.Name, metav1.DeleteOptions{Preconditions: pre})
 	kind := o.Resource.KindName()
 	switch {
+	case apierrors.IsConflict(err) && o.ResourceVersion != "":
+		// Changed since it was read (renewed, or taken over): the next
+		// pass reads it again.
+		logger.V(1).Info("Object changed since it was listed; looking at it again next pass")
+		return err
 	case err == nil:
 		deletions.WithLabelValues(kind, resultDeleted).Inc()
 		logger.Info("Deleted an object of a stale consumer")

@@ -1,6 +1,7 @@
 package connection
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/heartbeat"
 	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/kubeconfig"
 	kbindschema "github.com/kbind/kbind/engine/schema"
@@ -242,10 +244,15 @@ func withHeartbeat(out []patch.Condition, o observation) []patch.Condition {
 	if !o.heartbeatKnown {
 		return out
 	}
+	var held *heartbeat.HeldByAnother
 	switch {
 	case o.heartbeat == nil:
 		out = append(out, cond(kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
 			"Lease %s is renewed every %s", o.leaseRef, o.leaseEvery))
+	case errors.As(o.heartbeat, &held):
+		out = append(out, cond(kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonOwnedByAnother,
+			"the heartbeat Lease %s/%s on the provider is held by %q, not by this consumer cluster (%s): kbind leaves it untouched and cannot renew it, so the provider cannot tell this consumer is live; a provider admin should find out who changed its spec.holderIdentity and delete it (kbind then creates it again)",
+			held.Namespace, held.Name, held.Holder, held.Consumer))
 	case apierrors.IsForbidden(o.heartbeat):
 		out = append(out, cond(kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, "%s", o.heartbeat.Error()))
 	default:

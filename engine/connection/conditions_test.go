@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/heartbeat"
 	"github.com/kbind/kbind/engine/kubeconfig"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 )
@@ -22,6 +23,8 @@ import (
 func TestDesiredConditions(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "kube-system", errors.New("no RBAC"))
 	discovered := &kbindschema.Result{Source: kbindv1alpha1.ActiveSchemaSourceCRD, Exports: make([]kbindv1alpha1.ExportedAPI, 2)}
+	heldByAnother := &heartbeat.Error{Verb: "renew", Resource: "leases.coordination.k8s.io kbind/x",
+		Err: &heartbeat.HeldByAnother{Namespace: "kbind", Name: "x", Holder: "intruder", Consumer: "0123"}}
 	cases := []struct {
 		name string
 		obs  observation
@@ -47,6 +50,8 @@ func TestDesiredConditions(t *testing.T) {
 			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Heartbeat=False/Forbidden"},
 		{"ready, heartbeat failing", observation{probed: true, discovery: discovered, heartbeatKnown: true, heartbeat: errors.New("timeout")},
 			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Heartbeat=False/Pending"},
+		{"ready, heartbeat Lease held by another", observation{probed: true, discovery: discovered, heartbeatKnown: true, heartbeat: heldByAnother},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Heartbeat=False/OwnedByAnother"},
 		{"ready, heartbeat renewed", observation{probed: true, discovery: discovered, heartbeatKnown: true, leaseRef: "kbind/x"},
 			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Heartbeat=True/AsExpected"},
 		{"ready, schema in sync", observation{probed: true, discovery: discovered, schemaKnown: true},
@@ -98,6 +103,25 @@ func TestDesiredConditionMessages(t *testing.T) {
 			t.Errorf("%s message\n got %q\nwant %q", c.Type, c.Message, w)
 		}
 	}
+}
+
+// TestHeartbeatHeldByAnotherMessage: the condition names the Lease, the
+// holder found and what to do about it.
+func TestHeartbeatHeldByAnotherMessage(t *testing.T) {
+	err := &heartbeat.Error{Verb: "renew", Resource: "leases.coordination.k8s.io a/p-0123",
+		Err: &heartbeat.HeldByAnother{Namespace: "a", Name: "p-0123", Holder: "intruder", Consumer: "0123456789"}}
+	obs := observation{probed: true, discovery: &kbindschema.Result{}, heartbeatKnown: true, heartbeat: fmt.Errorf("wrapped: %w", err)}
+	for _, c := range desiredConditions(obs) {
+		if c.Type != kbindv1alpha1.ConditionHeartbeat {
+			continue
+		}
+		want := `the heartbeat Lease a/p-0123 on the provider is held by "intruder", not by this consumer cluster (0123456789): kbind leaves it untouched and cannot renew it, so the provider cannot tell this consumer is live; a provider admin should find out who changed its spec.holderIdentity and delete it (kbind then creates it again)`
+		if c.Reason != kbindv1alpha1.ReasonOwnedByAnother || c.Message != want {
+			t.Errorf("Heartbeat %s\n got %q\nwant %q", c.Reason, c.Message, want)
+		}
+		return
+	}
+	t.Fatal("no Heartbeat condition")
 }
 
 func TestDrainingReady(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -150,6 +151,9 @@ func TestConnectionReady(t *testing.T) {
 	}
 	if ns.Labels[kbindv1alpha1.ManagedLabel] != "true" || ns.Labels[kbindv1alpha1.ConsumerClusterUIDLabel] != uid {
 		t.Errorf("created lease namespace labels %v", ns.Labels)
+	}
+	if v, ok := ns.Labels[kbindv1alpha1.PrefixLabel]; ok {
+		t.Errorf("the Lease namespace of a Connection without isolation carries %s=%q", kbindv1alpha1.PrefixLabel, v)
 	}
 	waitCondition(t, "ready", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "kbind/"+leaseName)
 
@@ -367,6 +371,63 @@ func TestClusterIdentityChanged(t *testing.T) {
 	}
 	if len(leases.Items) != 0 {
 		t.Errorf("the unverified cluster got %d Lease(s)", len(leases.Items))
+	}
+}
+
+// TestHeartbeatLeaseTakenOver: someone with write access to the Lease
+// namespace rewrites the holder of a Connection's heartbeat Lease. The
+// konnector never writes it again — it stays exactly as the other holder
+// left it — and the Connection says Heartbeat=False/OwnedByAnother, naming
+// the Lease, the holder found and what to do; Ready is unaffected. Once the
+// provider admin deletes the Lease, the konnector creates it again.
+func TestHeartbeatLeaseTakenOver(t *testing.T) {
+	ctx := context.Background()
+	createSecret(t, secretNS, "taken-kubeconfig", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, "taken", secretNS, "taken-kubeconfig")
+	conn := waitCondition(t, "taken", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	key := client.ObjectKey{Namespace: "kbind", Name: "taken-" + conn.Status.LocalClusterUID[:10]}
+	waitRenewed(t, provider, key, 1)
+
+	lease := &coordinationv1.Lease{}
+	eventually(t, "taking the Lease over", func() error {
+		if err := provider.Get(ctx, key, lease); err != nil {
+			return err
+		}
+		lease.Spec.HolderIdentity = ptr.To("intruder")
+		return provider.Update(ctx, lease) // a conflict with a renewal: again
+	})
+	taken := lease.DeepCopy()
+	waitCondition(t, "taken", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonOwnedByAnother,
+		"heartbeat Lease "+key.String(), `held by "intruder"`, "not by this consumer cluster ("+conn.Status.LocalClusterUID+")", "delete it")
+	waitCondition(t, "taken", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	// Three more renewals refused, the foreign Lease is as its holder
+	// left it.
+	eventually(t, "three renewals refused", func() error {
+		n := 0
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "Heartbeat renewal failed") && strings.Contains(line, key.String()) && strings.Contains(line, "intruder") {
+				n++
+			}
+		}
+		if n < 3 {
+			return fmt.Errorf("%d refused renewals logged", n)
+		}
+		return nil
+	})
+	if err := provider.Get(ctx, key, lease); err != nil {
+		t.Fatal(err)
+	}
+	if lease.ResourceVersion != taken.ResourceVersion || *lease.Spec.HolderIdentity != "intruder" {
+		t.Errorf("the taken-over Lease was written: resourceVersion %s → %s, holder %s", taken.ResourceVersion, lease.ResourceVersion, *lease.Spec.HolderIdentity)
+	}
+
+	// The provider admin deletes it: created again, and renewed.
+	if err := provider.Delete(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, "taken", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, key.String())
+	if err := provider.Get(ctx, key, lease); err != nil || *lease.Spec.HolderIdentity != conn.Status.LocalClusterUID {
+		t.Errorf("the Lease was not created again for this consumer: %v %v", err, lease.Spec.HolderIdentity)
 	}
 }
 

@@ -585,7 +585,9 @@ func (r *Reconciler) loopbackHint(parsed *kubeconfig.Parsed) string {
 // or the Lease changed. The loop runs until stopHeartbeat — not with the
 // session's watches: a Connection that is not Ready keeps its heartbeat.
 func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *session.Session) {
-	lease := heartbeat.For(conn.Name, conn.Status.LocalClusterUID, isolation.For(conn.Spec.IsolationOf()).LeaseNamespace(sess.Namespace))
+	iso := isolation.For(conn.Spec.IsolationOf())
+	lease := heartbeat.For(conn.Name, conn.Status.LocalClusterUID, iso.LeaseNamespace(sess.Namespace))
+	lease.Isolation = iso
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	prev, ok := r.heartbeats[conn.Name]

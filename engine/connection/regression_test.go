@@ -328,7 +328,7 @@ func TestLeaseHeldByAnotherIsLeftAlone(t *testing.T) {
 	t.Cleanup(func() { _ = provider.Delete(ctx, foreign) })
 	createSecret(t, secretNS, "collide", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
 	createConnection(t, "collide", secretNS, "collide")
-	waitCondition(t, "collide", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, `held by "someone-else"`)
+	waitCondition(t, "collide", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonOwnedByAnother, `held by "someone-else"`)
 	lease := &coordinationv1.Lease{}
 	if err := provider.Get(ctx, client.ObjectKeyFromObject(foreign), lease); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/namespace"
+	"github.com/kbind/kbind/engine/isolation"
 )
 
 const (
@@ -36,6 +37,9 @@ type Lease struct {
 	Name            string
 	Connection      string
 	LocalClusterUID string
+	// Isolation is the Connection's: it marks the Lease namespace when
+	// kbind creates it (the zero value: no isolation).
+	Isolation isolation.Mapping
 }
 
 // For returns the Lease of a Connection: name
@@ -57,6 +61,21 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%s %s: %v", e.Verb, e.Resource, e.Err) }
 func (e *Error) Unwrap() error { return e.Err }
+
+// HeldByAnother is a Lease of this Connection's name that exists and is
+// held by someone else (its spec.holderIdentity is not this consumer
+// cluster's UID): another consumer's whose name collides, or a Lease taken
+// over. kbind never overwrites or deletes it.
+type HeldByAnother struct {
+	Namespace, Name string
+	// Holder is the holderIdentity found ("" when unset); Consumer is this
+	// consumer cluster's UID.
+	Holder, Consumer string
+}
+
+func (e *HeldByAnother) Error() string {
+	return fmt.Sprintf("the Lease exists and is held by %q, not by this consumer cluster (%s); kbind leaves it untouched", e.Holder, e.Consumer)
+}
 
 // Renewer renews one Lease. It remembers the Lease it wrote last, so a
 // renewal is one update and no read (PERF: an idle Connection costs the
@@ -128,7 +147,7 @@ func (r *Renewer) Renew(ctx context.Context, now time.Time) error {
 		// Not this consumer's Lease (another consumer's whose name
 		// collides, or someone else's object): never overwrite it.
 		return &Error{Verb: "renew", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name,
-			Err: fmt.Errorf("the Lease exists and is held by %q, not by this consumer cluster (%s); kbind leaves it untouched", holder, l.LocalClusterUID)}
+			Err: &HeldByAnother{Namespace: l.Namespace, Name: l.Name, Holder: holder, Consumer: l.LocalClusterUID}}
 	}
 	l.stamp(lease, now)
 	if err := r.c.Update(ctx, lease); err != nil {
@@ -151,7 +170,8 @@ func (l Lease) stamp(lease *coordinationv1.Lease, now time.Time) {
 }
 
 func ensureNamespace(ctx context.Context, c client.Client, l Lease) error {
-	if err := namespace.Create(ctx, c, l.Namespace, l.LocalClusterUID); err != nil {
+	err := namespace.CreateMarked(ctx, c, l.Namespace, l.Isolation.LeaseNamespaceMarkers(l.LocalClusterUID))
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return &Error{Verb: "create", Resource: "namespaces/" + l.Namespace, Err: err}
 	}
 	return nil

@@ -2,6 +2,7 @@ package heartbeat_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -110,8 +111,11 @@ func TestRenewWritesWithoutReading(t *testing.T) {
 	if err := admin.Update(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
+	var held *heartbeat.HeldByAnother
 	if err := renew(8 * time.Second); err == nil || !strings.Contains(err.Error(), `held by "someone-else"`) {
 		t.Errorf("renewing a Lease another holder took: %v", err)
+	} else if !errors.As(err, &held) || held.Holder != "someone-else" || held.Name != l.Name || held.Namespace != l.Namespace {
+		t.Errorf("not a *HeldByAnother naming the Lease and its holder: %#v", err)
 	} else if heartbeat.Unanswered(err) {
 		t.Errorf("a Lease held by another is an answer, not an unreachable provider: %v", err)
 	}

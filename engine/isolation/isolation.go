@@ -212,11 +212,41 @@ func Origin(annotations map[string]string) (key types.NamespacedName, ok bool) {
 }
 
 // Markers are the markers of the provider copy of the consumer object key:
-// the ownership markers, and its origin when the mapping is isolated.
+// the ownership markers, its origin when the mapping is isolated, and
+// under Prefixed the prefix label on a cluster-scoped copy (a namespaced
+// one lives in a namespace that carries it).
 func (m Mapping) Markers(consumerClusterUID string, key types.NamespacedName, objectUID string) kbindv1alpha1.Markers {
 	markers := kbindv1alpha1.CopyMarkers(consumerClusterUID, objectUID)
 	if m.Isolated() {
 		markers = markers.WithOrigin(key.Namespace, key.Name)
+	}
+	if m.Mode() == kbindv1alpha1.IsolationPrefixed && key.Namespace == "" {
+		markers = markers.WithPrefix(m.prefix)
+	}
+	return markers
+}
+
+// NamespaceMarkers are the markers of the provider namespace kbind creates
+// for consumer namespace ns: under Prefixed isolation with ns and the
+// prefix label (kbindv1alpha1.PrefixLabel: the provider's admission policy
+// lets a Prefixed consumer write only into namespaces labelled with its own
+// prefix, which a name prefix cannot say when prefixes extend each other),
+// else kbind's namespace markers. Under Namespace isolation kbind creates
+// no provider namespace.
+func (m Mapping) NamespaceMarkers(consumerClusterUID, ns string) kbindv1alpha1.Markers {
+	if m.Mode() != kbindv1alpha1.IsolationPrefixed {
+		return kbindv1alpha1.NamespaceMarkers(consumerClusterUID)
+	}
+	return kbindv1alpha1.PrefixedNamespaceMarkers(consumerClusterUID, ns).WithPrefix(m.prefix)
+}
+
+// LeaseNamespaceMarkers are the markers of the Lease namespace
+// (LeaseNamespace) when kbind creates it: with the prefix label under
+// Prefixed isolation.
+func (m Mapping) LeaseNamespaceMarkers(consumerClusterUID string) kbindv1alpha1.Markers {
+	markers := kbindv1alpha1.NamespaceMarkers(consumerClusterUID)
+	if m.Mode() == kbindv1alpha1.IsolationPrefixed {
+		markers = markers.WithPrefix(m.prefix)
 	}
 	return markers
 }

@@ -124,3 +124,39 @@ func assertValid(t testing.TB, k types.NamespacedName) {
 		t.Fatalf("provider name %q is invalid: %v", k.Name, errs)
 	}
 }
+
+// TestPrefixLabel: under Prefixed isolation, and only then, what kbind
+// writes outside any consumer namespace's mapping — a cluster-scoped copy,
+// a provider namespace, the Lease namespace — carries core.kbind.io/prefix
+// with the prefix, so that an admission policy can confine each consumer
+// to what carries its own prefix (prefixes "a" and "a-b" extend each
+// other; a label value does not).
+func TestPrefixLabel(t *testing.T) {
+	cases := []struct {
+		name    string
+		markers kbindv1alpha1.Markers
+		want    string // "" when the label must be absent
+	}{
+		{"Prefixed cluster-scoped copy", withPrefix.Markers("uid", key("", "c1"), "obj"), "a"},
+		{"Prefixed namespaced copy: its namespace carries it", withPrefix.Markers("uid", key("team-a", "w1"), "obj"), ""},
+		{"Prefixed namespace", withPrefix.NamespaceMarkers("uid", "team-a"), "a"},
+		{"Prefixed Lease namespace", withPrefix.LeaseNamespaceMarkers("uid"), "a"},
+		{"None cluster-scoped copy", none.Markers("uid", key("", "c1"), "obj"), ""},
+		{"None namespace", none.NamespaceMarkers("uid", "team-a"), ""},
+		{"None Lease namespace", none.LeaseNamespaceMarkers("uid"), ""},
+		{"Namespace copy", confined.Markers("uid", key("team-a", "w1"), "obj"), ""},
+		{"Namespace Lease namespace", confined.LeaseNamespaceMarkers("uid"), ""},
+	}
+	for _, tc := range cases {
+		got, ok := tc.markers.Labels[kbindv1alpha1.PrefixLabel]
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: %s = %q (present %v), want %q", tc.name, kbindv1alpha1.PrefixLabel, got, ok, tc.want)
+		}
+		if tc.markers.Labels[kbindv1alpha1.ManagedLabel] != kbindv1alpha1.ManagedLabelValue || tc.markers.Labels[kbindv1alpha1.ConsumerClusterUIDLabel] != "uid" {
+			t.Errorf("%s: not marked as kbind's: %v", tc.name, tc.markers.Labels)
+		}
+	}
+	if m := withPrefix.NamespaceMarkers("uid", "team-a"); m.Annotations[kbindv1alpha1.ConsumerNamespaceAnnotation] != "team-a" {
+		t.Errorf("a Prefixed namespace lacks its consumer namespace: %v", m.Annotations)
+	}
+}

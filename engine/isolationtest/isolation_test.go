@@ -330,6 +330,7 @@ func TestNamespaceIsolation(t *testing.T) {
 	for _, tn := range ts {
 		ns := "tenant-" + tn.name
 		copies[tn.name] = waitCopy(t, widgetGVK, key(ns, "default.db"), key("default", "db"), tn.name)
+		assertPrefixLabel(t, object(widgetGVK, "", "", nil), key(ns, "default.db"), "")
 		waitCopy(t, widgetGVK, key(ns, "team-a.w1"), key("team-a", "w1"), tn.name)
 		waitCopy(t, widgetGVK, key(ns, "a-b.c"), key("a-b", "c"), tn.name)
 		waitCopy(t, widgetGVK, key(ns, "a.b-c"), key("a", "b-c"), tn.name)
@@ -411,10 +412,23 @@ func TestNamespaceIsolation(t *testing.T) {
 	for _, tn := range ts {
 		conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"}}
 		enginetest.WaitCondition(t, tn.consumer, conn, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "tenant-"+tn.name+"/")
+		assertPrefixLabel(t, &corev1.Namespace{}, key("", "tenant-"+tn.name), "")
 		enginetest.WaitCondition(t, tn.consumer, conn, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	}
 	cleanup(t, ts, widgetGVK, key("team-a", "w1"), key("a-b", "c"), key("a", "b-c"))
 	teardown(t, ts[0])
+}
+
+// assertPrefixLabel checks the core.kbind.io/prefix label of the provider
+// object at k: want, or absent when want is "".
+func assertPrefixLabel(t *testing.T, obj client.Object, k client.ObjectKey, want string) {
+	t.Helper()
+	if err := env.Provider.Get(context.Background(), k, obj); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := obj.GetLabels()[kbindv1alpha1.PrefixLabel]; got != want || ok != (want != "") {
+		t.Errorf("%T %s: %s = %q (present %v), want %q", obj, k, kbindv1alpha1.PrefixLabel, got, ok, want)
+	}
 }
 
 // roundTrip syncs a consumer object whose namespace and name are as long
@@ -684,7 +698,34 @@ func TestPrefixedIsolation(t *testing.T) {
 		if ns.Labels[kbindv1alpha1.ManagedLabel] != kbindv1alpha1.ManagedLabelValue || ns.Annotations[kbindv1alpha1.ConsumerNamespaceAnnotation] != "team-a" {
 			t.Errorf("namespace %s lacks kbind's markers: %v %v", ns.Name, ns.Labels, ns.Annotations)
 		}
+		// What has no consumer namespace to its name carries the prefix
+		// (docs/isolation.md): the namespaces kbind creates, the Lease
+		// namespace, cluster-scoped copies.
+		assertPrefixLabel(t, &corev1.Namespace{}, key("", tn.name+"-team-a"), tn.name)
+		assertPrefixLabel(t, object(clusterGadgetGVK, "", "", nil), key("", tn.name+"-c1"), tn.name)
+		assertPrefixLabel(t, object(gadgetGVK, "", "", nil), key(tn.name+"-team-a", "w1"), "")
 	}
+	// A cluster-scoped copy written before kbind stamped the label (here:
+	// the label removed) gets it on its next sync.
+	old := object(clusterGadgetGVK, "", "", nil)
+	if err := env.Provider.Get(ctx, key("", "a-c1"), old); err != nil {
+		t.Fatal(err)
+	}
+	labels := old.GetLabels()
+	delete(labels, kbindv1alpha1.PrefixLabel)
+	old.SetLabels(labels)
+	if err := env.Provider.Update(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "the prefix label back on a-c1", func() error {
+		if err := env.Provider.Get(ctx, key("", "a-c1"), old); err != nil {
+			return err
+		}
+		if got := old.GetLabels()[kbindv1alpha1.PrefixLabel]; got != "a" {
+			return fmt.Errorf("%s = %q", kbindv1alpha1.PrefixLabel, got)
+		}
+		return nil
+	})
 
 	// The namespace kbind did not create is reported on the object, and
 	// nothing is written into it.
@@ -723,6 +764,12 @@ func TestPrefixedIsolation(t *testing.T) {
 		})
 	}
 
+	// A namespace only a related copy needs is created by the related
+	// copier, with the prefix label too.
+	createSecret(t, ts[0].consumer, "related-only", "db-credentials", "a")
+	waitData(t, env.Provider, &corev1.Secret{}, key("a-related-only", "db-credentials"), "a", key("related-only", "db-credentials"))
+	assertPrefixLabel(t, &corev1.Namespace{}, key("", "a-related-only"), "a")
+
 	setProviderStatus(t, copies["a"], "ReadyForA")
 	setProviderStatus(t, copies["b"], "ReadyForB")
 	waitStatus(t, ts[0], gadgetGVK, key("default", "db"), "ReadyForA")
@@ -748,6 +795,7 @@ func TestPrefixedIsolation(t *testing.T) {
 	for _, tn := range ts {
 		conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"}}
 		enginetest.WaitCondition(t, tn.consumer, conn, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, tn.name+"/")
+		assertPrefixLabel(t, &corev1.Namespace{}, key("", tn.name), tn.name) // created for the Lease
 	}
 	cleanup(t, ts, gadgetGVK, key("team-a", "w1"), key("taken", "t1"))
 	cleanup(t, ts, clusterGadgetGVK, key("", "c1"))

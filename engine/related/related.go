@@ -843,7 +843,7 @@ func (r *syncRun) namespaces(target side, src client.Object) namespacePolicy {
 	if !r.b.Isolation.CreatesNamespaces() {
 		return namespacePolicy{}
 	}
-	return namespacePolicy{create: true, owned: true, markers: kbindv1alpha1.PrefixedNamespaceMarkers(r.b.ClusterUID, src.GetNamespace())}
+	return namespacePolicy{create: true, owned: true, markers: r.b.Isolation.NamespaceMarkers(r.b.ClusterUID, src.GetNamespace())}
 }
 
 // namespacePolicy says how apply makes a missing target namespace.

@@ -5,8 +5,10 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/isolation"
 )
 
 func TestSelectKeys(t *testing.T) {
@@ -77,5 +79,24 @@ func TestMetadataStampAndUpToDate(t *testing.T) {
 	plain := desired(MetadataRules{})
 	if !upToDate(plain.DeepCopy(), plain) {
 		t.Error("a copy without metadata rules is not up to date")
+	}
+}
+
+// TestUpToDateSeesAMissingPrefixLabel: a cluster-scoped copy written
+// before kbind stamped core.kbind.io/prefix is not up to date, so its next
+// sync applies the label.
+func TestUpToDateSeesAMissingPrefixLabel(t *testing.T) {
+	iso := isolation.For(kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"})
+	desired := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": int64(1)}}}
+	iso.Markers("uid", types.NamespacedName{Name: "c1"}, "obj").Stamp(desired)
+	old := desired.DeepCopy()
+	labels := old.GetLabels()
+	delete(labels, kbindv1alpha1.PrefixLabel)
+	old.SetLabels(labels)
+	if upToDate(old, desired) {
+		t.Error("a copy without the prefix label is taken for up to date")
+	}
+	if !upToDate(desired.DeepCopy(), desired) {
+		t.Error("a copy with the prefix label is not up to date")
 	}
 }

@@ -547,7 +547,7 @@ func (s *Syncer) ensureNamespace(ctx context.Context, ns, pns string) (kbindv1al
 	err := s.session.Cache().Get(ctx, client.ObjectKey{Name: pns}, existing)
 	switch {
 	case apierrors.IsNotFound(err):
-		err := namespace.CreateMarked(ctx, s.session.Client, pns, kbindv1alpha1.PrefixedNamespaceMarkers(s.target.ClusterUID, ns))
+		err := namespace.CreateMarked(ctx, s.session.Client, pns, s.target.Isolation.NamespaceMarkers(s.target.ClusterUID, ns))
 		if apierrors.IsAlreadyExists(err) {
 			// Created by someone else a moment ago: retried, and classified
 			// once the cache has it.

@@ -394,6 +394,12 @@ func (s *Syncer) providerEvent(obj any, deleted bool) {
 	}
 	key, ok := s.consumerKey(o)
 	if !ok {
+		if s.target.Isolation.Isolated() && o.GetLabels()[kbindv1alpha1.ConsumerClusterUIDLabel] == s.target.ClusterUID {
+			// Copied markers, or another Connection's copy: never taken
+			// for the copy of the consumer object they name.
+			log.FromContext(s.ctx).V(1).Info("Ignoring a provider object with this consumer cluster's markers that is not at the provider place of the consumer object they name",
+				"namespace", o.GetNamespace(), "name", o.GetName())
+		}
 		return
 	}
 	s.applied.Delete(key)
@@ -407,16 +413,35 @@ func (s *Syncer) providerEvent(obj any, deleted bool) {
 // for a provider object no consumer object maps to.
 func (s *Syncer) consumerKey(o metav1.Object) (types.NamespacedName, bool) {
 	pkey := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
-	if !s.target.Isolation.Isolated() {
+	if s.target.Isolation.Isolated() {
+		if key, ok := s.origins.Load(pkey); ok {
+			return key.(types.NamespacedName), true
+		}
+	}
+	return originOf(s.target.Isolation, s.target.ClusterUID, pkey, o.GetLabels(), o.GetAnnotations())
+}
+
+// originOf is the consumer object whose copy the provider object at pkey
+// is, by its markers (isolation.Origin); without isolation it is the same
+// key. Only the object at that consumer object's provider place is its
+// copy: credentials that read an API cluster-wide (Prefixed isolation) read
+// every consumer's markers and can stamp them on their own objects, but
+// cannot write into another consumer's place.
+func originOf(iso isolation.Mapping, clusterUID string, pkey types.NamespacedName, labels, annotations map[string]string) (types.NamespacedName, bool) {
+	if !iso.Isolated() {
 		return pkey, true
 	}
-	if key, ok := s.origins.Load(pkey); ok {
-		return key.(types.NamespacedName), true
-	}
-	if o.GetLabels()[kbindv1alpha1.ConsumerClusterUIDLabel] != s.target.ClusterUID {
+	if labels[kbindv1alpha1.ConsumerClusterUIDLabel] != clusterUID {
 		return types.NamespacedName{}, false
 	}
-	return isolation.Origin(o.GetAnnotations())
+	key, ok := isolation.Origin(annotations)
+	if !ok {
+		return types.NamespacedName{}, false
+	}
+	if mapped, err := iso.Object(key); err != nil || mapped != pkey {
+		return types.NamespacedName{}, false
+	}
+	return key, true
 }
 
 func (s *Syncer) enqueueAll(ctx context.Context) {

@@ -229,6 +229,9 @@ func TestSpecUpStatusDown(t *testing.T) {
 	if ns.Labels[kbindv1alpha1.ManagedLabel] != "true" || ns.Labels[kbindv1alpha1.ConsumerClusterUIDLabel] != uid {
 		t.Errorf("provider namespace labels %v", ns.Labels)
 	}
+	if v, ok := ns.Labels[kbindv1alpha1.PrefixLabel]; ok {
+		t.Errorf("a namespace created without isolation carries %s=%q", kbindv1alpha1.PrefixLabel, v)
+	}
 
 	// Status down.
 	pcopy.Object["status"] = map[string]any{"phase": "Ready", "observed": int64(3)}
@@ -505,6 +508,9 @@ func TestClusterScopedAPI(t *testing.T) {
 	waitCopy(t, clusterGVK, "", "global", func(u *unstructured.Unstructured) error {
 		if fmt.Sprint(u.Object["spec"]) != "map[region:eu]" {
 			return fmt.Errorf("spec %v", u.Object["spec"])
+		}
+		if v, ok := u.GetLabels()[kbindv1alpha1.PrefixLabel]; ok {
+			return fmt.Errorf("a cluster-scoped copy without isolation carries %s=%q", kbindv1alpha1.PrefixLabel, v)
 		}
 		return nil
 	})
