@@ -556,7 +556,8 @@ func (r *Reconciler) unbindCRD(ctx context.Context, b binding, api string) error
 	return nil
 }
 
-// otherBindingsOf counts the bindings other than self that list api.
+// otherBindingsOf counts the bindings other than self — a ClusterBinding
+// or a Binding — that list api.
 func (r *Reconciler) otherBindingsOf(ctx context.Context, api string, self client.Object) (int, error) {
 	var cbs kbindv1alpha1.ClusterBindingList
 	if err := r.Client.List(ctx, &cbs, client.MatchingFields{index.BindingAPI: api}); err != nil {
@@ -566,9 +567,14 @@ func (r *Reconciler) otherBindingsOf(ctx context.Context, api string, self clien
 	if err := r.Client.List(ctx, &bs, client.MatchingFields{index.BindingAPI: api}); err != nil {
 		return 0, fmt.Errorf("listing bindings of %s: %w", api, err)
 	}
-	n := len(bs.Items)
+	n := 0
 	for _, cb := range cbs.Items {
 		if cb.UID != self.GetUID() {
+			n++
+		}
+	}
+	for _, b := range bs.Items {
+		if b.UID != self.GetUID() {
 			n++
 		}
 	}
