@@ -215,7 +215,7 @@ func TestLastBindingReleasesTheAPIsWatches(t *testing.T) {
 	}
 	consumerBefore, providerBefore := watches()
 
-	conn := connect(t, "lasts", cluster.Kubeconfig)
+	conn := connect(t, "lasts", cluster.Kubeconfig, admitAll)
 	b := namespacedBinding(t, "last-a", "lasts", conn.Name, "lasts.example.org")
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	obj := defaultObject("example.org/v1alpha1", "Last", "one")
