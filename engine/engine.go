@@ -219,7 +219,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 			Client: mgr.GetClient(), Sessions: sessions, Installer: installer,
 			Namespaced: namespaced, Resync: opts.BindingResync,
 			Syncers: registry, Results: results, Triggers: triggers.channels[i],
-			Related: copier,
+			Related: copier, Events: mgr.GetEventRecorder("kbind-konnector"),
 		}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the binding controllers: %w", err)
 		}

@@ -47,6 +47,11 @@ var connectionFields = []field{
 	{path: "spec.isolation.mode", typ: "string", def: `"None"`, enum: []string{"None", "Namespace", "Prefixed"}},
 	{path: "spec.isolation.namespace", typ: "string", minLength: i64(1)},
 	{path: "spec.isolation.prefix", typ: "string", minLength: i64(1)},
+	{path: "spec.namespacedBindings", typ: "object", def: `{"from":"None"}`, rules: []string{
+		"(has(self.from) && self.from == 'Selector') == has(self.selector)",
+	}},
+	{path: "spec.namespacedBindings.from", typ: "string", def: `"None"`, enum: []string{"None", "All", "Selector"}},
+	{path: "spec.namespacedBindings.selector", typ: "object"},
 	{path: "status", typ: "object", rules: []string{
 		"!has(oldSelf.remoteClusterUID) || has(self.remoteClusterUID)",
 		"!has(oldSelf.localClusterUID) || has(self.localClusterUID)",
@@ -107,6 +112,7 @@ var (
 		{"Source", ".status.activeSchemaSource"},
 		{"Secret", ".spec.kubeconfigSecretRef.name"},
 		{"Isolation", ".spec.isolation.mode"},
+		{"Bindings From", ".spec.namespacedBindings.from"},
 		{"Age", ".metadata.creationTimestamp"},
 	}
 	bindingColumns = []column{

@@ -205,12 +205,33 @@ subjects: [{kind: ServiceAccount, name: `+harness.Release+`, namespace: `+harnes
 			if r, l, _ := strings.Cut(uids, "/"); r == "" || l == "" {
 				t.Errorf("identity UIDs: %q", uids)
 			}
+			// The Connection admits the Binding's namespace (BIND-3): its
+			// spec.namespacedBindings, and the namespace's labels a selector
+			// reads. A Binding in a namespace it does not admit gets nothing
+			// and says so.
+			out := jsonpath(ctx, t, "{.spec.namespacedBindings}", consumer, "get", "connection", connection)
+			mustContain(t, out, `"from":"Selector"`, "kubernetes.io/metadata.name", "team-a")
+			out = s.Run(ctx, t, consumer, "get", "namespace", "team-a", "--show-labels")
+			mustContain(t, out, "kubernetes.io/metadata.name=team-a")
+			s.Apply(ctx, t, harness.ConsumerContext, namespaces("guide-outside")+binding("guide-outside", "widgets", connection, "", "widgets.example.org"))
+			eventuallyCondition(ctx, t, "Ready", "False", "Forbidden",
+				[]string{`Connection "provider" does not admit Bindings in namespace "guide-outside"`, "spec.namespacedBindings.selector", "a cluster admin"},
+				consumer, "-n", "guide-outside", "get", "bindings.core.kbind.io", "widgets")
+			s.Apply(ctx, t, harness.ConsumerContext, object("example.org", "Widget", "guide-outside", widget, "{color: blue}"))
+			s.Run(ctx, t, consumer, "-n", "guide-outside", "delete", "bindings.core.kbind.io", "widgets", "--timeout=60s")
+			if got := jsonpath(ctx, t, "{.metadata.finalizers}", consumer, "-n", "guide-outside", "get", "widget", widget); got != "" {
+				t.Errorf("an object in a namespace the Connection does not admit got finalizers %s", got)
+			}
+			if out, err := s.Kubectl(ctx, provider, "-n", "guide-outside", "get", "widget", widget); err == nil {
+				t.Errorf("an object in a namespace the Connection does not admit was synced: %s", out)
+			}
+			s.Run(ctx, t, consumer, "-n", "guide-outside", "delete", "widget", widget, "--timeout=60s")
 			// Ownership markers: none on a clean object; the provider copy
 			// carries both markers and the managed label.
 			if got := s.Run(ctx, t, consumer, "-n", "team-a", "get", "widget", widget, "-o", `jsonpath={.metadata.annotations.core\.kbind\.io/conflict}{"\n"}`); strings.TrimSpace(got) != "" {
 				t.Errorf("conflict annotation on a clean object: %q", got)
 			}
-			out := s.Run(ctx, t, provider, "-n", "team-a", "get", "widget", widget, "-o", "yaml")
+			out = s.Run(ctx, t, provider, "-n", "team-a", "get", "widget", widget, "-o", "yaml")
 			local := uids[strings.Index(uids, "/")+1:]
 			objUID := jsonpath(ctx, t, "{.metadata.uid}", consumer, "-n", "team-a", "get", "widget", widget)
 			mustContain(t, out, "core.kbind.io/consumer-cluster-uid: "+local, "core.kbind.io/consumer-object-uid: "+objUID, "core.kbind.io/managed: \"true\"", "color: blue")

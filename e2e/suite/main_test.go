@@ -26,10 +26,15 @@ func TestMain(m *testing.M) {
 
 // The guide's names: Connection "provider" with the Secret
 // kbind/provider-kubeconfig, the API widgets.example.org. Most features
-// bind their own APIs through this Connection, as one consumer would.
+// bind their own APIs through this Connection, as one consumer would; it
+// admits the Bindings of the namespaces the features use (team-a, the
+// guide's, and scope-a), by name.
 const (
 	connection = "provider"
 	secretName = "provider-kubeconfig"
+	// admitted is the shared Connection's spec.namespacedBindings.
+	admitted = "  namespacedBindings:\n    from: Selector\n    selector:\n      matchExpressions:\n" +
+		"      - {key: kubernetes.io/metadata.name, operator: In, values: [team-a, scope-a]}\n"
 )
 
 // sharedConnection exports widgets.example.org on the provider and
@@ -37,7 +42,7 @@ const (
 func sharedConnection(ctx context.Context, _ *envconf.Config) (context.Context, error) {
 	for _, m := range []struct{ ctx, manifest string }{
 		{harness.ProviderContext, harness.CRDManifest("widgets", "Widget", "example.org", "Namespaced", true)},
-		{harness.ConsumerContext, harness.ConnectionManifest(connection, secretName, s.ProviderKubeconfig(harness.ProviderContext), "")},
+		{harness.ConsumerContext, harness.ConnectionManifest(connection, secretName, s.ProviderKubeconfig(harness.ProviderContext), admitted)},
 	} {
 		file, err := writeTemp(m.manifest)
 		if err != nil {

@@ -67,6 +67,7 @@ spec:
 		"schema":              map[string]any{"source": "Auto", "pullPolicy": "Bound", "updatePolicy": "Always"},
 		"autoBind":            false,
 		"isolation":           map[string]any{"mode": "None"},
+		"namespacedBindings":  map[string]any{"from": "None"},
 	}
 	assertEqualJSON(t, want, spec)
 }
@@ -191,6 +192,46 @@ spec:
   kubeconfigSecretRef: {namespace: kbind, name: s}
   isolation: {mode: Prefixed, prefix: abcdefghijabcdefghijabcdefghijk}`,
 		fragments: []string{`spec.isolation.prefix`, `may not be more than 30`},
+	}, {
+		name: "invalid namespacedBindings.from",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: s}
+  namespacedBindings: {from: Same}`,
+		fragments: []string{`spec.namespacedBindings.from`, `Unsupported value: "Same"`, `"None", "All", "Selector"`},
+	}, {
+		name: "namespacedBindings Selector without a selector",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: s}
+  namespacedBindings: {from: Selector}`,
+		fragments: []string{`spec.namespacedBindings`, `selector is required with from: Selector`},
+	}, {
+		name: "namespacedBindings All with a selector",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: s}
+  namespacedBindings: {from: All, selector: {matchLabels: {a: b}}}`,
+		fragments: []string{`spec.namespacedBindings`, `only allowed with it`},
+	}, {
+		name: "namespacedBindings selector without from (None)",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Connection
+metadata: {name: NAME}
+spec:
+  kubeconfigSecretRef: {namespace: kbind, name: s}
+  namespacedBindings: {selector: {}}`,
+		fragments: []string{`spec.namespacedBindings`, `only allowed with it`},
 	}, {
 		name: "invalid updatePolicy enum",
 		manifest: `
@@ -560,6 +601,34 @@ func TestAllowInsecureValues(t *testing.T) {
 	conn.Spec.AllowInsecure = []kbindv1alpha1.InsecureKubeconfigFeature{kbindv1alpha1.InsecureSkipTLSVerify, kbindv1alpha1.InsecureProxyURL, kbindv1alpha1.InsecurePlainHTTP}
 	if err := c.Create(ctx, conn); err != nil {
 		t.Fatalf("every known feature must be accepted: %v", err)
+	}
+}
+
+// Every namespacedBindings.from is accepted in its valid shape, and can be
+// changed later (it is not immutable: admitting or excluding namespaces
+// is re-evaluated).
+func TestNamespacedBindingsValues(t *testing.T) {
+	ctx := context.Background()
+	conn := newConnection(uniqueName("namespaced"))
+	conn.Spec.NamespacedBindings = &kbindv1alpha1.NamespacedBindings{From: kbindv1alpha1.FromNamespacesSelector,
+		Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"team-a"}}}}}
+	if err := c.Create(ctx, conn); err != nil {
+		t.Fatalf("from: Selector with a selector: %v", err)
+	}
+	conn.Spec.NamespacedBindings = &kbindv1alpha1.NamespacedBindings{From: kbindv1alpha1.FromNamespacesAll}
+	if err := c.Update(ctx, conn); err != nil {
+		t.Fatalf("changing to from: All: %v", err)
+	}
+	conn.Spec.NamespacedBindings = &kbindv1alpha1.NamespacedBindings{From: kbindv1alpha1.FromNamespacesSelector, Selector: &metav1.LabelSelector{}}
+	if err := c.Update(ctx, conn); err != nil {
+		t.Fatalf("from: Selector with the empty selector: %v", err)
+	}
+	conn.Spec.NamespacedBindings = nil
+	if err := c.Update(ctx, conn); err != nil {
+		t.Fatalf("removing namespacedBindings: %v", err)
+	}
+	if got := conn.Spec.NamespacedBindingsOf(); got.From != kbindv1alpha1.FromNamespacesNone || got.Selector != nil {
+		t.Errorf("removed namespacedBindings defaults to %+v, want from None", got)
 	}
 }
 

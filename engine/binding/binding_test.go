@@ -142,6 +142,12 @@ func connect(t *testing.T, name string, kubeconfig []byte, mutate ...func(*kbind
 	return conn
 }
 
+// admitAll makes a Connection admit the Bindings of every namespace
+// (BIND-3; the default admits none).
+func admitAll(c *kbindv1alpha1.Connection) {
+	c.Spec.NamespacedBindings = enginetest.AdmitAllNamespaces()
+}
+
 func clusterBinding(t *testing.T, name, connection string, apis ...string) *kbindv1alpha1.ClusterBinding {
 	t.Helper()
 	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec(connection, apis...)}
@@ -266,7 +272,7 @@ func TestAPINotExported(t *testing.T) {
 }
 
 func TestBindingScopeAndOverlap(t *testing.T) {
-	conn := connect(t, "scoped", nil)
+	conn := connect(t, "scoped", nil, admitAll)
 	b := namespacedBinding(t, "team-a", "cluster-api", conn.Name, "clusterwidgets.example.org")
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonAPINotExported,
 		"cluster-scoped, which a namespaced Binding cannot activate", "clusterwidgets.example.org")
@@ -283,7 +289,7 @@ func TestBindingScopeAndOverlap(t *testing.T) {
 func TestBindingBeforeConnection(t *testing.T) {
 	b := namespacedBinding(t, "team-b", "early", "late", "followers.example.org")
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, `Connection "late" not found`)
-	connect(t, "late", nil)
+	connect(t, "late", nil, admitAll)
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	consumerCRD(t, "followers.example.org")
 }
@@ -302,7 +308,7 @@ func TestUpdatePolicy(t *testing.T) {
 	// followers.example.org belongs to Connection "late" (always); a second
 	// Connection pins pinned.example.org once.
 	if err := env.Consumer.Get(context.Background(), client.ObjectKey{Name: "late"}, &kbindv1alpha1.Connection{}); err != nil {
-		connect(t, "late", nil)
+		connect(t, "late", nil, admitAll)
 		clusterBinding(t, "followers", "late", "followers.example.org")
 	}
 	once := connect(t, "once", nil, func(c *kbindv1alpha1.Connection) { c.Spec.Schema.UpdatePolicy = kbindv1alpha1.UpdatePolicyOnce })
@@ -396,7 +402,7 @@ func TestNeverTakesOverForeignCRDs(t *testing.T) {
 
 func TestUnbindDeletesTheCRD(t *testing.T) {
 	ctx := context.Background()
-	conn := connect(t, "unbinder", nil)
+	conn := connect(t, "unbinder", nil, admitAll)
 	cb := clusterBinding(t, "unbinds", conn.Name, "unbinds.example.org")
 	b := namespacedBinding(t, "team-c", "unbinds", conn.Name, "unbinds.example.org")
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)

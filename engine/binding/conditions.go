@@ -41,6 +41,16 @@ func desiredConditions(o observation) []patch.Condition {
 		add(kbindv1alpha1.ConditionConflicts, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "0 object(s) skipped")
 	}
 
+	if o.notAdmitted != "" {
+		// BIND-3: the Binding gets nothing, whatever else is true.
+		msg := o.notAdmitted
+		if o.connProblem != "" {
+			msg += "; " + o.connProblem
+		}
+		add(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, msg)
+		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, "nothing is synced: the Connection does not admit this namespace (see Ready)")
+		return out
+	}
 	if o.connProblem != "" {
 		add(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, o.connProblem)
 		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, o.connProblem)

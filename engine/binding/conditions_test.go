@@ -24,6 +24,10 @@ func TestDesiredConditions(t *testing.T) {
 	}{
 		{"Connection missing", observation{connection: "p", connProblem: `Connection "p" not found`},
 			"Conflicts=False/AsExpected Ready=False/Pending Synced=False/Pending", []string{`Connection "p" not found`}},
+		{"namespace not admitted", observation{connection: "p", notAdmitted: `Connection "p" does not admit Bindings in namespace "team-x": …`},
+			"Conflicts=False/AsExpected Ready=False/Forbidden Synced=False/Pending", []string{`does not admit Bindings in namespace "team-x"`}},
+		{"namespace not admitted, Connection not Ready either", observation{connection: "p", notAdmitted: `Connection "p" does not admit …`, connProblem: "waiting for related copies"},
+			"Conflicts=False/AsExpected Ready=False/Forbidden Synced=False/Pending", []string{"does not admit", "waiting for related copies"}},
 		{"ready, syncing", observation{bound: bound},
 			"Conflicts=False/AsExpected PermissionDenied=False/AsExpected AllVersionsServed=True/AsExpected Ready=True/AsExpected Synced=True/AsExpected", []string{"1 API(s) bound"}},
 		{"ready, syncer starting", observation{bound: bound, notSyncing: []string{"widgets.example.org"}},
@@ -108,6 +112,27 @@ func TestSetStatusAfterAFailedPhase(t *testing.T) {
 	setStatus(b, &observation{bound: []kbindv1alpha1.BoundAPI{{Name: "widgets.example.org"}}}, nil)
 	if len(cb.Status.BoundAPIs) != 1 {
 		t.Errorf("a successful pass writes boundAPIs: %+v", cb.Status.BoundAPIs)
+	}
+}
+
+// A Binding its Connection no longer admits keeps the boundAPIs entries
+// of the APIs it still lists (its objects' finalizers belong to them, and
+// unbinding reads them), without the counts of a sync that stopped.
+func TestNotAdmittedKeepsWhatItBound(t *testing.T) {
+	nb := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-x", Name: "b"}}
+	nb.Spec.APIs = []kbindv1alpha1.APIReference{{Name: "widgets.example.org"}, {Name: "gadgets.example.org"}}
+	nb.Status.BoundAPIs = []kbindv1alpha1.BoundAPI{
+		{Name: "gadgets.example.org", CRDHash: "sha256:g", Instances: &kbindv1alpha1.InstanceCounts{Total: 3}},
+		{Name: "removed.example.org", CRDHash: "sha256:r"},
+		{Name: "widgets.example.org", CRDHash: "sha256:w", ConflictCount: 1},
+	}
+	b := access(nb)
+	o := &observation{notAdmitted: "not admitted", kept: stillListed(b.spec, nb.Status.DeepCopy()),
+		bound: []kbindv1alpha1.BoundAPI{{Name: "removed.example.org", CRDHash: "sha256:r"}}} // still unbinding
+	setStatus(b, o, nil)
+	want := []kbindv1alpha1.BoundAPI{{Name: "gadgets.example.org", CRDHash: "sha256:g"}, {Name: "removed.example.org", CRDHash: "sha256:r"}, {Name: "widgets.example.org", CRDHash: "sha256:w"}}
+	if fmt.Sprint(nb.Status.BoundAPIs) != fmt.Sprint(want) {
+		t.Errorf("boundAPIs %+v, want %+v", nb.Status.BoundAPIs, want)
 	}
 }
 

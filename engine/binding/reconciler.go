@@ -1,7 +1,8 @@
-// Package binding reconciles ClusterBindings and Bindings (BIND-1..2,
-// SCHEMA-3..6): it checks each listed API against the Connection's exports,
-// delivers the consumer CRDs through the schema installer, reports what it
-// cannot do on the binding, and unbinds in order on deletion.
+// Package binding reconciles ClusterBindings and Bindings (BIND-1..3,
+// SCHEMA-3..6): it checks that the Connection admits a Binding's namespace,
+// checks each listed API against the Connection's exports, delivers the
+// consumer CRDs through the schema installer, reports what it cannot do on
+// the binding, and unbinds in order on deletion.
 //
 // Requirement ids in comments (such as BIND-1) refer to docs/requirements.md.
 package binding
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,8 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/admission"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/isolation"
@@ -58,6 +62,9 @@ type Reconciler struct {
 	Triggers <-chan event.GenericEvent
 	// Related copies relatedResources (see related.go).
 	Related *related.Copier
+	// Events records the Warning Events on Bindings whose consumer CRD a
+	// ClusterBinding took over (BIND-3).
+	Events recorder.EventRecorder
 }
 
 // binding gives uniform access to a ClusterBinding or Binding.
@@ -112,8 +119,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ ct
 			retErr = errors.Join(retErr, err)
 		}
 	}()
-	if err := r.readConnection(ctx, o); err != nil {
+	if err := r.readConnection(ctx, b, o); err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading the Connection: %w", err)
+	}
+	if o.notAdmitted != "" {
+		// Stopped, not released: status.boundAPIs still says what its
+		// objects' finalizers belong to, so that unbinding drains them.
+		o.kept = stillListed(b.spec, prior)
 	}
 	if err := r.deliverSchemas(ctx, b, o); err != nil {
 		return ctrl.Result{}, fmt.Errorf("delivering the consumer CRDs: %w", err)
@@ -143,7 +155,29 @@ func setStatus(b binding, o *observation, failed error) {
 		return
 	}
 	b.status.BoundAPIs = o.bound
+	if len(o.kept) > 0 {
+		b.status.BoundAPIs = append(append([]kbindv1alpha1.BoundAPI{}, o.bound...), o.kept...)
+		sort.Slice(b.status.BoundAPIs, func(i, j int) bool { return b.status.BoundAPIs[i].Name < b.status.BoundAPIs[j].Name })
+	}
 	patch.SetConditions(&b.status.Conditions, desiredConditions(*o), b.obj.GetGeneration())
+}
+
+// stillListed is what a Binding its Connection no longer admits keeps of
+// status.boundAPIs: the entries of the APIs it still lists, without the
+// instance counts of a sync that no longer runs. (The entries of APIs it
+// no longer lists are unbound by unbindRemoved as always.)
+func stillListed(spec *kbindv1alpha1.BindingSpec, before *kbindv1alpha1.BindingStatus) []kbindv1alpha1.BoundAPI {
+	listed := map[string]bool{}
+	for _, a := range spec.APIs {
+		listed[a.Name] = true
+	}
+	var out []kbindv1alpha1.BoundAPI
+	for _, a := range before.BoundAPIs {
+		if listed[a.Name] {
+			out = append(out, kbindv1alpha1.BoundAPI{Name: a.Name, CRDHash: a.CRDHash})
+		}
+	}
+	return out
 }
 
 // reconcileSyncers starts, re-scopes or stops the syncers of every API the
@@ -270,6 +304,12 @@ func (r *Reconciler) resync() time.Duration {
 // a pure function of it.
 type observation struct {
 	connection string
+	// notAdmitted is why the Connection does not admit the Binding's
+	// namespace (BIND-3): the Binding gets nothing.
+	notAdmitted string
+	// kept are the status.boundAPIs entries a Binding no longer admitted
+	// keeps (stillListed).
+	kept []kbindv1alpha1.BoundAPI
 	// connProblem is why the Connection cannot be used (missing, not Ready).
 	connProblem string
 	notExported []string
@@ -309,9 +349,11 @@ type observation struct {
 }
 
 // readConnection reads the binding's Connection and its session; a
-// Connection that cannot be used is a condition (connProblem), not an
-// error.
-func (r *Reconciler) readConnection(ctx context.Context, o *observation) error {
+// Connection that cannot be used, or does not admit a Binding's namespace,
+// is a condition (connProblem, notAdmitted), not an error. A Binding the
+// Connection does not admit gets neither Connection nor session: nothing
+// after this phase acts for it (BIND-3).
+func (r *Reconciler) readConnection(ctx context.Context, b binding, o *observation) error {
 	conn := &kbindv1alpha1.Connection{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: o.connection}, conn); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -319,6 +361,16 @@ func (r *Reconciler) readConnection(ctx context.Context, o *observation) error {
 		}
 		o.connProblem = fmt.Sprintf("Connection %q not found", o.connection)
 		return nil
+	}
+	if r.Namespaced {
+		d, err := admission.Admits(ctx, r.Client, conn, b.obj.GetNamespace())
+		if err != nil {
+			return err
+		}
+		if !d.Admitted {
+			o.notAdmitted = admission.Message(conn.Name, b.obj.GetNamespace(), d)
+			return nil
+		}
 	}
 	if c := meta.FindStatusCondition(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady)); !syncer.ConnectionUsable(conn) {
 		why := "no status yet"
@@ -374,7 +426,7 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 			}
 		}
 		entry := kbindv1alpha1.BoundAPI{Name: api.Name}
-		outcome, ok := r.deliver(ctx, o, discoverer, o.conn, export)
+		outcome, ok := r.deliver(ctx, b, o, discoverer, o.conn, export)
 		if ok {
 			entry.CRDHash = outcome.Hash
 		}
@@ -385,8 +437,9 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 }
 
 // deliver computes and installs one API's consumer CRD, recording what
-// went wrong in o.
-func (r *Reconciler) deliver(ctx context.Context, o *observation, d *kbindschema.Discoverer, conn *kbindv1alpha1.Connection, export kbindv1alpha1.ExportedAPI) (kbindschema.Outcome, bool) {
+// went wrong in o. A ClusterBinding takes over kbind's CRD of another
+// Connection that only namespaced Bindings hold (BIND-3).
+func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *kbindschema.Discoverer, conn *kbindv1alpha1.Connection, export kbindv1alpha1.ExportedAPI) (kbindschema.Outcome, bool) {
 	var desired *apiextensionsv1.CustomResourceDefinition
 	if conn.Spec.Schema.PullPolicy != kbindv1alpha1.PullPolicyNone {
 		var err error
@@ -404,7 +457,18 @@ func (r *Reconciler) deliver(ctx context.Context, o *observation, d *kbindschema
 			return kbindschema.Outcome{}, false
 		}
 	}
-	outcome, err := r.Installer.Ensure(ctx, conn, export.Name, desired)
+	from := ""
+	if !r.Namespaced {
+		var err error
+		if from, err = r.heldByBindingsOnly(ctx, conn.Name, export.Name); err != nil {
+			o.problems = append(o.problems, err.Error())
+			return kbindschema.Outcome{}, false
+		}
+	}
+	outcome, err := r.Installer.EnsureTakingOver(ctx, conn, export.Name, desired, from)
+	if outcome.TookOverFrom != "" {
+		r.announceTakeOver(ctx, b, conn, export.Name, outcome.TookOverFrom)
+	}
 	switch {
 	case err != nil:
 		o.problems = append(o.problems, err.Error())
@@ -416,6 +480,91 @@ func (r *Reconciler) deliver(ctx context.Context, o *observation, d *kbindschema
 		o.pending = append(o.pending, fmt.Sprintf("CRD %s is not established yet", export.Name))
 	}
 	return outcome, true
+}
+
+// heldByBindingsOnly returns the Connection the consumer CRD of api is
+// kbind's for when only namespaced Bindings hold it there — no
+// ClusterBinding through that Connection lists the API (a deleting one
+// still drains through it), and its pullPolicy is not All (which installs
+// every export on a cluster admin's word) — and "" otherwise: absent,
+// connection's own, not kbind's, or held by a ClusterBinding. A
+// ClusterBinding through connection takes such a CRD over (BIND-3).
+func (r *Reconciler) heldByBindingsOnly(ctx context.Context, connection, api string) (string, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: api}, crd); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("reading consumer CRD %s: %w", api, err)
+	}
+	owner := crd.Annotations[kbindv1alpha1.ConnectionAnnotation]
+	if owner == "" || owner == connection || !kbindschema.CreatedByKbind(crd, owner) {
+		return "", nil
+	}
+	var cbs kbindv1alpha1.ClusterBindingList
+	if err := r.Client.List(ctx, &cbs, client.MatchingFields{index.BindingAPI: api}); err != nil {
+		return "", fmt.Errorf("listing clusterbindings of %s: %w", api, err)
+	}
+	for _, cb := range cbs.Items {
+		if cb.Spec.ConnectionRef.Name == owner {
+			return "", nil
+		}
+	}
+	conn := &kbindv1alpha1.Connection{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Name: owner}, conn); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return "", fmt.Errorf("reading connection %s: %w", owner, err)
+	case conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyAll:
+		return "", nil
+	}
+	return owner, nil
+}
+
+// announceTakeOver tells each Binding through Connection from that lists
+// api, with a Warning Event, that the ClusterBinding took the API over and
+// where the provider copies it made through from are: they stay (kbind
+// deletes a copy only by draining it through the Connection that made it,
+// and the objects now sync through another).
+func (r *Reconciler) announceTakeOver(ctx context.Context, b binding, conn *kbindv1alpha1.Connection, api, from string) {
+	if r.Events == nil {
+		return
+	}
+	var bs kbindv1alpha1.BindingList
+	if err := r.Client.List(ctx, &bs, client.MatchingFields{index.BindingAPI: api}); err != nil {
+		log.FromContext(ctx).Error(err, "Listing the Bindings of a taken-over API for their Events", "api", api)
+		return
+	}
+	fromConn := &kbindv1alpha1.Connection{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: from}, fromConn); err != nil {
+		fromConn = nil
+	}
+	for i := range bs.Items {
+		nb := &bs.Items[i]
+		if nb.Spec.ConnectionRef.Name != from {
+			continue
+		}
+		r.Events.Eventf(nb, b.obj, corev1.EventTypeWarning, "ProviderCopiesLeft", "TakeOver",
+			"ClusterBinding %q binds %s through Connection %q and took over its consumer CRD from Connection %q, which only namespaced Bindings held: "+
+				"the objects of namespace %s sync through %q from now on, and this Binding waits (a ClusterBinding takes precedence). "+
+				"The provider copies this Binding made through %q stay on that Connection's provider, untouched: %s",
+			b.obj.GetName(), api, conn.Name, from, nb.Namespace, conn.Name, from, findCopies(api, nb.Namespace, fromConn))
+	}
+}
+
+// findCopies says how to list on the provider the copies a Binding in
+// namespace made through conn (nil when it is gone).
+func findCopies(api, namespace string, conn *kbindv1alpha1.Connection) string {
+	if conn == nil || conn.Status.LocalClusterUID == "" {
+		return fmt.Sprintf("list %s on the provider labelled %s=<this cluster's UID>", api, kbindv1alpha1.ConsumerClusterUIDLabel)
+	}
+	iso := isolation.For(conn.Spec.IsolationOf())
+	selector := kbindv1alpha1.ConsumerClusterUIDLabel + "=" + conn.Status.LocalClusterUID
+	if iso.Isolated() {
+		selector += "," + kbindv1alpha1.ConsumerNamespaceLabel + "=" + namespace
+	}
+	return fmt.Sprintf("kubectl get %s -n %s -l %s (against the provider of Connection %q; delete them there once you no longer need them)",
+		api, iso.Namespace(namespace), selector, conn.Name)
 }
 
 func (r *Reconciler) coveringClusterBindings(ctx context.Context, api string) ([]string, error) {
@@ -558,7 +707,8 @@ func (r *Reconciler) unbindCRD(ctx context.Context, b binding, api string) error
 	return nil
 }
 
-// otherBindingsOf counts the bindings other than self that list api.
+// otherBindingsOf counts the bindings other than self — a ClusterBinding
+// or a Binding — that list api.
 func (r *Reconciler) otherBindingsOf(ctx context.Context, api string, self client.Object) (int, error) {
 	var cbs kbindv1alpha1.ClusterBindingList
 	if err := r.Client.List(ctx, &cbs, client.MatchingFields{index.BindingAPI: api}); err != nil {
@@ -568,9 +718,14 @@ func (r *Reconciler) otherBindingsOf(ctx context.Context, api string, self clien
 	if err := r.Client.List(ctx, &bs, client.MatchingFields{index.BindingAPI: api}); err != nil {
 		return 0, fmt.Errorf("listing bindings of %s: %w", api, err)
 	}
-	n := len(bs.Items)
+	n := 0
 	for _, cb := range cbs.Items {
 		if cb.UID != self.GetUID() {
+			n++
+		}
+	}
+	for _, b := range bs.Items {
+		if b.UID != self.GetUID() {
 			n++
 		}
 	}

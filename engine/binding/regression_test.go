@@ -14,6 +14,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/testenv"
 )
 
 // Regression tests for issue #14.
@@ -192,4 +193,49 @@ func TestPullPolicyAllKeepsCRDsOnUnbindAndWhenNotReady(t *testing.T) {
 			t.Errorf("CRD %s is being deleted", c.Name)
 		}
 	}
+}
+
+// The last binding of an API — a namespaced Binding — releases what the
+// engine holds for it when it goes: its syncer, and with it every watch on
+// the API on both clusters (a Binding that counted itself among the
+// bindings still listing the API kept them for good). The API lives on a
+// provider of its own: the pullPolicy All Connections of other tests
+// install every export of the shared one.
+func TestLastBindingReleasesTheAPIsWatches(t *testing.T) {
+	ctx := context.Background()
+	cluster := testenv.StartClusterT(t, "lasts", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
+		enginetest.CRD("lasts", "last", "Last", "example.org", ns, true),
+	}})
+	provider, err := client.New(cluster.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watches := func() (consumer, provider int) {
+		return enginetest.OpenWatches(t, env.Pair.Consumer.Config, "lasts"), enginetest.OpenWatches(t, cluster.Config, "lasts")
+	}
+	consumerBefore, providerBefore := watches()
+
+	conn := connect(t, "lasts", cluster.Kubeconfig, admitAll)
+	b := namespacedBinding(t, "last-a", "lasts", conn.Name, "lasts.example.org")
+	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	obj := defaultObject("example.org/v1alpha1", "Last", "one")
+	obj.SetNamespace("last-a")
+	if err := env.Consumer.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	waitProviderSpec(t, provider, "example.org/v1alpha1", obj, 1)
+	if c, p := watches(); c <= consumerBefore || p <= providerBefore {
+		t.Fatalf("while bound: %d consumer and %d provider watch(es), %d and %d before", c, p, consumerBefore, providerBefore)
+	}
+
+	if err := env.Consumer.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	waitGoneBinding(t, b)
+	enginetest.Eventually(t, "the watches on lasts back to where they were", func() error {
+		if c, p := watches(); c != consumerBefore || p != providerBefore {
+			return fmt.Errorf("%d consumer and %d provider watch(es), %d and %d before", c, p, consumerBefore, providerBefore)
+		}
+		return nil
+	})
 }

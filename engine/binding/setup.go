@@ -3,6 +3,7 @@ package binding
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -19,8 +20,9 @@ import (
 
 // SetupWithManager wires the reconciler: its own kind (spec and deletion
 // changes), the Connection it names (any change: Ready and exports live in
-// status), consumer CRDs of the APIs it lists, and — for Bindings —
-// ClusterBindings that may overlap them.
+// status, namespacedBindings in spec), consumer CRDs of the APIs it lists,
+// and — for Bindings — ClusterBindings that may overlap them and the
+// labels of their namespace (a Connection's namespace selector, BIND-3).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	deleting := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !e.ObjectNew.GetDeletionTimestamp().IsZero()
@@ -39,11 +41,31 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return names
 		})))
 	}
+	if r.Namespaced {
+		// Namespaces as metadata only (the informer admission.Admits
+		// reads): labels are all it needs.
+		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.inNamespace),
+			builder.OnlyMetadata, builder.WithPredicates(predicate.LabelChangedPredicate{}))
+	}
 	if r.Triggers != nil {
 		b = b.WatchesRawSource(source.Channel(r.Triggers, handler.EnqueueRequestsFromMapFunc(
 			r.byIndex(index.BindingConnection, func(o client.Object) []string { return []string{o.GetName()} }))))
 	}
 	return b.Complete(r)
+}
+
+// inNamespace maps a namespace to the Bindings in it, from the cache.
+func (r *Reconciler) inNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	var list kbindv1alpha1.BindingList
+	if err := r.Client.List(ctx, &list, client.InNamespace(ns.GetName())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Mapping a namespace to its Bindings", "namespace", ns.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, item := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
+	}
+	return reqs
 }
 
 // byIndex maps an object to the bindings of this kind whose index field

@@ -335,6 +335,12 @@ func CRD(plural, singular, kind, group string, scope apiextensionsv1.ResourceSco
 	return crd
 }
 
+// AdmitAllNamespaces is a Connection's spec.namespacedBindings that admits
+// the Bindings of every namespace (the default admits none: BIND-3).
+func AdmitAllNamespaces() *kbindv1alpha1.NamespacedBindings {
+	return &kbindv1alpha1.NamespacedBindings{From: kbindv1alpha1.FromNamespacesAll}
+}
+
 // ConnectionManifest is the YAML of a kubeconfig Secret (namespace "kbind",
 // named after the Connection) holding kubeconfig, and of the Connection
 // using it — what an operator applies, ready for more documents after it.

@@ -126,6 +126,7 @@ func connect(t *testing.T, tn tenant, iso kbindv1alpha1.Isolation, related []kbi
 		&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"}, Spec: kbindv1alpha1.ConnectionSpec{
 			KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"},
 			Isolation:           iso,
+			NamespacedBindings:  enginetest.AdmitAllNamespaces(),
 		}},
 	}
 	for i, api := range apis {

@@ -39,7 +39,8 @@ func connectWith(t *testing.T, name string, kubeconfig []byte, isolation *kbindv
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: name}, Data: map[string][]byte{"kubeconfig": kubeconfig}}
 	mustCreate(t, env.Consumer, s)
 	conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: name}}}
+		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: name},
+			NamespacedBindings: enginetest.AdmitAllNamespaces()}}
 	if isolation != nil {
 		conn.Spec.Isolation = *isolation
 	}

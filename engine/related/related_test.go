@@ -38,7 +38,8 @@ func TestMain(m *testing.M) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "provider"},
 			Data: map[string][]byte{"kubeconfig": env.Pair.Provider.Kubeconfig}},
 		&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"},
-			Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"}}},
+			Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"},
+				NamespacedBindings: enginetest.AdmitAllNamespaces()}},
 	} {
 		if err := env.Consumer.Create(ctx, o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -336,7 +337,8 @@ func TestForbiddenTargetNamespace(t *testing.T) {
 	}
 	mustCreate(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "limited"}, Data: map[string][]byte{"kubeconfig": kc}})
 	mustCreate(t, env.Consumer, &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "limited"},
-		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "limited"}}})
+		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "limited"},
+			NamespacedBindings: enginetest.AdmitAllNamespaces()}})
 	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-d", Name: "cfg"}, Data: map[string]string{"a": "b"}})
 	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-d", Name: "related"}, Spec: kbindv1alpha1.BindingSpec{
 		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "limited"},

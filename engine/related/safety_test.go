@@ -26,7 +26,8 @@ func connect(t *testing.T, name string, kubeconfig []byte) (*corev1.Secret, *kbi
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: name}, Data: map[string][]byte{"kubeconfig": kubeconfig}}
 	mustCreate(t, env.Consumer, s)
 	conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: name}}}
+		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: name},
+			NamespacedBindings: enginetest.AdmitAllNamespaces()}}
 	mustCreate(t, env.Consumer, conn)
 	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	return s, conn

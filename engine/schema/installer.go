@@ -51,6 +51,9 @@ type Outcome struct {
 	// policy wants, or the API server cannot serve it; the binding
 	// reports it.
 	Problem string
+	// TookOverFrom names the Connection the CRD was taken over from by
+	// this call (EnsureTakingOver), "" otherwise.
+	TookOverFrom string
 }
 
 // Installer applies schema decisions to consumer CRDs and remembers, per
@@ -65,6 +68,19 @@ type Installer struct {
 // Ensure makes the consumer CRD name what the Connection's policy calls
 // for, given desired (nil when it could not be computed).
 func (i *Installer) Ensure(ctx context.Context, conn *kbindv1alpha1.Connection, name string, desired *apiextensionsv1.CustomResourceDefinition) (Outcome, error) {
+	return i.ensure(ctx, conn, name, desired, "")
+}
+
+// EnsureTakingOver is Ensure for a ClusterBinding's Connection that may
+// take the CRD over from Connection from, which the caller found held by
+// namespaced Bindings only (see DecideTakeOver). The write is guarded by
+// the CRD's resourceVersion: a CRD changed meanwhile is decided again on
+// the next reconcile.
+func (i *Installer) EnsureTakingOver(ctx context.Context, conn *kbindv1alpha1.Connection, name string, desired *apiextensionsv1.CustomResourceDefinition, from string) (Outcome, error) {
+	return i.ensure(ctx, conn, name, desired, from)
+}
+
+func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, name string, desired *apiextensionsv1.CustomResourceDefinition, takeOverFrom string) (Outcome, error) {
 	existing := &apiextensionsv1.CustomResourceDefinition{}
 	if err := i.Client.Get(ctx, client.ObjectKey{Name: name}, existing); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -72,7 +88,11 @@ func (i *Installer) Ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 		}
 		existing = nil
 	}
-	d := Decide(existing, desired, name, conn.Name, conn.Spec.Schema, conn.Status.ActiveSchemaSource)
+	d, takeOver := DecideTakeOver(existing, desired, name, conn.Name, takeOverFrom, conn.Spec.Schema)
+	if !takeOver {
+		d = Decide(existing, desired, name, conn.Name, conn.Spec.Schema, conn.Status.ActiveSchemaSource)
+	}
+	tookOver := ""
 	logger := log.FromContext(ctx).WithValues("crd", name)
 	switch d.Action {
 	case ActionReport:
@@ -98,6 +118,22 @@ func (i *Installer) Ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 			return Outcome{}, writeError("updating", name, existing, err)
 		}
 		logger.Info("Updated consumer CRD to the provider's schema", "schemaHash", existing.Annotations[kbindv1alpha1.SchemaHashAnnotation])
+	case ActionTakeOver, ActionRestamp:
+		patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if d.Action == ActionTakeOver {
+			existing = Updated(existing, desired)
+		} else {
+			existing = existing.DeepCopy()
+			existing.Annotations[kbindv1alpha1.ConnectionAnnotation] = conn.Name
+		}
+		if err := i.Client.Patch(ctx, existing, patch); err != nil {
+			i.record(conn.Name, name, false)
+			return Outcome{}, writeError("taking over", name, existing, err)
+		}
+		i.Forget(takeOverFrom, name)
+		tookOver = takeOverFrom
+		logger.Info("Took over a consumer CRD only namespaced Bindings of another Connection held", "from", takeOverFrom,
+			"schemaHash", existing.Annotations[kbindv1alpha1.SchemaHashAnnotation])
 	case ActionStamp:
 		patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		if existing.Labels == nil {
@@ -115,7 +151,7 @@ func (i *Installer) Ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 	}
 	i.record(conn.Name, name, InSync(existing, desired, conn.Name, conn.Spec.Schema))
 	return Outcome{Hash: existing.Annotations[kbindv1alpha1.SchemaHashAnnotation], Established: Established(existing),
-		Problem: Unestablished(existing, time.Now())}, nil
+		Problem: Unestablished(existing, time.Now()), TookOverFrom: tookOver}, nil
 }
 
 // writeError wraps the consumer API server's refusal to write CRD name;

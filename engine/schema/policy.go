@@ -25,6 +25,13 @@ const (
 	ActionStamp Action = "Stamp"
 	// ActionReport leaves the CRD alone and reports Problem on the binding.
 	ActionReport Action = "Report"
+	// ActionTakeOver makes kbind's CRD of another Connection, which only
+	// namespaced Bindings hold, the desired one for this Connection (BIND-3).
+	ActionTakeOver Action = "TakeOver"
+	// ActionRestamp makes kbind's CRD of another Connection, which only
+	// namespaced Bindings hold, this Connection's without touching its spec
+	// (pullPolicy None: kbind writes no schema; BIND-3).
+	ActionRestamp Action = "Restamp"
 )
 
 // Decision is the outcome of Decide.
@@ -80,6 +87,29 @@ func Decide(existing, desired *apiextensionsv1.CustomResourceDefinition, name, c
 		return Decision{Action: ActionNone}
 	}
 	return Decision{Action: ActionUpdate}
+}
+
+// DecideTakeOver decides how a ClusterBinding's Connection takes over the
+// consumer CRD existing from Connection from, which the caller found held
+// by namespaced Bindings only — no ClusterBinding through from lists it and
+// from's pullPolicy is not All (BIND-3: a namespaced Binding never blocks
+// an API a ClusterBinding serves). ok is false when there is nothing to
+// take over: the CRD is absent, not stamped for from, or not created by
+// kbind for from — a CRD kbind did not create is never taken over
+// (SCHEMA-5), and Decide then reports it as before.
+func DecideTakeOver(existing, desired *apiextensionsv1.CustomResourceDefinition, name, connection, from string,
+	policy kbindv1alpha1.SchemaPolicy) (d Decision, ok bool) {
+	if existing == nil || from == "" || from == connection || existing.Annotations[kbindv1alpha1.ConnectionAnnotation] != from || !CreatedByKbind(existing, from) {
+		return Decision{}, false
+	}
+	if desired != nil && desired.Spec.Scope != "" && existing.Spec.Scope != desired.Spec.Scope {
+		return Decision{Action: ActionReport, Problem: scopeChanged(name, existing.Spec.Scope, desired.Spec.Scope, desired.Spec.Names.Kind)}, true
+	}
+	if policy.PullPolicy == kbindv1alpha1.PullPolicyNone || desired == nil {
+		return Decision{Action: ActionRestamp}, true
+	}
+	// Under updatePolicy Once too: this is the Connection's first install.
+	return Decision{Action: ActionTakeOver}, true
 }
 
 // scopeChanged explains a provider CRD whose scope changed: the API server

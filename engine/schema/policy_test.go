@@ -77,6 +77,52 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// A ClusterBinding's Connection "p" takes over kbind's CRD of Connection
+// "q" that only namespaced Bindings hold (BIND-3) — and nothing else: a
+// CRD stamped for q that kbind did not create, one of a third Connection,
+// and one that is not there are left to Decide (SCHEMA-5).
+func TestDecideTakeOver(t *testing.T) {
+	desired := Stamp("widgets.example.org", apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.org", Scope: apiextensionsv1.NamespaceScoped}, "p")
+	ofQ := Stamp("widgets.example.org", apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.org", Scope: apiextensionsv1.NamespaceScoped, Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "Widget"}}, "q")
+	stampedForQ := ofQ.DeepCopy() // under pullPolicy None: no schema hash
+	delete(stampedForQ.Annotations, kbindv1alpha1.SchemaHashAnnotation)
+	ofR := Stamp("widgets.example.org", ofQ.Spec, "r")
+	clusterScoped := desired.DeepCopy()
+	clusterScoped.Spec.Scope, clusterScoped.Spec.Names.Kind = apiextensionsv1.ClusterScoped, "Widget"
+	policy := func(pull kbindv1alpha1.PullPolicy, update kbindv1alpha1.UpdatePolicy) kbindv1alpha1.SchemaPolicy {
+		return kbindv1alpha1.SchemaPolicy{PullPolicy: pull, UpdatePolicy: update}
+	}
+	bound := policy(kbindv1alpha1.PullPolicyBound, kbindv1alpha1.UpdatePolicyAlways)
+	cases := []struct {
+		name     string
+		existing *apiextensionsv1.CustomResourceDefinition
+		desired  *apiextensionsv1.CustomResourceDefinition
+		from     string
+		policy   kbindv1alpha1.SchemaPolicy
+		ok       bool
+		want     Action
+		problem  string
+	}{
+		{"kbind's CRD of q: take over with p's schema", ofQ, desired, "q", bound, true, ActionTakeOver, ""},
+		{"under updatePolicy Once too (p's first install)", ofQ, desired, "q", policy(kbindv1alpha1.PullPolicyBound, kbindv1alpha1.UpdatePolicyOnce), true, ActionTakeOver, ""},
+		{"under p's pullPolicy None: restamp, the schema as it is", ofQ, nil, "q", policy(kbindv1alpha1.PullPolicyNone, kbindv1alpha1.UpdatePolicyAlways), true, ActionRestamp, ""},
+		{"p's provider serves it with another scope: report", ofQ, clusterScoped, "q", bound, true, ActionReport, "Cluster-scoped now, the consumer CRD is Namespaced-scoped"},
+		{"stamped for q, not created by kbind: never", stampedForQ, desired, "q", bound, false, "", ""},
+		{"another Connection's than the one found: never", ofR, desired, "q", bound, false, "", ""},
+		{"no takeover asked", ofQ, desired, "", bound, false, "", ""},
+		{"already p's", desired, desired, "p", bound, false, "", ""},
+		{"absent", nil, desired, "q", bound, false, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, ok := DecideTakeOver(tc.existing, tc.desired, "widgets.example.org", "p", tc.from, tc.policy)
+			if ok != tc.ok || d.Action != tc.want || !strings.Contains(d.Problem, tc.problem) {
+				t.Errorf("DecideTakeOver = %+v, %v; want %s with %q, %v", d, ok, tc.want, tc.problem, tc.ok)
+			}
+		})
+	}
+}
+
 func TestInSync(t *testing.T) {
 	desired := Stamp("w", apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.org"}, "p")
 	stale := desired.DeepCopy()

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/admission"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/internal/patch"
@@ -156,6 +157,19 @@ func (r *Registry) takeInformersLocked(crdName string, gvk schema.GroupVersionKi
 	taken := map[usedInformer]bool{}
 	for inf := range r.used[crdName] {
 		if inf.gvk == gvk {
+			taken[inf] = true
+			delete(r.used[crdName], inf)
+		}
+	}
+	return taken
+}
+
+// takeSessionInformersLocked removes from the record the informers of an
+// API on one provider session's cache and returns them; mu is held.
+func (r *Registry) takeSessionInformersLocked(crdName string, sess *session.Session) map[usedInformer]bool {
+	taken := map[usedInformer]bool{}
+	for inf := range r.used[crdName] {
+		if inf.session != nil && inf.session == sess {
 			taken[inf] = true
 			delete(r.used[crdName], inf)
 		}
@@ -341,8 +355,12 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 }
 
 // scopeOf computes the scope the live bindings of the Connection give an
-// API: ClusterBindings first, then Bindings of namespaced APIs in their
-// namespaces. Deleting bindings are excluded (they drain).
+// API: ClusterBindings first, then Bindings of namespaced APIs in the
+// namespaces the Connection admits (BIND-3). Deleting bindings are
+// excluded (they drain), and so are Bindings the Connection does not
+// admit: nothing of theirs is synced, and their objects, no longer in
+// scope, keep their finalizers and provider copies until they are admitted
+// again or deleted.
 func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 	scope := Scope{Namespaces: map[string]Policy{}}
 	var cbs kbindv1alpha1.ClusterBindingList
@@ -364,7 +382,14 @@ func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 	}
 	sort.Slice(bs.Items, func(i, j int) bool { return bs.Items[i].Name < bs.Items[j].Name })
 	for _, b := range bs.Items {
-		if _, taken := scope.Namespaces[b.Namespace]; b.Spec.ConnectionRef.Name == api.Connection && b.DeletionTimestamp.IsZero() && !taken {
+		if _, taken := scope.Namespaces[b.Namespace]; b.Spec.ConnectionRef.Name != api.Connection || !b.DeletionTimestamp.IsZero() || taken {
+			continue
+		}
+		d, err := admission.Admits(ctx, r.Consumer, api.Conn, b.Namespace)
+		if err != nil {
+			return scope, err
+		}
+		if d.Admitted {
 			scope.Namespaces[b.Namespace] = policyOf(b.Spec, api.CRD)
 		}
 	}
@@ -452,10 +477,16 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 		case stepStop:
 			delete(r.syncers, crdName)
 			var stale map[usedInformer]bool
-			if want && current.target.GVK != api.Target.GVK {
+			switch {
+			case want && current.target.GVK != api.Target.GVK:
 				// The storage version changed: the next Syncer watches the
 				// new version, and nothing reads the old one any more.
 				stale = r.takeInformersLocked(crdName, current.target.GVK)
+			case want && current.target.Connection != api.Target.Connection:
+				// Another Connection supplies the API now (a ClusterBinding
+				// took its CRD over, BIND-3): the old one's provider watch
+				// goes, its session stays for its other APIs.
+				stale = r.takeSessionInformersLocked(crdName, current.session)
 			}
 			r.mu.Unlock()
 			current.Stop()

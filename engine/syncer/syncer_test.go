@@ -75,7 +75,8 @@ func setup() int {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "provider"},
 			Data: map[string][]byte{"kubeconfig": env.Pair.Provider.Kubeconfig}},
 		&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"},
-			Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"}}},
+			Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"},
+				NamespacedBindings: enginetest.AdmitAllNamespaces()}},
 		&kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "widgets"}, Spec: kbindv1alpha1.BindingSpec{
 			ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"},
 			APIs:          []kbindv1alpha1.APIReference{{Name: "widgets.example.org"}, {Name: "clusterwidgets.example.org"}}}},

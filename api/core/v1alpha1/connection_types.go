@@ -127,6 +127,43 @@ type Isolation struct {
 	Prefix string `json:"prefix,omitempty"`
 }
 
+// FromNamespaces says which namespaces' Bindings may use a Connection.
+// +kubebuilder:validation:Enum=None;All;Selector
+type FromNamespaces string
+
+const (
+	// FromNamespacesNone admits no namespaced Binding: only ClusterBindings
+	// (which only cluster admins create) use the Connection.
+	FromNamespacesNone FromNamespaces = "None"
+	// FromNamespacesAll admits the Bindings of every namespace.
+	FromNamespacesAll FromNamespaces = "All"
+	// FromNamespacesSelector admits the Bindings of the namespaces whose
+	// labels match the selector.
+	FromNamespacesSelector FromNamespaces = "Selector"
+)
+
+// NamespacedBindings says which namespaces' Bindings may use a Connection
+// (modelled on Gateway API's allowedRoutes). A Binding in a namespace the
+// Connection does not admit is Ready=False/Forbidden and gets nothing:
+// no consumer CRD, no instance or related sync, no provider request.
+// ClusterBindings are not limited.
+// +kubebuilder:validation:XValidation:rule="(has(self.from) && self.from == 'Selector') == has(self.selector)",message="selector is required with from: Selector, and only allowed with it"
+type NamespacedBindings struct {
+	// From is None (no namespaced Binding may use the Connection), All
+	// (every namespace's may) or Selector (those of the namespaces whose
+	// labels match selector).
+	// +optional
+	// +kubebuilder:default=None
+	From FromNamespaces `json:"from,omitempty"`
+
+	// Selector selects the namespaces whose Bindings may use the
+	// Connection (from: Selector); {} selects every namespace. Select on
+	// labels only cluster admins can set, such as
+	// kubernetes.io/metadata.name.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
 // SecretKeyReference points at one key of a Secret.
 type SecretKeyReference struct {
 	// Namespace of the Secret. Required and never inferred; it must be one of
@@ -201,6 +238,22 @@ type ConnectionSpec struct {
 	// +kubebuilder:default={mode: None}
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="isolation is immutable; create a new Connection to change it"
 	Isolation Isolation `json:"isolation,omitempty"`
+
+	// NamespacedBindings says which namespaces' Bindings may use this
+	// Connection: from None (the default), All, or Selector with a
+	// namespace selector. ClusterBindings are not limited.
+	// +optional
+	// +kubebuilder:default={from: None}
+	NamespacedBindings *NamespacedBindings `json:"namespacedBindings,omitempty"`
+}
+
+// NamespacedBindingsOf returns which namespaces' Bindings may use the
+// Connection; an object stored before the field existed admits none.
+func (s ConnectionSpec) NamespacedBindingsOf() NamespacedBindings {
+	if s.NamespacedBindings == nil || s.NamespacedBindings.From == "" {
+		return NamespacedBindings{From: FromNamespacesNone}
+	}
+	return *s.NamespacedBindings
 }
 
 // IsolationOf returns the Connection's isolation; an object stored before
@@ -272,6 +325,7 @@ type ConnectionStatus struct {
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.activeSchemaSource`
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.spec.kubeconfigSecretRef.name`
 // +kubebuilder:printcolumn:name="Isolation",type=string,JSONPath=`.spec.isolation.mode`
+// +kubebuilder:printcolumn:name="Bindings From",type=string,JSONPath=`.spec.namespacedBindings.from`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Connection struct {
 	metav1.TypeMeta   `json:",inline"`

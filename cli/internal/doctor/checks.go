@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/admission"
 )
 
 // The sections of docs/troubleshooting.md findings link to.
@@ -371,6 +372,9 @@ type bindingContext struct {
 	ClusterBindings []BindingState
 	// ConsumerCRDs by API name; nil when they were not read.
 	ConsumerCRDs map[string]ConsumerCRD
+	// Admission is whether the Connection admits a Binding's namespace
+	// (spec.namespacedBindings); nil when unknown or a ClusterBinding.
+	Admission *admission.Decision
 }
 
 // checkBinding runs the guide's "An API is missing" and "Binding is Ready
@@ -391,6 +395,10 @@ func checkBinding(b BindingState, bc bindingContext, now time.Time, stuckAfter t
 			Fix:     fmt.Sprintf("%s get connections   # and fix spec.connectionRef.name: %s edit %s %s", cmd.Consumer, cmd.Consumer, b.resource(), b.Meta.Name),
 			Doc:     docAPIMissing,
 		})
+	}
+	if b.Kind == "Binding" && bc.Admission != nil && !bc.Admission.Admitted {
+		// Nothing else matters: the konnector gives this Binding nothing.
+		return append(out, notAdmittedFinding(b, conn, *bc.Admission, cmd))
 	}
 	discovered := conn.Status.ActiveSchemaSource != ""
 	for i, api := range b.Spec.APIs {
@@ -493,6 +501,24 @@ func checkBinding(b BindingState, bc bindingContext, now time.Time, stuckAfter t
 		}
 	}
 	return out
+}
+
+// notAdmittedFinding: a Binding in a namespace its Connection does not
+// admit gets nothing; only a cluster admin changes that (BIND-3).
+func notAdmittedFinding(b BindingState, conn *kbindv1alpha1.Connection, d admission.Decision, cmd Commands) Finding {
+	fix := fmt.Sprintf("# a cluster admin admits the namespace in the Connection's %s, e.g. by name:\n"+
+		"%s patch connection %s --type=merge -p '{\"spec\":{\"namespacedBindings\":{\"from\":\"Selector\",\"selector\":{\"matchLabels\":{\"kubernetes.io/metadata.name\":\"%s\"}}}}}'\n"+
+		"# or binds the API with a ClusterBinding instead", admission.Field, cmd.Consumer, conn.Name, b.Meta.Namespace)
+	if conn.Spec.NamespacedBindingsOf().From != kbindv1alpha1.FromNamespacesNone {
+		// Replacing a selector would drop the namespaces it admits.
+		fix = fmt.Sprintf("%s edit connection %s   # a cluster admin: make %s admit namespace %s (or label the namespace to match its selector)",
+			cmd.Consumer, conn.Name, admission.Field, b.Meta.Namespace)
+	}
+	return Finding{
+		Check: "binding.notAdmitted", Severity: SeverityError, Object: b.object(), Field: "spec.connectionRef.name",
+		Problem: admission.Message(conn.Name, b.Meta.Namespace, d) + ": nothing of this Binding is installed or synced",
+		Fix:     fix, Doc: docNoSync,
+	}
 }
 
 // consumerCRDFinding: the guide's first checks for "Ready but nothing

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/admission"
 )
 
 var (
@@ -145,6 +146,9 @@ func TestCheckBinding(t *testing.T) {
 		return b
 	}
 	conn := connection()
+	open := connection(func(c *kbindv1alpha1.Connection) {
+		c.Spec.NamespacedBindings = &kbindv1alpha1.NamespacedBindings{From: kbindv1alpha1.FromNamespacesAll}
+	})
 	confined := connection(func(c *kbindv1alpha1.Connection) {
 		c.Spec.Isolation = kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "kbind-a"}
 	})
@@ -171,10 +175,16 @@ func TestCheckBinding(t *testing.T) {
 		{"group/version", cb("w", "widgets.example.org", "example.org/v1"), &conn, false, nil, []string{"binding.apiName"}, "/spec/apis/1/name", nil},
 		{"not exported", cb("w", "gadgets.example.org"), &conn, false, nil, []string{"binding.notExported"}, "kubectl kbind export gadgets.example.org --context=provider", nil},
 		{"not exported, before discovery: unknown", cb("w", "gadgets.example.org"), ptr(connection(func(c *kbindv1alpha1.Connection) { c.Status.ActiveSchemaSource = "" })), false, nil, []string{}, "", nil},
-		{"cluster-scoped in a Binding", namespaced(cb("w", "clusterthings.example.org")), &conn, false, nil, []string{"binding.scope"}, "ClusterBinding", nil},
+		{"cluster-scoped in a Binding", namespaced(cb("w", "clusterthings.example.org")), &open, false, nil, []string{"binding.scope"}, "ClusterBinding", nil},
 		{"cluster-scoped under Namespace isolation", cb("w", "clusterthings.example.org"), &confined, false, nil, []string{"binding.scope"}, "--isolation Prefixed", nil},
 		{"no Connection", cb("w", "widgets.example.org"), nil, false, nil, []string{"binding.connection"}, "get connections", nil},
-		{"overlap with a ClusterBinding", namespaced(cb("w", "widgets.example.org")), &conn, false, []BindingState{cb("all", "widgets.example.org")}, []string{"binding.overlap"}, "delete bindings.core.kbind.io -n team-a w", nil},
+		{"overlap with a ClusterBinding", namespaced(cb("w", "widgets.example.org")), &open, false, []BindingState{cb("all", "widgets.example.org")}, []string{"binding.overlap"}, "delete bindings.core.kbind.io -n team-a w", nil},
+		{"a namespace the Connection does not admit: said alone", namespaced(notReady), &conn, false, []BindingState{cb("all", "widgets.example.org")}, []string{"binding.notAdmitted"},
+			`patch connection provider --type=merge -p '{"spec":{"namespacedBindings":{"from":"Selector","selector":{"matchLabels":{"kubernetes.io/metadata.name":"team-a"}}}}}'`, nil},
+		{"a namespace a selector does not match: edit, never replace the selector", namespaced(notReady), ptr(connection(func(c *kbindv1alpha1.Connection) {
+			c.Spec.NamespacedBindings = &kbindv1alpha1.NamespacedBindings{From: kbindv1alpha1.FromNamespacesSelector, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "yes"}}}
+		})), false, nil, []string{"binding.notAdmitted"}, "edit connection provider", nil},
+		{"an admitted namespace", namespaced(cb("w", "widgets.example.org")), &open, false, nil, []string{}, "", nil},
 		{"not Ready", notReady, &conn, false, nil, []string{"binding.notReady"}, "", nil},
 		{"not Ready because the Connection is broken: said once, on the Connection", notReady, &conn, true, nil, []string{}, "", nil},
 		{"failed instances", failed, &conn, false, nil, []string{"binding.failedInstances"}, "get events -A --field-selector type=Warning", nil},
@@ -195,7 +205,13 @@ func TestCheckBinding(t *testing.T) {
 			if crds == nil {
 				crds = map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "provider"}}
 			}
-			got := checkBinding(tc.b, bindingContext{Conn: tc.conn, ConnBroken: tc.broken, ClusterBindings: tc.cbs, ConsumerCRDs: crds}, now, 5*time.Minute, cmd)
+			bc := bindingContext{Conn: tc.conn, ConnBroken: tc.broken, ClusterBindings: tc.cbs, ConsumerCRDs: crds}
+			if tc.b.Kind == "Binding" && tc.conn != nil {
+				d := admission.Decide(tc.conn.Spec.NamespacedBindingsOf(), admission.Namespace{Name: tc.b.Meta.Namespace, Found: true,
+					Labels: map[string]string{"kubernetes.io/metadata.name": tc.b.Meta.Namespace}})
+				bc.Admission = &d
+			}
+			got := checkBinding(tc.b, bc, now, 5*time.Minute, cmd)
 			if !reflect.DeepEqual(checks(got), tc.want) {
 				t.Fatalf("checks %v, want %v: %+v", checks(got), tc.want, got)
 			}

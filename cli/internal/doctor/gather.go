@@ -25,6 +25,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/cli/access"
+	"github.com/kbind/kbind/engine/admission"
 	"github.com/kbind/kbind/engine/heartbeat"
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/isolation"
@@ -108,6 +109,13 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 			bc.Conn, bc.ConnBroken = &p.Connection, p.Broken() || p.unchecked != ""
 		} else if i := slices.IndexFunc(conns.Items, func(c kbindv1alpha1.Connection) bool { return c.Name == b.Spec.ConnectionRef.Name }); i >= 0 {
 			bc.Conn = &conns.Items[i]
+		}
+		if bc.Conn != nil && b.Kind == "Binding" {
+			if d, err := admission.Admits(ctx, c, bc.Conn, b.Meta.Namespace); err != nil {
+				r.Unchecked = append(r.Unchecked, fmt.Sprintf("namespace %s (whether Connection %s admits its Bindings): %s", b.Meta.Namespace, bc.Conn.Name, consumerReadError(err)))
+			} else {
+				bc.Admission = &d
+			}
 		}
 		if bc.Conn != nil && !bc.ConnBroken {
 			readConsumerCRDs(ctx, c, b, consumerCRDs, r)

@@ -110,7 +110,8 @@ func TestRelatedReadsAreSelectedAndNotPerReconcile(t *testing.T) {
 	t.Cleanup(stop)
 
 	conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"},
-		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"}}}
+		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"},
+			NamespacedBindings: enginetest.AdmitAllNamespaces()}}
 	create(t, env.Consumer,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "provider"},
 			Data: map[string][]byte{"kubeconfig": env.Pair.Provider.Kubeconfig}}, conn)
