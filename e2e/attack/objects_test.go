@@ -17,7 +17,7 @@ import (
 
 // object builds an unstructured object of gvr.
 func object(gvr schema.GroupVersionResource, ns, name string, labels map[string]string, fields map[string]any) *unstructured.Unstructured {
-	kinds := map[string]string{"widgets": "Widget", "clusterwidgets": "ClusterWidget", "leases": "Lease", "secrets": "Secret",
+	kinds := map[string]string{"widgets": "Widget", "clusterwidgets": "ClusterWidget", "things": "Thing", "leases": "Lease", "secrets": "Secret",
 		"configmaps": "ConfigMap", "events": "Event", "namespaces": "Namespace"}
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	for k, v := range fields {
