@@ -188,13 +188,7 @@ spec:
 	carol := w.user("carol", "team-z")
 
 	// 1. A Binding naming a Connection the admin meant for nobody.
-	if err := w.apply(alice, `apiVersion: core.kbind.io/v1alpha1
-kind: Binding
-metadata: {name: sneak, namespace: team-x}
-spec:
-  connectionRef: {name: admin-only}
-  apis: [{name: gadgets.example.org}]
-`); err != nil {
+	if err := w.apply(alice, bindingYAML("team-x", "sneak", "admin-only", "gadgets.example.org")); err != nil {
 		t.Fatal(err)
 	}
 	ready := w.waitCondition("bindings.core.kbind.io", "team-x", "sneak", "Ready", "False Forbidden")
@@ -207,13 +201,7 @@ spec:
 
 	// 2. A Binding binds an API first; then an admin's ClusterBinding of it
 	// through another Connection.
-	if err := w.apply(alice, `apiVersion: core.kbind.io/v1alpha1
-kind: Binding
-metadata: {name: first, namespace: team-x}
-spec:
-  connectionRef: {name: team}
-  apis: [{name: gadgets.example.org}]
-`); err != nil {
+	if err := w.apply(alice, bindingYAML("team-x", "first", "team", "gadgets.example.org")); err != nil {
 		t.Fatal(err)
 	}
 	w.waitCondition("bindings.core.kbind.io", "team-x", "first", "Ready", "True")
@@ -239,15 +227,7 @@ spec:
 	for i := range names {
 		names[i] = fmt.Sprintf("cm-%d", i)
 	}
-	err := w.apply(alice, fmt.Sprintf(`apiVersion: core.kbind.io/v1alpha1
-kind: Binding
-metadata: {name: many, namespace: team-x}
-spec:
-  connectionRef: {name: team}
-  apis: [{name: widgets.example.org}]
-  relatedResources:
-  - {resource: configmaps, direction: FromConsumer, selector: {names: [%s]}}
-`, strings.Join(names, ", ")))
+	err := w.apply(alice, fmt.Sprintf(bindingYAML("team-x", "many", "team", "widgets.example.org", `{resource: configmaps, direction: FromConsumer, selector: {names: [%s]}}`), strings.Join(names, ", ")))
 	if err == nil || !strings.Contains(err.Error(), "must have at most 32 items") {
 		t.Errorf("a Binding naming 33 ConfigMaps: %v", err)
 	}
@@ -258,17 +238,7 @@ spec:
 		adminCreate(t, w.provider, secrets, object(secrets, "kbind-team", name, labels, map[string]any{"stringData": map[string]any{"owner": name}}))
 	}
 	w.mustKubectl(alice, "create", "secret", "generic", "mine", "-n", "team-x", "--from-literal=k=v")
-	if err := w.apply(alice, `apiVersion: core.kbind.io/v1alpha1
-kind: Binding
-metadata: {name: rel, namespace: team-x}
-spec:
-  connectionRef: {name: team}
-  apis: [{name: widgets.example.org}]
-  relatedResources:
-  - {resource: secrets, direction: FromProvider, selector: {names: [team-y.db]}}
-  - {resource: secrets, direction: FromProvider, selector: {labelSelector: {matchLabels: {app: db}}}}
-  - {resource: secrets, direction: FromConsumer, selector: {names: [mine, team-kubeconfig, admin-only-kubeconfig]}}
-`); err != nil {
+	if err := w.apply(alice, bindingYAML("team-x", "rel", "team", "widgets.example.org", `{resource: secrets, direction: FromProvider, selector: {names: [team-y.db]}}`, `{resource: secrets, direction: FromProvider, selector: {labelSelector: {matchLabels: {app: db}}}}`, `{resource: secrets, direction: FromConsumer, selector: {names: [mine, team-kubeconfig, admin-only-kubeconfig]}}`)); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.EventuallyWithin(t, 60*time.Second, "team-x's own provider Secret copied down, its own Secret up", func() error {
@@ -298,30 +268,15 @@ spec:
 		for i := range 4 {
 			ns = append(ns, fmt.Sprintf("g-%d-%d", e, i))
 		}
-		greedy = append(greedy, fmt.Sprintf("  - {resource: configmaps, direction: FromConsumer, selector: {names: [%s]}}", strings.Join(ns, ", ")))
+		greedy = append(greedy, fmt.Sprintf("{resource: configmaps, direction: FromConsumer, selector: {names: [%s]}}", strings.Join(ns, ", ")))
 	}
-	if err := w.apply(carol, `apiVersion: core.kbind.io/v1alpha1
-kind: Binding
-metadata: {name: greedy, namespace: team-z}
-spec:
-  connectionRef: {name: team}
-  apis: [{name: widgets.example.org}]
-  relatedResources:
-`+strings.Join(greedy, "\n")+"\n"); err != nil {
+	if err := w.apply(carol, bindingYAML("team-z", "greedy", "team", "widgets.example.org", greedy...)); err != nil {
 		t.Fatal(err)
 	}
 	budget := w.waitCondition("bindings.core.kbind.io", "team-z", "greedy", "PermissionDenied", "True")
 	w.mustKubectl(bob, "create", "configmap", "cfg", "-n", "team-y", "--from-literal=k=v")
 	began := time.Now()
-	if err := w.apply(bob, `apiVersion: core.kbind.io/v1alpha1
-kind: Binding
-metadata: {name: modest, namespace: team-y}
-spec:
-  connectionRef: {name: team}
-  apis: [{name: widgets.example.org}]
-  relatedResources:
-  - {resource: configmaps, direction: FromConsumer, selector: {names: [cfg]}}
-`); err != nil {
+	if err := w.apply(bob, bindingYAML("team-y", "modest", "team", "widgets.example.org", `{resource: configmaps, direction: FromConsumer, selector: {names: [cfg]}}`)); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.EventuallyWithin(t, 30*time.Second, "team-y's ConfigMap copied while team-z is over its budget", func() error {
@@ -372,6 +327,17 @@ spec:
 	table := "| attempt | result |\n|---|---|\n" + strings.Join(rows, "\n") + "\n"
 	t.Logf("consumer table:\n%s", table)
 	checkDocs(t, "consumer-attacks", table)
+}
+
+// bindingYAML is a Binding of one API through connection, with related
+// entries (flow-style YAML).
+func bindingYAML(ns, name, connection, api string, related ...string) string {
+	out := fmt.Sprintf("apiVersion: core.kbind.io/v1alpha1\nkind: Binding\nmetadata: {name: %s, namespace: %s}\nspec:\n  connectionRef: {name: %s}\n  apis: [{name: %s}]\n",
+		name, ns, connection, api)
+	if len(related) > 0 {
+		out += "  relatedResources:\n  - " + strings.Join(related, "\n  - ") + "\n"
+	}
+	return out
 }
 
 // expect fails unless a condition read by consumerWorld.condition holds

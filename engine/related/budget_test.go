@@ -60,7 +60,8 @@ func TestRelatedWatchBudget(t *testing.T) {
 	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "provider"},
 		Data: map[string][]byte{"kubeconfig": env.Pair.Provider.Kubeconfig}})
 	conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"},
-		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"}}}
+		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"},
+			NamespacedBindings: enginetest.AdmitAllNamespaces()}}
 	mustCreate(t, c, conn)
 	enginetest.WaitCondition(t, c, conn, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	for _, n := range append(names("c", 24), names("k", 3)...) {
