@@ -12,12 +12,15 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/testenv"
 )
+
+var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // TestGrantAttacks: what grant and revoke refuse or guarantee when a
 // provider admin, or a tenant racing them, tries to get around the
@@ -102,11 +105,16 @@ func TestGrantAttacks(t *testing.T) {
 
 	// Derived names: "nd" keeps its rights when "nd-discovery" is granted.
 	nd := grant(t, provider, "nd", "Namespace", "kbind-nd", "", "--apis", "widgets.example.org")
-	grant(t, provider, "nd-discovery", "Namespace", "kbind-nd-discovery", "", "--apis", "widgets.example.org")
+	// Under None the second's cluster-wide role once took the first's
+	// discovery role's name.
+	grant(t, provider, "nd-discovery", "None", "kbind-nd-discovery", "", "--apis", "widgets.example.org")
 	if _, err := nd.cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil {
 		t.Errorf("nd lost its identity read once nd-discovery was granted: %v", err)
 	}
-	row("grant `nd-discovery` after `nd`", "granted; nd keeps its own ClusterRole kbind-consumer-nd (no derived name is shared)")
+	if _, err := dynamic.NewForConfigOrDie(nd.cfg).Resource(crds).Get(ctx, "widgets.example.org", metav1.GetOptions{}); err != nil {
+		t.Errorf("nd lost its CRD read once nd-discovery was granted: %v", err)
+	}
+	row("grant `nd-discovery` (None) after `nd`", "granted; nd keeps its identity and CRD reads (one ClusterRole kbind-consumer-<name> each: no derived name is shared)")
 
 	// Revoke mid-write: a tenant writing as fast as it can, inside and
 	// outside its prefix, while revoke runs. Nothing outside ever lands;
