@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -361,22 +360,25 @@ func writeManifest(t *testing.T, manifest string) string {
 	return path
 }
 
-// startKonnector runs the konnector binary against the consumer until the
-// test ends.
+// startKonnector runs the built konnector against the consumer (the
+// harness's host process: it waits for /readyz) until the test ends, and
+// prints its log if the test failed.
 func startKonnector(t *testing.T, kubeconfig string, args ...string) {
 	t.Helper()
-	log := &enginetest.SyncBuffer{}
-	cmd := exec.Command(konnectorBin, append([]string{"--kubeconfig", kubeconfig, "--health-probe-bind-address", harness.FreeAddr(t),
-		"--metrics-bind-address", "0", "--discovery-interval", "2s", "--heartbeat-interval", "2s"}, args...)...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	logPath := filepath.Join(t.TempDir(), "konnector.log")
+	k, err := harness.NewProcess(konnectorBin, logPath, append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
+		"--discovery-interval", "2s", "--heartbeat-interval", "2s"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_, _ = cmd.Process.Wait()
+		k.Stop(context.Background())
 		if t.Failed() {
-			t.Logf("konnector log:\n%s", log.String())
+			log, _ := os.ReadFile(logPath)
+			t.Logf("konnector log:\n%s", log)
 		}
 	})
 }
