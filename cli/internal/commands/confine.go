@@ -40,28 +40,47 @@ func confined(ctx context.Context, cfg *rest.Config, token string, req access.Re
 	}
 	ns := probeNamespace(req)
 	policy := fmt.Sprintf("ValidatingAdmissionPolicy '%s'", access.Name(req.Consumer))
-	refusals := 0
-	var last string
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	last, err := inARow(ctx, timeout, func(ctx context.Context) (bool, string, error) {
 		_, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		switch {
 		case err == nil:
-			last = "the dry-run write was allowed"
-			refusals = 0
+			return false, "the dry-run write was allowed", nil
 		case strings.Contains(err.Error(), policy):
-			refusals++
-			return refusals >= confinedProbes, nil
-		default:
-			last = err.Error()
-			refusals = 0
+			return true, "", nil
 		}
-		return false, nil
+		return false, err.Error(), nil
 	})
-	if errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err) {
+	if errors.Is(err, errNotInARow) {
 		return fmt.Errorf("the admission policy %s is not in force after %s: a dry-run write it must refuse, made with the new token, got: %s "+
 			"(does this provider serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicies?)", access.Name(req.Consumer), timeout, last)
 	}
 	return err
+}
+
+// errNotInARow is inARow's timeout.
+var errNotInARow = errors.New("not confirmed in a row before the timeout")
+
+// inARow polls probe until it confirms confinedProbes times in a row (each
+// API server replica caches policies and RBAC on its own, and consecutive
+// requests may reach different ones), or timeout passes: then it returns
+// errNotInARow and what the last unconfirmed probe said. A probe error
+// ends the wait.
+func inARow(ctx context.Context, timeout time.Duration, probe func(context.Context) (confirmed bool, why string, err error)) (string, error) {
+	confirmations := 0
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		confirmed, why, err := probe(ctx)
+		if err != nil || !confirmed {
+			confirmations, last = 0, why
+			return false, err
+		}
+		confirmations++
+		return confirmations >= confinedProbes, nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err) {
+		return last, errNotInARow
+	}
+	return last, err
 }
 
 // probeNamespace is a namespace the policy refuses to let the consumer

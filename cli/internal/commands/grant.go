@@ -176,7 +176,7 @@ func (e *env) grant(ctx context.Context, name string, o grantOptions) error {
 	if err := prune(ctx, c, name, objs, e.err); err != nil {
 		return err
 	}
-	token, err := e.token(ctx, cfg, req.ServiceAccountNamespace, access.Name(name), o.duration)
+	token, err := requestToken(ctx, c, cfg, req.ServiceAccountNamespace, access.Name(name), o.duration)
 	if err != nil {
 		return err
 	}
@@ -298,12 +298,8 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 	return nil
 }
 
-// token requests a token bound to the ServiceAccount.
-func (e *env) token(ctx context.Context, cfg *rest.Config, ns, sa string, d time.Duration) (string, error) {
-	c, _, err := e.client()
-	if err != nil {
-		return "", err
-	}
+// requestToken requests a token bound to the ServiceAccount.
+func requestToken(ctx context.Context, c client.Client, cfg *rest.Config, ns, sa string, d time.Duration) (string, error) {
 	seconds := int64(d.Seconds())
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
 	owner := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}}

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kbind/kbind/cli/access"
@@ -116,27 +115,21 @@ func (r *revokedAccess) remember(kind string, obj *unstructured.Unstructured) er
 // replica's authorizer follows RBAC changes on its own): only then may the
 // admission policy that confines those writes go.
 func (r *revokedAccess) waitDenied(ctx context.Context, c client.Client, timeout time.Duration) error {
-	rounds := 0
-	var still string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		still = ""
+	still, err := inARow(ctx, timeout, func(ctx context.Context) (bool, string, error) {
 		for _, user := range r.users {
 			for _, w := range r.writes {
 				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &w}}
 				if err := c.Create(ctx, sar); err != nil {
-					return false, fmt.Errorf("asking the API server whether %s may still %s %s: %w", user, w.Verb, w.Resource, err)
+					return false, "", fmt.Errorf("asking the API server whether %s may still %s %s: %w", user, w.Verb, w.Resource, err)
 				}
 				if sar.Status.Allowed {
-					still = fmt.Sprintf("%s may still %s %s", user, w.Verb, w.Resource)
-					rounds = 0
-					return false, nil
+					return false, fmt.Sprintf("%s may still %s %s", user, w.Verb, w.Resource), nil
 				}
 			}
 		}
-		rounds++
-		return rounds >= confinedProbes, nil
+		return true, "", nil
 	})
-	if errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err) {
+	if errors.Is(err, errNotInARow) {
 		return fmt.Errorf("after %s the API server still says %s; the admission policy is kept: run revoke again", timeout, still)
 	}
 	r.denied = err == nil
