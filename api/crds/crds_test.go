@@ -113,6 +113,7 @@ var (
 		{"Secret", ".spec.kubeconfigSecretRef.name"},
 		{"Isolation", ".spec.isolation.mode"},
 		{"Bindings From", ".spec.namespacedBindings.from"},
+		{"Expires", ".status.credentials.expiresAt"},
 		{"Age", ".metadata.creationTimestamp"},
 	}
 	bindingColumns = []column{

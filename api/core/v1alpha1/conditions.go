@@ -23,6 +23,17 @@ const (
 	// ConditionHeartbeat reports the last heartbeat Lease renewal. It is
 	// informational and never affects Ready.
 	ConditionHeartbeat ConditionType = "Heartbeat"
+	// ConditionCredentialsRenewed reports, for a credential the konnector
+	// renews (a ServiceAccount token), the last renewal: True after one
+	// succeeded or while none is due yet, False/RenewalFailed with the
+	// provider's refusal while renewing fails. Absent for credentials
+	// kbind cannot renew. Informational: never affects Ready.
+	ConditionCredentialsRenewed ConditionType = "CredentialsRenewed"
+	// ConditionCredentialsExpiring is True (ExpiresSoon, or Expired) from
+	// the konnector's lead time before the credential in use expires,
+	// and at the latest when a fifth of its lifetime is left, unless the
+	// konnector will renew it in time; False otherwise. Informational.
+	ConditionCredentialsExpiring ConditionType = "CredentialsExpiring"
 
 	// ConditionSynced on a binding: every listed API is installed and its
 	// syncer runs. On a consumer instance (best effort): the object synced.
@@ -56,12 +67,21 @@ const (
 	// versions with a webhook, which kbind cannot run on the consumer, so
 	// the consumer CRD serves one version only (AllVersionsServed=False).
 	ReasonConversionWebhook Reason = "ConversionWebhook"
+	// ReasonRenewalFailed: the provider refused or did not answer the
+	// request for a new ServiceAccount token (CredentialsRenewed=False).
+	ReasonRenewalFailed Reason = "RenewalFailed"
+	// ReasonExpiresSoon: the credential in use expires within the lead
+	// time and will not be renewed (CredentialsExpiring=True).
+	ReasonExpiresSoon Reason = "ExpiresSoon"
+	// ReasonExpired: the credential in use has expired.
+	ReasonExpired Reason = "Expired"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
 var ConnectionConditionTypes = []ConditionType{
 	ConditionSecretValid, ConditionConnected, ConditionPermissionDenied,
 	ConditionReady, ConditionSchemaInSync, ConditionHeartbeat,
+	ConditionCredentialsRenewed, ConditionCredentialsExpiring,
 }
 
 // BindingConditionTypes lists the condition types ClusterBindings and
@@ -75,4 +95,5 @@ var Reasons = []Reason{
 	ReasonAsExpected, ReasonPending, ReasonSecretNotFound, ReasonClusterIdentityChanged,
 	ReasonAPINotExported, ReasonForeignObjectExists, ReasonOwnedByAnother,
 	ReasonForbidden, ReasonDrainingBindings, ReasonConversionWebhook,
+	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired,
 }

@@ -281,6 +281,83 @@ type ExportedAPI struct {
 	Versions []string `json:"versions,omitempty"`
 }
 
+// CredentialKind is the kind of credential a Connection's kubeconfig holds.
+// +kubebuilder:validation:Enum=ServiceAccountToken;Token;ClientCertificate;Basic;None
+type CredentialKind string
+
+const (
+	// CredentialServiceAccountToken is a bound ServiceAccount token (a JWT
+	// the provider issued for one of its ServiceAccounts, with an expiry):
+	// the konnector renews it through the TokenRequest API.
+	CredentialServiceAccountToken CredentialKind = "ServiceAccountToken"
+	// CredentialToken is any other bearer token (a legacy ServiceAccount
+	// token Secret's, an OIDC token, an opaque token): kbind reads its
+	// expiry when it is a JWT, and cannot renew it.
+	CredentialToken CredentialKind = "Token"
+	// CredentialClientCertificate is a client certificate: its NotAfter is
+	// the expiry; kbind cannot renew it.
+	CredentialClientCertificate CredentialKind = "ClientCertificate"
+	// CredentialBasic is a username and password.
+	CredentialBasic CredentialKind = "Basic"
+	// CredentialNone: the kubeconfig holds no credential.
+	CredentialNone CredentialKind = "None"
+)
+
+// CredentialSource says which Secret holds the credential in use.
+// +kubebuilder:validation:Enum=Kubeconfig;Renewed
+type CredentialSource string
+
+const (
+	// CredentialSourceKubeconfig is the Connection's kubeconfig Secret.
+	CredentialSourceKubeconfig CredentialSource = "Kubeconfig"
+	// CredentialSourceRenewed is the Secret the konnector owns, holding the
+	// token it renewed (status.credentials.renewedSecretRef).
+	CredentialSourceRenewed CredentialSource = "Renewed"
+)
+
+// SecretReference names a Secret.
+type SecretReference struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// ConnectionCredentials describes the credential a Connection uses on the
+// provider — its kind, subject and expiry, never the credential itself.
+type ConnectionCredentials struct {
+	// Kind of the credential in use.
+	Kind CredentialKind `json:"kind"`
+	// Subject is the user the provider knows the credential as (a
+	// ServiceAccount token's system:serviceaccount:<ns>:<name>, a client
+	// certificate's common name), "" when kbind cannot tell.
+	// +optional
+	Subject string `json:"subject,omitempty"`
+	// ExpiresAt is when the credential in use expires; absent when it does
+	// not (or kbind cannot tell).
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	// Renews is true when the konnector renews the credential before it
+	// expires (a ServiceAccount token it may request anew).
+	// +optional
+	Renews bool `json:"renews,omitempty"`
+	// RenewAt is when the next renewal is due (two thirds of the current
+	// token's lifetime); only with renews.
+	// +optional
+	RenewAt *metav1.Time `json:"renewAt,omitempty"`
+	// LastRenewed is when the konnector last obtained a new token.
+	// +optional
+	LastRenewed *metav1.Time `json:"lastRenewed,omitempty"`
+	// Source says which Secret holds the credential in use: the
+	// Connection's kubeconfig Secret, or the konnector's own Secret with
+	// the renewed token.
+	// +optional
+	Source CredentialSource `json:"source,omitempty"`
+	// RenewedSecretRef is the Secret the konnector owns, next to the
+	// kubeconfig Secret, holding the last token it renewed. The konnector
+	// never writes the kubeconfig Secret.
+	// +optional
+	RenewedSecretRef *SecretReference `json:"renewedSecretRef,omitempty"`
+}
+
 // ConnectionStatus is the observed state of a Connection.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.remoteClusterUID) || has(self.remoteClusterUID)",message="remoteClusterUID cannot be removed once set"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.localClusterUID) || has(self.localClusterUID)",message="localClusterUID cannot be removed once set"
@@ -307,8 +384,18 @@ type ConnectionStatus struct {
 	// +listMapKey=name
 	ExportedAPIs []ExportedAPI `json:"exportedAPIs,omitempty"`
 
+	// Credentials describes the credential in use on the provider: kind,
+	// subject, expiry and renewal — never the credential.
+	// +optional
+	Credentials *ConnectionCredentials `json:"credentials,omitempty"`
+
+	// KonnectorVersion is the version of the konnector that last
+	// reconciled the Connection (kubectl kbind doctor checks the skew).
+	// +optional
+	KonnectorVersion string `json:"konnectorVersion,omitempty"`
+
 	// Conditions: SecretValid, Connected, PermissionDenied, Ready,
-	// SchemaInSync, Heartbeat.
+	// SchemaInSync, Heartbeat, CredentialsRenewed, CredentialsExpiring.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -326,6 +413,7 @@ type ConnectionStatus struct {
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.spec.kubeconfigSecretRef.name`
 // +kubebuilder:printcolumn:name="Isolation",type=string,JSONPath=`.spec.isolation.mode`
 // +kubebuilder:printcolumn:name="Bindings From",type=string,JSONPath=`.spec.namespacedBindings.from`,priority=1
+// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.credentials.expiresAt`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Connection struct {
 	metav1.TypeMeta   `json:",inline"`

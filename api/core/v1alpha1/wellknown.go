@@ -97,6 +97,30 @@ const (
 	// StaleSinceAnnotation is written by the backend on a heartbeat Lease it
 	// judges stale, with the RFC 3339 time it became stale.
 	StaleSinceAnnotation = "core.kbind.io/stale-since"
+
+	// The heartbeat Lease says who renews it (docs/connections.md#the-heartbeat-lease):
+	// the konnector's version and the core.kbind.io API version it serves,
+	// the user the provider knows its credential as, and that credential's
+	// kind and expiry — never the credential. Written with each renewal
+	// (no extra request); `kubectl kbind consumers` and the backend read
+	// them.
+	KonnectorVersionAnnotation = "core.kbind.io/konnector-version"
+	// APIVersionAnnotation is the core.kbind.io API version the konnector
+	// serves, e.g. "core.kbind.io/v1alpha1".
+	APIVersionAnnotation = "core.kbind.io/api-version"
+	// ProviderUserAnnotation is the user the Connection's credential
+	// authenticates as on the provider (a ServiceAccount token's
+	// system:serviceaccount:<ns>:<name>, a client certificate's common
+	// name), "" when kbind cannot tell.
+	ProviderUserAnnotation = "core.kbind.io/provider-user"
+	// CredentialKindAnnotation is the CredentialKind in use.
+	CredentialKindAnnotation = "core.kbind.io/credential-kind"
+	// CredentialExpiryAnnotation is when the credential in use expires
+	// (RFC 3339), absent when it does not.
+	CredentialExpiryAnnotation = "core.kbind.io/credential-expiry"
+	// CredentialRenewsAnnotation is "true" when the konnector renews the
+	// credential before it expires.
+	CredentialRenewsAnnotation = "core.kbind.io/credential-renews"
 )
 
 // Finalizers.

@@ -28,6 +28,12 @@ func TestWellKnownSpelling(t *testing.T) {
 		{KonnectorLeaderElectionID, "konnector.kbind.io"},
 		{BackendLeaderElectionID, "backend.kbind.io"},
 		{PrefixLabel, "core.kbind.io/prefix"},
+		{KonnectorVersionAnnotation, "core.kbind.io/konnector-version"},
+		{APIVersionAnnotation, "core.kbind.io/api-version"},
+		{ProviderUserAnnotation, "core.kbind.io/provider-user"},
+		{CredentialKindAnnotation, "core.kbind.io/credential-kind"},
+		{CredentialExpiryAnnotation, "core.kbind.io/credential-expiry"},
+		{CredentialRenewsAnnotation, "core.kbind.io/credential-renews"},
 		{GroupName, "core.kbind.io"},
 	} {
 		if tc.got != tc.want {
@@ -39,21 +45,23 @@ func TestWellKnownSpelling(t *testing.T) {
 		reasons[r] = true
 	}
 	for _, want := range []Reason{"AsExpected", "Pending", "SecretNotFound", "ClusterIdentityChanged",
-		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings", "ConversionWebhook"} {
+		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings", "ConversionWebhook",
+		"RenewalFailed", "ExpiresSoon", "Expired"} {
 		if !reasons[want] {
 			t.Errorf("reason %s missing", want)
 		}
 	}
-	// The spec's 9, and ConversionWebhook (docs/bindings.md#conditions).
-	if len(reasons) != 10 {
-		t.Errorf("%d reasons, want the spec's 9 and ConversionWebhook", len(reasons))
+	// The spec's 9, ConversionWebhook (docs/bindings.md#conditions) and the
+	// credential reasons (docs/connections.md#credentials).
+	if len(reasons) != 13 {
+		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook and the 3 credential reasons", len(reasons))
 	}
 	types := map[ConditionType]bool{}
 	for _, ct := range append(append([]ConditionType{}, ConnectionConditionTypes...), BindingConditionTypes...) {
 		types[ct] = true
 	}
 	for _, want := range []ConditionType{"SecretValid", "Connected", "PermissionDenied", "Ready",
-		"SchemaInSync", "Heartbeat", "Synced", "Conflicts", "AllVersionsServed"} {
+		"SchemaInSync", "Heartbeat", "CredentialsRenewed", "CredentialsExpiring", "Synced", "Conflicts", "AllVersionsServed"} {
 		if !types[want] {
 			t.Errorf("condition type %s missing", want)
 		}
