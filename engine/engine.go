@@ -77,6 +77,15 @@ type Options struct {
 	// InCluster is true when the konnector runs in a Pod; it sharpens
 	// messages about loopback provider addresses.
 	InCluster bool
+
+	// CredentialExpiryWarning is how long before a credential that is not
+	// renewed expires the Connection reports it (CredentialsExpiring, an
+	// Event; at the latest when a fifth of its lifetime is left). Default
+	// 7 days.
+	CredentialExpiryWarning time.Duration
+	// Version is the konnector's version, written on each Connection's
+	// status and heartbeat Lease ("dev" when empty).
+	Version string
 }
 
 func (o *Options) defaults() error {
@@ -106,6 +115,12 @@ func (o *Options) defaults() error {
 	}
 	if o.RelatedWatchesPerNamespace <= 0 {
 		o.RelatedWatchesPerNamespace = related.DefaultWatchesPerNamespace
+	}
+	if o.CredentialExpiryWarning <= 0 {
+		o.CredentialExpiryWarning = 7 * 24 * time.Hour
+	}
+	if o.Version == "" {
+		o.Version = "dev"
 	}
 	return nil
 }
@@ -176,6 +191,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 		Sessions:          sessions,
 		LocalIdentity:     local,
 		Base:              ctx,
+		ExpiryWarning:     opts.CredentialExpiryWarning,
+		Version:           opts.Version,
+		Events:            mgr.GetEventRecorder("kbind-konnector"),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the connection controller: %w", err)
 	}

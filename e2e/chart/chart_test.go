@@ -219,7 +219,7 @@ func TestRenderDefaults(t *testing.T) {
 	if strings.Contains(rules, "apiGroups:[*]") || strings.Contains(rules, "secrets") || strings.Contains(rules, "configmaps") {
 		t.Errorf("default RBAC grants more than the bound groups: %s", rules)
 	}
-	if r := fmt.Sprint(objs["Role/konnector-secrets@kbind"]["rules"]); !strings.Contains(r, "resources:[secrets] verbs:[get list watch update patch]") {
+	if r := fmt.Sprint(objs["Role/konnector-secrets@kbind"]["rules"]); !strings.Contains(r, "resources:[secrets] verbs:[get list watch create update patch delete]") {
 		t.Errorf("the kubeconfig Secret Role: %s", r)
 	}
 	if n := notes(t, load(t), "konnector", values); strings.Contains(n, "WARNING") {

@@ -64,6 +64,8 @@ type observation struct {
 	// schemaKnown is false before any CRD was handled.
 	lagging     []string
 	schemaKnown bool
+	// creds is the credential in use and its renewal.
+	creds credentialView
 }
 
 // desiredConditions decides the Connection conditions. A condition missing

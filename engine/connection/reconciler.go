@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/heartbeat"
@@ -70,6 +71,14 @@ type Reconciler struct {
 	Installer *kbindschema.Installer
 	// Base bounds the heartbeats' lifetime (the engine's).
 	Base context.Context
+	// ExpiryWarning is how long before a credential that is not renewed
+	// expires CredentialsExpiring turns True (at the latest when a fifth
+	// of its lifetime is left). Default 7 days.
+	ExpiryWarning time.Duration
+	// Version is the konnector's, written on status and heartbeat Leases.
+	Version string
+	// Events records credential renewals and warnings on Connections.
+	Events recorder.EventRecorder
 
 	// events re-triggers Connections from outside the watches (heartbeat
 	// results, sibling Connections sharing a Secret).
@@ -87,6 +96,8 @@ type Reconciler struct {
 	// since its last discovery.
 	watched map[string]*session.Session
 	changed map[string]bool
+	// creds is each Connection's token renewal (credentials.go).
+	creds map[string]credentialState
 }
 
 // sessionReader is the identity reader of one provider session: it asks
@@ -151,6 +162,10 @@ func (r *Reconciler) init() {
 	r.heartbeats = map[string]heartbeatState{}
 	r.watched = map[string]*session.Session{}
 	r.changed = map[string]bool{}
+	r.creds = map[string]credentialState{}
+	if r.ExpiryWarning <= 0 {
+		r.ExpiryWarning = 7 * 24 * time.Hour
+	}
 	if r.HeartbeatInterval == 0 {
 		r.HeartbeatInterval = heartbeat.Interval
 	}
@@ -214,7 +229,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	// Act.
 	switch d.heartbeat {
 	case heartbeatRun:
-		r.ensureHeartbeat(conn, sess)
+		r.ensureHeartbeat(conn, sess, r.leaseInfo(obs.creds))
 	case heartbeatStop:
 		r.stopHeartbeat(conn.Name)
 	}
@@ -228,6 +243,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		r.Sessions.Unpublish(conn.Name)
 	}
 	patch.SetConditions(&conn.Status.Conditions, conds, conn.Generation)
+	r.reportCredentials(conn, obs.creds, time.Now())
+	conn.Status.KonnectorVersion = r.Version
 	metrics.ConnectionReady.WithLabelValues(conn.Name).Set(map[bool]float64{true: 1, false: 0}[d.ready])
 	var autoBindErr error
 	if d.ready {
@@ -241,15 +258,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	if autoBindErr != nil {
 		return ctrl.Result{}, autoBindErr
 	}
+	var after time.Duration
 	switch d.requeue {
 	case requeueDiscovery:
 		r.backoff.Forget(conn.Name)
-		return ctrl.Result{RequeueAfter: next}, nil
+		after = next
 	case requeueSecret:
-		return ctrl.Result{RequeueAfter: r.DiscoveryInterval}, nil
+		after = r.DiscoveryInterval
 	default:
-		return ctrl.Result{RequeueAfter: r.backoff.When(conn.Name)}, nil
+		after = r.backoff.When(conn.Name)
 	}
+	// A renewal, a retry, a warning or an expiry falling due earlier wakes
+	// the Connection then.
+	if due := credentialsDue(obs.creds, r.ExpiryWarning, time.Now()); due > 0 && due < after {
+		after = due
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
 }
 
 // deletionPath handles a deleting Connection: done when there is nothing
@@ -305,7 +329,14 @@ func (r *Reconciler) connect(ctx context.Context, conn *kbindv1alpha1.Connection
 		return nil, 0
 	}
 	obs.published = published
-	return sess, r.observe(ctx, conn, sess, parsed, obs)
+	// The session carries the credential to use before its first request:
+	// after a restart, the renewed token may be the only valid one.
+	obs.creds = r.useCredential(ctx, conn, parsed, sess, time.Now())
+	next := r.observe(ctx, conn, sess, parsed, obs)
+	if obs.verified && !obs.deleting {
+		r.renewIfDue(ctx, conn, parsed, sess, &obs.creds, time.Now())
+	}
+	return sess, next
 }
 
 // teardown finishes a deleting Connection no binding references any more
@@ -314,6 +345,9 @@ func (r *Reconciler) connect(ctx context.Context, conn *kbindv1alpha1.Connection
 // no Connection needs the Secret.
 func (r *Reconciler) teardown(ctx context.Context, conn *kbindv1alpha1.Connection) error {
 	r.deleteLease(ctx, conn.Name)
+	if err := r.deleteRenewed(ctx, conn); err != nil {
+		return fmt.Errorf("connection %s: %w", conn.Name, err)
+	}
 	r.forget(conn.Name)
 	if err := patch.RemoveFinalizer(ctx, r.Client, conn, kbindv1alpha1.CleanupFinalizer); err != nil {
 		return fmt.Errorf("connection %s: %w", conn.Name, err)
@@ -584,10 +618,11 @@ func (r *Reconciler) loopbackHint(parsed *kubeconfig.Parsed) string {
 // verified session, starting (or moving) the renewal loop when the session
 // or the Lease changed. The loop runs until stopHeartbeat — not with the
 // session's watches: a Connection that is not Ready keeps its heartbeat.
-func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *session.Session) {
+func (r *Reconciler) ensureHeartbeat(conn *kbindv1alpha1.Connection, sess *session.Session, info heartbeat.Info) {
 	iso := isolation.For(conn.Spec.IsolationOf())
 	lease := heartbeat.For(conn.Name, conn.Status.LocalClusterUID, iso.LeaseNamespace(sess.Namespace))
 	lease.Isolation = iso
+	lease.Info = info
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	prev, ok := r.heartbeats[conn.Name]
@@ -706,7 +741,11 @@ func (r *Reconciler) forget(name string) {
 	delete(r.readers, name)
 	delete(r.watched, name)
 	delete(r.changed, name)
+	delete(r.creds, name)
 	r.mu.Unlock()
+	metrics.CredentialsExpiry.DeleteLabelValues(name)
+	metrics.CredentialsExpiring.DeleteLabelValues(name)
+	metrics.CredentialRenewals.DeletePartialMatch(map[string]string{"connection": name})
 	r.backoff.Forget(name)
 	r.Installer.Forget(name, "")
 	metrics.ConnectionReady.DeleteLabelValues(name)

@@ -47,6 +47,8 @@ type Env struct {
 	Scheme             *runtime.Scheme
 	// Logs holds everything the engine logged, at every verbosity.
 	Logs *SyncBuffer
+	// Engine is the running engine (StartEngine replaces it).
+	Engine *engine.Engine
 
 	engineOpts engine.Options
 	userAgent  string
@@ -113,11 +115,11 @@ func Start(opts Options) (env *Env, stop func(), err error) {
 // StartEngine starts a new manager running the engine on the consumer (as
 // a konnector process start would).
 func (env *Env) StartEngine() error {
-	cancel, done, err := env.runEngine(env.Pair.Consumer.Config)
+	cancel, done, eng, err := env.runEngineWith(env.Pair.Consumer.Config, env.engineOpts)
 	if err != nil {
 		return err
 	}
-	env.cancel, env.done = cancel, done
+	env.cancel, env.done, env.Engine = cancel, done, eng
 	return nil
 }
 
@@ -152,7 +154,7 @@ func (env *Env) StartConsumerWith(t testing.TB, name string, mutate func(*engine
 	if mutate != nil {
 		mutate(&eo)
 	}
-	cancel, done, err := env.runEngineWith(cluster.Config, eo)
+	cancel, done, _, err := env.runEngineWith(cluster.Config, eo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,15 +162,10 @@ func (env *Env) StartConsumerWith(t testing.TB, name string, mutate func(*engine
 	return &Consumer{Cluster: cluster, Client: c}
 }
 
-// runEngine starts a manager running the engine on the consumer cfg
-// points at; cancel stops it, done is closed once it has.
-func (env *Env) runEngine(consumer *rest.Config) (cancel context.CancelFunc, done chan struct{}, err error) {
-	return env.runEngineWith(consumer, env.engineOpts)
-}
-
-// runEngineWith is runEngine with the engine options eo (test-friendly
-// intervals where they are unset).
-func (env *Env) runEngineWith(consumer *rest.Config, eo engine.Options) (cancel context.CancelFunc, done chan struct{}, err error) {
+// runEngineWith starts a manager running the engine on the consumer cfg
+// points at, with the engine options eo (test-friendly intervals where
+// they are unset); cancel stops it, done is closed once it has.
+func (env *Env) runEngineWith(consumer *rest.Config, eo engine.Options) (cancel context.CancelFunc, done chan struct{}, eng *engine.Engine, err error) {
 	if len(eo.SecretNamespaces) == 0 {
 		eo.SecretNamespaces = []string{SecretNamespace}
 	}
@@ -199,12 +196,12 @@ func (env *Env) runEngineWith(consumer *rest.Config, eo engine.Options) (cancel 
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := engine.Setup(ctx, mgr, eo); err != nil {
+	if eng, err = engine.Setup(ctx, mgr, eo); err != nil {
 		cancel()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	done = make(chan struct{})
 	go func() {
@@ -213,7 +210,7 @@ func (env *Env) runEngineWith(consumer *rest.Config, eo engine.Options) (cancel 
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
 	}()
-	return cancel, done, nil
+	return cancel, done, eng, nil
 }
 
 // StopEngine stops the running engine and waits until it has stopped.

@@ -40,6 +40,41 @@ type Lease struct {
 	// Isolation is the Connection's: it marks the Lease namespace when
 	// kbind creates it (the zero value: no isolation).
 	Isolation isolation.Mapping
+	// Info is written on the Lease with each renewal (no request of its
+	// own): who renews it and with what credential.
+	Info Info
+}
+
+// Info is what a Lease says about the konnector renewing it
+// (docs/connections.md#the-heartbeat-lease); never a credential.
+type Info struct {
+	// KonnectorVersion and APIVersion (the core.kbind.io version served).
+	KonnectorVersion, APIVersion string
+	// User is the user the credential authenticates as, "" if unknown.
+	User string
+	// CredentialKind is a kbindv1alpha1.CredentialKind.
+	CredentialKind string
+	// CredentialExpiry is RFC 3339, "" when the credential does not
+	// expire; Renews is true when the konnector renews it.
+	CredentialExpiry string
+	Renews           bool
+}
+
+// stamp writes the info's annotations, removing those without a value.
+func (i Info) stamp(annotations map[string]string) {
+	set := func(key, value string) {
+		if value == "" {
+			delete(annotations, key)
+			return
+		}
+		annotations[key] = value
+	}
+	set(kbindv1alpha1.KonnectorVersionAnnotation, i.KonnectorVersion)
+	set(kbindv1alpha1.APIVersionAnnotation, i.APIVersion)
+	set(kbindv1alpha1.ProviderUserAnnotation, i.User)
+	set(kbindv1alpha1.CredentialKindAnnotation, i.CredentialKind)
+	set(kbindv1alpha1.CredentialExpiryAnnotation, i.CredentialExpiry)
+	set(kbindv1alpha1.CredentialRenewsAnnotation, map[bool]string{true: "true"}[i.Renews])
 }
 
 // For returns the Lease of a Connection: name
@@ -160,6 +195,10 @@ func (r *Renewer) Renew(ctx context.Context, now time.Time) error {
 // stamp writes the Lease's markers and renewal.
 func (l Lease) stamp(lease *coordinationv1.Lease, now time.Time) {
 	kbindv1alpha1.LeaseMarkers(l.LocalClusterUID, l.Connection).Stamp(lease)
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	l.Info.stamp(lease.Annotations)
 	lease.Spec.HolderIdentity = ptr.To(l.LocalClusterUID)
 	lease.Spec.LeaseDurationSeconds = ptr.To[int32](DurationSeconds)
 	renew := metav1.NewMicroTime(now)

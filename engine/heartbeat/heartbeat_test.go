@@ -127,3 +127,56 @@ func TestRenewWritesWithoutReading(t *testing.T) {
 	}
 
 }
+
+// TestLeaseInfo: the konnector's version and credential facts ride on the
+// renewal itself — no request of their own — and an annotation without a
+// value is removed.
+func TestLeaseInfo(t *testing.T) {
+	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	admin, err := client.NewWithWatch(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n := &requests{}
+	l := heartbeat.For("provider", "0123456789abcdef", "kbind")
+	l.Info = heartbeat.Info{KonnectorVersion: "0.3.0", APIVersion: "core.kbind.io/v1alpha1", User: "system:serviceaccount:kbind:c",
+		CredentialKind: "ServiceAccountToken", CredentialExpiry: "2027-01-03T00:00:00Z", Renews: true}
+	get := func() map[string]string {
+		lease := &coordinationv1.Lease{}
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
+			t.Fatal(err)
+		}
+		return lease.Annotations
+	}
+	r := heartbeat.NewRenewer(counting(admin, n), l)
+	for i := range 3 {
+		if err := r.Renew(ctx, time.Now()); err != nil {
+			t.Fatalf("renewal %d: %v", i, err)
+		}
+	}
+	if g, c, u := n.get.Load(), n.create.Load(), n.update.Load(); g != 1 || c != 3 || u != 2 {
+		t.Errorf("three renewals: %d reads, %d creates, %d updates; want 1, 3 (Lease, namespace, Lease) and 2", g, c, u)
+	}
+	a := get()
+	for key, want := range map[string]string{
+		"core.kbind.io/konnector-version": "0.3.0", "core.kbind.io/api-version": "core.kbind.io/v1alpha1",
+		"core.kbind.io/provider-user": "system:serviceaccount:kbind:c", "core.kbind.io/credential-kind": "ServiceAccountToken",
+		"core.kbind.io/credential-expiry": "2027-01-03T00:00:00Z", "core.kbind.io/credential-renews": "true",
+	} {
+		if a[key] != want {
+			t.Errorf("%s = %q, want %q", key, a[key], want)
+		}
+	}
+	// A credential that neither expires nor renews: those annotations go.
+	l.Info = heartbeat.Info{KonnectorVersion: "0.3.0", APIVersion: "core.kbind.io/v1alpha1", CredentialKind: "Token"}
+	if err := heartbeat.NewRenewer(admin, l).Renew(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	a = get()
+	for _, gone := range []string{"core.kbind.io/credential-expiry", "core.kbind.io/credential-renews", "core.kbind.io/provider-user"} {
+		if _, ok := a[gone]; ok {
+			t.Errorf("%s still set: %v", gone, a)
+		}
+	}
+}

@@ -58,6 +58,24 @@ var (
 		Name: "kbind_connection_ready",
 		Help: "1 while the Connection is Ready, else 0.",
 	}, []string{"connection"})
+
+	// CredentialsExpiry is when the credential a Connection uses expires
+	// (absent for one that does not).
+	CredentialsExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kbind_credentials_expiry_timestamp_seconds",
+		Help: "Unix time at which the credential the Connection uses on the provider expires; absent when it does not expire.",
+	}, []string{"connection"})
+	// CredentialsExpiring is 1 while CredentialsExpiring is True.
+	CredentialsExpiring = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kbind_credentials_expiring",
+		Help: "1 while the Connection's credential will not be renewed and expires within the warning time (CredentialsExpiring=True), else 0.",
+	}, []string{"connection"})
+	// CredentialRenewals counts ServiceAccount token renewals by result
+	// (success, failure).
+	CredentialRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kbind_credentials_renewals_total",
+		Help: "ServiceAccount token renewals the konnector attempted, by Connection and result (success, failure).",
+	}, []string{"connection", "result"})
 )
 
 var (
@@ -85,7 +103,7 @@ type collector struct {
 var state = &collector{}
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncDuration, Syncs, ProviderEventsForwarded, ProviderEventsDropped, SyncerReady, ConnectionReady, state)
+	ctrlmetrics.Registry.MustRegister(SyncDuration, Syncs, ProviderEventsForwarded, ProviderEventsDropped, SyncerReady, ConnectionReady, CredentialsExpiry, CredentialsExpiring, CredentialRenewals, state)
 }
 
 // AddConflictSource registers a source of kbind_conflicts.

@@ -83,6 +83,10 @@ type Session struct {
 	// a watch once it has synced, the rest directly (see ExportedCRDs).
 	CRDs *ExportedCRDs
 
+	// token is the bearer token every request carries when the kubeconfig
+	// authenticates with one (nil otherwise): SetToken swaps it in place.
+	token *bearer
+
 	cluster  cluster.Cluster
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -91,6 +95,28 @@ type Session struct {
 	// stopped.
 	started atomic.Bool
 	stopped chan struct{}
+}
+
+// SetToken makes every request of the session from now on carry token:
+// a renewed credential replaces the kubeconfig's without rebuilding the
+// session — its cache, informers and open watches stay (a watch is
+// authenticated when it opens, and the next one opens with the new
+// token). It reports whether the token changed, and does nothing for a
+// session whose kubeconfig holds no bearer token.
+func (s *Session) SetToken(token string) bool {
+	if s.token == nil || token == "" {
+		return false
+	}
+	return s.token.set(token)
+}
+
+// Token returns the bearer token the session's requests carry, "" when
+// it authenticates otherwise.
+func (s *Session) Token() string {
+	if s.token == nil {
+		return ""
+	}
+	return s.token.get()
 }
 
 // Cache is the session's shared provider cache. Informers added to it
@@ -311,6 +337,15 @@ func (m *Manager) build(connection, hash, namespace, consumerUID, confinedTo str
 	// own QPS budget).
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(m.opts.QPS, m.opts.Burst)
 	cfg.UserAgent = m.opts.UserAgent
+	var token *bearer
+	if cfg.BearerToken != "" {
+		// Every transport made from the session's configs authenticates
+		// through the holder, so that a renewed token reaches all of them.
+		token = &bearer{}
+		token.set(cfg.BearerToken)
+		cfg.BearerToken = ""
+		cfg.Wrap(token.wrap)
+	}
 	// Watches must outlive the request timeout; only one-shot requests get it.
 	direct := rest.CopyConfig(cfg)
 	direct.Timeout = m.opts.Timeout
@@ -351,7 +386,7 @@ func (m *Manager) build(connection, hash, namespace, consumerUID, confinedTo str
 	s := &Session{
 		Connection: connection, Hash: hash, Namespace: namespace, ConfinedTo: confinedTo,
 		Config: cfg, Direct: direct, Client: c, Discovery: dc, CRDs: NewExportedCRDs(ctx, cfg, hc, c),
-		HTTPClient: hc, DirectHTTPClient: directHC,
+		HTTPClient: hc, DirectHTTPClient: directHC, token: token,
 		cluster: cl, ctx: ctx, cancel: cancel, stopped: make(chan struct{}),
 	}
 	go s.closeConnectionsWhenStopped(rt, tracked)

@@ -118,6 +118,10 @@ const (
 	// CredentialExpiryAnnotation is when the credential in use expires
 	// (RFC 3339), absent when it does not.
 	CredentialExpiryAnnotation = "core.kbind.io/credential-expiry"
+	// RenewedFromAnnotation is on the Secret a konnector keeps a renewed
+	// token in: the hash of the kubeconfig whose token it renews, so that
+	// a changed kubeconfig Secret always wins over the renewed token.
+	RenewedFromAnnotation = "core.kbind.io/renewed-from"
 	// CredentialRenewsAnnotation is "true" when the konnector renews the
 	// credential before it expires.
 	CredentialRenewsAnnotation = "core.kbind.io/credential-renews"

@@ -34,6 +34,7 @@ func TestWellKnownSpelling(t *testing.T) {
 		{CredentialKindAnnotation, "core.kbind.io/credential-kind"},
 		{CredentialExpiryAnnotation, "core.kbind.io/credential-expiry"},
 		{CredentialRenewsAnnotation, "core.kbind.io/credential-renews"},
+		{RenewedFromAnnotation, "core.kbind.io/renewed-from"},
 		{GroupName, "core.kbind.io"},
 	} {
 		if tc.got != tc.want {

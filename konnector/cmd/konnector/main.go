@@ -70,6 +70,8 @@ func run(ctx context.Context) error {
 		RecheckInterval:            cfg.RecheckInterval,
 		BindingResync:              cfg.BindingResync,
 		HeartbeatInterval:          cfg.HeartbeatInterval,
+		CredentialExpiryWarning:    cfg.CredentialExpiryWarning,
+		Version:                    build.Version,
 		Workers:                    cfg.Workers,
 		RelatedWatchesPerNamespace: cfg.RelatedWatchesPerNamespace,
 		InCluster:                  os.Getenv("KUBERNETES_SERVICE_HOST") != "" && cfg.Kubeconfig == "",

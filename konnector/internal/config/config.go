@@ -44,7 +44,10 @@ type Config struct {
 	RecheckInterval   time.Duration
 	BindingResync     time.Duration
 	HeartbeatInterval time.Duration
-	Workers           int
+	// CredentialExpiryWarning is how long before a credential that is not
+	// renewed expires the Connection warns.
+	CredentialExpiryWarning time.Duration
+	Workers                 int
 	// RelatedWatchesPerNamespace bounds the related-resource watches of
 	// one consumer namespace's bindings.
 	RelatedWatchesPerNamespace int
@@ -73,6 +76,7 @@ const (
 	keyRecheckInterval         = "recheck-interval"
 	keyBindingResync           = "binding-resync"
 	keyHeartbeatInterval       = "heartbeat-interval"
+	keyCredentialExpiryWarning = "credential-expiry-warning"
 	keyWorkers                 = "workers"
 	keyRelatedWatches          = "related-watches-per-namespace"
 	keyMetricsAddr             = "metrics-bind-address"
@@ -101,6 +105,7 @@ func FlagSet(name string) *pflag.FlagSet {
 	fs.Duration(keyRecheckInterval, 10*time.Minute, "How often a working Connection re-reads the provider's identity and lists its exports directly, as a backstop to the watches (a failed heartbeat re-reads the identity at once).")
 	fs.Duration(keyBindingResync, 30*time.Second, "How often every ClusterBinding and Binding is re-checked, as a backstop to watches.")
 	fs.Duration(keyHeartbeatInterval, 30*time.Second, "How often each Connection's heartbeat Lease on the provider is renewed (leaseDurationSeconds stays 60).")
+	fs.Duration(keyCredentialExpiryWarning, 7*24*time.Hour, "How long before a provider credential the konnector does not renew (a client certificate, a token that is not a ServiceAccount token, a renewal that keeps failing) expires the Connection reports CredentialsExpiring=True and an Event; at the latest when a fifth of its lifetime is left.")
 	fs.Int(keyWorkers, 4, "Sync workers per bound API.")
 	fs.Int(keyRelatedWatches, 512, "Most related-resource watches the bindings of one namespace may hold (the ClusterBindings count as one namespace): a label selector is one, each name or referenced object one; an entry over it copies nothing, and its binding says so.")
 	fs.String(keyMetricsAddr, ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
@@ -151,6 +156,7 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), usa
 		RecheckInterval:            values.Duration(keyRecheckInterval),
 		BindingResync:              values.Duration(keyBindingResync),
 		HeartbeatInterval:          values.Duration(keyHeartbeatInterval),
+		CredentialExpiryWarning:    values.Duration(keyCredentialExpiryWarning),
 		Workers:                    values.Int(keyWorkers),
 		RelatedWatchesPerNamespace: values.Int(keyRelatedWatches),
 		MetricsAddr:                values.String(keyMetricsAddr),
@@ -198,6 +204,9 @@ func (c *Config) validate() error {
 	}
 	if c.RelatedWatchesPerNamespace < 1 {
 		errs = append(errs, fmt.Errorf("--%s must be at least 1", keyRelatedWatches))
+	}
+	if c.CredentialExpiryWarning <= 0 {
+		errs = append(errs, fmt.Errorf("--%s must be positive", keyCredentialExpiryWarning))
 	}
 	if c.HeartbeatInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--%s must be at least 1s", keyHeartbeatInterval))

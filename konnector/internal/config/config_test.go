@@ -35,7 +35,7 @@ func TestLoadPrecedence(t *testing.T) {
 			want := &Config{
 				Namespace: "kbind", SecretNamespaces: []string{"kbind"},
 				ProviderQPS: 100, ProviderBurst: 200, ProviderTimeout: 30 * time.Second, ProviderCompression: true,
-				ConsumerQPS: 100, ConsumerBurst: 200, DiscoveryInterval: 30 * time.Second, RecheckInterval: 10 * time.Minute, BindingResync: 30 * time.Second, HeartbeatInterval: 30 * time.Second, Workers: 4,
+				ConsumerQPS: 100, ConsumerBurst: 200, DiscoveryInterval: 30 * time.Second, RecheckInterval: 10 * time.Minute, BindingResync: 30 * time.Second, HeartbeatInterval: 30 * time.Second, CredentialExpiryWarning: 7 * 24 * time.Hour, Workers: 4,
 				RelatedWatchesPerNamespace: 512,
 				MetricsAddr:                ":8080", ProbeAddr: ":8081", PprofAddr: "0", LeaderElectionNamespace: "kbind",
 			}

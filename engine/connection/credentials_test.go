@@ -1,0 +1,334 @@
+package connection_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/credentials"
+	"github.com/kbind/kbind/engine/enginetest"
+)
+
+// tokenConfig is the provider's address and CA with token as the only
+// credential.
+func tokenConfig(token string) *rest.Config {
+	return providerConfigWith(func(c *rest.Config) {
+		c.CertData, c.KeyData, c.BearerToken = nil, nil, token
+	})
+}
+
+// refused reports whether the provider refuses token (401), nil when it
+// accepts it.
+func refused(ctx context.Context, token string) error {
+	cs, err := kubernetes.NewForConfig(tokenConfig(token))
+	if err != nil {
+		return err
+	}
+	_, err = cs.Discovery().ServerVersion()
+	if err == nil {
+		return errors.New("the provider still accepts the token")
+	}
+	if !apierrors.IsUnauthorized(err) {
+		return fmt.Errorf("not refused as unauthorized: %w", err)
+	}
+	return nil
+}
+
+// TestTokenRenewal follows a Connection whose kubeconfig holds a bound
+// ServiceAccount token of 30 s (signed with the test API server's own key:
+// TokenRequest issues nothing under 10 minutes): the konnector renews it
+// at two thirds of its life, keeps it in a Secret of its own without ever
+// writing the user's, goes on through the old token's expiry on the same
+// session (no relist), comes back Ready after a restart past that expiry
+// with the renewed token, yields to a new kubeconfig the user applies, and
+// is cut off once the ServiceAccount is deleted (revoke).
+func TestTokenRenewal(t *testing.T) {
+	ctx := context.Background()
+	const saNS, saName, name = "kbind", "renew-sa", "renew"
+	if err := provider.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: saNS}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: saNS, Name: saName}}
+	if err := provider.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	user := "system:serviceaccount:" + saNS + ":" + saName
+	revoke := grantProvider(t, "renew", user, rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}})
+	defer revoke()
+
+	first, err := pair.Provider.ServiceAccountToken(ctx, saNS, saName, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstCred := credentials.FromToken(first)
+	secret := createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, tokenConfig(first))})
+	createConnection(t, name, secretNS, name)
+	conn := waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, name, kbindv1alpha1.ConditionCredentialsExpiring, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "renewed before")
+	if err := consumer.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
+		t.Fatal(err)
+	}
+	userRV := secret.ResourceVersion
+	sess, ok := env.Engine.Sessions.Get(name)
+	if !ok {
+		t.Fatal("no published session")
+	}
+	leaseKey := client.ObjectKey{Namespace: "kbind", Name: name + "-" + conn.Status.LocalClusterUID[:10]}
+
+	// Renewed before the first token expires, into the konnector's Secret.
+	renewedKey := client.ObjectKey{Namespace: secretNS, Name: name + "-kbind-token"}
+	enginetest.EventuallyWithin(t, time.Minute, "token renewed", func() error {
+		c := getConnection(t, name)
+		if cr := c.Status.Credentials; cr == nil || cr.Source != kbindv1alpha1.CredentialSourceRenewed || cr.RenewedSecretRef == nil {
+			return fmt.Errorf("credentials %+v", c.Status.Credentials)
+		}
+		return nil
+	})
+	renewedAt := time.Now()
+	if !renewedAt.Before(firstCred.ExpiresAt) {
+		t.Errorf("renewed at %v, after the first token expired (%v)", renewedAt, firstCred.ExpiresAt)
+	}
+	conn = waitCondition(t, name, kbindv1alpha1.ConditionCredentialsRenewed, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "was renewed at")
+	cr := conn.Status.Credentials
+	if cr.Kind != kbindv1alpha1.CredentialServiceAccountToken || cr.Subject != user || !cr.Renews || cr.ExpiresAt == nil || !cr.ExpiresAt.After(firstCred.ExpiresAt) {
+		t.Errorf("status.credentials %+v", cr)
+	}
+	kept := &corev1.Secret{}
+	if err := consumer.Get(ctx, renewedKey, kept); err != nil {
+		t.Fatal(err)
+	}
+	renewed := string(kept.Data["token"])
+	if renewed == "" || renewed == first || !metav1.IsControlledBy(kept, conn) {
+		t.Errorf("the konnector's Secret holds no new token, or is not controlled by the Connection")
+	}
+	if got := credentials.FromToken(renewed); got.Lifetime() != credentials.MinTokenLifetime {
+		t.Errorf("renewed token lives %v, want %v (the current token's, at least the TokenRequest minimum)", got.Lifetime(), credentials.MinTokenLifetime)
+	}
+
+	// The old token expires (plus the API server's one-minute leeway); the
+	// same session goes on renewing the heartbeat and syncing.
+	enginetest.EventuallyWithin(t, 3*time.Minute, "the first token refused by the provider", func() error { return refused(ctx, first) })
+	expiredAt := time.Now()
+	t.Logf("first token: expires %s, refused from %s; renewed at %s", firstCred.ExpiresAt.Format(time.RFC3339), expiredAt.Format(time.RFC3339), renewedAt.Format(time.RFC3339))
+	enginetest.Eventually(t, "heartbeat renewed after the first token expired", func() error {
+		lease := &coordinationv1.Lease{}
+		if err := provider.Get(ctx, leaseKey, lease); err != nil {
+			return err
+		}
+		if !lease.Spec.RenewTime.After(expiredAt) {
+			return fmt.Errorf("last renewed %v", lease.Spec.RenewTime)
+		}
+		if lease.Annotations[kbindv1alpha1.CredentialRenewsAnnotation] != "true" || lease.Annotations[kbindv1alpha1.CredentialKindAnnotation] != "ServiceAccountToken" ||
+			lease.Annotations[kbindv1alpha1.ProviderUserAnnotation] != user || lease.Annotations[kbindv1alpha1.KonnectorVersionAnnotation] == "" ||
+			lease.Annotations[kbindv1alpha1.APIVersionAnnotation] != "core.kbind.io/v1alpha1" || lease.Annotations[kbindv1alpha1.CredentialExpiryAnnotation] == "" {
+			return fmt.Errorf("lease annotations %v", lease.Annotations)
+		}
+		return nil
+	})
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	if now, _ := env.Engine.Sessions.Get(name); now != sess {
+		t.Error("the session was rebuilt: a renewal must swap the token in place, without relisting")
+	}
+	if sess.Token() != renewed {
+		t.Error("the session does not carry the renewed token")
+	}
+	if err := consumer.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
+		t.Fatal(err)
+	}
+	if secret.ResourceVersion != userRV {
+		t.Errorf("the user's kubeconfig Secret was written (resourceVersion %s, was %s)", secret.ResourceVersion, userRV)
+	}
+
+	// A restart past the first token's expiry comes up with the renewed one.
+	env.StopEngine()
+	if err := env.StartEngine(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	enginetest.Eventually(t, "Ready after the restart, on the renewed token", func() error {
+		if sess, ok := env.Engine.Sessions.Get(name); !ok || sess.Token() != renewed {
+			return errors.New("no session with the renewed token yet")
+		}
+		lease := &coordinationv1.Lease{}
+		if err := provider.Get(ctx, leaseKey, lease); err != nil {
+			return err
+		}
+		if !lease.Spec.RenewTime.After(restarted) {
+			return fmt.Errorf("heartbeat not renewed since the restart")
+		}
+		return nil
+	})
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+
+	// The user applies a new kubeconfig (a new bundle): it wins, although
+	// the renewed token would expire later.
+	bundle, err := pair.Provider.ServiceAccountToken(ctx, saNS, saName, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["kubeconfig"] = kubeconfigOf(t, tokenConfig(bundle))
+	if err := consumer.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	bundleExp := credentials.FromToken(bundle).ExpiresAt
+	enginetest.Eventually(t, "the user's new kubeconfig in use", func() error {
+		c := getConnection(t, name)
+		if cr := c.Status.Credentials; cr == nil || cr.Source != kbindv1alpha1.CredentialSourceKubeconfig || cr.ExpiresAt == nil || !cr.ExpiresAt.Time.Equal(bundleExp) {
+			return fmt.Errorf("credentials %+v", c.Status.Credentials)
+		}
+		if sess, ok := env.Engine.Sessions.Get(name); !ok || sess.Token() != bundle {
+			return errors.New("the session does not carry the new bundle's token")
+		}
+		return nil
+	})
+
+	// revoke: deleting the ServiceAccount invalidates every token it has;
+	// the next renewal of the heartbeat is refused.
+	if err := provider.Delete(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, name, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonPending)
+	if err := refused(ctx, renewed); err != nil {
+		t.Errorf("the renewed token after the ServiceAccount was deleted: %v", err)
+	}
+	assertNoLeak(t, getConnection(t, name))
+	for _, tok := range []string{first, renewed, bundle} {
+		if strings.Contains(logs.String(), tok) {
+			t.Error("a token in the engine logs")
+		}
+	}
+}
+
+// TestCertificateExpiryWarning: a client certificate is not renewable; one
+// within the warning time (the test API server's certificates live 7 days,
+// the default lead) makes CredentialsExpiring True with its NotAfter, an
+// Event and the Lease annotation, and no credential bytes anywhere.
+func TestCertificateExpiryWarning(t *testing.T) {
+	ctx := context.Background()
+	u, err := pair.Provider.AddUser("kbind-cert-expiry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoke := grantProvider(t, "cert-expiry", u.Name, rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}})
+	defer revoke()
+	cert := credentials.Of(u.Config)
+	if cert.Kind != kbindv1alpha1.CredentialClientCertificate || cert.ExpiresAt.IsZero() {
+		t.Fatalf("test user's certificate: %+v", cert)
+	}
+	date := cert.ExpiresAt.Format(time.RFC3339)
+	const name = "cert-expiry"
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, u.Config)})
+	createConnection(t, name, secretNS, name)
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	conn := waitCondition(t, name, kbindv1alpha1.ConditionCredentialsExpiring, metav1.ConditionTrue, kbindv1alpha1.ReasonExpiresSoon,
+		"ClientCertificate of kbind-cert-expiry", date, "Issue a new client certificate")
+	if c := conn.Status.Credentials; c == nil || c.Kind != kbindv1alpha1.CredentialClientCertificate || c.Subject != u.Name || c.Renews ||
+		c.ExpiresAt == nil || !c.ExpiresAt.Time.Equal(cert.ExpiresAt) || c.RenewedSecretRef != nil {
+		t.Errorf("status.credentials %+v", conn.Status.Credentials)
+	}
+	if meta := findCondition(conn, kbindv1alpha1.ConditionCredentialsRenewed); meta != nil {
+		t.Errorf("CredentialsRenewed on a credential kbind cannot renew: %+v", meta)
+	}
+	enginetest.Eventually(t, "ExpiresSoon Event", func() error {
+		var events corev1.EventList
+		if err := consumer.List(ctx, &events); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == name && e.Reason == string(kbindv1alpha1.ReasonExpiresSoon) && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, date) {
+				return nil
+			}
+		}
+		return errors.New("no ExpiresSoon Event on the Connection")
+	})
+	enginetest.Eventually(t, "Lease with the certificate's expiry", func() error {
+		lease := &coordinationv1.Lease{}
+		if err := provider.Get(ctx, client.ObjectKey{Namespace: "kbind", Name: name + "-" + conn.Status.LocalClusterUID[:10]}, lease); err != nil {
+			return err
+		}
+		if lease.Annotations[kbindv1alpha1.CredentialExpiryAnnotation] != date || lease.Annotations[kbindv1alpha1.CredentialKindAnnotation] != "ClientCertificate" ||
+			lease.Annotations[kbindv1alpha1.ProviderUserAnnotation] != u.Name || lease.Annotations[kbindv1alpha1.CredentialRenewsAnnotation] != "" {
+			return fmt.Errorf("lease annotations %v", lease.Annotations)
+		}
+		return nil
+	})
+	// No credential bytes: neither the certificate, nor the key, nor their
+	// base64 forms, in status, Events or logs.
+	var events corev1.EventList
+	if err := consumer.List(ctx, &events); err != nil {
+		t.Fatal(err)
+	}
+	haystack := fmt.Sprint(getConnection(t, name).Status) + fmt.Sprint(events.Items) + logs.String()
+	for _, secretBytes := range [][]byte{u.Config.CertData, u.Config.KeyData} {
+		for _, line := range strings.Split(string(secretBytes), "\n") {
+			if len(line) > 20 && !strings.HasPrefix(line, "-----") && strings.Contains(haystack, line) {
+				t.Fatal("credential bytes in status, Events or logs")
+			}
+		}
+	}
+}
+
+func findCondition(conn *kbindv1alpha1.Connection, typ kbindv1alpha1.ConditionType) *metav1.Condition {
+	for i := range conn.Status.Conditions {
+		if conn.Status.Conditions[i].Type == string(typ) {
+			return &conn.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// TestRenewedSecretNotOurs: a Secret of the renewed-token name that the
+// Connection does not control is never read, overwritten or deleted; the
+// renewal still swaps the token in and says it could not be kept.
+func TestRenewedSecretNotOurs(t *testing.T) {
+	ctx := context.Background()
+	const saNS, saName, name = "kbind", "squat-sa", "squat"
+	if err := provider.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: saNS}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	if err := provider.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: saNS, Name: saName}}); err != nil {
+		t.Fatal(err)
+	}
+	revoke := grantProvider(t, "squat", "system:serviceaccount:"+saNS+":"+saName, rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}})
+	defer revoke()
+	token, err := pair.Provider.ServiceAccountToken(ctx, saNS, saName, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	squatter := createSecret(t, secretNS, name+"-kbind-token", map[string][]byte{"token": []byte("planted")})
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, tokenConfig(token))})
+	createConnection(t, name, secretNS, name)
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	enginetest.EventuallyWithin(t, time.Minute, "renewed but not kept", func() error {
+		c := getConnection(t, name)
+		cond := findCondition(c, kbindv1alpha1.ConditionCredentialsRenewed)
+		if cond == nil || cond.Reason != string(kbindv1alpha1.ReasonRenewalFailed) || !strings.Contains(cond.Message, "is not this Connection's renewed-token Secret") {
+			return fmt.Errorf("CredentialsRenewed %+v", cond)
+		}
+		if c.Status.Credentials == nil || c.Status.Credentials.Source != kbindv1alpha1.CredentialSourceRenewed || c.Status.Credentials.RenewedSecretRef != nil {
+			return fmt.Errorf("credentials %+v", c.Status.Credentials)
+		}
+		return nil
+	})
+	deleteConnection(t, name)
+	got := &corev1.Secret{}
+	if err := consumer.Get(ctx, client.ObjectKeyFromObject(squatter), got); err != nil {
+		t.Fatalf("the Secret kbind does not own is gone: %v", err)
+	}
+	if string(got.Data["token"]) != "planted" || got.ResourceVersion != squatter.ResourceVersion {
+		t.Error("the Secret kbind does not own was written")
+	}
+}
