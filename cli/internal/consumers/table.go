@@ -124,8 +124,11 @@ func WriteDetail(w io.Writer, c Consumer, now time.Time) error {
 	field("APIs", orDash(strings.Join(c.APIs, ", ")))
 	field("Related kinds", orDash(strings.Join(c.Related, ", ")))
 	hb := HeartbeatCell(c.Heartbeat, now)
-	if c.Heartbeat.LastRenewal != nil {
-		hb += " ago, at " + c.Heartbeat.LastRenewal.UTC().Format(time.RFC3339)
+	if r := c.Heartbeat.LastRenewal; r != nil {
+		hb = duration.HumanDuration(max(now.Sub(*r), 0)) + " ago, at " + r.UTC().Format(time.RFC3339)
+		if c.Heartbeat.Stale {
+			hb += " (stale)"
+		}
 	}
 	field("Heartbeat", hb)
 	field("Konnector", konnectorCell(c.KonnectorVersions))
