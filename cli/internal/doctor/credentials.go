@@ -41,7 +41,7 @@ func checkCredentials(c kbindv1alpha1.Connection, now time.Time, renew string, c
 	expired := (creds.ExpiresAt != nil && !creds.ExpiresAt.After(now)) || (expiringTrue && expiring.Reason == string(kbindv1alpha1.ReasonExpired))
 	soon := creds.ExpiresAt != nil && !creds.Renews && creds.ExpiresAt.Sub(now) <= ExpiryWarning
 	if expired || soon || expiringTrue {
-		f := Finding{Check: "connection.credentialExpiry", Severity: SeverityWarning, Object: obj, Field: "status.credentials.expiresAt",
+		f := Finding{Check: "connection.credentialExpiry", Severity: SeverityWarning, Object: obj, Field: "status.credentials",
 			Problem:  fmt.Sprintf("the Connection's %s %s and is not renewed by the konnector: then the provider refuses it and nothing syncs", credentialName(creds.Kind), expiryString(creds.ExpiresAt, now)),
 			Evidence: credentialEvidence(*creds, now),
 			Fix:      renewFix(c, renew, cmd),
@@ -70,7 +70,7 @@ func checkCredentials(c kbindv1alpha1.Connection, now time.Time, renew string, c
 		}
 		out = append(out, Finding{Check: "connection.credentialRenewal", Severity: SeverityWarning, Object: obj, Field: "status.conditions[CredentialsRenewed]",
 			Problem: fmt.Sprintf("the konnector cannot renew the Connection's %s; the one in use %s", credentialName(creds.Kind), expiryString(creds.ExpiresAt, now)),
-			Evidence: conditionEvidence(c.Status.Conditions, kbindv1alpha1.ConditionCredentialsRenewed) + "; " + credentialEvidence(*creds, now),
+			Evidence: conditionEvidence(c.Status.Conditions, kbindv1alpha1.ConditionCredentialsRenewed) + "; status.credentials: " + credentialEvidence(*creds, now),
 			Fix:      fix,
 			Doc:      docCredentials,
 		})
@@ -126,7 +126,7 @@ func expiryString(at *metav1.Time, now time.Time) string {
 
 // credentialEvidence is kind, subject and expiry — never the credential.
 func credentialEvidence(c kbindv1alpha1.ConnectionCredentials, now time.Time) string {
-	s := fmt.Sprintf("status.credentials: kind %s, subject %s, %s", c.Kind, orPlaceholder(c.Subject, "unknown"), expiryString(c.ExpiresAt, now))
+	s := fmt.Sprintf("kind %s, subject %s, %s", c.Kind, orPlaceholder(c.Subject, "unknown"), expiryString(c.ExpiresAt, now))
 	if c.Renews {
 		s += ", renews"
 	}
@@ -198,14 +198,14 @@ func checkVersions(c kbindv1alpha1.Connection, cliVersion, apiVersion string, se
 		out = append(out, Finding{Check: "connection.versionSkew", Severity: SeverityWarning, Object: connectionObject(c), Field: "status.konnectorVersion",
 			Problem: fmt.Sprintf("Connection %s is served by konnector %s, and this is kubectl-kbind %s: kbind supports the two within one minor version of each other, of the same major version; doctor's advice and grant's bundles may not fit this konnector",
 				c.Name, konnector, cli),
-			Evidence: fmt.Sprintf("status.konnectorVersion %s; kubectl-kbind --version %s", konnector, cli),
+			Evidence: fmt.Sprintf("%s; kubectl-kbind --version: %s", konnector, cli),
 			Fix: fmt.Sprintf("# upgrade the older of the two to the other's release; the konnector (with the chart of its release):\nhelm upgrade konnector charts/konnector -n <konnector namespace> --reuse-values\n"+
 				"# or kubectl-kbind: install the kubectl-kbind of release %s\n%s -n <konnector namespace> get deployment -l app.kubernetes.io/name=konnector -o jsonpath='{..image}'   # the konnector's release", konnector, cmd.Consumer),
 			Doc: docVersions,
 		})
 	}
 	if apiVersion != "" && len(served) > 0 && !slices.Contains(served, apiVersion) {
-		out = append(out, Finding{Check: "connection.apiVersion", Severity: SeverityError, Object: connectionObject(c), Field: "status.konnectorVersion",
+		out = append(out, Finding{Check: "connection.apiVersion", Severity: SeverityError, Object: connectionObject(c),
 			Problem: fmt.Sprintf("the konnector serving Connection %s (%s) serves %s, which this cluster's kbind CRDs do not serve: the CRDs and the konnector come from different releases", c.Name, konnector, apiVersion),
 			Evidence: fmt.Sprintf("the heartbeat Lease's %s is %s; the CRDs serve %s", kbindv1alpha1.APIVersionAnnotation, apiVersion, strings.Join(served, ", ")),
 			Fix: "helm upgrade konnector charts/konnector -n <konnector namespace> --reuse-values   # the chart installs the CRDs of its release (installCRDs)\n" +
