@@ -69,7 +69,7 @@ func checkCredentials(c kbindv1alpha1.Connection, now time.Time, renew string, c
 			fix += "\n# granting again installs both (and prints a new bundle to apply):\n" + renew + " > bundle.yaml\n" + cmd.Consumer + " apply -f bundle.yaml"
 		}
 		out = append(out, Finding{Check: "connection.credentialRenewal", Severity: SeverityWarning, Object: obj, Field: "status.conditions[CredentialsRenewed]",
-			Problem: fmt.Sprintf("the konnector cannot renew the Connection's %s; the one in use %s", credentialName(creds.Kind), expiryString(creds.ExpiresAt, now)),
+			Problem:  fmt.Sprintf("the konnector cannot renew the Connection's %s; the one in use %s", credentialName(creds.Kind), expiryString(creds.ExpiresAt, now)),
 			Evidence: conditionEvidence(c.Status.Conditions, kbindv1alpha1.ConditionCredentialsRenewed) + "; status.credentials: " + credentialEvidence(*creds, now),
 			Fix:      fix,
 			Doc:      docCredentials,
@@ -206,7 +206,7 @@ func checkVersions(c kbindv1alpha1.Connection, cliVersion, apiVersion string, se
 	}
 	if apiVersion != "" && len(served) > 0 && !slices.Contains(served, apiVersion) {
 		out = append(out, Finding{Check: "connection.apiVersion", Severity: SeverityError, Object: connectionObject(c),
-			Problem: fmt.Sprintf("the konnector serving Connection %s (%s) serves %s, which this cluster's kbind CRDs do not serve: the CRDs and the konnector come from different releases", c.Name, konnector, apiVersion),
+			Problem:  fmt.Sprintf("the konnector serving Connection %s (%s) serves %s, which this cluster's kbind CRDs do not serve: the CRDs and the konnector come from different releases", c.Name, konnector, apiVersion),
 			Evidence: fmt.Sprintf("the heartbeat Lease's %s is %s; the CRDs serve %s", kbindv1alpha1.APIVersionAnnotation, apiVersion, strings.Join(served, ", ")),
 			Fix: "helm upgrade konnector charts/konnector -n <konnector namespace> --reuse-values   # the chart installs the CRDs of its release (installCRDs)\n" +
 				"# with the CRDs installed otherwise: apply api/crds of the konnector's release",
