@@ -57,7 +57,7 @@ LDFLAGS := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).revision=$(REVISIO
 build: ## Build the binaries into bin/.
 	@mkdir -p bin
 	@for b in $(BINARIES); do echo "go build -o bin/$$b ./$$b/cmd/$$b"; (cd $$b && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o ../bin/$$b ./cmd/$$b); done
-	@echo "go build -o bin/kubectl-kbind ./cli/cmd/kubectl-kbind"; cd cli && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/kubectl-kbind ./cmd/kubectl-kbind
+	@echo "go build -o bin/kubectl-kbind ./cli/cmd/kubectl-kbind"; cd cli && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o ../bin/kubectl-kbind ./cmd/kubectl-kbind
 	@echo "go build -o bin/quickstart ./e2e/cmd/quickstart"; cd e2e && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/quickstart ./cmd/quickstart
 
 QUICKSTART_FLAGS ?=
@@ -166,7 +166,7 @@ dist: ## Release archives of the kubectl-kbind plugin per platform (DIST_PLATFOR
 	@rm -rf dist && mkdir -p dist
 	@for p in $(DIST_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; ext=; if [ $$os = windows ]; then ext=.exe; fi; \
 	  d=dist/kubectl-kbind_$${os}_$${arch}; mkdir -p $$d; echo "go build kubectl-kbind for $$os/$$arch"; \
-	  (cd cli && CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w" -o ../$$d/kubectl-kbind$$ext ./cmd/kubectl-kbind) || exit 1; \
+	  (cd cli && CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o ../$$d/kubectl-kbind$$ext ./cmd/kubectl-kbind) || exit 1; \
 	  cp README.md docs/cli.md $$d/ && tar -C $$d -czf $$d.tar.gz . && rm -rf $$d; done
 	@cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
 

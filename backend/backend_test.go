@@ -812,3 +812,49 @@ next:
 	}
 	return false
 }
+
+// TestConsumerInfoMetric: the backend exports, per heartbeat Lease, the
+// konnector version and API version its konnector wrote on it; a new
+// version replaces the series, and the series goes with the Lease.
+func TestConsumerInfoMetric(t *testing.T) {
+	env := backendtest.Start(t)
+	env.Namespace(t, "info", "")
+	env.Lease(t, "info", "a-1", consumerA)
+	annotate := func(version string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:"core.kbind.io/v1alpha1"}}}`, kbindv1alpha1.KonnectorVersionAnnotation, version, kbindv1alpha1.APIVersionAnnotation)
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "info", Name: "a-1"}}
+		if err := env.Client.Patch(context.Background(), l, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	annotate("0.3.0")
+	startBackend(t, env, backend.Options{StaleAfter: time.Minute})
+	series := func(version string) bool {
+		_, ok := metricValue(t, "kbind_backend_consumer_info", map[string]string{"namespace": "info", "lease": "a-1",
+			"consumer_cluster_uid": consumerA, "konnector_version": version, "api_version": "core.kbind.io/v1alpha1"})
+		return ok
+	}
+	backendtest.Eventually(t, 10*time.Second, "the info of a-1 with 0.3.0", func() error {
+		if !series("0.3.0") {
+			return fmt.Errorf("no series")
+		}
+		return nil
+	})
+	annotate("0.4.0")
+	backendtest.Eventually(t, 10*time.Second, "the info of a-1 with 0.4.0 only", func() error {
+		if !series("0.4.0") || series("0.3.0") {
+			return fmt.Errorf("0.4.0: %v, 0.3.0: %v", series("0.4.0"), series("0.3.0"))
+		}
+		return nil
+	})
+	if err := env.Client.Delete(context.Background(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "info", Name: "a-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	backendtest.Eventually(t, 10*time.Second, "no info once a-1 is gone", func() error {
+		if _, ok := metricValue(t, "kbind_backend_consumer_info", map[string]string{"lease": "a-1", "namespace": "info"}); ok {
+			return fmt.Errorf("still exported")
+		}
+		return nil
+	})
+}

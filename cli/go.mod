@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/kbind/kbind/api v0.0.0-00010101000000-000000000000
 	github.com/kbind/kbind/engine v0.0.0-00010101000000-000000000000
+	github.com/kbind/kbind/flagconfig v0.0.0-00010101000000-000000000000
 	github.com/spf13/cobra v1.10.2
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.2
@@ -57,7 +58,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/spf13/pflag v1.1.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xlab/treeprint v1.2.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
@@ -85,3 +86,5 @@ require (
 replace github.com/kbind/kbind/api => ../api
 
 replace github.com/kbind/kbind/engine => ../engine
+
+replace github.com/kbind/kbind/flagconfig => ../flagconfig

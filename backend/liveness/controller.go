@@ -72,6 +72,7 @@ type Controller struct {
 	badLogged map[string]string          // Lease key → problem already logged
 	takenOver map[string]TakenOver       // Lease key → takeover already reported
 	held      map[string]bool            // consumer UID → held reaping logged (once per episode)
+	infos     map[string]LeaseInfo       // Lease key → what its konnector says of itself, for metrics
 }
 
 // SetupWithManager wires the controller: Lease events (the manager's cache
@@ -91,7 +92,7 @@ func (c *Controller) init() {
 	defer c.mu.Unlock()
 	if c.keys == nil {
 		c.keys, c.live, c.badLogged, c.reaping = map[string]map[string]bool{}, map[string]bool{}, map[string]string{}, map[string]bool{}
-		c.takenOver, c.held = map[string]TakenOver{}, map[string]bool{}
+		c.takenOver, c.held, c.infos = map[string]TakenOver{}, map[string]bool{}, map[string]LeaseInfo{}
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
@@ -129,6 +130,7 @@ func (c *Controller) handler() handler.TypedEventHandler[*coordinationv1.Lease, 
 			c.Tracker.Forget(leaseKey(e.Object))
 			c.forgetBad(leaseKey(e.Object))
 			c.forgetTakenOver(leaseKey(e.Object))
+			c.forgetInfo(leaseKey(e.Object))
 			if uid := e.Object.Labels[kbindv1alpha1.ConsumerClusterUIDLabel]; uid != "" {
 				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: uid}})
 			}
@@ -199,6 +201,7 @@ func (c *Controller) leasesOf(ctx context.Context, uid string) (leases []coordin
 		switch {
 		case errors.As(err, &taken) && taken.Consumer == uid:
 			c.reportTakenOver(ctx, l, *taken)
+			c.forgetInfo(leaseKey(l)) // its holder, not the consumer's konnector, wrote it
 			takenOver++
 			continue
 		case err == nil && got != uid:
@@ -211,6 +214,7 @@ func (c *Controller) leasesOf(ctx context.Context, uid string) (leases []coordin
 		c.forgetBad(leaseKey(l))
 		c.forgetTakenOver(leaseKey(l))
 		c.Tracker.Observe(leaseKey(l), renewTimeOf(l))
+		c.setInfo(leaseKey(l), InfoOf(l, uid))
 		leases = append(leases, *l)
 	}
 	sort.Slice(leases, func(i, j int) bool { return leaseKey(&leases[i]) < leaseKey(&leases[j]) })
@@ -361,6 +365,7 @@ func (c *Controller) track(uid string, leases []coordinationv1.Lease) {
 	for k := range c.keys[uid] {
 		if !now[k] {
 			c.Tracker.Forget(k)
+			delete(c.infos, k)
 		}
 	}
 	if len(now) == 0 {
@@ -403,6 +408,30 @@ func (c *Controller) setVerdict(uid string, live bool) {
 		delete(c.held, uid)
 	}
 	updateConsumerGauge(c.live)
+}
+
+func (c *Controller) setInfo(key string, info LeaseInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.infos[key] = info
+}
+
+func (c *Controller) forgetInfo(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.infos, key)
+}
+
+// leaseInfos is what the konnector of each attributable Lease says of
+// itself.
+func (c *Controller) leaseInfos() []LeaseInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]LeaseInfo, 0, len(c.infos))
+	for _, i := range c.infos {
+		out = append(out, i)
+	}
+	return out
 }
 
 // takenOverCounts is, per consumer named by their markers, how many Leases

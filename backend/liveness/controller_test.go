@@ -2,6 +2,8 @@ package liveness
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,5 +225,70 @@ func TestTakenOverLeaseHoldsReaping(t *testing.T) {
 	}
 	if c.stillStale(ctx, "A") {
 		t.Error("stillStale with the consumer's only Lease taken over: reaping would go on")
+	}
+}
+
+func TestLeaseInfo(t *testing.T) {
+	long := strings.Repeat("v", 100)
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want        LeaseInfo
+	}{
+		{"written by the konnector", map[string]string{kbindv1alpha1.KonnectorVersionAnnotation: "0.4.0", kbindv1alpha1.APIVersionAnnotation: "core.kbind.io/v1alpha1"},
+			LeaseInfo{Namespace: "kbind", Name: "l", Consumer: "A", KonnectorVersion: "0.4.0", APIVersion: "core.kbind.io/v1alpha1"}},
+		{"an older konnector wrote none", nil, LeaseInfo{Namespace: "kbind", Name: "l", Consumer: "A", KonnectorVersion: "unknown", APIVersion: "unknown"}},
+		{"a consumer's overlong or broken value is bounded", map[string]string{kbindv1alpha1.KonnectorVersionAnnotation: long, kbindv1alpha1.APIVersionAnnotation: "v\xff1"},
+			LeaseInfo{Namespace: "kbind", Name: "l", Consumer: "A", KonnectorVersion: long[:maxInfoLabel], APIVersion: "v\uFFFD1"}},
+	} {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kbind", Name: "l", Annotations: tc.annotations}}
+		if got := InfoOf(l, "A"); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestConsumerInfoFollowsLeases: one info per attributable Lease, updated
+// when its konnector writes another version, gone with the Lease.
+func TestConsumerInfoFollowsLeases(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	scheme := runtime.NewScheme()
+	if err := coordinationv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	a1 := testLease("a-1", "A", "2026-12-02T10:00:00Z", true)
+	a1.Annotations[kbindv1alpha1.KonnectorVersionAnnotation] = "0.3.0"
+	a2 := testLease("a-2", "A", "2026-12-02T10:00:00Z", true)
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(a1, a2).Build()
+	c := &Controller{Client: cl, Tracker: NewTracker(clk, time.Minute), Clock: clk}
+	c.init()
+	ctx := context.Background()
+	reconcileA := func() {
+		t.Helper()
+		if _, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "A"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	versions := func() map[string]string {
+		out := map[string]string{}
+		for _, i := range c.leaseInfos() {
+			out[i.Name] = i.KonnectorVersion
+		}
+		return out
+	}
+	reconcileA()
+	if got := versions(); !reflect.DeepEqual(got, map[string]string{"a-1": "0.3.0", "a-2": "unknown"}) {
+		t.Errorf("infos %v", got)
+	}
+	a1.Annotations[kbindv1alpha1.KonnectorVersionAnnotation] = "0.4.0"
+	if err := cl.Update(ctx, a1); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, a2); err != nil {
+		t.Fatal(err)
+	}
+	reconcileA()
+	if got := versions(); !reflect.DeepEqual(got, map[string]string{"a-1": "0.4.0"}) {
+		t.Errorf("after the upgrade and a-2's deletion: %v", got)
 	}
 }

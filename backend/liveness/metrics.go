@@ -22,6 +22,10 @@ var (
 		"Heartbeat Leases whose spec.holderIdentity is not the consumer cluster their markers name, by that consumer: they do not count for it, and it is not reaped while any is left.",
 		[]string{"consumer_cluster_uid"}, nil)
 
+	consumerInfoDesc = prometheus.NewDesc("kbind_backend_consumer_info",
+		"One per heartbeat Lease the backend attributes to a consumer cluster, always 1: the konnector version and the core.kbind.io API version its konnector wrote on it (\"unknown\" when it wrote none). Gone with the Lease.",
+		[]string{"namespace", "lease", "consumer_cluster_uid", "konnector_version", "api_version"}, nil)
+
 	ages = &ageCollector{}
 )
 
@@ -42,8 +46,8 @@ func updateConsumerGauge(verdicts map[string]bool) {
 	consumers.WithLabelValues("stale").Set(float64(stale))
 }
 
-// ageCollector computes renewal ages and taken-over Lease counts at scrape
-// time, so they never go stale between reconciles and a consumer without
+// ageCollector computes renewal ages, taken-over Lease counts and the
+// konnectors' versions at scrape time, so they never go stale between reconciles and a consumer without
 // any leaves no series behind.
 type ageCollector struct {
 	mu      sync.Mutex
@@ -59,6 +63,7 @@ func register(c *Controller) {
 func (a *ageCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- renewalAgeDesc
 	ch <- takenOverDesc
+	ch <- consumerInfoDesc
 }
 
 func (a *ageCollector) Collect(ch chan<- prometheus.Metric) {
@@ -83,6 +88,15 @@ func (a *ageCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			seen[uid] = true
 			ch <- prometheus.MustNewConstMetric(takenOverDesc, prometheus.GaugeValue, float64(n), uid)
+		}
+	}
+	seen = map[string]bool{}
+	for _, c := range sources {
+		for _, i := range c.leaseInfos() {
+			if key := i.Namespace + "/" + i.Name; !seen[key] {
+				seen[key] = true
+				ch <- prometheus.MustNewConstMetric(consumerInfoDesc, prometheus.GaugeValue, 1, i.Namespace, i.Name, i.Consumer, i.KonnectorVersion, i.APIVersion)
+			}
 		}
 	}
 }

@@ -26,6 +26,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"doctor", "-o", "yaml"}, `want json`},
 		{[]string{"status", "x"}, "takes 0 argument"},
 		{[]string{"status", "-o", "wide"}, "want yaml or json"},
+		{[]string{"consumers", "a", "b"}, "at most one consumer name"},
+		{[]string{"consumers", "-o", "wide"}, "want yaml or json"},
 	} {
 		var out, errOut strings.Builder
 		if code := Execute(tc.args, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), tc.want) {
@@ -66,5 +68,14 @@ provider     Binding/team-a/gadgets    False (APINotExported)   Gadget          
 `
 	if b.String() != want {
 		t.Errorf("status:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestVersion: --version prints the build's version line, as the
+// konnector's does (doctor compares the two).
+func TestVersion(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := Execute([]string{"--version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "kubectl-kbind dev (revision ") {
+		t.Errorf("--version: exit %d, %q %q", code, out.String(), errOut.String())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/kbind/kbind/cli/internal/doctor"
+	"github.com/kbind/kbind/flagconfig/buildinfo"
 )
 
 // exitCode ends a command with a code and no further message (the command
@@ -30,7 +31,10 @@ docs/troubleshooting.md that explains it. With CONNECTION, only that Connection 
 Checks: the konnector Deployment; each Connection's Secret, kubeconfig, reachability, credentials,
 identity pin, heartbeat Lease, exported APIs, and a SelfSubjectAccessReview of every verb kbind
 needs on the provider; each binding's API names, exports, scope, overlap, conditions and instance
-counts; bound objects with a conflict, and deletions stuck longer than --stuck-after.
+counts; bound objects with a conflict, and deletions stuck longer than --stuck-after; each
+Connection's credential (expiring within 7 days without renewal, expired, renewal failing — its kind,
+subject and expiry only) and the version skew between its konnector and this kubectl-kbind
+(docs/versioning.md).
 
 Exit status: 0 healthy, 1 problems found, 2 something could not be checked.`,
 		Example: `  kubectl kbind doctor
@@ -46,7 +50,7 @@ Exit status: 0 healthy, 1 problems found, 2 something could not be checked.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := doctor.Options{StuckAfter: stuckAfter, Timeout: timeout, Now: time.Now()}
+			opts := doctor.Options{StuckAfter: stuckAfter, Timeout: timeout, Now: time.Now(), Version: buildinfo.Get().Version}
 			if len(args) == 1 {
 				opts.Connection = args[0]
 			}

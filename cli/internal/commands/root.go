@@ -17,6 +17,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/flagconfig/buildinfo"
 )
 
 // Exit codes: 0 done, 1 the command failed (a refusal, an API error), 2
@@ -73,6 +74,7 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
   kubectl kbind grant team-a --apis widgets.example.org > team-a.yaml
                                                    onboard a consumer; apply team-a.yaml on it
   kubectl kbind revoke team-a                      take that access away again
+  kubectl kbind consumers                          every consumer: mode, heartbeat, version, objects, token
 
 On a consumer cluster:
 
@@ -82,11 +84,14 @@ On a consumer cluster:
 It uses the current kubeconfig and context, like kubectl.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version; doctor compares it with the konnectors' (docs/versioning.md).
+		Version: buildinfo.Get().String("kubectl-kbind"),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(out)
 	root.SetErr(errOut)
 	e.flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newExport(e), newGrant(e), newRevoke(e), newDoctor(e), newStatus(e))
+	root.AddCommand(newExport(e), newGrant(e), newRevoke(e), newConsumers(e), newDoctor(e), newStatus(e))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }

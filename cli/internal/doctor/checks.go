@@ -100,6 +100,9 @@ type LeaseState struct {
 	LeaseDuration time.Duration
 	// Err is a failed read (not NotFound).
 	Err error
+	// APIVersion is the core.kbind.io version its konnector serves (its
+	// annotation; "" unknown).
+	APIVersion string
 }
 
 // ConnectionProbe is what was read about one Connection: its Secret and,
@@ -122,6 +125,10 @@ type ConnectionProbe struct {
 	// GrantCommand renews or widens the grant ("" unknown), e.g.
 	// "kubectl kbind grant team-a --apis ... --context=provider".
 	GrantCommand string
+	// RenewCommand issues a new credential: GrantCommand, or when the
+	// provider could not tell the identity, the grant of the subject the
+	// konnector reports in status.credentials ("" unknown).
+	RenewCommand string
 }
 
 // Broken reports whether p has a problem that explains every binding on

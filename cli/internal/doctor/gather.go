@@ -45,6 +45,9 @@ type Options struct {
 	Now        time.Time
 	// Timeout bounds each provider request.
 	Timeout time.Duration
+	// Version is this kubectl-kbind's version (buildinfo), compared with
+	// the konnectors' (docs/versioning.md); "dev" or "" is unknown.
+	Version string
 }
 
 // Run examines the consumer that c reads and the providers its Connections
@@ -80,6 +83,7 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 		r.Findings = append(r.Findings, checkKonnectors(konnectors(deps.Items), opts.Commands)...)
 	}
 
+	served := servedAPIVersions(ctx, c, r)
 	probes := map[string]*connectionProbe{}
 	for _, conn := range inScope {
 		p := probe(ctx, c, conn, bindings, opts)
@@ -90,6 +94,16 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 			continue
 		}
 		r.Findings = append(r.Findings, checkConnection(p.ConnectionProbe, opts.Now, opts.StuckAfter, opts.Commands)...)
+		if p.Secret == SecretOK {
+			r.Findings = append(r.Findings, checkCredentials(conn, opts.Now, p.RenewCommand, opts.Commands)...)
+		}
+		apiVersion := ""
+		if p.Lease != nil {
+			apiVersion = p.Lease.APIVersion
+		}
+		findings, checked := checkVersions(conn, opts.Version, apiVersion, served, opts.Commands)
+		r.Findings = append(r.Findings, findings...)
+		r.Checked = append(r.Checked, checked)
 	}
 
 	consumerCRDs := map[string]ConsumerCRD{}
@@ -152,6 +166,26 @@ func readConsumerCRDs(ctx context.Context, c client.Client, b BindingState, crds
 			crds[api.Name] = state
 		}
 	}
+}
+
+// servedAPIVersions are the core.kbind.io versions this cluster's
+// Connection CRD serves, e.g. core.kbind.io/v1alpha1 (nil when unknown; a
+// failed read is reported as unchecked).
+func servedAPIVersions(ctx context.Context, c client.Client, r *Report) []string {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "connections." + kbindv1alpha1.GroupVersion.Group}, crd); err != nil {
+		if !apierrors.IsNotFound(err) {
+			r.Unchecked = append(r.Unchecked, "the core.kbind.io versions this cluster serves (CRD connections.core.kbind.io): "+consumerReadError(err))
+		}
+		return nil
+	}
+	var out []string
+	for _, v := range crd.Spec.Versions {
+		if v.Served {
+			out = append(out, crd.Spec.Group+"/"+v.Name)
+		}
+	}
+	return out
 }
 
 // connectionProbe is a ConnectionProbe with what gather keeps to itself.
@@ -251,6 +285,7 @@ func readLease(ctx context.Context, cs kubernetes.Interface, conn kbindv1alpha1.
 		if lease.Spec.RenewTime != nil {
 			state.RenewedAgo = now.Sub(lease.Spec.RenewTime.Time)
 		}
+		state.APIVersion = lease.Annotations[kbindv1alpha1.APIVersionAnnotation]
 	}
 	return state
 }
@@ -262,6 +297,12 @@ func probe(ctx context.Context, c client.Client, conn kbindv1alpha1.Connection, 
 	cfg, contextNamespace := providerConfig(ctx, c, conn, opts.Timeout, p)
 	if cfg == nil {
 		return p
+	}
+	req := accessRequest(conn, bindings, contextNamespace)
+	if creds := conn.Status.Credentials; creds != nil {
+		// What the konnector says the credential is: known even when the
+		// provider refuses it (expired).
+		p.RenewCommand = grantCommand(creds.Subject, req, conn, opts.Commands)
 	}
 	reader, err := identity.NewReader(cfg)
 	if err == nil {
@@ -281,7 +322,6 @@ func probe(ctx context.Context, c client.Client, conn kbindv1alpha1.Connection, 
 		p.Username = review.Status.UserInfo.Username
 	}
 	p.Lease = readLease(ctx, cs, conn, contextNamespace, opts.Now)
-	req := accessRequest(conn, bindings, contextNamespace)
 	for _, attrs := range req.Reviews() {
 		review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
@@ -294,6 +334,9 @@ func probe(ctx context.Context, c client.Client, conn kbindv1alpha1.Connection, 
 		}
 	}
 	p.GrantCommand = grantCommand(p.Username, req, conn, opts.Commands)
+	if p.GrantCommand != "" {
+		p.RenewCommand = p.GrantCommand
+	}
 	if opts.Provider != nil {
 		p.provider = opts.Provider
 	} else if pc, err := client.New(cfg, client.Options{}); err == nil {

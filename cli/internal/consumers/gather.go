@@ -1,0 +1,350 @@
+package consumers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/cli/access"
+)
+
+// Gather reads the provider c is a client of and returns every consumer
+// (only the one named only, when not ""), sorted by name. It reads what
+// grant labelled (kbind.io/consumer), the heartbeat Leases
+// (core.kbind.io/managed=true) and, metadata only, the provider copies of
+// the granted APIs labelled with the consumers' cluster UIDs: one list per
+// API, whatever the number of consumers. It fails only when the
+// ServiceAccounts, namespaces or Leases cannot be read (no status can be
+// told without them); every other failed read is a problem in the result.
+func Gather(ctx context.Context, c client.Client, now time.Time, only string) (List, error) {
+	l := List{Version: ListVersion, Consumers: []Consumer{}}
+	sas, err := listMeta(ctx, c, corev1.SchemeGroupVersion.WithKind("ServiceAccountList"), client.HasLabels{access.ConsumerLabel})
+	if err != nil {
+		return l, fmt.Errorf("listing the consumers' ServiceAccounts (label %s): %w", access.ConsumerLabel, err)
+	}
+	nss, err := listMeta(ctx, c, corev1.SchemeGroupVersion.WithKind("NamespaceList"), client.HasLabels{access.ConsumerLabel})
+	if err != nil {
+		return l, fmt.Errorf("listing the consumers' namespaces (label %s): %w", access.ConsumerLabel, err)
+	}
+	leases := &coordinationv1.LeaseList{}
+	if err := c.List(ctx, leases, client.MatchingLabels{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}); err != nil {
+		return l, fmt.Errorf("listing the heartbeat Leases (label %s=%s): %w", kbindv1alpha1.ManagedLabel, kbindv1alpha1.ManagedLabelValue, err)
+	}
+
+	byName := map[string]*Consumer{}
+	get := func(name string) *Consumer {
+		if byName[name] == nil {
+			byName[name] = &Consumer{Name: name, APIs: []string{}, Copies: []CopyCount{}, Leases: []Lease{}, Granted: []ObjectRef{}, KonnectorVersions: []string{}}
+		}
+		return byName[name]
+	}
+	hasSA := map[string]bool{}
+	for _, sa := range sas {
+		name := sa.Labels[access.ConsumerLabel]
+		cons := get(name)
+		hasSA[name] = true
+		cons.ServiceAccount = sa.Namespace + "/" + sa.Name
+		cons.Mode = sa.Annotations[access.IsolationModeAnnotation]
+		cons.Namespace = sa.Annotations[access.NamespaceAnnotation]
+		cons.Prefix = sa.Annotations[access.PrefixAnnotation]
+		cons.Granted = append(cons.Granted, ObjectRef{Kind: "ServiceAccount", Namespace: sa.Namespace, Name: sa.Name})
+	}
+	own := map[string][]string{} // consumer → its namespaces
+	for _, ns := range nss {
+		name := ns.Labels[access.ConsumerLabel]
+		cons := get(name)
+		own[name] = append(own[name], ns.Name)
+		if p := ns.Labels[kbindv1alpha1.PrefixLabel]; p != "" && cons.Mode == "" {
+			cons.Mode, cons.Prefix = string(kbindv1alpha1.IsolationPrefixed), p
+		}
+		if cons.Namespace == "" {
+			cons.Namespace = ns.Name
+		}
+	}
+	rules := map[string][]rbacv1.PolicyRule{}
+	l.Problems = append(l.Problems, readGranted(ctx, c, get, rules)...)
+
+	names := make([]string, 0, len(byName))
+	for name := range byName {
+		if only == "" || name == only {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	if only != "" && len(names) == 0 {
+		return l, fmt.Errorf("there is no consumer %q on this cluster (no object labelled %s=%s)", only, access.ConsumerLabel, only)
+	}
+
+	// Leases live in the consumer's own namespace (all modes).
+	leaseNS := map[string]string{} // namespace → consumer
+	for _, name := range names {
+		cons := byName[name]
+		for _, ns := range append([]string{cons.Namespace}, own[name]...) {
+			if ns != "" {
+				leaseNS[ns] = name
+			}
+		}
+	}
+	for i := range leases.Items {
+		if name, ok := leaseNS[leases.Items[i].Namespace]; ok {
+			cons := byName[name]
+			cons.Leases = append(cons.Leases, leaseOf(&leases.Items[i], now))
+		}
+	}
+
+	var selected []*Consumer
+	for _, name := range names {
+		cons := byName[name]
+		cons.APIs, cons.Related = apisOf(rules[name])
+		cons.Heartbeat = heartbeatOf(cons.Leases)
+		cons.Status = statusOf(hasSA[name], cons.Leases)
+		cons.KonnectorVersions = versionsOf(cons.Leases)
+		cons.Token = tokenOf(cons.Leases)
+		selected = append(selected, cons)
+	}
+	l.Problems = append(l.Problems, countCopies(ctx, c, selected, rules)...)
+	for _, cons := range selected {
+		if cons.Status == StatusRevoked {
+			ns := slices.Clone(own[cons.Name])
+			sort.Strings(ns)
+			cons.Left = leftOf(*cons, ns)
+		}
+		l.Consumers = append(l.Consumers, *cons)
+	}
+	return l, nil
+}
+
+func listMeta(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, opts ...client.ListOption) ([]metav1.PartialObjectMetadata, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk)
+	if err := c.List(ctx, list, opts...); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// readGranted lists what grant made besides the ServiceAccount (the kinds
+// revoke deletes, in its order), records each object on its consumer and the rules of
+// its roles in rules; a failed list is a problem.
+func readGranted(ctx context.Context, c client.Client, get func(string) *Consumer, rules map[string][]rbacv1.PolicyRule) []string {
+	var problems []string
+	for _, kind := range access.Kinds {
+		switch kind.Kind {
+		case "ServiceAccount":
+			continue // read by Gather
+		case "Role":
+			roles := &rbacv1.RoleList{}
+			if err := c.List(ctx, roles, client.HasLabels{access.ConsumerLabel}); err != nil {
+				problems = append(problems, fmt.Sprintf("listing the consumers' Roles: %v (their granted APIs are unknown)", err))
+				continue
+			}
+			for _, r := range roles.Items {
+				name := r.Labels[access.ConsumerLabel]
+				rules[name] = append(rules[name], r.Rules...)
+				get(name).Granted = append(get(name).Granted, ObjectRef{Kind: kind.Kind, Namespace: r.Namespace, Name: r.Name})
+			}
+			continue
+		case "ClusterRole":
+			roles := &rbacv1.ClusterRoleList{}
+			if err := c.List(ctx, roles, client.HasLabels{access.ConsumerLabel}); err != nil {
+				problems = append(problems, fmt.Sprintf("listing the consumers' ClusterRoles: %v (their granted APIs are unknown)", err))
+				continue
+			}
+			for _, r := range roles.Items {
+				name := r.Labels[access.ConsumerLabel]
+				rules[name] = append(rules[name], r.Rules...)
+				get(name).Granted = append(get(name).Granted, ObjectRef{Kind: kind.Kind, Name: r.Name})
+			}
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(kind.APIVersion)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		items, err := listMeta(ctx, c, gv.WithKind(kind.Kind+"List"), client.HasLabels{access.ConsumerLabel})
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("listing the consumers' %ss: %v", kind.Kind, err))
+			continue
+		}
+		for _, o := range items {
+			cons := get(o.Labels[access.ConsumerLabel])
+			cons.Granted = append(cons.Granted, ObjectRef{Kind: kind.Kind, Namespace: o.Namespace, Name: o.Name})
+		}
+	}
+	return problems
+}
+
+// leaseOf reads a heartbeat Lease and what its konnector wrote on it.
+func leaseOf(l *coordinationv1.Lease, now time.Time) Lease {
+	ann := l.Annotations
+	out := Lease{Namespace: l.Namespace, Name: l.Name, ConsumerClusterUID: l.Labels[kbindv1alpha1.ConsumerClusterUIDLabel],
+		Connection: ann[kbindv1alpha1.ConnectionAnnotation], StaleSince: ann[kbindv1alpha1.StaleSinceAnnotation],
+		KonnectorVersion: ann[kbindv1alpha1.KonnectorVersionAnnotation], APIVersion: ann[kbindv1alpha1.APIVersionAnnotation],
+		ProviderUser: ann[kbindv1alpha1.ProviderUserAnnotation], CredentialKind: ann[kbindv1alpha1.CredentialKindAnnotation],
+		CredentialRenews: ann[kbindv1alpha1.CredentialRenewsAnnotation] == "true"}
+	if l.Spec.HolderIdentity != nil {
+		out.Holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.RenewTime != nil {
+		t := l.Spec.RenewTime.UTC()
+		out.RenewTime = &t
+	}
+	if l.Spec.LeaseDurationSeconds != nil {
+		out.DurationSeconds = *l.Spec.LeaseDurationSeconds
+	}
+	if v := ann[kbindv1alpha1.CredentialExpiryAnnotation]; v != "" {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			t = t.UTC()
+			out.CredentialExpiry = &t
+		}
+	}
+	out.Stale = leaseStale(out, now)
+	return out
+}
+
+// countCopies counts, metadata only, the provider copies of each consumer:
+// one list per API over the consumer cluster UIDs of every consumer it
+// concerns (label core.kbind.io/consumer-cluster-uid in (...)). A revoked
+// consumer's roles are gone: its copies are looked for among every API
+// granted to anyone and every exported CRD. A failed count leaves the
+// consumer's Objects unknown and says why.
+func countCopies(ctx context.Context, c client.Client, selected []*Consumer, rules map[string][]rbacv1.PolicyRule) []string {
+	var problems []string
+	universe := map[string]bool{}
+	for _, rs := range rules {
+		apis, _ := apisOf(rs)
+		for _, a := range apis {
+			universe[a] = true
+		}
+	}
+	needsExported := false
+	for _, cons := range selected {
+		if len(cons.APIs) == 0 && cons.Status == StatusRevoked {
+			needsExported = true
+		}
+	}
+	if needsExported {
+		crds, err := listMeta(ctx, c, apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"),
+			client.MatchingLabels{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue})
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("listing the exported CRDs (where a revoked consumer's copies are looked for): %v", err))
+		}
+		for _, crd := range crds {
+			universe[crd.Name] = true
+		}
+	}
+	apisOfConsumer := func(cons *Consumer) []string {
+		if len(cons.APIs) == 0 && cons.Status == StatusRevoked {
+			out := make([]string, 0, len(universe))
+			for a := range universe {
+				out = append(out, a)
+			}
+			sort.Strings(out)
+			return out
+		}
+		return cons.APIs
+	}
+	// API → UID → consumers with a Lease of that UID that may hold it.
+	byAPI := map[string]map[string][]*Consumer{}
+	zero := 0
+	for _, cons := range selected {
+		n := zero
+		cons.Objects = &n
+		for _, api := range apisOfConsumer(cons) {
+			for _, lease := range cons.Leases {
+				uid := lease.ConsumerClusterUID
+				if uid == "" {
+					continue
+				}
+				if byAPI[api] == nil {
+					byAPI[api] = map[string][]*Consumer{}
+				}
+				if !slices.Contains(byAPI[api][uid], cons) {
+					byAPI[api][uid] = append(byAPI[api][uid], cons)
+				}
+			}
+		}
+	}
+	apis := make([]string, 0, len(byAPI))
+	for a := range byAPI {
+		apis = append(apis, a)
+	}
+	sort.Strings(apis)
+	type key struct {
+		api, ns string
+	}
+	counts := map[*Consumer]map[key]int{}
+	for _, api := range apis {
+		uids := make([]string, 0, len(byAPI[api]))
+		for uid := range byAPI[api] {
+			uids = append(uids, uid)
+		}
+		sort.Strings(uids)
+		items, err := listCopies(ctx, c, api, uids)
+		if err != nil {
+			for _, uid := range uids {
+				for _, cons := range byAPI[api][uid] {
+					cons.Objects = nil
+					msg := fmt.Sprintf("counting its %s copies: %v", api, err)
+					if !slices.Contains(cons.Problems, msg) {
+						cons.Problems = append(cons.Problems, msg)
+					}
+				}
+			}
+			continue
+		}
+		for _, item := range items {
+			for _, cons := range ownersOf(byAPI[api][item.Labels[kbindv1alpha1.ConsumerClusterUIDLabel]], item.Namespace) {
+				if counts[cons] == nil {
+					counts[cons] = map[key]int{}
+				}
+				counts[cons][key{api, item.Namespace}]++
+			}
+		}
+	}
+	for _, cons := range selected {
+		total := 0
+		for k, n := range counts[cons] {
+			cons.Copies = append(cons.Copies, CopyCount{API: k.api, Namespace: k.ns, Count: n})
+			total += n
+		}
+		sort.Slice(cons.Copies, func(i, j int) bool {
+			a, b := cons.Copies[i], cons.Copies[j]
+			return a.API < b.API || a.API == b.API && a.Namespace < b.Namespace
+		})
+		if cons.Objects != nil {
+			cons.Objects = &total
+		}
+	}
+	return problems
+}
+
+// listCopies lists, metadata only, the objects of api (<plural>.<group>)
+// labelled with one of uids.
+func listCopies(ctx context.Context, c client.Client, api string, uids []string) ([]metav1.PartialObjectMetadata, error) {
+	resource, group, _ := strings.Cut(api, ".")
+	gvk, err := c.RESTMapper().KindFor(schema.GroupVersionResource{Group: group, Resource: resource})
+	if err != nil {
+		return nil, fmt.Errorf("the provider does not serve it: %w", err)
+	}
+	req, err := labels.NewRequirement(kbindv1alpha1.ConsumerClusterUIDLabel, selection.In, uids)
+	if err != nil {
+		return nil, err
+	}
+	return listMeta(ctx, c, gvk.GroupVersion().WithKind(gvk.Kind+"List"), client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*req)})
+}
