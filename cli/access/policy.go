@@ -165,7 +165,7 @@ func (r Request) tokenPolicy(meta metav1.ObjectMeta) []client.Object {
 					Message: fmt.Sprintf("kbind consumer %s may mint tokens only for the API server's audiences (%s): request a token without spec.audiences", c, strings.Join(t.Audiences, ", "))},
 				{Expression: fmt.Sprintf("has(object.spec.expirationSeconds) && object.spec.expirationSeconds <= %d", t.MaxLifetimeSeconds), Reason: &forbidden,
 					Message: fmt.Sprintf("kbind consumer %s may mint tokens valid for at most %d s, the lifetime its grant gave (kubectl kbind grant --duration, the consumer-access chart's tokenRenewal.maxLifetimeSeconds)", c, t.MaxLifetimeSeconds)},
-				{Expression: "!has(object.spec.boundObjectRef)", Reason: &forbidden,
+				{Expression: "!has(object.spec.boundObjectRef) || object.spec.boundObjectRef == null", Reason: &forbidden,
 					Message: fmt.Sprintf("kbind consumer %s may mint only tokens bound to no object", c)},
 			},
 		},

@@ -40,13 +40,14 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	widgets        = schema.GroupVersionResource{Group: "example.org", Version: "v1alpha1", Resource: "widgets"}
-	clusterWidgets = schema.GroupVersionResource{Group: "example.org", Version: "v1alpha1", Resource: "clusterwidgets"}
-	leases         = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
-	secrets        = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	configMaps     = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	events         = schema.GroupVersionResource{Version: "v1", Resource: "events"}
-	namespaces     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	widgets         = schema.GroupVersionResource{Group: "example.org", Version: "v1alpha1", Resource: "widgets"}
+	clusterWidgets  = schema.GroupVersionResource{Group: "example.org", Version: "v1alpha1", Resource: "clusterwidgets"}
+	leases          = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+	secrets         = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	configMaps      = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	events          = schema.GroupVersionResource{Version: "v1", Resource: "events"}
+	namespaces      = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	serviceAccounts = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 )
 
 // tenant is one consumer's provider credentials, as handed out.
