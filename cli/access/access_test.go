@@ -204,8 +204,8 @@ func TestObjectsApplyOrder(t *testing.T) {
 		pos[kind] = i
 	}
 	// The token policy is in force before the Role that lets the consumer mint.
-	if !(pos["token ValidatingAdmissionPolicy"] < pos["token ValidatingAdmissionPolicyBinding"] && pos["token ValidatingAdmissionPolicyBinding"] < pos["token Role"] &&
-		pos["token Role"] < pos["token RoleBinding"]) {
+	if ordered := pos["token ValidatingAdmissionPolicy"] < pos["token ValidatingAdmissionPolicyBinding"] &&
+		pos["token ValidatingAdmissionPolicyBinding"] < pos["token Role"] && pos["token Role"] < pos["token RoleBinding"]; !ordered {
 		t.Errorf("token objects in apply order %v", SortedNames(objs))
 	}
 	if ordered := pos["Namespace"] < pos["ValidatingAdmissionPolicyBinding"] && pos["ValidatingAdmissionPolicyBinding"] < pos["ClusterRole"] &&
