@@ -134,9 +134,6 @@ func (o grantOptions) request(ctx context.Context, c client.Client, name string)
 	if o.prefix != "" && req.Isolation.Mode != kbindv1alpha1.IsolationPrefixed {
 		return req, usageError{fmt.Errorf("--prefix goes with --isolation Prefixed")}
 	}
-	if o.duration < access.MinTokenLifetime {
-		return req, usageError{fmt.Errorf("--duration %s: a token lives at least %s (the API server's minimum)", o.duration, access.MinTokenLifetime)}
-	}
 	for _, api := range o.apis {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := c.Get(ctx, client.ObjectKey{Name: api}, crd); err != nil {
@@ -154,6 +151,9 @@ func (o grantOptions) request(ctx context.Context, c client.Client, name string)
 }
 
 func (e *env) grant(ctx context.Context, name string, o grantOptions) error {
+	if o.duration < access.MinTokenLifetime {
+		return usageError{fmt.Errorf("--duration %s: a token lives at least %s (the API server's minimum)", o.duration, access.MinTokenLifetime)}
+	}
 	c, cfg, err := e.client()
 	if err != nil {
 		return err
