@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -74,12 +75,39 @@ type Request struct {
 	// provider admin's explicit choice. Namespace isolation always reads
 	// the Events of its own namespace, and nothing else.
 	ClusterWideEvents bool
+	// TokenRenewal, when set, lets the consumer mint tokens for its own
+	// ServiceAccount (the konnector renews its token before it expires),
+	// bounded by an admission policy: RBAC cannot limit a token's audiences
+	// or lifetime. grant always sets it; the chart's tokenRenewal.enabled.
+	TokenRenewal *TokenRenewal
 }
+
+// TokenRenewal bounds the tokens a consumer may mint for itself.
+type TokenRenewal struct {
+	// Audiences are the API server's own (its --api-audiences), which it
+	// fills into a TokenRequest without audiences before admission: grant
+	// reads them from the aud claim of the token it mints.
+	Audiences []string
+	// MaxLifetimeSeconds is the longest lifetime a self-minted token may
+	// ask for: the lifetime grant gave (--duration).
+	MaxLifetimeSeconds int64
+}
+
+// MinTokenLifetime is the shortest token lifetime the API server issues
+// (TokenRequest's expirationSeconds minimum).
+const MinTokenLifetime = 10 * time.Minute
 
 // Name is the name of the consumer's ServiceAccount, roles, bindings and
 // admission policy. Consumer names are DNS labels (no "."), so no two
 // consumers ever share one.
 func Name(consumer string) string { return "kbind-consumer-" + consumer }
+
+// TokenName names the Role (in the ServiceAccounts' namespace), its
+// binding and the admission policy that let the consumer mint tokens for
+// itself. The "." keeps it apart from every consumer's Name: consumer
+// "a-token" is kbind-consumer-a-token, consumer "a"'s token Role
+// kbind-consumer-a.token.
+func TokenName(consumer string) string { return Name(consumer) + ".token" }
 
 // DefaultNamespace is the consumer's own provider namespace unless one is
 // given: the isolation namespace (Namespace), the Lease namespace (None).
@@ -127,6 +155,8 @@ func (r Request) Validate() error {
 			errs = append(errs, fmt.Errorf("--prefix %q must be a DNS label of at most 30 characters", r.Isolation.Prefix))
 		} else if reserved := ReservedPrefix(r.Isolation.Prefix); reserved != "" {
 			errs = append(errs, fmt.Errorf("--prefix %q is reserved: its namespaces %s and %s-* are the provider's own (%s); choose another prefix", r.Isolation.Prefix, r.Isolation.Prefix, r.Isolation.Prefix, reserved))
+		} else if Covers(r.Isolation.Prefix, r.ServiceAccountNamespace) {
+			errs = append(errs, fmt.Errorf("--prefix %q covers namespace %s, which holds the consumers' ServiceAccounts (--service-account-namespace): the consumer could write there; choose another prefix", r.Isolation.Prefix, r.ServiceAccountNamespace))
 		}
 	case kbindv1alpha1.IsolationNone:
 	default:
@@ -147,12 +177,21 @@ func (r Request) Validate() error {
 	if len(r.Related) > 0 && r.Isolation.Mode != kbindv1alpha1.IsolationNamespace {
 		errs = append(errs, fmt.Errorf("--related needs --isolation Namespace: with %s isolation, copying related objects needs cluster-wide read of %v, which would let this consumer read those of every namespace of the provider, kube-system's included", r.Isolation.Mode, r.Related))
 	}
+	if t := r.TokenRenewal; t != nil {
+		if len(t.Audiences) == 0 {
+			errs = append(errs, errors.New("token renewal needs at least one audience: the API server's own (--api-audiences)"))
+		}
+		if t.MaxLifetimeSeconds < int64(MinTokenLifetime.Seconds()) {
+			errs = append(errs, fmt.Errorf("--duration %s: a token lives at least %s (the API server's minimum)", time.Duration(t.MaxLifetimeSeconds)*time.Second, MinTokenLifetime))
+		}
+	}
 	return errors.Join(errs...)
 }
 
 // Objects are the objects granted, in apply order: the consumer's
-// namespace, then the admission policy (before any right it confines),
-// the ServiceAccount, the roles, and the bindings last.
+// namespace, then the admission policies (before any right they confine:
+// the writes' under Prefixed and None, the token policy), the
+// ServiceAccount, the roles, and the bindings last.
 func (r Request) Objects() []client.Object {
 	name := Name(r.Consumer)
 	meta := func(ns, n string) metav1.ObjectMeta {
@@ -161,6 +200,9 @@ func (r Request) Objects() []client.Object {
 	out := []client.Object{r.namespaceObject()}
 	if r.Isolation.Mode != kbindv1alpha1.IsolationNamespace {
 		out = append(out, r.policy(meta("", name))...)
+	}
+	if r.TokenRenewal != nil {
+		out = append(out, r.tokenPolicy(meta("", TokenName(r.Consumer)))...)
 	}
 	sa := &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(r.ServiceAccountNamespace, name)}
 	sa.Annotations = r.recorded()
@@ -173,6 +215,16 @@ func (r Request) Objects() []client.Object {
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}},
 		&rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(own, name), Subjects: subjects,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
+	if r.TokenRenewal != nil {
+		// Minting tokens for its own ServiceAccount, and no other: the
+		// token policy above bounds their audiences and lifetime.
+		tokenName := TokenName(r.Consumer)
+		out = append(out,
+			&rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(r.ServiceAccountNamespace, tokenName),
+				Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{name}, Verbs: []string{"create"}}}},
+			&rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(r.ServiceAccountNamespace, tokenName), Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: tokenName}})
+	}
 	return out
 }
 

@@ -21,9 +21,13 @@ var (
 	none          = kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNone}
 )
 
+// renewal is what grant fills in: the API server's audiences (those of
+// the token grant minted) and --duration's default.
+var renewal = &TokenRenewal{Audiences: []string{"https://kubernetes.default.svc.cluster.local", "k3s"}, MaxLifetimeSeconds: 2592000}
+
 // request is consumer a's request with the defaults grant fills in.
 func request(iso kbindv1alpha1.Isolation, apis ...API) Request {
-	r := Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: iso, APIs: apis}
+	r := Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: iso, APIs: apis, TokenRenewal: renewal}
 	if iso.Mode == kbindv1alpha1.IsolationNone {
 		r.LeaseNamespace = "kbind-a"
 	}
@@ -56,6 +60,15 @@ func TestValidate(t *testing.T) {
 		{"unknown mode", request(kbindv1alpha1.Isolation{Mode: "Shared"}, widgets), "want None, Namespace or Prefixed"},
 		{"related pods", with(request(confined, widgets), func(r *Request) { r.Related = []string{"pods"} }), "only secrets and configmaps"},
 		{"related outside Namespace", with(request(prefixed, widgets), func(r *Request) { r.Related = []string{"secrets"} }), "kube-system's included"},
+		{"a prefix that is the ServiceAccounts' namespace", with(request(kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "team"}, widgets),
+			func(r *Request) { r.ServiceAccountNamespace = "team" }), "covers namespace team, which holds the consumers' ServiceAccounts"},
+		{"a prefix covering the ServiceAccounts' namespace", with(request(kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "team"}, widgets),
+			func(r *Request) { r.ServiceAccountNamespace = "team-sas" }), "covers namespace team-sas"},
+		{"no token renewal", with(request(confined, widgets), func(r *Request) { r.TokenRenewal = nil }), ""},
+		{"token renewal without audiences", with(request(confined, widgets), func(r *Request) { r.TokenRenewal = &TokenRenewal{MaxLifetimeSeconds: 3600} }), "at least one audience"},
+		{"token lifetime under the API server's minimum", with(request(confined, widgets), func(r *Request) {
+			r.TokenRenewal = &TokenRenewal{Audiences: []string{"x"}, MaxLifetimeSeconds: 599}
+		}), "at least 10m0s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,17 +91,23 @@ func TestObjects(t *testing.T) {
 	}{
 		{"Namespace: everything in a Role of its namespace", request(confined, widgets), []string{
 			"ClusterRole /kbind-consumer-a", "ClusterRoleBinding /kbind-consumer-a", "Namespace /tenant-a",
-			"Role tenant-a/kbind-consumer-a", "RoleBinding tenant-a/kbind-consumer-a", "ServiceAccount kbind/kbind-consumer-a",
+			"Role kbind/kbind-consumer-a.token", "Role tenant-a/kbind-consumer-a", "RoleBinding kbind/kbind-consumer-a.token", "RoleBinding tenant-a/kbind-consumer-a",
+			"ServiceAccount kbind/kbind-consumer-a",
+			"ValidatingAdmissionPolicy /kbind-consumer-a.token", "ValidatingAdmissionPolicyBinding /kbind-consumer-a.token",
 		}},
 		{"Prefixed: the Lease in namespace <prefix>, writes confined by the policy", request(prefixed, widgets, clusterThings), []string{
 			"ClusterRole /kbind-consumer-a", "ClusterRoleBinding /kbind-consumer-a", "Namespace /a",
-			"Role a/kbind-consumer-a", "RoleBinding a/kbind-consumer-a", "ServiceAccount kbind/kbind-consumer-a",
-			"ValidatingAdmissionPolicy /kbind-consumer-a", "ValidatingAdmissionPolicyBinding /kbind-consumer-a",
+			"Role a/kbind-consumer-a", "Role kbind/kbind-consumer-a.token", "RoleBinding a/kbind-consumer-a", "RoleBinding kbind/kbind-consumer-a.token",
+			"ServiceAccount kbind/kbind-consumer-a",
+			"ValidatingAdmissionPolicy /kbind-consumer-a", "ValidatingAdmissionPolicy /kbind-consumer-a.token",
+			"ValidatingAdmissionPolicyBinding /kbind-consumer-a", "ValidatingAdmissionPolicyBinding /kbind-consumer-a.token",
 		}},
 		{"None: the Lease in its own namespace, writes kept out of other tenants' by the policy", request(none, widgets), []string{
 			"ClusterRole /kbind-consumer-a", "ClusterRoleBinding /kbind-consumer-a", "Namespace /kbind-a",
-			"Role kbind-a/kbind-consumer-a", "RoleBinding kbind-a/kbind-consumer-a", "ServiceAccount kbind/kbind-consumer-a",
-			"ValidatingAdmissionPolicy /kbind-consumer-a", "ValidatingAdmissionPolicyBinding /kbind-consumer-a",
+			"Role kbind-a/kbind-consumer-a", "Role kbind/kbind-consumer-a.token", "RoleBinding kbind-a/kbind-consumer-a", "RoleBinding kbind/kbind-consumer-a.token",
+			"ServiceAccount kbind/kbind-consumer-a",
+			"ValidatingAdmissionPolicy /kbind-consumer-a", "ValidatingAdmissionPolicy /kbind-consumer-a.token",
+			"ValidatingAdmissionPolicyBinding /kbind-consumer-a", "ValidatingAdmissionPolicyBinding /kbind-consumer-a.token",
 		}},
 	}
 	for _, tc := range cases {
@@ -121,6 +140,9 @@ func TestObjects(t *testing.T) {
 						t.Errorf("the ClusterRole reads Events cluster-wide without ClusterWideEvents: %+v", role.Rules)
 					}
 				case *rbacv1.Role:
+					if role.Name == TokenName("a") {
+						continue // TestTokenRenewal
+					}
 					if role.Namespace != tc.req.Namespace() || !grants(role.Rules, "leases") {
 						t.Errorf("the Role in %s does not hold the Lease rights: %+v", role.Namespace, role.Rules)
 					}
@@ -133,7 +155,7 @@ func TestObjects(t *testing.T) {
 	req.Related = []string{"secrets"}
 	var role *rbacv1.Role
 	for _, o := range req.Objects() {
-		if r, ok := o.(*rbacv1.Role); ok {
+		if r, ok := o.(*rbacv1.Role); ok && r.Name == Name("a") {
 			role = r
 		}
 	}
@@ -175,7 +197,16 @@ func TestObjectsApplyOrder(t *testing.T) {
 	objs := request(prefixed, widgets).Objects()
 	pos := map[string]int{}
 	for i, o := range objs {
-		pos[o.GetObjectKind().GroupVersionKind().Kind] = i
+		kind := o.GetObjectKind().GroupVersionKind().Kind
+		if o.GetName() == TokenName("a") {
+			kind = "token " + kind
+		}
+		pos[kind] = i
+	}
+	// The token policy is in force before the Role that lets the consumer mint.
+	if ordered := pos["token ValidatingAdmissionPolicy"] < pos["token ValidatingAdmissionPolicyBinding"] &&
+		pos["token ValidatingAdmissionPolicyBinding"] < pos["token Role"] && pos["token Role"] < pos["token RoleBinding"]; !ordered {
+		t.Errorf("token objects in apply order %v", SortedNames(objs))
 	}
 	if ordered := pos["Namespace"] < pos["ValidatingAdmissionPolicyBinding"] && pos["ValidatingAdmissionPolicyBinding"] < pos["ClusterRole"] &&
 		pos["ClusterRole"] < pos["ClusterRoleBinding"] && pos["Role"] < pos["RoleBinding"]; !ordered {
@@ -266,7 +297,7 @@ func TestOverlap(t *testing.T) {
 // TestDerivedNamesNeverCollide: two consumers never share a derived
 // object ("nd" and "nd-discovery" once shared a discovery ClusterRole).
 func TestDerivedNamesNeverCollide(t *testing.T) {
-	for _, pair := range [][2]string{{"nd", "nd-discovery"}, {"a", "a-a"}, {"team", "team-a"}, {"a-discovery", "a"}, {"consumer-a", "a"}} {
+	for _, pair := range [][2]string{{"nd", "nd-discovery"}, {"a", "a-a"}, {"team", "team-a"}, {"a-discovery", "a"}, {"consumer-a", "a"}, {"a", "a-token"}, {"a-token", "a"}} {
 		for _, mode := range []kbindv1alpha1.IsolationMode{kbindv1alpha1.IsolationNamespace, kbindv1alpha1.IsolationPrefixed, kbindv1alpha1.IsolationNone} {
 			if shared := sharedObjects(pair[0], pair[1], mode); shared != "" {
 				t.Errorf("%s and %s (%s) share %s", pair[0], pair[1], mode, shared)
@@ -281,6 +312,7 @@ func FuzzDerivedNames(f *testing.F) {
 	f.Add("nd", "nd-discovery", uint8(0))
 	f.Add("a", "a-a", uint8(1))
 	f.Add("team", "team-a", uint8(2))
+	f.Add("a", "a-token", uint8(1))
 	f.Fuzz(func(t *testing.T, a, b string, m uint8) {
 		if a == b || len(a) > 30 || len(b) > 30 || len(validation.IsDNS1123Label(a)) > 0 || len(validation.IsDNS1123Label(b)) > 0 {
 			return
@@ -297,7 +329,7 @@ func FuzzDerivedNames(f *testing.F) {
 func sharedObjects(a, b string, mode kbindv1alpha1.IsolationMode) string {
 	keys := map[string]bool{}
 	for i, consumer := range []string{a, b} {
-		req := Request{Consumer: consumer, ServiceAccountNamespace: "kbind", APIs: []API{widgets}, Isolation: kbindv1alpha1.Isolation{Mode: mode}}
+		req := Request{Consumer: consumer, ServiceAccountNamespace: "kbind", APIs: []API{widgets}, Isolation: kbindv1alpha1.Isolation{Mode: mode}, TokenRenewal: renewal}
 		switch mode {
 		case kbindv1alpha1.IsolationNamespace:
 			req.Isolation.Namespace = DefaultNamespace(consumer)
@@ -319,7 +351,11 @@ func sharedObjects(a, b string, mode kbindv1alpha1.IsolationMode) string {
 
 func TestReviews(t *testing.T) {
 	key := func(a authorizationv1.ResourceAttributes) string {
-		return strings.Join([]string{a.Namespace, a.Verb, a.Group, a.Resource, a.Name}, "|")
+		res := a.Resource
+		if a.Subresource != "" {
+			res += "/" + a.Subresource
+		}
+		return strings.Join([]string{a.Namespace, a.Verb, a.Group, res, a.Name}, "|")
 	}
 	withRelated := request(confined, widgets)
 	withRelated.Related, withRelated.CRDReads = []string{"secrets"}, true
@@ -332,8 +368,10 @@ func TestReviews(t *testing.T) {
 	}{
 		{"Namespace: objects and the Lease in the isolation namespace, identity and CRDs cluster-wide", withRelated,
 			[]string{"tenant-a|create|example.org|widgets|", "tenant-a|watch|example.org|widgets|", "tenant-a|update|coordination.k8s.io|leases|",
-				"tenant-a|delete||secrets|", "tenant-a|watch||events|", "|get||namespaces|kube-system", "|list|apiextensions.k8s.io|customresourcedefinitions|"},
-			[]string{"|create||namespaces|", "|list|example.org|widgets|", "tenant-a|list||configmaps|", "|watch||events|"}},
+				"tenant-a|delete||secrets|", "tenant-a|watch||events|", "|get||namespaces|kube-system", "|list|apiextensions.k8s.io|customresourcedefinitions|",
+				"kbind|create||serviceaccounts/token|kbind-consumer-a"},
+			[]string{"|create||namespaces|", "|list|example.org|widgets|", "tenant-a|list||configmaps|", "|watch||events|",
+				"kbind|get||serviceaccounts/token|kbind-consumer-a", "kbind|create||serviceaccounts/token|"}},
 		{"Prefixed: cluster-wide, with namespace creation, the Lease in the prefix, no CRD reads for OpenAPI",
 			request(prefixed, widgets, clusterThings),
 			[]string{"|create||namespaces|", "|patch|example.org|clusterthings|", "a|get|coordination.k8s.io|leases|"},
@@ -407,6 +445,115 @@ func TestPolicy(t *testing.T) {
 	} {
 		if !strings.Contains(noneRules, want) {
 			t.Errorf("the None policy lacks %s:\n%s", want, noneRules)
+		}
+	}
+}
+
+// TestTokenRenewal: a consumer may mint tokens for its own ServiceAccount
+// only — one Role in the ServiceAccounts' namespace, create on
+// serviceaccounts/token of that one name — and nothing else gains; without
+// TokenRenewal nothing of it is granted.
+func TestTokenRenewal(t *testing.T) {
+	for _, iso := range []kbindv1alpha1.Isolation{confined, prefixed, none} {
+		req := request(iso, widgets)
+		var tokenRoles, tokenBindings int
+		for _, o := range req.Objects() {
+			switch obj := o.(type) {
+			case *rbacv1.Role:
+				if obj.Name != TokenName("a") {
+					if grants(obj.Rules, "serviceaccounts/token") || grants(obj.Rules, "serviceaccounts") {
+						t.Errorf("%s: Role %s grants ServiceAccounts: %+v", iso.Mode, obj.Name, obj.Rules)
+					}
+					continue
+				}
+				tokenRoles++
+				want := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{"kbind-consumer-a"}, Verbs: []string{"create"}}
+				if obj.Namespace != "kbind" || len(obj.Rules) != 1 || !equalRule(obj.Rules[0], want) {
+					t.Errorf("%s: the token Role %s/%s: %+v, want only %+v", iso.Mode, obj.Namespace, obj.Name, obj.Rules, want)
+				}
+			case *rbacv1.ClusterRole:
+				if grants(obj.Rules, "serviceaccounts/token") || grants(obj.Rules, "serviceaccounts") {
+					t.Errorf("%s: the ClusterRole grants ServiceAccounts: %+v", iso.Mode, obj.Rules)
+				}
+			case *rbacv1.RoleBinding:
+				if obj.Name != TokenName("a") {
+					continue
+				}
+				tokenBindings++
+				if obj.Namespace != "kbind" || obj.RoleRef.Kind != "Role" || obj.RoleRef.Name != TokenName("a") || len(obj.Subjects) != 1 ||
+					obj.Subjects[0] != (rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "kbind-consumer-a", Namespace: "kbind"}) {
+					t.Errorf("%s: the token RoleBinding %+v", iso.Mode, obj)
+				}
+			}
+		}
+		if tokenRoles != 1 || tokenBindings != 1 {
+			t.Errorf("%s: %d token Roles and %d RoleBindings, want one each", iso.Mode, tokenRoles, tokenBindings)
+		}
+		req.TokenRenewal = nil
+		for _, o := range req.Objects() {
+			if strings.HasSuffix(o.GetName(), ".token") {
+				t.Errorf("%s without TokenRenewal grants %s", iso.Mode, Key(o))
+			}
+		}
+	}
+}
+
+func equalRule(a, b rbacv1.PolicyRule) bool {
+	j := func(s []string) string { return strings.Join(s, ",") }
+	return j(a.APIGroups) == j(b.APIGroups) && j(a.Resources) == j(b.Resources) && j(a.ResourceNames) == j(b.ResourceNames) &&
+		j(a.Verbs) == j(b.Verbs) && len(a.NonResourceURLs) == 0
+}
+
+// TestTokenPolicy pins the admission policy that bounds the tokens a
+// consumer mints itself; e2e/attack's TestGrantAttacks proves it against a
+// real API server.
+func TestTokenPolicy(t *testing.T) {
+	var vap *admissionregistrationv1.ValidatingAdmissionPolicy
+	var binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	for _, o := range request(confined, widgets).Objects() {
+		switch obj := o.(type) {
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			if obj.Name == TokenName("a") {
+				vap = obj
+			}
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			if obj.Name == TokenName("a") {
+				binding = obj
+			}
+		}
+	}
+	if vap == nil || binding == nil {
+		t.Fatal("no token policy under Namespace isolation")
+	}
+	if binding.Spec.PolicyName != vap.Name || len(binding.Spec.ValidationActions) != 1 || binding.Spec.ValidationActions[0] != admissionregistrationv1.Deny {
+		t.Errorf("binding %+v", binding.Spec)
+	}
+	if vap.Spec.FailurePolicy == nil || *vap.Spec.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("failurePolicy %v, want Fail", vap.Spec.FailurePolicy)
+	}
+	rules := vap.Spec.MatchConstraints.ResourceRules
+	if len(rules) != 1 || strings.Join(rules[0].Resources, ",") != "serviceaccounts/token" || strings.Join(rules[0].APIGroups, ",") != "" ||
+		len(rules[0].Operations) != 1 || rules[0].Operations[0] != admissionregistrationv1.Create {
+		t.Errorf("match constraints %+v", rules)
+	}
+	if len(vap.Spec.MatchConditions) != 1 || vap.Spec.MatchConditions[0].Expression != `request.userInfo.username == "system:serviceaccount:kbind:kbind-consumer-a"` {
+		t.Errorf("match conditions %+v: the consumer's own requests only", vap.Spec.MatchConditions)
+	}
+	var exprs, messages []string
+	for _, v := range vap.Spec.Validations {
+		exprs, messages = append(exprs, v.Expression), append(messages, v.Message)
+	}
+	want := []string{
+		`has(object.spec.audiences) && object.spec.audiences.all(a, a in ["https://kubernetes.default.svc.cluster.local", "k3s"])`,
+		`has(object.spec.expirationSeconds) && object.spec.expirationSeconds <= 2592000`,
+		`!has(object.spec.boundObjectRef) || object.spec.boundObjectRef == null`, // serialized as null when unset
+	}
+	if strings.Join(exprs, "\n") != strings.Join(want, "\n") {
+		t.Errorf("validations:\n%s\nwant:\n%s", strings.Join(exprs, "\n"), strings.Join(want, "\n"))
+	}
+	for _, m := range []string{"may mint tokens only for the API server's audiences (https://kubernetes.default.svc.cluster.local, k3s)", "at most 2592000 s", "kubectl kbind grant --duration", "bound to no object"} {
+		if !strings.Contains(strings.Join(messages, "\n"), m) {
+			t.Errorf("no message says %q:\n%s", m, strings.Join(messages, "\n"))
 		}
 	}
 }

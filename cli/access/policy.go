@@ -137,6 +137,49 @@ func (r Request) validations() []admissionregistrationv1.Validation {
 		fmt.Sprintf("kbind consumer %s may not create service-account token Secrets", c)))
 }
 
+// tokenPolicy is the ValidatingAdmissionPolicy (and its binding) that
+// bounds the tokens the consumer mints for itself (its token Role allows
+// create on serviceaccounts/token of its own ServiceAccount; RBAC cannot
+// look into the TokenRequest): only for the API server's audiences — the
+// API server fills them in before admission when a request names none —
+// for at most the granted lifetime, and bound to no object (a token bound
+// to a Pod may be extended to a year). An admin minting tokens for the
+// ServiceAccount is not matched.
+func (r Request) tokenPolicy(meta metav1.ObjectMeta) []client.Object {
+	forbidden := metav1.StatusReasonForbidden
+	fail := admissionregistrationv1.Fail
+	t, c := r.TokenRenewal, r.Consumer
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+		ObjectMeta: meta,
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"*"}, Resources: []string{"serviceaccounts/token"}},
+				}}}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "this-consumer", Expression: fmt.Sprintf("request.userInfo.username == %q", r.Username())}},
+			Validations: []admissionregistrationv1.Validation{
+				{Expression: fmt.Sprintf("has(object.spec.audiences) && object.spec.audiences.all(a, a in [%s])", quoted(t.Audiences)), Reason: &forbidden,
+					Message: fmt.Sprintf("kbind consumer %s may mint tokens only for the API server's audiences (%s): request a token without spec.audiences", c, strings.Join(t.Audiences, ", "))},
+				{Expression: fmt.Sprintf("has(object.spec.expirationSeconds) && object.spec.expirationSeconds <= %d", t.MaxLifetimeSeconds), Reason: &forbidden,
+					Message: fmt.Sprintf("kbind consumer %s may mint tokens valid for at most %d s, the lifetime its grant gave (kubectl kbind grant --duration, the consumer-access chart's tokenRenewal.maxLifetimeSeconds)", c, t.MaxLifetimeSeconds)},
+				{Expression: "!has(object.spec.boundObjectRef) || object.spec.boundObjectRef == null", Reason: &forbidden,
+					Message: fmt.Sprintf("kbind consumer %s may mint only tokens bound to no object", c)},
+			},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
+		ObjectMeta: meta,
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: meta.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	return []client.Object{policy, binding}
+}
+
 func quoted(ss []string) string {
 	out := make([]string, len(ss))
 	for i, s := range ss {

@@ -1,6 +1,8 @@
 package access
 
 import (
+	"strings"
+
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 )
@@ -37,9 +39,11 @@ func expand(rule rbacv1.PolicyRule, ns string) []authorizationv1.ResourceAttribu
 	var out []authorizationv1.ResourceAttributes
 	for _, g := range rule.APIGroups {
 		for _, res := range rule.Resources {
+			// A review names a subresource apart: serviceaccounts, token.
+			res, sub, _ := strings.Cut(res, "/")
 			for _, verb := range rule.Verbs {
 				for _, name := range names {
-					out = append(out, authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: g, Resource: res, Name: name})
+					out = append(out, authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: g, Resource: res, Subresource: sub, Name: name})
 				}
 			}
 		}

@@ -9,13 +9,17 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/cli/access"
 	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/testenv"
 )
@@ -86,6 +90,101 @@ func TestGrantAttacks(t *testing.T) {
 		}
 	}
 	row("20 writes outside the prefix the moment grant printed the token", fmt.Sprintf("%d of 20 went through", outside))
+
+	// Self-minted tokens: with exactly the printed token, a consumer may
+	// mint tokens for its own ServiceAccount within what grant gave it
+	// (the API server's audiences, --duration, unbound), and nothing else.
+	minter := grant(t, provider, "minter", "Namespace", "kbind-minter", "", "--apis", "widgets.example.org", "--duration", "1h")
+	adminCreate(t, admin, serviceAccounts, object(serviceAccounts, "kbind-minter", "app", nil, nil))
+	mint := func(ns, sa string, spec authenticationv1.TokenRequestSpec) (string, error) {
+		tr, err := minter.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			return "", err
+		}
+		return tr.Status.Token, nil
+	}
+	seconds := func(s int64) *int64 { return &s }
+	// The token policy is in force the moment grant prints the token.
+	through := 0
+	for range 20 {
+		if _, err := mint("kbind", "kbind-consumer-minter", authenticationv1.TokenRequestSpec{Audiences: []string{"https://vault.example.com"}}); err == nil {
+			through++
+		}
+	}
+	if through > 0 {
+		t.Errorf("%d of 20 foreign-audience tokens minted right after grant returned", through)
+	}
+	row("20 tokens for a foreign audience the moment grant printed the token", fmt.Sprintf("%d of 20 minted", through))
+	// The API server's audiences (envtest's: its own address) are the
+	// printed token's; the table names them generically.
+	apiAudiences, err := access.TokenAudiences(minter.cfg.BearerToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		attempt, ns, sa string
+		spec            authenticationv1.TokenRequestSpec
+		want            outcome
+		message         string
+	}{
+		{"mint a token for itself for another audience", "kbind", "kbind-consumer-minter",
+			authenticationv1.TokenRequestSpec{Audiences: []string{"https://vault.example.com"}}, refusedPolicy, "may mint tokens only for the API server's audiences"},
+		{"mint a token for itself living longer than `--duration` (1h)", "kbind", "kbind-consumer-minter",
+			authenticationv1.TokenRequestSpec{ExpirationSeconds: seconds(3601)}, refusedPolicy, "valid for at most 3600 s"},
+		{"mint a token for itself bound to an object (a Pod-bound token may be extended to a year)", "kbind", "kbind-consumer-minter",
+			authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Secret", Name: "anything"}}, refusedPolicy, "bound to no object"},
+		{"mint a token for another consumer's ServiceAccount", "kbind", "kbind-consumer-victim", authenticationv1.TokenRequestSpec{}, refusedRBAC, "cannot create resource"},
+		{"mint a token for a ServiceAccount in its own namespace", "kbind-minter", "app", authenticationv1.TokenRequestSpec{}, refusedRBAC, "cannot create resource"},
+	} {
+		_, err := mint(tc.ns, tc.sa, tc.spec)
+		got := classify(t, tc.attempt, err)
+		if got != tc.want || !strings.Contains(err.Error(), tc.message) {
+			t.Errorf("%s: %v (%s), want %s naming %q", tc.attempt, err, got, tc.want, tc.message)
+			row(tc.attempt, "**"+string(got)+"**")
+			continue
+		}
+		msg := err.Error()
+		if _, after, ok := strings.Cut(msg, "denied request: "); ok {
+			msg = after
+		}
+		row(tc.attempt, string(got)+": "+strings.ReplaceAll(msg, strings.Join(apiAudiences, ", "), "<its --api-audiences>"))
+	}
+	// The positive control — without it the refusals prove nothing: as
+	// the konnector renews, without audiences and with the lifetime of
+	// its token, and again naming the API server's audiences.
+	selfMinted, err := mint("kbind", "kbind-consumer-minter", authenticationv1.TokenRequestSpec{ExpirationSeconds: seconds(3600)})
+	if err != nil {
+		t.Fatalf("the consumer cannot mint a token for itself within its grant: %v", err)
+	}
+	if auds, err := access.TokenAudiences(selfMinted); err != nil || strings.Join(auds, ",") != strings.Join(apiAudiences, ",") {
+		t.Errorf("the self-minted token's audiences %v (%v), want the printed one's %v", auds, err, apiAudiences)
+	}
+	if _, err := mint("kbind", "kbind-consumer-minter", authenticationv1.TokenRequestSpec{Audiences: apiAudiences, ExpirationSeconds: seconds(600)}); err != nil {
+		t.Errorf("minting for the API server's audiences %v, named: %v", apiAudiences, err)
+	}
+	selfMintedCS := kubernetes.NewForConfigOrDie(withToken(minter.cfg, selfMinted))
+	if _, err := selfMintedCS.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err != nil {
+		t.Errorf("the self-minted token does not work: %v", err)
+	}
+	if _, err := dynamic.NewForConfigOrDie(withToken(minter.cfg, selfMinted)).Resource(widgets).Namespace("kbind-minter").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("the self-minted token cannot list the consumer's widgets: %v", err)
+	}
+	row("mint a token for itself as the konnector renews (no audiences, the lifetime granted, or naming the API server's audiences)", "allowed; the new token works")
+	// revoke kills both at once: the ServiceAccount's UID is checked on
+	// every request (the API server's token cache may answer for a few
+	// seconds more).
+	if _, errOut, err := plugin(kc, "revoke", "minter"); err != nil {
+		t.Fatalf("revoke minter: %v %s", err, errOut)
+	}
+	for who, cs := range map[string]kubernetes.Interface{"the printed token": minter.cs, "the self-minted token": selfMintedCS} {
+		enginetest.EventuallyWithin(t, 60*time.Second, who+" Unauthorized after revoke", func() error {
+			if _, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); !apierrors.IsUnauthorized(err) {
+				return fmt.Errorf("got %v", err)
+			}
+			return nil
+		})
+	}
+	row("the printed and the self-minted token after `revoke`", "401 Unauthorized, both")
 
 	// Re-granting the same mode renews and prunes: narrower APIs take the
 	// earlier rights away from the earlier token too.
@@ -159,7 +258,7 @@ func TestGrantAttacks(t *testing.T) {
 	// gone), then Unauthorized once the API server's token cache forgets
 	// the deleted ServiceAccount's token.
 	landed := inside.Load() + escaped.Load()
-	_, err := fresh.dyn.Resource(widgets).Namespace("fresh-default").Create(ctx, widget("fresh-default", "after-revoke", nil), metav1.CreateOptions{})
+	_, err = fresh.dyn.Resource(widgets).Namespace("fresh-default").Create(ctx, widget("fresh-default", "after-revoke", nil), metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
 		t.Errorf("a write after revoke returned: %v, want a refusal", err)
 	}
@@ -194,4 +293,11 @@ func lineWith(s, fragment string) string {
 		}
 	}
 	return strings.TrimSpace(s)
+}
+
+// withToken is cfg with another bearer token.
+func withToken(cfg *rest.Config, token string) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.BearerToken, out.BearerTokenFile = token, ""
+	return out
 }

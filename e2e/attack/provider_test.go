@@ -186,10 +186,13 @@ func catalogue(admin dynamic.Interface) []attack {
 		{"the provider's", "create a namespace labelled for another tenant", createAs(namespaces, func(a *tenant) *unstructured.Unstructured {
 			return object(namespaces, "", "forged-"+a.name, map[string]string{"kbind.io/consumer": "victim"}, nil)
 		})},
-		{"the provider's", "mint a token for its own ServiceAccount", func(ctx context.Context, a *tenant) error {
-			_, err := a.cs.CoreV1().ServiceAccounts("kbind").CreateToken(ctx, "kbind-consumer-"+a.name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-			return err
-		}},
+		// Minting for itself within its grant is its right (the konnector
+		// renews its token so); TestGrantAttacks has the positive control.
+		{"the provider's", "mint a token for its own ServiceAccount for another audience", mintToken("kbind", func(a *tenant) string { return "kbind-consumer-" + a.name },
+			authenticationv1.TokenRequestSpec{Audiences: []string{"https://vault.example.com"}})},
+		{"the provider's", "mint a token for its own ServiceAccount living longer than granted (720h)", mintToken("kbind", func(a *tenant) string { return "kbind-consumer-" + a.name },
+			authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(720*3600 + 1))})},
+		{"a Namespace-isolated tenant's", "mint a token for its ServiceAccount", mintToken("kbind", func(*tenant) string { return "kbind-consumer-victim" }, authenticationv1.TokenRequestSpec{})},
 		{"the provider's", "create a service-account token Secret for its own ServiceAccount", func(ctx context.Context, a *tenant) error {
 			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kbind", Name: "forever-" + a.name,
 				Annotations: map[string]string{corev1.ServiceAccountNameKey: "kbind-consumer-" + a.name}}, Type: corev1.SecretTypeServiceAccountToken}
@@ -198,6 +201,16 @@ func catalogue(admin dynamic.Interface) []attack {
 		}},
 	}
 }
+
+// mintToken mints a token for ServiceAccount ns/sa(attacker).
+func mintToken(ns string, sa func(*tenant) string, spec authenticationv1.TokenRequestSpec) func(context.Context, *tenant) error {
+	return func(ctx context.Context, a *tenant) error {
+		_, err := a.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa(a), &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+		return err
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // TestProviderAttacks: hostile tenants of every isolation mode, holding
 // exactly the credentials grant printed (and, separately, those the

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/cli/access"
 	"github.com/kbind/kbind/e2e/harness"
 	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/testenv"
@@ -40,13 +41,14 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	widgets        = schema.GroupVersionResource{Group: "example.org", Version: "v1alpha1", Resource: "widgets"}
-	clusterWidgets = schema.GroupVersionResource{Group: "example.org", Version: "v1alpha1", Resource: "clusterwidgets"}
-	leases         = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
-	secrets        = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	configMaps     = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	events         = schema.GroupVersionResource{Version: "v1", Resource: "events"}
-	namespaces     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	widgets         = schema.GroupVersionResource{Group: "example.org", Version: "v1alpha1", Resource: "widgets"}
+	clusterWidgets  = schema.GroupVersionResource{Group: "example.org", Version: "v1alpha1", Resource: "clusterwidgets"}
+	leases          = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+	secrets         = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	configMaps      = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	events          = schema.GroupVersionResource{Version: "v1", Resource: "events"}
+	namespaces      = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	serviceAccounts = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 )
 
 // tenant is one consumer's provider credentials, as handed out.
@@ -116,6 +118,8 @@ func chartTenant(t *testing.T, provider *testenv.Cluster, name, mode, own, prefi
 	t.Helper()
 	c := loadChart(t, "consumer-access")
 	values["consumer"] = name
+	// As the chart's values say: the API server's --api-audiences.
+	values["tokenRenewal"] = map[string]any{"audiences": toAny(apiServerAudiences(t, provider))}
 	rel, err := harness.RenderChart(c, "consumer-"+name, "kbind", values)
 	if err != nil {
 		t.Fatalf("rendering consumer-access for %s: %v", name, err)
@@ -139,22 +143,61 @@ func chartTenant(t *testing.T, provider *testenv.Cluster, name, mode, own, prefi
 		t.Fatal(err)
 	}
 	tn := newTenant(t, name, mode, own, prefix, withContextNamespace(t, kc, own))
-	if mode != "Namespace" {
-		waitConfined(t, tn)
-	}
+	waitConfined(t, tn)
 	return tn
 }
 
-// waitConfined waits until the tenant's admission policy refuses it a
-// dry-run write five times in a row, as grant does before it prints a
-// token: the API server loads a new policy asynchronously, and a chart's
-// objects are all applied at once.
+// apiServerAudiences are the audiences the provider's API server gives a
+// token requested without any (envtest's: its own address), read from a
+// token of a ServiceAccount of no tenant.
+func apiServerAudiences(t *testing.T, provider *testenv.Cluster) []string {
+	t.Helper()
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(provider.Config)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "kbind", Name: "audiences"}}
+	if _, err := cs.CoreV1().ServiceAccounts("kbind").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	seconds := int64(600)
+	tr, err := cs.CoreV1().ServiceAccounts("kbind").CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auds, err := access.TokenAudiences(tr.Status.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return auds
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// waitConfined waits until the tenant's admission policies refuse it five
+// times in a row — a dry-run write (Prefixed, None) and a token for a
+// foreign audience — as grant does before it prints a token: the API
+// server loads a new policy asynchronously, and a chart's objects are all
+// applied at once.
 func waitConfined(t *testing.T, tn *tenant) {
 	t.Helper()
 	probe := object(namespaces, "", "kbind-probe", map[string]string{kbindv1alpha1.PrefixLabel: "kbind-probe"}, nil)
 	refusals := 0
-	enginetest.EventuallyWithin(t, 60*time.Second, tn.name+"'s admission policy in force", func() error {
-		_, err := tn.dyn.Resource(namespaces).Create(context.Background(), probe.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	enginetest.EventuallyWithin(t, 60*time.Second, tn.name+"'s admission policies in force", func() error {
+		var err error
+		if tn.mode != "Namespace" {
+			_, err = tn.dyn.Resource(namespaces).Create(context.Background(), probe.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		}
+		if err == nil || strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+			// TokenRequest ignores dryRun: a token minted here has an
+			// audience nothing accepts and is dropped.
+			_, err = tn.cs.CoreV1().ServiceAccounts("kbind").CreateToken(context.Background(), "kbind-consumer-"+tn.name,
+				&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"kbind.io/probe"}}}, metav1.CreateOptions{})
+		}
 		if err == nil || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
 			refusals = 0
 			return fmt.Errorf("the probe got %v", err)

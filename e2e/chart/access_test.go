@@ -15,6 +15,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/cli/access"
+	"github.com/kbind/kbind/e2e/harness"
 	"github.com/kbind/kbind/engine/testenv"
 )
 
@@ -65,17 +66,20 @@ func TestAccessRender(t *testing.T) {
 	}{
 		{"Namespace", accessValues(namespaceMode, nil), []string{
 			"ClusterRole/kbind-consumer-a", "ClusterRoleBinding/kbind-consumer-a", "Namespace/tenant-a",
-			"Role/kbind-consumer-a@tenant-a", "RoleBinding/kbind-consumer-a@tenant-a", "ServiceAccount/kbind-consumer-a@kbind",
+			"Role/kbind-consumer-a.token@kbind", "Role/kbind-consumer-a@tenant-a", "RoleBinding/kbind-consumer-a.token@kbind", "RoleBinding/kbind-consumer-a@tenant-a",
+			"ServiceAccount/kbind-consumer-a@kbind", "ValidatingAdmissionPolicy/kbind-consumer-a.token", "ValidatingAdmissionPolicyBinding/kbind-consumer-a.token",
 		}},
-		{"Namespace, existing namespace, OpenAPI", accessValues(map[string]any{"mode": "Namespace", "namespace": "tenant-a", "createNamespace": false},
-			map[string]any{"schemaSource": "OpenAPI"}), []string{
+		{"Namespace, existing namespace, OpenAPI, no token renewal", accessValues(map[string]any{"mode": "Namespace", "namespace": "tenant-a", "createNamespace": false},
+			map[string]any{"schemaSource": "OpenAPI", "tokenRenewal": map[string]any{"enabled": false}}), []string{
 			"ClusterRole/kbind-consumer-a", "ClusterRoleBinding/kbind-consumer-a",
 			"Role/kbind-consumer-a@tenant-a", "RoleBinding/kbind-consumer-a@tenant-a", "ServiceAccount/kbind-consumer-a@kbind",
 		}},
 		{"Prefixed", accessValues(prefixedMode, map[string]any{"related": []any{"secrets"}, "relatedClusterWide": true}), []string{
 			"ClusterRole/kbind-consumer-a", "ClusterRoleBinding/kbind-consumer-a", "Namespace/a",
-			"Role/kbind-consumer-a@a", "RoleBinding/kbind-consumer-a@a", "ServiceAccount/kbind-consumer-a@kbind",
-			"ValidatingAdmissionPolicy/kbind-consumer-a", "ValidatingAdmissionPolicyBinding/kbind-consumer-a",
+			"Role/kbind-consumer-a.token@kbind", "Role/kbind-consumer-a@a", "RoleBinding/kbind-consumer-a.token@kbind", "RoleBinding/kbind-consumer-a@a",
+			"ServiceAccount/kbind-consumer-a@kbind",
+			"ValidatingAdmissionPolicy/kbind-consumer-a", "ValidatingAdmissionPolicy/kbind-consumer-a.token",
+			"ValidatingAdmissionPolicyBinding/kbind-consumer-a", "ValidatingAdmissionPolicyBinding/kbind-consumer-a.token",
 		}},
 		{"None, a user", accessValues(noneMode, map[string]any{"user": "consumer-a"}), []string{
 			"ClusterRole/kbind-consumer-a", "ClusterRoleBinding/kbind-consumer-a", "Namespace/kbind-a",
@@ -151,6 +155,8 @@ func TestAccessRefusesBadValues(t *testing.T) {
 		"reserved prefix":                 {accessValues(map[string]any{"mode": "Prefixed", "prefix": "kube"}, nil), `isolation.prefix "kube" is reserved`},
 		"prefix extending a reserved one": {accessValues(map[string]any{"mode": "Prefixed", "prefix": "kbind-x"}, nil), "is reserved"},
 		"isolation namespace kube-system": {accessValues(map[string]any{"mode": "Namespace", "namespace": "kube-system"}, nil), "cannot be the consumer's own namespace"},
+		"token lifetime under 10m":        {accessValues(namespaceMode, map[string]any{"tokenRenewal": map[string]any{"maxLifetimeSeconds": 599}}), "maxLifetimeSeconds"},
+		"no token audiences":              {accessValues(namespaceMode, map[string]any{"tokenRenewal": map[string]any{"audiences": []any{}}}), "audiences"},
 		"isolation namespace = release":   {accessValues(map[string]any{"mode": "Namespace", "namespace": "kbind"}, nil), "the release namespace holding the ServiceAccount"},
 		"Lease namespace default":         {accessValues(noneMode, map[string]any{"leaseNamespace": "default"}), "cannot be the consumer's own namespace"},
 		"Events with Namespace isolation": {accessValues(namespaceMode, map[string]any{"providerEventsClusterWide": true}), "providerEventsClusterWide goes with"},
@@ -161,6 +167,36 @@ func TestAccessRefusesBadValues(t *testing.T) {
 				t.Errorf("expected an error naming %q, got %v", tc.want, err)
 			}
 		})
+	}
+}
+
+// TestAccessRefusesPrefixOverReleaseNamespace: a prefix that covers the
+// namespace holding the ServiceAccounts would let the consumer write there.
+func TestAccessRefusesPrefixOverReleaseNamespace(t *testing.T) {
+	c, err := loader.Load(accessChartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"team", "team-sas"} {
+		_, err := harness.RenderChart(c, "consumer-a", ns, accessValues(map[string]any{"mode": "Prefixed", "prefix": "team"}, nil))
+		if want := "covers the release namespace " + ns; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("release namespace %s: %v, want an error naming %q", ns, err, want)
+		}
+	}
+}
+
+// TestAccessNotesToken: the NOTES' token command asks for the lifetime the
+// token policy allows, and says the konnector renews it.
+func TestAccessNotesToken(t *testing.T) {
+	c, err := loader.Load(accessChartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := notes(t, c, "consumer-a", accessValues(namespaceMode, map[string]any{"tokenRenewal": map[string]any{"maxLifetimeSeconds": 3600}}))
+	for _, want := range []string{"create token kbind-consumer-a --duration=3600s", "the konnector renews it itself", "https://kubernetes.default.svc.cluster.local"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("NOTES lack %q:\n%s", want, got)
+		}
 	}
 }
 
@@ -208,19 +244,30 @@ func TestAccessOnARealAPIServer(t *testing.T) {
 // policy, the consumer's namespace and its labels — for the same request.
 func TestAccessChartMatchesGrant(t *testing.T) {
 	apis := []access.API{{Group: "example.org", Resource: "widgets", Namespaced: true}, {Group: "example.org", Resource: "gadgets", Namespaced: true}}
+	// The chart's defaults, and what grant would learn from an API server
+	// with two audiences and --duration 1h.
+	defaults := &access.TokenRenewal{Audiences: []string{"https://kubernetes.default.svc.cluster.local"}, MaxLifetimeSeconds: 2592000}
+	custom := &access.TokenRenewal{Audiences: []string{"https://k8s.example.com", "rke2"}, MaxLifetimeSeconds: 3600}
+	customValues := map[string]any{"audiences": []any{"https://k8s.example.com", "rke2"}, "maxLifetimeSeconds": 3600}
 	for _, tc := range []struct {
 		values map[string]any
 		req    access.Request
 	}{
 		{accessValues(namespaceMode, map[string]any{"related": []any{"secrets"}}),
 			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"},
-				APIs: apis, Related: []string{"secrets"}, CRDReads: true}},
+				APIs: apis, Related: []string{"secrets"}, CRDReads: true, TokenRenewal: defaults}},
+		{accessValues(namespaceMode, map[string]any{"tokenRenewal": customValues}),
+			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"},
+				APIs: apis, CRDReads: true, TokenRenewal: custom}},
+		{accessValues(namespaceMode, map[string]any{"tokenRenewal": map[string]any{"enabled": false}}),
+			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"},
+				APIs: apis, CRDReads: true}},
 		{accessValues(prefixedMode, nil),
-			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"}, APIs: apis, CRDReads: true}},
+			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"}, APIs: apis, CRDReads: true, TokenRenewal: defaults}},
 		{accessValues(prefixedMode, map[string]any{"providerEventsClusterWide": true, "schemaSource": "OpenAPI"}),
-			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"}, APIs: apis, ClusterWideEvents: true}},
-		{accessValues(noneMode, nil),
-			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNone}, LeaseNamespace: "kbind-a", APIs: apis, CRDReads: true}},
+			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"}, APIs: apis, ClusterWideEvents: true, TokenRenewal: defaults}},
+		{accessValues(noneMode, map[string]any{"tokenRenewal": customValues}),
+			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNone}, LeaseNamespace: "kbind-a", APIs: apis, CRDReads: true, TokenRenewal: custom}},
 	} {
 		rendered, err := renderAccess(t, tc.values)
 		if err != nil {

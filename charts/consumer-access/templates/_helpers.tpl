@@ -42,6 +42,9 @@ each template includes it.
 {{- $own = .Values.isolation.namespace -}}
 {{- else if eq $mode "Prefixed" -}}
 {{- $own = .Values.isolation.prefix -}}
+{{- if or (eq $own .Release.Namespace) (hasPrefix (printf "%s-" $own) .Release.Namespace) -}}
+{{- fail (printf "isolation.prefix %q covers the release namespace %s, which holds the consumers' ServiceAccounts: the consumer could write there; choose another prefix" $own .Release.Namespace) -}}
+{{- end -}}
 {{- range list "kube" "kbind" "default" "openshift" "system" -}}
 {{- if or (eq $own .) (hasPrefix (printf "%s-" .) $own) (hasPrefix (printf "%s-" $own) .) -}}
 {{- fail (printf "isolation.prefix %q is reserved: its namespaces %s and %s-* are the provider's own (%s); choose another prefix" $own $own $own .) -}}

@@ -22,6 +22,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"export", "--list", "widgets.example.org"}, "--list takes no CRD names"},
 		{[]string{"export", "-o", "json", "widgets.example.org"}, "-o applies to --list only"},
 		{[]string{"grant", "a", "--bogus"}, "unknown flag"},
+		{[]string{"grant", "a", "--apis", "w.example.org", "--duration", "5m"}, "a token lives at least 10m0s"},
 		{[]string{"doctor", "a", "b"}, "at most one Connection"},
 		{[]string{"doctor", "-o", "yaml"}, `want json`},
 		{[]string{"status", "x"}, "takes 0 argument"},

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -23,13 +24,30 @@ import (
 // different ones.
 const confinedProbes = 5
 
-// confined waits until the admission policy of a Prefixed or None grant
-// refuses, to the consumer's own token, a dry-run write it exists to
-// refuse — confinedProbes times in a row — so that no token is handed out
-// while its ClusterRole is in force and its policy is not yet (the API
-// server loads policies asynchronously). The probe is a dry run: nothing
-// is written. It fails after timeout, saying what the API server last
-// answered.
+// probeAudience is the audience of the token grant's probe asks for as
+// the consumer: no API server's, so a token minted by mistake opens
+// nothing.
+const probeAudience = "kbind.io/grant-probe"
+
+// confined waits until the admission policies of a grant refuse, to the
+// consumer's own token, a request each exists to refuse — confinedProbes
+// rounds in a row — so that no token is handed out while a right is in
+// force and the policy confining it is not yet (the API server loads
+// policies asynchronously):
+//
+//   - Prefixed and None: a dry-run namespace write outside the tenant
+//     (nothing is written);
+//   - token renewal: minting a token for the consumer's own ServiceAccount
+//     with a foreign audience. TokenRequest ignores dryRun, so this is a
+//     real create: refused, it mints nothing. Until the policy is loaded
+//     it is allowed (RBAC follows a new Role faster than the API server
+//     loads a new policy): the token minted then is for an audience no
+//     API server accepts, lives 10 minutes, and is dropped unseen — and
+//     the round counts as unconfirmed. Only grant holds a token of the
+//     ServiceAccount by then (see docs/isolation.md for a grant that
+//     upgrades one made before token renewal).
+//
+// It fails after timeout, saying what the API server last answered.
 func confined(ctx context.Context, cfg *rest.Config, token string, req access.Request, timeout time.Duration) error {
 	probeCfg := rest.AnonymousClientConfig(cfg)
 	probeCfg.BearerToken = token
@@ -38,23 +56,64 @@ func confined(ctx context.Context, cfg *rest.Config, token string, req access.Re
 	if err != nil {
 		return err
 	}
+	var probes []func(context.Context) (bool, string, error)
+	if req.Isolation.Mode != kbindv1alpha1.IsolationNamespace {
+		probes = append(probes, writeProbe(cs, req))
+	}
+	if req.TokenRenewal != nil {
+		probes = append(probes, tokenProbe(cs, req))
+	}
+	last, err := inARow(ctx, timeout, func(ctx context.Context) (bool, string, error) {
+		for _, probe := range probes {
+			if ok, why, err := probe(ctx); err != nil || !ok {
+				return ok, why, err
+			}
+		}
+		return true, "", nil
+	})
+	if errors.Is(err, errNotInARow) {
+		return fmt.Errorf("the admission policies of consumer %s are not in force after %s: %s "+
+			"(does this provider serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicies?)", req.Consumer, timeout, last)
+	}
+	return err
+}
+
+// writeProbe: the write policy of a Prefixed or None grant refuses a
+// dry-run namespace it exists to refuse.
+func writeProbe(cs kubernetes.Interface, req access.Request) func(context.Context) (bool, string, error) {
 	ns := probeNamespace(req)
 	policy := fmt.Sprintf("ValidatingAdmissionPolicy '%s'", access.Name(req.Consumer))
-	last, err := inARow(ctx, timeout, func(ctx context.Context) (bool, string, error) {
+	return func(ctx context.Context) (bool, string, error) {
 		_, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		switch {
 		case err == nil:
-			return false, "the dry-run write was allowed", nil
+			return false, fmt.Sprintf("policy %s let a dry-run write it must refuse, made with the new token, through", access.Name(req.Consumer)), nil
 		case strings.Contains(err.Error(), policy):
 			return true, "", nil
 		}
-		return false, err.Error(), nil
-	})
-	if errors.Is(err, errNotInARow) {
-		return fmt.Errorf("the admission policy %s is not in force after %s: a dry-run write it must refuse, made with the new token, got: %s "+
-			"(does this provider serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicies?)", access.Name(req.Consumer), timeout, last)
+		return false, fmt.Sprintf("a dry-run write policy %s must refuse, made with the new token, got: %v", access.Name(req.Consumer), err), nil
 	}
-	return err
+}
+
+// tokenProbe: the token policy refuses the consumer a token for a foreign
+// audience (once its Role lets it mint at all: until then RBAC refuses).
+func tokenProbe(cs kubernetes.Interface, req access.Request) func(context.Context) (bool, string, error) {
+	name, policy := access.Name(req.Consumer), fmt.Sprintf("ValidatingAdmissionPolicy '%s'", access.TokenName(req.Consumer))
+	return func(ctx context.Context) (bool, string, error) {
+		seconds := int64(access.MinTokenLifetime.Seconds())
+		tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{probeAudience}, ExpirationSeconds: &seconds}}
+		_, err := cs.CoreV1().ServiceAccounts(req.ServiceAccountNamespace).CreateToken(ctx, name, tr, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			// Not in force yet; the token, for audience kbind.io/grant-probe,
+			// opens nothing and is dropped unseen.
+			return false, fmt.Sprintf("policy %s let the new token mint a token for audience %s, which it must refuse (that token was dropped: no API server accepts its audience)",
+				access.TokenName(req.Consumer), probeAudience), nil
+		case strings.Contains(err.Error(), policy):
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("minting a token for a foreign audience, which policy %s must refuse, with the new token got: %v", access.TokenName(req.Consumer), err), nil
+	}
 }
 
 // errNotInARow is inARow's timeout.

@@ -57,8 +57,11 @@ func newGrant(e *env) *cobra.Command {
 kbind-consumer-NAME (in --service-account-namespace, where the consumer may create nothing), the
 consumer's own provider namespace (its heartbeat Lease lives there), exactly the permissions its
 Connection needs for the isolation mode (docs/isolation.md#permissions) and, for Prefixed and None, the
-admission policy that keeps its writes out of every other tenant's namespaces; then a token bound to
-the ServiceAccount (TokenRequest) valid for --duration, printed only once the policy is seen in force.
+admission policy that keeps its writes out of every other tenant's namespaces; the right to mint tokens
+for its own ServiceAccount, which an admission policy bounds to the API server's audiences and to
+--duration; then a token bound to the ServiceAccount (TokenRequest) valid for --duration, printed only
+once the policies are seen in force. The konnector renews its token itself before it expires
+(docs/connections.md#credentials): access lasts until revoke.
 
 With --isolation Namespace (the default) everything of the consumer lives in one provider namespace:
 -n names it (default kbind-NAME). With None, -n names its Lease namespace (default kbind-NAME). With
@@ -71,9 +74,10 @@ equals or extends another consumer's or a reserved one (kube, kbind, default, op
 namespace that exists and is not this consumer's, and any change of isolation for a consumer granted
 before (revoke it first).
 
-Run it again with the same NAME and isolation to renew the token: apply the new bundle and the konnector
-picks it up without a restart. Earlier tokens stay valid until they expire (revoke invalidates them
-all). Only exported APIs can be granted (kubectl kbind export).`,
+Run it again with the same NAME and isolation for a new token (needed only when the konnector could not
+renew its own in time, e.g. it was stopped for longer than --duration): apply the new bundle and the
+konnector picks it up without a restart. Earlier tokens stay valid until they expire (revoke invalidates
+them all). Only exported APIs can be granted (kubectl kbind export).`,
 		Example: `  # one namespace on the provider (kbind-team-a) for all of team-a's objects
   kubectl kbind grant team-a --apis widgets.example.org > team-a.yaml
   kubectl --context consumer apply -f team-a.yaml
@@ -81,7 +85,7 @@ all). Only exported APIs can be granted (kubectl kbind export).`,
   # consumer namespaces kept as <prefix>-<namespace>, cluster-scoped APIs allowed
   kubectl kbind grant team-b --apis widgets.example.org,clusterwidgets.example.org --isolation Prefixed --prefix b
 
-  # related Secrets copied too, a one-week token
+  # related Secrets copied too, each token valid for a week
   kubectl kbind grant team-c --apis widgets.example.org --related secrets --duration 168h`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -96,8 +100,8 @@ all). Only exported APIs can be granted (kubectl kbind export).`,
 	f.StringSliceVar(&o.related, "related", nil, "related kinds the consumer copies: secrets, configmaps (Namespace isolation only)")
 	f.BoolVar(&o.providerEvents, "provider-events", false, "with --isolation Prefixed or None: let the consumer read every Event of this cluster, of every namespace and tenant, "+
 		"to forward the provider's Events to its objects (RBAC cannot confine the read; Namespace isolation reads its own namespace's Events always)")
-	f.DurationVar(&o.duration, "duration", 720*time.Hour, "lifetime of the token")
-	f.DurationVar(&o.confineTimeout, "confine-timeout", time.Minute, "with Prefixed or None: how long to wait for the admission policy to be in force before giving up without printing the token")
+	f.DurationVar(&o.duration, "duration", 720*time.Hour, "lifetime of each token (at least 10m): the printed one, and each the konnector mints itself to renew it; access lasts until revoke")
+	f.DurationVar(&o.confineTimeout, "confine-timeout", time.Minute, "how long to wait for the admission policies to be in force before giving up without printing the token")
 	f.StringVar(&o.connection, "connection", "provider", "name of the consumer's Connection (and of its Secret <connection>-kubeconfig and ClusterBinding)")
 	f.StringVar(&o.secretNamespace, "secret-namespace", "kbind", "consumer namespace of the kubeconfig Secret (one of the konnector's --secret-namespaces)")
 	f.StringVar(&o.server, "server", "", "the provider address the consumer reaches (default: this kubeconfig's server)")
@@ -147,6 +151,9 @@ func (o grantOptions) request(ctx context.Context, c client.Client, name string)
 }
 
 func (e *env) grant(ctx context.Context, name string, o grantOptions) error {
+	if o.duration < access.MinTokenLifetime {
+		return usageError{fmt.Errorf("--duration %s: a token lives at least %s (the API server's minimum)", o.duration, access.MinTokenLifetime)}
+	}
 	c, cfg, err := e.client()
 	if err != nil {
 		return err
@@ -167,6 +174,14 @@ func (e *env) grant(ctx context.Context, name string, o grantOptions) error {
 	if err := ensureNamespace(ctx, c, req.ServiceAccountNamespace); err != nil {
 		return err
 	}
+	// The token first: its aud claim names the API server's audiences, the
+	// only ones the token policy lets the consumer mint for. The
+	// ServiceAccount alone grants nothing, and the token is printed only
+	// once every policy is seen in force.
+	token, err := mintToken(ctx, c, cfg, &req, o.duration)
+	if err != nil {
+		return err
+	}
 	objs := req.Objects()
 	for _, obj := range objs {
 		if err := apply(ctx, c, obj); err != nil {
@@ -176,14 +191,8 @@ func (e *env) grant(ctx context.Context, name string, o grantOptions) error {
 	if err := prune(ctx, c, name, objs, e.err); err != nil {
 		return err
 	}
-	token, err := requestToken(ctx, c, cfg, req.ServiceAccountNamespace, access.Name(name), o.duration)
-	if err != nil {
-		return err
-	}
-	if req.Isolation.Mode != kbindv1alpha1.IsolationNamespace {
-		if err := confined(ctx, cfg, token, req, o.confineTimeout); err != nil {
-			return fmt.Errorf("%w\nthe token was not printed; `kubectl kbind revoke %s` removes what this grant created", err, name)
-		}
+	if err := confined(ctx, cfg, token, req, o.confineTimeout); err != nil {
+		return fmt.Errorf("%w\nthe token was not printed; `kubectl kbind revoke %s` removes what this grant created", err, name)
 	}
 	server := o.server
 	if server == "" {
@@ -202,8 +211,8 @@ func (e *env) grant(ctx context.Context, name string, o grantOptions) error {
 	if _, err := e.out.Write(data); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.err, "granted %s (%s isolation, namespace %s) the APIs %s as %s; the token expires in %s.\n",
-		name, req.Isolation.Mode, req.Namespace(), strings.Join(o.apis, ", "), req.Username(), o.duration)
+	fmt.Fprintf(e.err, "granted %s (%s isolation, namespace %s) the APIs %s as %s until kubectl kbind revoke %s; each token lives %s (the konnector renews it before it expires).\n",
+		name, req.Isolation.Mode, req.Namespace(), strings.Join(o.apis, ", "), req.Username(), name, o.duration)
 	if renewal {
 		fmt.Fprintf(e.err, "%s was granted before: its earlier tokens stay valid until they expire (kubectl kbind revoke %s invalidates them all).\n", name, name)
 	}
@@ -298,15 +307,30 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 	return nil
 }
 
-// requestToken requests a token bound to the ServiceAccount.
-func requestToken(ctx context.Context, c client.Client, cfg *rest.Config, ns, sa string, d time.Duration) (string, error) {
+// mintToken applies the consumer's ServiceAccount, requests a token for
+// it valid for d — without audiences, so the API server gives it its own —
+// and sets req's token renewal: those audiences, and d as the longest
+// lifetime the consumer may mint.
+func mintToken(ctx context.Context, c client.Client, cfg *rest.Config, req *access.Request, d time.Duration) (string, error) {
+	for _, obj := range req.Objects() {
+		if sa, ok := obj.(*corev1.ServiceAccount); ok {
+			if err := apply(ctx, c, sa); err != nil {
+				return "", err
+			}
+		}
+	}
 	seconds := int64(d.Seconds())
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
-	owner := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}}
+	owner := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: req.ServiceAccountNamespace, Name: access.Name(req.Consumer)}}
 	if err := c.SubResource("token").Create(ctx, owner, tr); err != nil {
-		return "", fmt.Errorf("requesting a token for ServiceAccount %s/%s on %s: %w", ns, sa, cfg.Host, err)
+		return "", fmt.Errorf("requesting a token for ServiceAccount %s/%s on %s: %w", owner.Namespace, owner.Name, cfg.Host, err)
 	}
-	return tr.Status.Token, nil
+	auds, err := access.TokenAudiences(tr.Status.Token)
+	if err != nil {
+		return "", err
+	}
+	req.TokenRenewal = &access.TokenRenewal{Audiences: auds, MaxLifetimeSeconds: seconds}
+	return tr.Status.Token, req.Validate()
 }
 
 // caData is the CA the consumer checks the provider with: this

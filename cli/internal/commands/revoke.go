@@ -22,11 +22,13 @@ func newRevoke(e *env) *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "revoke NAME",
-		Short: "Take a consumer's access away: its ServiceAccount (and with it every token), RBAC and admission policy",
+		Short: "Take a consumer's access away: its ServiceAccount (and with it every token), RBAC and admission policies",
 		Long: `Delete what grant created for consumer NAME: the ServiceAccount kbind-consumer-NAME first, which
-invalidates every token issued for it, then its bindings and roles; then, once the API server denies
-the consumer every write its roles allowed, the admission policy — so that no moment leaves a right
-without its confinement. The provider objects the consumer synced stay (the backend reaps them once
+invalidates every token issued for it — the printed one and every one the konnector minted itself: new
+requests are refused at once, watches already open end at the API server's watch timeout — then its
+bindings and roles (the token Role among them); then, once the API server denies the consumer every
+write its roles allowed, the admission policies — so that no moment leaves a right without its
+confinement. The provider objects the consumer synced stay (the backend reaps them once
 its heartbeat is stale); the consumer's own namespace stays. The consumer's Connection then reports
 the refusal.`,
 		Example: `  kubectl kbind revoke team-a`,
@@ -100,9 +102,17 @@ func (r *revokedAccess) remember(kind string, obj *unstructured.Unstructured) er
 			return err
 		}
 		for _, rule := range role.Rules {
+			names := rule.ResourceNames
+			if len(names) == 0 {
+				names = []string{""}
+			}
 			for _, g := range rule.APIGroups {
 				for _, res := range rule.Resources {
-					r.writes = append(r.writes, authorizationv1.ResourceAttributes{Namespace: obj.GetNamespace(), Verb: "create", Group: g, Resource: res})
+					// serviceaccounts/token of one name: the token Role.
+					res, sub, _ := strings.Cut(res, "/")
+					for _, name := range names {
+						r.writes = append(r.writes, authorizationv1.ResourceAttributes{Namespace: obj.GetNamespace(), Verb: "create", Group: g, Resource: res, Subresource: sub, Name: name})
+					}
 				}
 			}
 		}
