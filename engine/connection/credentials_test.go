@@ -37,7 +37,7 @@ func refused(ctx context.Context, token string) error {
 	if err != nil {
 		return err
 	}
-	_, err = cs.Discovery().ServerVersion()
+	_, err = cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
 	if err == nil {
 		return errors.New("the provider still accepts the token")
 	}

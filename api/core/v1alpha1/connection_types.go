@@ -299,7 +299,7 @@ const (
 	CredentialClientCertificate CredentialKind = "ClientCertificate"
 	// CredentialBasic is a username and password.
 	CredentialBasic CredentialKind = "Basic"
-	// CredentialNone: the kubeconfig holds no credential.
+	// CredentialNone means the kubeconfig holds no credential.
 	CredentialNone CredentialKind = "None"
 )
 
