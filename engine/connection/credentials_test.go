@@ -30,6 +30,24 @@ func tokenConfig(token string) *rest.Config {
 	})
 }
 
+// providerServiceAccount creates a ServiceAccount on the provider that may
+// do everything (the RBAC grant makes is tested in e2e), for the test's
+// lifetime, and returns it and its username.
+func providerServiceAccount(t *testing.T, namespace, name string) (*corev1.ServiceAccount, string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := provider.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := provider.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	user := "system:serviceaccount:" + namespace + ":" + name
+	t.Cleanup(grantProvider(t, name, user, rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}))
+	return sa, user
+}
+
 // refused reports whether the provider refuses token (401), nil when it
 // accepts it.
 func refused(ctx context.Context, token string) error {
@@ -58,16 +76,7 @@ func refused(ctx context.Context, token string) error {
 func TestTokenRenewal(t *testing.T) {
 	ctx := context.Background()
 	const saNS, saName, name = "kbind", "renew-sa", "renew"
-	if err := provider.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: saNS}}); client.IgnoreAlreadyExists(err) != nil {
-		t.Fatal(err)
-	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: saNS, Name: saName}}
-	if err := provider.Create(ctx, sa); err != nil {
-		t.Fatal(err)
-	}
-	user := "system:serviceaccount:" + saNS + ":" + saName
-	revoke := grantProvider(t, "renew", user, rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}})
-	defer revoke()
+	sa, user := providerServiceAccount(t, saNS, saName)
 
 	first, err := pair.Provider.ServiceAccountToken(ctx, saNS, saName, 30*time.Second)
 	if err != nil {
@@ -296,14 +305,7 @@ func findCondition(conn *kbindv1alpha1.Connection, typ kbindv1alpha1.ConditionTy
 func TestRenewedSecretNotOurs(t *testing.T) {
 	ctx := context.Background()
 	const saNS, saName, name = "kbind", "squat-sa", "squat"
-	if err := provider.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: saNS}}); client.IgnoreAlreadyExists(err) != nil {
-		t.Fatal(err)
-	}
-	if err := provider.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: saNS, Name: saName}}); err != nil {
-		t.Fatal(err)
-	}
-	revoke := grantProvider(t, "squat", "system:serviceaccount:"+saNS+":"+saName, rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}})
-	defer revoke()
+	providerServiceAccount(t, saNS, saName)
 	token, err := pair.Provider.ServiceAccountToken(ctx, saNS, saName, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
