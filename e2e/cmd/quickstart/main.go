@@ -28,6 +28,12 @@ import (
 	"syscall"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -151,7 +157,44 @@ func startLocal(abs string) (*pair, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pair{providerKubeconfig: p.Provider.Kubeconfig, consumerKubeconfig: p.Consumer.KubeconfigPath, stop: p.Stop}, nil
+	provider, err := serviceAccountKubeconfig(p.Provider)
+	if err != nil {
+		_ = p.Stop()
+		return nil, err
+	}
+	return &pair{providerKubeconfig: provider, consumerKubeconfig: p.Consumer.KubeconfigPath, stop: p.Stop}, nil
+}
+
+// serviceAccountKubeconfig is the provider kubeconfig the demo's Connection
+// uses on local control planes: a 30-day token of a ServiceAccount bound
+// to cluster-admin, which the konnector renews itself. (The local control
+// planes' own client certificates live 7 days, which kbind rightly reports
+// as expiring.)
+func serviceAccountKubeconfig(c *testenv.Cluster) ([]byte, error) {
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	const ns, name = "kube-system", "kbind-quickstart"
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("creating the demo's ServiceAccount: %w", err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("binding the demo's ServiceAccount: %w", err)
+	}
+	seconds := int64((720 * time.Hour).Seconds())
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("requesting the demo's token: %w", err)
+	}
+	cfg := &rest.Config{Host: c.Config.Host, BearerToken: tr.Status.Token, TLSClientConfig: rest.TLSClientConfig{CAData: c.Config.CAData}}
+	return testenv.KubeconfigFor("provider", cfg)
 }
 
 // startKind creates two kind clusters, writes .quickstart/kubeconfig with
