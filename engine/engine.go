@@ -29,6 +29,7 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/binding"
 	"github.com/kbind/kbind/engine/connection"
+	"github.com/kbind/kbind/engine/credentials"
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/slim"
@@ -117,7 +118,7 @@ func (o *Options) defaults() error {
 		o.RelatedWatchesPerNamespace = related.DefaultWatchesPerNamespace
 	}
 	if o.CredentialExpiryWarning <= 0 {
-		o.CredentialExpiryWarning = 7 * 24 * time.Hour
+		o.CredentialExpiryWarning = credentials.DefaultExpiryWarning
 	}
 	if o.Version == "" {
 		o.Version = "dev"

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/credentials"
 	"github.com/kbind/kbind/engine/heartbeat"
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
@@ -164,7 +165,7 @@ func (r *Reconciler) init() {
 	r.changed = map[string]bool{}
 	r.creds = map[string]credentialState{}
 	if r.ExpiryWarning <= 0 {
-		r.ExpiryWarning = 7 * 24 * time.Hour
+		r.ExpiryWarning = credentials.DefaultExpiryWarning
 	}
 	if r.HeartbeatInterval == 0 {
 		r.HeartbeatInterval = heartbeat.Interval

@@ -15,6 +15,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"strings"
 	"time"
 
@@ -23,6 +24,11 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
+
+// DefaultExpiryWarning is how long before a credential that is not
+// renewed expires it is reported as expiring, by the konnector
+// (--credential-expiry-warning) and by kubectl kbind doctor.
+const DefaultExpiryWarning = 7 * 24 * time.Hour
 
 // Credential is what kbind knows about one credential.
 type Credential struct {
@@ -74,7 +80,14 @@ type claims struct {
 // audiences is a JWT "aud": a string or a list of strings.
 type audiences []string
 
+// errAudience: the aud claim is neither a string nor a list of strings.
+var errAudience = errors.New("has an aud claim that is neither a string nor a list of strings")
+
 func (a *audiences) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*a = nil
+		return nil
+	}
 	var one string
 	if err := json.Unmarshal(b, &one); err == nil {
 		*a = audiences{one}
@@ -82,7 +95,7 @@ func (a *audiences) UnmarshalJSON(b []byte) error {
 	}
 	var many []string
 	if err := json.Unmarshal(b, &many); err != nil {
-		return err
+		return errAudience
 	}
 	*a = many
 	return nil
@@ -103,10 +116,19 @@ func (n *numericTS) time() time.Time {
 // ServiceAccountToken; anything else is a Token, with the subject and
 // times a JWT carries, or none for an opaque token.
 func FromToken(token string) Credential {
+	c, _ := ParseToken(token)
+	return c
+}
+
+// ParseToken is FromToken, with the reason a token is not a JWT kbind can
+// read (an opaque token, say) as an error that names the problem and
+// never the token. The Credential is a Token then, without subject or
+// times.
+func ParseToken(token string) (Credential, error) {
 	c := Credential{Kind: kbindv1alpha1.CredentialToken}
-	cl, ok := parseJWT(token)
-	if !ok {
-		return c
+	cl, err := parseJWT(token)
+	if err != nil {
+		return c, err
 	}
 	c.Subject, c.Audiences = cl.Subject, cl.Audience
 	c.IssuedAt, c.ExpiresAt = cl.IssuedAt.time(), cl.Expiry.time()
@@ -120,24 +142,27 @@ func FromToken(token string) Credential {
 			c.Subject = "system:serviceaccount:" + k.Namespace + ":" + k.ServiceAccount.Name
 		}
 	}
-	return c
+	return c, nil
 }
 
 // parseJWT decodes the claims of a compact JWS without verifying it.
-func parseJWT(token string) (claims, bool) {
+func parseJWT(token string) (claims, error) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return claims{}, false
+		return claims{}, errors.New("is not a JWT (want three dot-separated parts)")
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
 	if err != nil {
-		return claims{}, false
+		return claims{}, errors.New("is not a JWT (its payload is not base64url)")
 	}
 	var cl claims
 	if err := json.Unmarshal(payload, &cl); err != nil {
-		return claims{}, false
+		if errors.Is(err, errAudience) {
+			return claims{}, errAudience
+		}
+		return claims{}, errors.New("is not a JWT (its payload is not JSON)")
 	}
-	return cl, true
+	return cl, nil
 }
 
 // fromCertificate reads the first certificate of PEM data: its common name

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,5 +216,25 @@ func TestExpiring(t *testing.T) {
 				t.Errorf("Expiring = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestParseTokenErrors: why a token is not a JWT kbind can read, without
+// the token's bytes.
+func TestParseTokenErrors(t *testing.T) {
+	enc := base64.RawURLEncoding.EncodeToString
+	for _, tc := range []struct{ token, want string }{
+		{"s3cr3t-opaque", "three dot-separated parts"},
+		{"h.s3cr3t!!.s", "not base64url"},
+		{"h." + enc([]byte("s3cr3t")) + ".s", "not JSON"},
+		{"h." + enc([]byte(`{"aud":7}`)) + ".s", "neither a string nor a list"},
+	} {
+		c, err := ParseToken(tc.token)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cr3t") || c.Kind != kbindv1alpha1.CredentialToken {
+			t.Errorf("ParseToken(%q) = %v, %v; want a Token and an error naming %q", tc.token, c.Kind, err, tc.want)
+		}
+	}
+	if c, err := ParseToken("h." + enc([]byte(`{"aud":null,"sub":"x"}`)) + ".s"); err != nil || len(c.Audiences) != 0 || c.Subject != "x" {
+		t.Errorf("a null aud: %+v, %v", c, err)
 	}
 }

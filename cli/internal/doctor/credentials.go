@@ -12,6 +12,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/cli/access"
+	"github.com/kbind/kbind/engine/credentials"
 )
 
 // The sections of the docs the credential and version findings link to.
@@ -22,7 +23,7 @@ const (
 
 // ExpiryWarning is how long before a credential that is not renewed
 // expires doctor warns (the konnector's default lead time).
-const ExpiryWarning = 7 * 24 * time.Hour
+const ExpiryWarning = credentials.DefaultExpiryWarning
 
 // checkCredentials reads what the konnector says of a Connection's
 // credential (status.credentials and its conditions) — kind, subject and

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kbind/kbind/engine/credentials"
 	"github.com/kbind/kbind/flagconfig"
 	"github.com/kbind/kbind/flagconfig/buildinfo"
 )
@@ -105,7 +106,7 @@ func FlagSet(name string) *pflag.FlagSet {
 	fs.Duration(keyRecheckInterval, 10*time.Minute, "How often a working Connection re-reads the provider's identity and lists its exports directly, as a backstop to the watches (a failed heartbeat re-reads the identity at once).")
 	fs.Duration(keyBindingResync, 30*time.Second, "How often every ClusterBinding and Binding is re-checked, as a backstop to watches.")
 	fs.Duration(keyHeartbeatInterval, 30*time.Second, "How often each Connection's heartbeat Lease on the provider is renewed (leaseDurationSeconds stays 60).")
-	fs.Duration(keyCredentialExpiryWarning, 7*24*time.Hour, "How long before a provider credential the konnector does not renew (a client certificate, a token that is not a ServiceAccount token, a renewal that keeps failing) expires the Connection reports CredentialsExpiring=True and an Event; at the latest when a fifth of its lifetime is left.")
+	fs.Duration(keyCredentialExpiryWarning, credentials.DefaultExpiryWarning, "How long before a provider credential the konnector does not renew (a client certificate, a token that is not a ServiceAccount token, a renewal that keeps failing) expires the Connection reports CredentialsExpiring=True and an Event; at the latest when a fifth of its lifetime is left.")
 	fs.Int(keyWorkers, 4, "Sync workers per bound API.")
 	fs.Int(keyRelatedWatches, 512, "Most related-resource watches the bindings of one namespace may hold (the ClusterBindings count as one namespace): a label selector is one, each name or referenced object one; an entry over it copies nothing, and its binding says so.")
 	fs.String(keyMetricsAddr, ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
