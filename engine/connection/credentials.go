@@ -134,18 +134,29 @@ func (r *Reconciler) useCredential(ctx context.Context, conn *kbindv1alpha1.Conn
 // there is none (or the Secret is not the konnector's: kbind trusts only
 // a Secret it made, controlled by this Connection).
 func (r *Reconciler) readRenewed(ctx context.Context, conn *kbindv1alpha1.Connection) (token, from string, ok bool) {
-	ref := renewedSecretRef(conn)
-	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
-		if !apierrors.IsNotFound(err) {
-			log.FromContext(ctx).Info("Could not read the Secret holding the renewed token; using the kubeconfig's", "secret", ref.Namespace+"/"+ref.Name, "error", err.Error())
-		}
-		return "", "", false
+	secret, ours, err := r.renewedSecret(ctx, conn)
+	if err != nil {
+		log.FromContext(ctx).Info("Could not read the Secret holding the renewed token; using the kubeconfig's", "error", err.Error())
 	}
-	if !metav1.IsControlledBy(secret, conn) || secret.Type != renewedSecretType {
+	if !ours {
 		return "", "", false
 	}
 	return string(secret.Data[renewedTokenKey]), secret.Annotations[kbindv1alpha1.RenewedFromAnnotation], true
+}
+
+// renewedSecret reads the Connection's renewed-token Secret from the
+// cache: nil when there is none, ours only when this Connection controls
+// it and it has kbind's type — kbind reads, writes and deletes no other.
+func (r *Reconciler) renewedSecret(ctx context.Context, conn *kbindv1alpha1.Connection) (secret *corev1.Secret, ours bool, err error) {
+	ref := renewedSecretRef(conn)
+	secret = &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("reading Secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return secret, metav1.IsControlledBy(secret, conn) && secret.Type == renewedSecretType, nil
 }
 
 // renewIfDue requests a new token once the one in use is due (RenewAt) and
@@ -259,17 +270,16 @@ func renewalBackoff(failures int, inUse credentials.Credential, now time.Time) t
 func (r *Reconciler) keepRenewed(ctx context.Context, conn *kbindv1alpha1.Connection, token, from string) error {
 	ref := renewedSecretRef(conn)
 	where := fmt.Sprintf("Secret %s/%s", ref.Namespace, ref.Name)
-	secret := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret)
+	secret, ours, err := r.renewedSecret(ctx, conn)
 	switch {
-	case apierrors.IsNotFound(err):
-		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}
 	case err != nil:
-		return fmt.Errorf("reading %s: %w", where, err)
-	case !metav1.IsControlledBy(secret, conn) || secret.Type != renewedSecretType:
+		return err
+	case secret == nil:
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}
+	case !ours:
 		return fmt.Errorf("%s exists and is not this Connection's renewed-token Secret; kbind leaves it alone: delete or rename it", where)
 	}
-	exists := err == nil
+	exists := secret.ResourceVersion != ""
 	base := secret.DeepCopy()
 	secret.Type = renewedSecretType
 	if secret.Labels == nil {
@@ -300,20 +310,16 @@ func (r *Reconciler) keepRenewed(ctx context.Context, conn *kbindv1alpha1.Connec
 // torn down (the garbage collector would, once the Connection is gone;
 // this does not wait for it). Only a Secret this Connection controls.
 func (r *Reconciler) deleteRenewed(ctx context.Context, conn *kbindv1alpha1.Connection) error {
-	ref := renewedSecretRef(conn)
-	if !slices.Contains(r.SecretNamespaces, ref.Namespace) {
+	if !slices.Contains(r.SecretNamespaces, conn.Spec.KubeconfigSecretRef.Namespace) {
 		// Never resolved, so never renewed: nothing of ours is there.
 		return nil
 	}
-	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if !metav1.IsControlledBy(secret, conn) || secret.Type != renewedSecretType {
-		return nil
+	secret, ours, err := r.renewedSecret(ctx, conn)
+	if err != nil || !ours {
+		return err
 	}
 	if err := r.Client.Delete(ctx, secret, client.Preconditions{UID: &secret.UID}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting the renewed-token Secret %s/%s: %w", ref.Namespace, ref.Name, err)
+		return fmt.Errorf("deleting the renewed-token Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 	}
 	return nil
 }

@@ -30,10 +30,10 @@ func tokenConfig(token string) *rest.Config {
 	})
 }
 
-// providerServiceAccount creates a ServiceAccount on the provider that may
-// do everything (the RBAC grant makes is tested in e2e), for the test's
-// lifetime, and returns it and its username.
-func providerServiceAccount(t *testing.T, namespace, name string) (*corev1.ServiceAccount, string) {
+// providerServiceAccount creates a ServiceAccount on the provider for the
+// test's lifetime, allowed rules — everything when none are given (the
+// RBAC grant makes is tested in e2e) — and returns it and its username.
+func providerServiceAccount(t *testing.T, namespace, name string, rules ...rbacv1.PolicyRule) (*corev1.ServiceAccount, string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := provider.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); client.IgnoreAlreadyExists(err) != nil {
@@ -44,7 +44,10 @@ func providerServiceAccount(t *testing.T, namespace, name string) (*corev1.Servi
 		t.Fatal(err)
 	}
 	user := "system:serviceaccount:" + namespace + ":" + name
-	t.Cleanup(grantProvider(t, name, user, rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}))
+	if len(rules) == 0 {
+		rules = []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}}
+	}
+	t.Cleanup(grantProvider(t, name, user, rules...))
 	return sa, user
 }
 
@@ -332,5 +335,57 @@ func TestRenewedSecretNotOurs(t *testing.T) {
 	}
 	if string(got.Data["token"]) != "planted" || got.ResourceVersion != squatter.ResourceVersion {
 		t.Error("the Secret kbind does not own was written")
+	}
+}
+
+// TestRenewalRefused: a provider that does not let the ServiceAccount
+// create its own token (what an older grant made) is reported with its
+// refusal — CredentialsRenewed=False/RenewalFailed and a Warning Event —
+// and, the token being within the warning time, CredentialsExpiring=True;
+// the Connection stays Ready on the token it has.
+func TestRenewalRefused(t *testing.T) {
+	ctx := context.Background()
+	const saNS, saName, name = "kbind", "refused-sa", "refused"
+	providerServiceAccount(t, saNS, saName,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
+		rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}})
+	token, err := pair.Provider.ServiceAccountToken(ctx, saNS, saName, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, tokenConfig(token))})
+	createConnection(t, name, secretNS, name)
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	enginetest.EventuallyWithin(t, time.Minute, "the refused renewal reported", func() error {
+		c := getConnection(t, name)
+		cond := findCondition(c, kbindv1alpha1.ConditionCredentialsRenewed)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != string(kbindv1alpha1.ReasonRenewalFailed) ||
+			!strings.Contains(cond.Message, "serviceaccounts \"refused-sa\" is forbidden") || !strings.Contains(cond.Message, "retrying at") {
+			return fmt.Errorf("CredentialsRenewed %+v", cond)
+		}
+		exp := findCondition(c, kbindv1alpha1.ConditionCredentialsExpiring)
+		if exp == nil || exp.Status != metav1.ConditionTrue || exp.Reason != string(kbindv1alpha1.ReasonExpiresSoon) {
+			return fmt.Errorf("CredentialsExpiring %+v", exp)
+		}
+		if ready := findCondition(c, kbindv1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Ready %+v", ready)
+		}
+		return nil
+	})
+	enginetest.Eventually(t, "RenewalFailed Event", func() error {
+		var events corev1.EventList
+		if err := consumer.List(ctx, &events); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == name && e.Reason == string(kbindv1alpha1.ReasonRenewalFailed) && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "forbidden") {
+				return nil
+			}
+		}
+		return errors.New("no RenewalFailed Event on the Connection")
+	})
+	if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: name + "-kbind-token"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a renewed-token Secret without a renewal: %v", err)
 	}
 }

@@ -37,15 +37,23 @@ func counting(c client.WithWatch, n *requests) client.Client {
 	})
 }
 
-// TestRenewWritesWithoutReading: after the first renewal, each renewal is
-// one update and no read; a Lease changed or deleted by someone else is
-// read again, and one another holder took over is left untouched.
-func TestRenewWritesWithoutReading(t *testing.T) {
+// startProvider starts a provider control plane for the test and returns
+// an admin client of it.
+func startProvider(t *testing.T) client.WithWatch {
+	t.Helper()
 	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
 	admin, err := client.NewWithWatch(cluster.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return admin
+}
+
+// TestRenewWritesWithoutReading: after the first renewal, each renewal is
+// one update and no read; a Lease changed or deleted by someone else is
+// read again, and one another holder took over is left untouched.
+func TestRenewWritesWithoutReading(t *testing.T) {
+	admin := startProvider(t)
 	ctx := context.Background()
 	n := &requests{}
 	l := heartbeat.For("provider", "0123456789abcdef", "kbind")
@@ -132,11 +140,7 @@ func TestRenewWritesWithoutReading(t *testing.T) {
 // renewal itself — no request of their own — and an annotation without a
 // value is removed.
 func TestLeaseInfo(t *testing.T) {
-	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
-	admin, err := client.NewWithWatch(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := startProvider(t)
 	ctx := context.Background()
 	n := &requests{}
 	l := heartbeat.For("provider", "0123456789abcdef", "kbind")
