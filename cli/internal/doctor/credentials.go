@@ -3,12 +3,12 @@ package doctor
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/cli/access"
@@ -165,23 +165,11 @@ func Skew(a, b string) SkewVerdict {
 // parseVersion reads MAJOR.MINOR of a release version ("v" prefix,
 // patch, pre-release and build metadata allowed).
 func parseVersion(v string) (major, minor int, ok bool) {
-	v = strings.TrimPrefix(v, "v")
-	if i := strings.IndexAny(v, "-+"); i >= 0 {
-		v = v[:i]
-	}
-	parts := strings.Split(v, ".")
-	if len(parts) < 2 || len(parts) > 3 {
+	parsed, err := version.ParseGeneric(v)
+	if err != nil || len(parsed.Components()) > 3 || !strings.Contains(strings.TrimPrefix(v, "v"), ".") {
 		return 0, 0, false
 	}
-	nums := make([]int, len(parts))
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return 0, 0, false
-		}
-		nums[i] = n
-	}
-	return nums[0], nums[1], true
+	return int(parsed.Major()), int(parsed.Minor()), true
 }
 
 // checkVersions compares the konnector serving a Connection
