@@ -63,14 +63,7 @@ func (r Request) policy(meta metav1.ObjectMeta) []client.Object {
 			Validations:      r.validations(),
 		},
 	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
-		ObjectMeta: meta,
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: meta.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	return []client.Object{policy, binding}
+	return []client.Object{policy, denyBinding(meta)}
 }
 
 // Policy variables: where the request writes, and the ownership labels of
@@ -170,14 +163,7 @@ func (r Request) tokenPolicy(meta metav1.ObjectMeta) []client.Object {
 			},
 		},
 	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
-		ObjectMeta: meta,
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: meta.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	return []client.Object{policy, binding}
+	return []client.Object{policy, denyBinding(meta)}
 }
 
 func quoted(ss []string) string {
@@ -186,4 +172,15 @@ func quoted(ss []string) string {
 		out[i] = fmt.Sprintf("%q", s)
 	}
 	return strings.Join(out, ", ")
+}
+
+// denyBinding binds the policy of meta's name, denying what it refuses.
+func denyBinding(meta metav1.ObjectMeta) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
+		ObjectMeta: meta,
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: meta.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
 }
