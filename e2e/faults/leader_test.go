@@ -6,18 +6,22 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/leaderelection"
 )
 
 // leaseDuration and retryPeriod are controller-runtime's leader election
 // defaults, which the konnector keeps. A standby counts the Lease duration
 // from when it saw the leader's last renewal, and it looks every retry
-// period (with up to 20 % jitter): it takes over at most one look after
-// the Lease expired, which is at most one look after the leader's last
-// renewal — takeoverBound after the kill.
+// period stretched by a jitter of up to leaderelection.JitterFactor (1.2,
+// i.e. up to 120 %: a look comes 2 to 4.4 s after the previous one). The
+// standby sees the last renewal at most one look after the kill, and sees
+// the Lease expired at most one look after it expired: takeoverBound after
+// the kill, plus the second the acquiring write may take.
 const (
 	leaseDuration = 15 * time.Second
 	retryPeriod   = 2 * time.Second
-	takeoverBound = leaseDuration + 2*retryPeriod*12/10
+	longestLook   = retryPeriod + time.Duration(leaderelection.JitterFactor*float64(retryPeriod))
+	takeoverBound = leaseDuration + 2*longestLook + time.Second
 )
 
 // leaderFailover runs two konnectors with leader election (the chart's HA
@@ -69,7 +73,7 @@ func leaderFailover() scenario {
 				}
 				t.Logf("the standby leads %s after the leader was killed", took.Round(100*time.Millisecond))
 				if took > takeoverBound {
-					t.Errorf("the standby took over %s after the kill, want within %s (the Lease duration %s and two looks)", took, takeoverBound, leaseDuration)
+					t.Errorf("the standby took over %s after the kill, want within %s (the Lease duration %s and two looks of up to %s)", took, takeoverBound, leaseDuration, longestLook)
 				}
 				e.konnector, standby = standby, killed
 				must(t, killed.Start(ctx)) // the new standby
