@@ -90,6 +90,9 @@ func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
 		{"konnector", "ServiceMonitor", map[string]any{"rbac": map[string]any{"boundResourceGroups": groups},
 			"metrics": map[string]any{"service": map[string]any{"enabled": true}, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}}}},
 			[]string{"Service", "ServiceMonitor"}},
+		{"konnector", "Grafana dashboard", map[string]any{"rbac": map[string]any{"boundResourceGroups": groups},
+			"metrics": map[string]any{"dashboards": map[string]any{"enabled": true, "annotations": map[string]any{"grafana_folder": "kbind"}}}},
+			[]string{"ConfigMap", "Deployment"}},
 		{"konnector", "metrics off and a pinned image and scheduling", map[string]any{"rbac": map[string]any{"boundResourceGroups": groups},
 			"metrics": map[string]any{"enabled": false}, "image": map[string]any{"tag": "0.1.0-rc.1", "pullPolicy": "Always"},
 			"nodeSelector": map[string]any{"kubernetes.io/os": "linux"}, "tolerations": []any{map[string]any{"key": "dedicated", "operator": "Exists"}},
@@ -98,6 +101,8 @@ func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
 		{"backend", "defaults: report only", map[string]any{}, []string{"Deployment", "ServiceAccount", "ClusterRole"}},
 		{"backend", "reaper with namespace cleanup", map[string]any{"reap": true, "rbac": map[string]any{"reapGroups": groups, "namespaceCleanup": true}}, []string{"ClusterRole", "ClusterRoleBinding"}},
 		{"backend", "HA with metrics Service", map[string]any{"replicaCount": 2, "metrics": map[string]any{"service": map[string]any{"enabled": true}}}, []string{"Service", "Role"}},
+		{"backend", "Grafana dashboard", map[string]any{"metrics": map[string]any{"dashboards": map[string]any{"enabled": true, "labels": map[string]any{"grafana_dashboard": "1", "team": "platform"}}}},
+			[]string{"ConfigMap", "Deployment"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.chart+": "+tc.name, func(t *testing.T) {
