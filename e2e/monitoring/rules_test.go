@@ -285,11 +285,11 @@ func githubSlug(heading string) string {
 
 func TestGithubSlug(t *testing.T) {
 	for heading, want := range map[string]string{
-		"Start here: `kubectl kbind doctor`":                     "start-here-kubectl-kbind-doctor",
+		"Start here: `kubectl kbind doctor`":                      "start-here-kubectl-kbind-doctor",
 		"An API is missing, or the binding says `APINotExported`": "an-api-is-missing-or-the-binding-says-apinotexported",
-		"The Connection is not Ready":                            "the-connection-is-not-ready",
-		"KbindReapFailing":                                       "kbindreapfailing",
-		"Keep_under score & 2 spaces":                            "keep_under-score--2-spaces",
+		"The Connection is not Ready":                             "the-connection-is-not-ready",
+		"KbindReapFailing":                                        "kbindreapfailing",
+		"Keep_under score & 2 spaces":                             "keep_under-score--2-spaces",
 	} {
 		if got := githubSlug(heading); got != want {
 			t.Errorf("githubSlug(%q) = %q, want %q", heading, got, want)
