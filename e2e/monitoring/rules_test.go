@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kbind/kbind/e2e/harness"
@@ -55,11 +56,27 @@ type ruleGroups struct {
 // PrometheusRule's spec: a Prometheus rule file.
 func renderRules(t *testing.T, chartName string) []byte {
 	t.Helper()
+	rule := renderPrometheusRule(t, chartName, map[string]any{"enabled": true}, true)
+	if rule == nil {
+		t.Fatalf("the %s chart renders no PrometheusRule with metrics.prometheusRule.enabled", chartName)
+	}
+	spec, err := yaml.Marshal(rule.Object["spec"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// renderPrometheusRule renders the chart with metrics.enabled and the given
+// metrics.prometheusRule values and returns its PrometheusRule, nil when
+// it renders none.
+func renderPrometheusRule(t *testing.T, chartName string, prometheusRule map[string]any, metrics bool) *unstructured.Unstructured {
+	t.Helper()
 	chrt, err := loader.Load("../../charts/" + chartName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	values := map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true}}}
+	values := map[string]any{"metrics": map[string]any{"enabled": metrics, "prometheusRule": prometheusRule}}
 	if chartName == "konnector" {
 		values["rbac"] = map[string]any{"boundResourceGroups": []any{"example.org"}}
 	}
@@ -71,22 +88,80 @@ func renderRules(t *testing.T, chartName string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var spec []byte
+	var rule *unstructured.Unstructured
 	for _, o := range objs {
 		if o.GetKind() != "PrometheusRule" {
 			continue
 		}
-		if spec != nil {
+		if rule != nil {
 			t.Fatalf("the %s chart renders more than one PrometheusRule", chartName)
 		}
-		if spec, err = yaml.Marshal(o.Object["spec"]); err != nil {
-			t.Fatal(err)
+		rule = o
+	}
+	return rule
+}
+
+// TestPrometheusRuleValues: the rules are off by default and with metrics
+// off; job, labels, `for`, severity, thresholds and windows are the values'.
+func TestPrometheusRuleValues(t *testing.T) {
+	for chartName := range contract {
+		if renderPrometheusRule(t, chartName, map[string]any{}, true) != nil {
+			t.Errorf("%s: a PrometheusRule by default", chartName)
+		}
+		if renderPrometheusRule(t, chartName, map[string]any{"enabled": true}, false) != nil {
+			t.Errorf("%s: a PrometheusRule with metrics.enabled false", chartName)
 		}
 	}
-	if spec == nil {
-		t.Fatalf("the %s chart renders no PrometheusRule with metrics.prometheusRule.enabled", chartName)
+	for _, tc := range []struct {
+		chart  string
+		alerts map[string]any
+		want   map[string]string // alert: a part of its rendered rule
+	}{
+		{"konnector", map[string]any{
+			"KbindHeartbeatStale":           map[string]any{"for": "0s", "severity": "page", "seconds": 5},
+			"KbindCredentialRenewalFailing": map[string]any{"window": "40s"},
+			"KbindSyncFailures":             map[string]any{"window": "30s"},
+			"KbindProviderEventsDropped":    map[string]any{"window": "20s"},
+		}, map[string]string{
+			"KbindKonnectorDown":            `up{job="kbind-konnector"} == 0 or absent(up{job="kbind-konnector"})`,
+			"KbindHeartbeatStale":           `kbind_heartbeat_age_seconds > 5 for=0s severity=page`,
+			"KbindCredentialRenewalFailing": `[40s]`,
+			"KbindSyncFailures":             `[30s]`,
+			"KbindProviderEventsDropped":    `[20s]`,
+		}},
+		{"backend", map[string]any{
+			"KbindConsumerStale": map[string]any{"for": "1s", "seconds": 2.5},
+			"KbindReapFailing":   map[string]any{"window": "20s"},
+		}, map[string]string{
+			"KbindBackendDown":   `up{job="kbind-backend"} == 0 or absent(up{job="kbind-backend"})`,
+			"KbindConsumerStale": `kbind_backend_consumer_renewal_age_seconds > 2.5 for=1s severity=warning`,
+			"KbindReapFailing":   `[20s]`,
+		}},
+	} {
+		rule := renderPrometheusRule(t, tc.chart, map[string]any{"enabled": true, "job": "kbind-" + tc.chart,
+			"labels": map[string]any{"release": "prometheus"}, "alerts": tc.alerts}, true)
+		if rule == nil {
+			t.Fatalf("%s: no PrometheusRule", tc.chart)
+		}
+		if rule.GetLabels()["release"] != "prometheus" || rule.GetLabels()["app.kubernetes.io/instance"] != releases[tc.chart] {
+			t.Errorf("%s: labels %v", tc.chart, rule.GetLabels())
+		}
+		spec, err := yaml.Marshal(rule.Object["spec"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		rendered := map[string]string{}
+		for _, g := range parseRules(t, spec).Groups {
+			for _, r := range g.Rules {
+				rendered[r.Alert] = fmt.Sprintf("%s for=%s severity=%s", r.Expr, r.For, r.Labels["severity"])
+			}
+		}
+		for alert, part := range tc.want {
+			if !strings.Contains(rendered[alert], part) {
+				t.Errorf("%s: %s is %q, want it to contain %q", tc.chart, alert, rendered[alert], part)
+			}
+		}
 	}
-	return spec
 }
 
 func parseRules(t *testing.T, spec []byte) ruleGroups {
