@@ -47,10 +47,11 @@ var (
 	}, []string{"connection", "api"})
 
 	// SyncerReady is 1 while the syncer of a bound API runs with its
-	// informers on both sides synced; the series is gone when it stops.
+	// informers on both sides synced, 0 while it waits for them or waits
+	// to restart after a failure; the series is gone when it stops.
 	SyncerReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kbind_syncer_ready",
-		Help: "1 while the syncer of a bound API runs with its consumer and provider informers synced, by connection and API; absent when no syncer runs.",
+		Help: "1 while the syncer of a bound API runs with its consumer and provider informers synced, 0 while it waits for them or to restart after a failure, by connection and API; absent when no syncer runs.",
 	}, []string{"connection", "api"})
 
 	// ConnectionReady is 1 while a Connection is Ready.

@@ -242,12 +242,27 @@ func (s *Syncer) run(ctx context.Context) {
 	defer close(s.done)
 	logger := log.FromContext(ctx).WithValues("gvk", s.target.GVK.String())
 	ctx = log.IntoContext(ctx, logger)
+	// kbind_syncer_ready is 0 from the start until the informers have
+	// synced, and stays 0 after a failure while the registry waits to
+	// restart it (the registry drops it when it does not):
+	// a bound API that does not sync shows, without gaps.
+	ready := metrics.SyncerReady.WithLabelValues(s.target.Connection, s.target.GVK.GroupKind().String())
+	ready.Set(0)
 	if err := s.runWorkers(ctx); err != nil && ctx.Err() == nil {
+		ready.Set(0)
 		logger.Error(err, "Syncer stopped; it is restarted with backoff")
 		if s.onFailed != nil {
 			s.onFailed(err)
 		}
+		return
 	}
+	s.forgetReadyMetric()
+}
+
+// forgetReadyMetric drops the Syncer's kbind_syncer_ready series: it was
+// stopped, or it failed and is not restarted.
+func (s *Syncer) forgetReadyMetric() {
+	metrics.SyncerReady.DeleteLabelValues(s.target.Connection, s.target.GVK.GroupKind().String())
 }
 
 // Exited reports whether the Syncer's run has ended (stopped or failed).
@@ -327,9 +342,7 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 		}()
 	}
 	s.ready.Store(true)
-	api := s.target.GVK.GroupKind().String()
-	metrics.SyncerReady.WithLabelValues(s.target.Connection, api).Set(1)
-	defer metrics.SyncerReady.DeleteLabelValues(s.target.Connection, api)
+	metrics.SyncerReady.WithLabelValues(s.target.Connection, s.target.GVK.GroupKind().String()).Set(1)
 	log.FromContext(ctx).Info("Syncer started", "workers", s.workers)
 	s.runForwarder(s.currentScope().forwardsEvents())
 	if s.onReady != nil {
