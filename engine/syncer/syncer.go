@@ -149,6 +149,10 @@ type Syncer struct {
 	// an object that carries no origin markers (a foreign object at a
 	// derived name) back to its consumer object.
 	origins sync.Map // types.NamespacedName (provider) → types.NamespacedName (consumer)
+
+	// consumerChanges and providerChanges are when each side's unhandled
+	// changes were first observed, for the end-to-end sync latency.
+	consumerChanges, providerChanges observations
 }
 
 // Options build a Syncer.
@@ -393,6 +397,7 @@ func (s *Syncer) consumerEvent(obj any, deleted bool) {
 			}
 		}
 	}
+	s.consumerChanges.observe(key, time.Now())
 	s.queue.Add(key)
 }
 
@@ -419,6 +424,7 @@ func (s *Syncer) providerEvent(obj any, deleted bool) {
 	if deleted {
 		s.deletions.observed(key, o.GetUID())
 	}
+	s.providerChanges.observe(key, time.Now())
 	s.queue.Add(key)
 }
 
@@ -474,7 +480,17 @@ func (s *Syncer) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer s.queue.Done(key)
-	requeue, err := s.sync(log.IntoContext(ctx, log.FromContext(ctx).WithValues("namespace", key.Namespace, "name", key.Name)), key)
+	// Taken before the sync reads the caches: an informer updates its cache
+	// before it reports the change, so this sync sees every change observed
+	// until now.
+	seen := &changes{up: s.consumerChanges.take(key), down: s.providerChanges.take(key)}
+	requeue, err := s.sync(log.IntoContext(ctx, log.FromContext(ctx).WithValues("namespace", key.Namespace, "name", key.Name)), key, seen)
+	if err != nil || requeue {
+		// Not delivered yet: the retry's latency counts from the first
+		// observation.
+		s.consumerChanges.observe(key, seen.up)
+		s.providerChanges.observe(key, seen.down)
+	}
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
