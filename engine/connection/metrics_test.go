@@ -33,6 +33,31 @@ func timeToReady(t *testing.T) (uint64, float64) {
 	return 0, 0
 }
 
+// renewals is kbind_credentials_renewals_total{connection, result} as the
+// konnector serves it; ok is false when there is no such series.
+func renewals(t *testing.T, connection, result string) (value float64, ok bool) {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "kbind_credentials_renewals_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["connection"] == connection && labels["result"] == result {
+				return m.GetCounter().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
 // TestTimeToReady: a Connection that becomes Ready for the first time is
 // observed once, with its age; further reconciles, and a konnector
 // restart that finds it Ready, observe nothing.
