@@ -97,6 +97,15 @@ func TestLifecycleMetrics(t *testing.T) {
 		return nil
 	})
 
+	// The API forwards provider Events (the default): both Event counters
+	// are served from the start, at 0.
+	labels := map[string]string{"connection": "provider", "api": "Measured.measured.example.org"}
+	for _, name := range []string{"kbind_provider_events_forwarded_total", "kbind_provider_events_dropped_total"} {
+		if ms := series(t, name, labels); len(ms) != 1 || ms[0].GetCounter().GetValue() != 0 {
+			t.Errorf("%s%v: %v, want one series at 0", name, labels, ms)
+		}
+	}
+
 	// A provider controller reports status: down.
 	pcopy, _ := get(t, env.Provider, measuredGVK, "measured-a", "m0")
 	pcopy.Object["status"] = map[string]any{"phase": "Ready"}
