@@ -107,7 +107,7 @@ test: build-all build ## Every module's tests (unit, envtest), a brief `make fuz
 	@echo "== quickstart --check"; assets=$$(tools/controlplane/build.sh); KUBEBUILDER_ASSETS=$$assets bin/quickstart --check
 
 .PHONY: e2e
-e2e: ## The e2e module but the fault suite: e2e-framework suites, binary, chart and backend tests (KBIND_E2E_CLUSTERS=local|kind|auto, E2E_FLAGS=-run ...).
+e2e: ## The e2e module but the fault suite: e2e-framework suites, binary, chart, backend and alert-rule (promtool) tests (KBIND_E2E_CLUSTERS=local|kind|auto, E2E_FLAGS=-run ...).
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
 	  echo "== go test ./e2e/... (clusters: $${KBIND_E2E_CLUSTERS:-auto})"; \
 	  cd e2e && $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(E2E_FLAGS) $$($(GO) list ./... | grep -v '/e2e/faults$$')

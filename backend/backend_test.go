@@ -858,3 +858,54 @@ func TestConsumerInfoMetric(t *testing.T) {
 		return nil
 	})
 }
+
+// TestReapCandidatesMetric: while a stale consumer is being reaped,
+// kbind_backend_reap_candidates says how many of its objects the latest pass
+// found (here the copy a provider finalizer holds); the series goes when
+// the consumer renews, and when reaping finishes.
+func TestReapCandidatesMetric(t *testing.T) {
+	const consumerC = "cccccccc-3333-4333-8333-cccccccccccc"
+	candidates := func() (float64, bool) {
+		return metricValue(t, "kbind_backend_reap_candidates", map[string]string{"consumer_cluster_uid": consumerC})
+	}
+	env := backendtest.Start(t)
+	env.Namespace(t, "kbind", "")
+	env.Namespace(t, "team-c", consumerC)
+	env.Copy(t, "Widget", "team-c", "held", consumerC, "example.org/cleanup")
+	env.Copy(t, "Widget", "team-c", "w2", consumerC)
+	env.Related(t, "ConfigMap", "team-c", "c-cm", consumerC)
+	env.Lease(t, "kbind", "c-1", consumerC)
+
+	startBackend(t, env, backend.Options{StaleAfter: window, Reap: true, ReapInterval: 100 * time.Millisecond})
+	backendtest.Eventually(t, 15*time.Second, "the held copy counted", func() error {
+		if v, ok := candidates(); !ok || v != 1 {
+			return fmt.Errorf("kbind_backend_reap_candidates = %v (present: %v), want 1", v, ok)
+		}
+		return nil
+	})
+
+	stop := keepRenewing(t, env, "kbind", "c-1", 300*time.Millisecond)
+	backendtest.Eventually(t, 5*time.Second, "no series once the consumer renews", func() error {
+		if v, ok := candidates(); ok {
+			return fmt.Errorf("kbind_backend_reap_candidates = %v", v)
+		}
+		return nil
+	})
+	stop()
+	backendtest.Eventually(t, 15*time.Second, "counted again once stale again", func() error {
+		if v, ok := candidates(); !ok || v != 1 {
+			return fmt.Errorf("kbind_backend_reap_candidates = %v (present: %v), want 1", v, ok)
+		}
+		return nil
+	})
+	removeFinalizers(t, env, "Widget", "team-c", "held")
+	backendtest.Eventually(t, 15*time.Second, "reaped, and no series left", func() error {
+		if _, err := lease(t, env, "kbind", "c-1"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Lease c-1: %v", err)
+		}
+		if v, ok := candidates(); ok {
+			return fmt.Errorf("kbind_backend_reap_candidates = %v", v)
+		}
+		return nil
+	})
+}

@@ -207,7 +207,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	// re-checks the Connection's bindings at once, so syncers restart on the
 	// new session without waiting for the resync.
 	sessions.Subscribe(func(connection string) { triggers.fire(connection, schema.GroupKind{}) })
-	metrics.AddConflictSource(results)
+	context.AfterFunc(ctx, metrics.AddConflictSource(results))
+	context.AfterFunc(ctx, metrics.AddObjectSource(results))
 	registry := &syncer.Registry{
 		Consumer: mgr.GetClient(), Cache: mgr.GetCache(), Sessions: sessions,
 		Events: mgr.GetEventRecorder("kbind-konnector"), Results: results, Workers: opts.Workers, Base: ctx,

@@ -46,6 +46,12 @@ type Reaper interface {
 	Reap(ctx context.Context, consumerUID string, stillStale func() bool) (done bool, err error)
 }
 
+// forgetter is a Reaper that reports per consumer while reaping it
+// (metrics) and is told when that ends between passes.
+type forgetter interface {
+	Forget(consumerUID string)
+}
+
 // Controller watches heartbeat Leases and judges each consumer cluster (BE-1):
 // it marks stale Leases (annotation and Event), clears the mark when they
 // renew, exports metrics, and hands a consumer whose every Lease is stale to
@@ -369,6 +375,7 @@ func (c *Controller) track(uid string, leases []coordinationv1.Lease) {
 		}
 	}
 	if len(now) == 0 {
+		c.endReapingLocked(uid)
 		delete(c.keys, uid)
 		delete(c.live, uid)
 		delete(c.reaping, uid)
@@ -389,6 +396,14 @@ func (c *Controller) announceReaping(uid string) bool {
 	return first
 }
 
+// endReapingLocked tells the Reaper that reaping the consumer ended (it is
+// live again or has no Lease left); mu is held.
+func (c *Controller) endReapingLocked(uid string) {
+	if f, ok := c.Reaper.(forgetter); ok && c.reaping[uid] {
+		f.Forget(uid)
+	}
+}
+
 // holdOnce reports whether reaping the consumer is held for a taken-over
 // Lease for the first time in this episode.
 func (c *Controller) holdOnce(uid string) bool {
@@ -404,6 +419,7 @@ func (c *Controller) setVerdict(uid string, live bool) {
 	defer c.mu.Unlock()
 	c.live[uid] = live
 	if live {
+		c.endReapingLocked(uid)
 		delete(c.reaping, uid)
 		delete(c.held, uid)
 	}

@@ -18,6 +18,29 @@ var deletions = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Deletions the reaper attempted, by kind (Kind.group; resource.group for list_forbidden) and result (deleted, forbidden, failed, list_forbidden).",
 }, []string{"kind", "result"})
 
+// candidates is what the backend can say about the objects a consumer
+// holds on the provider without a watch per exported API (it watches only
+// Leases): the count its reaping passes find, for the stale consumers it
+// reaps.
+var candidates = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "kbind_backend_reap_candidates",
+	Help: "Objects of a stale consumer cluster (provider copies, related copies, namespaces created for it, its Leases) that the latest reaping pass found on the provider, over the phases it reached; no series before reaping starts or once it finishes or stops.",
+}, []string{"consumer_cluster_uid"})
+
 func init() {
-	metrics.Registry.MustRegister(deletions)
+	metrics.Registry.MustRegister(deletions, candidates)
 }
+
+// recordCandidates keeps kbind_backend_reap_candidates in line with how a
+// pass ended: a finished or stopped pass leaves no series.
+func recordCandidates(uid string, v Verdict, found int) {
+	if v == Done || v == Stopped {
+		candidates.DeleteLabelValues(uid)
+		return
+	}
+	candidates.WithLabelValues(uid).Set(float64(found))
+}
+
+// Forget drops what the reaper reports of a consumer whose reaping ended
+// between passes (it renewed, or its Leases are gone).
+func (r *Reaper) Forget(uid string) { candidates.DeleteLabelValues(uid) }

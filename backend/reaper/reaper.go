@@ -327,6 +327,9 @@ type pass struct {
 	stillStale func() bool
 	refused    int
 	stopped    bool
+	// found counts the consumer's objects the pass listed, per phase
+	// reached (kbind_backend_reap_candidates).
+	found int
 }
 
 // Reap runs one pass for the consumer; see the package comment for the
@@ -337,7 +340,7 @@ func (r *Reaper) Reap(ctx context.Context, uid string, stillStale func() bool) (
 }
 
 // Pass runs one reaping pass and says how it ended.
-func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (Verdict, error) {
+func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (v Verdict, err error) {
 	logger := log.FromContext(ctx).WithValues("consumerClusterUID", uid)
 	ctx = log.IntoContext(ctx, logger)
 	resources, undiscovered, err := r.discover(ctx)
@@ -345,6 +348,7 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 		return Waiting, err
 	}
 	p := &pass{uid: uid, stillStale: stillStale}
+	defer func() { recordCandidates(uid, v, p.found) }()
 	// Like a list that failed: the consumer's objects in these groups are
 	// unknown, so the pass must not finish (its Leases stay, it stays
 	// reported and is retried), and no namespace can be proven empty.
@@ -357,6 +361,7 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 		f := r.collect(ctx, resources, uid, phase)
 		r.report(ctx, p, f)
 		objs := f.byPhase[phase]
+		p.found += len(objs)
 		if len(objs) == 0 {
 			continue
 		}
@@ -388,6 +393,7 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 		}
 	}
 	leases := f.byPhase[PhaseLeases]
+	p.found += len(leases) + len(f.byPhase[PhaseNamespaces])
 	ownLease := keySet(leases)
 	// Namespaces that hold nothing else go now; those that hold only the
 	// consumer's Leases go right after the Leases.

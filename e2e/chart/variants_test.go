@@ -18,15 +18,16 @@ import (
 )
 
 // prometheusOperator is the prometheus-operator release whose
-// ServiceMonitor CRD the variant with metrics.serviceMonitor.enabled is
+// ServiceMonitor and PrometheusRule CRDs the variants with
+// metrics.serviceMonitor.enabled and metrics.prometheusRule.enabled are
 // checked against; its module, fetched through the Go module proxy,
 // carries the CRDs under example/prometheus-operator-crd.
 const prometheusOperator = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
 
-// serviceMonitorCRD returns the ServiceMonitor CRD file of the pinned
-// prometheus-operator module (go mod download: the module cache, or the
-// proxy the first time).
-func serviceMonitorCRD(t *testing.T) string {
+// operatorCRD returns a CRD file (e.g. monitoring.coreos.com_servicemonitors.yaml)
+// of the pinned prometheus-operator module (go mod download: the module
+// cache, or the proxy the first time).
+func operatorCRD(t *testing.T, file string) string {
 	t.Helper()
 	out, err := exec.Command("go", "mod", "download", "-json", prometheusOperator).Output()
 	if err != nil {
@@ -36,14 +37,14 @@ func serviceMonitorCRD(t *testing.T) string {
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
 		t.Fatalf("go mod download %s: %v %s", prometheusOperator, err, mod.Error)
 	}
-	return filepath.Join(mod.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_servicemonitors.yaml")
+	return filepath.Join(mod.Dir, "example", "prometheus-operator-crd", file)
 }
 
 // TestEveryVariantAcceptedByTheAPIServer renders the konnector and backend
 // charts for each supported shape of values and has a real API server
 // validate every object (kubectl apply --dry-run=server): schemas of
-// built-in kinds, the CRDs the chart ships, the ServiceMonitor against
-// prometheus-operator's CRD, RBAC (escalation checks included: the
+// built-in kinds, the CRDs the chart ships, the ServiceMonitor and
+// PrometheusRule against prometheus-operator's CRDs, RBAC (escalation checks included: the
 // applying user must hold what a Role grants, so the checks run as admin).
 func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
 	ctx := context.Background()
@@ -56,18 +57,20 @@ func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
 		}
 		return out
 	}
-	kubectl("apply", "--server-side", "-f", serviceMonitorCRD(t))
-	enginetest.EventuallyWithin(t, 60*time.Second, "the ServiceMonitor CRD established", func() error {
-		out, err := testenv.Kubectl(ctx, c.KubeconfigPath, "get", "crd", "servicemonitors.monitoring.coreos.com",
-			"-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
-		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		if strings.TrimSpace(out) != "True" {
-			return fmt.Errorf("Established=%q", out)
-		}
-		return nil
-	})
+	for _, crd := range []string{"servicemonitors", "prometheusrules"} {
+		kubectl("apply", "--server-side", "-f", operatorCRD(t, "monitoring.coreos.com_"+crd+".yaml"))
+		enginetest.EventuallyWithin(t, 60*time.Second, "the "+crd+" CRD established", func() error {
+			out, err := testenv.Kubectl(ctx, c.KubeconfigPath, "get", "crd", crd+".monitoring.coreos.com",
+				"-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			if strings.TrimSpace(out) != "True" {
+				return fmt.Errorf("Established=%q", out)
+			}
+			return nil
+		})
+	}
 	// Namespaces the variants name (the release's and the Secret namespaces).
 	for _, ns := range []string{"kbind", "tenants"} {
 		kubectl("create", "namespace", ns)
@@ -101,6 +104,20 @@ func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
 		{"backend", "defaults: report only", map[string]any{}, []string{"Deployment", "ServiceAccount", "ClusterRole"}},
 		{"backend", "reaper with namespace cleanup", map[string]any{"reap": true, "rbac": map[string]any{"reapGroups": groups, "namespaceCleanup": true}}, []string{"ClusterRole", "ClusterRoleBinding"}},
 		{"backend", "HA with metrics Service", map[string]any{"replicaCount": 2, "metrics": map[string]any{"service": map[string]any{"enabled": true}}}, []string{"Service", "Role"}},
+		{"konnector", "PrometheusRule with defaults", map[string]any{"rbac": map[string]any{"boundResourceGroups": groups},
+			"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true}}}, []string{"PrometheusRule"}},
+		{"konnector", "PrometheusRule and ServiceMonitor with labels and a job and short thresholds", map[string]any{"rbac": map[string]any{"boundResourceGroups": groups},
+			"metrics": map[string]any{"service": map[string]any{"enabled": true}, "serviceMonitor": map[string]any{"enabled": true},
+				"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}, "job": "kbind-konnector",
+					"alerts": map[string]any{"KbindHeartbeatStale": map[string]any{"for": "0s", "seconds": 5}, "KbindSyncFailures": map[string]any{"for": "10s", "window": "30s"}}}}},
+			[]string{"Service", "ServiceMonitor", "PrometheusRule"}},
+		{"backend", "ServiceMonitor and PrometheusRule", map[string]any{"metrics": map[string]any{"service": map[string]any{"enabled": true},
+			"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
+			"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}}}}, []string{"Service", "ServiceMonitor", "PrometheusRule"}},
+		{"backend", "PrometheusRule with a job and short thresholds and reaping", map[string]any{"reap": true, "rbac": map[string]any{"reapGroups": groups},
+			"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true, "job": "kbind-backend",
+				"alerts": map[string]any{"KbindConsumerStale": map[string]any{"for": "0s", "seconds": 2.5}, "KbindReapFailing": map[string]any{"for": "5s", "window": "20s"}}}}},
+			[]string{"PrometheusRule"}},
 		{"backend", "Grafana dashboard", map[string]any{"metrics": map[string]any{"dashboards": map[string]any{"enabled": true, "labels": map[string]any{"grafana_dashboard": "1", "team": "platform"}}}},
 			[]string{"ConfigMap", "Deployment"}},
 	}

@@ -193,6 +193,12 @@ func TestConnectionThroughTheBinary(t *testing.T) {
 			`kbind_sync_duration_seconds_bucket{direction="up"`,
 			`kbind_sync_duration_seconds_bucket{direction="down"`,
 			`kbind_syncs_total{api="Widget.example.org",connection="demo-provider",result="synced"}`,
+			`kbind_sync_latency_seconds_bucket{connection="demo-provider",direction="up"`,
+			`kbind_sync_latency_seconds_bucket{connection="demo-provider",direction="down"`,
+			`kbind_objects{api="Widget.example.org",connection="demo-provider",state="synced"} 1`,
+			`kbind_objects{api="Widget.example.org",connection="demo-provider",state="conflict"} 0`,
+			// A new Connection, seen by one konnector from its creation.
+			"kbind_connection_time_to_ready_seconds_count 1",
 			`kbind_connection_ready{connection="demo-provider"} 1`,
 			`kbind_heartbeat_age_seconds{connection="demo-provider"}`,
 		} {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -271,4 +272,18 @@ func isReady(conds []patch.Condition) bool {
 		}
 	}
 	return false
+}
+
+// firstReady reports whether a Connection that is Ready now becomes Ready
+// for the first time in its life, for
+// kbind_connection_time_to_ready_seconds. Its status as read (before this
+// reconcile's write) tells: Ready=True there, or an activeSchemaSource
+// (written only while Ready, never cleared), means it was Ready before — so
+// a restarted konnector never observes the age of an old Connection, even
+// one that lost Ready meanwhile.
+func firstReady(before kbindv1alpha1.ConnectionStatus, readyNow bool) bool {
+	if !readyNow || before.ActiveSchemaSource != "" {
+		return false
+	}
+	return !meta.IsStatusConditionTrue(before.Conditions, string(kbindv1alpha1.ConditionReady))
 }

@@ -250,3 +250,32 @@ func TestProbeBackoff(t *testing.T) {
 		t.Errorf("after a success: %v", again)
 	}
 }
+
+// The time to Ready is observed once in a Connection's life: when it turns
+// Ready and its status never said Ready before — not after a konnector
+// restart, not when it comes back after losing Ready.
+func TestFirstReady(t *testing.T) {
+	ready := func(s metav1.ConditionStatus) []metav1.Condition {
+		return []metav1.Condition{{Type: string(kbindv1alpha1.ConditionReady), Status: s, Reason: "x"}}
+	}
+	cases := []struct {
+		name     string
+		before   kbindv1alpha1.ConnectionStatus
+		readyNow bool
+		observe  bool
+	}{
+		{"new, not Ready yet", kbindv1alpha1.ConnectionStatus{}, false, false},
+		{"new, Ready at the first reconcile (no Ready condition before)", kbindv1alpha1.ConnectionStatus{}, true, true},
+		{"never Ready before (Ready=False), Ready now", kbindv1alpha1.ConnectionStatus{Conditions: ready(metav1.ConditionFalse)}, true, true},
+		{"Ready=Unknown before, Ready now", kbindv1alpha1.ConnectionStatus{Conditions: ready(metav1.ConditionUnknown)}, true, true},
+		{"Ready before and still", kbindv1alpha1.ConnectionStatus{Conditions: ready(metav1.ConditionTrue), ActiveSchemaSource: kbindv1alpha1.ActiveSchemaSourceCRD}, true, false},
+		{"a restarted konnector finds it Ready=True", kbindv1alpha1.ConnectionStatus{Conditions: ready(metav1.ConditionTrue)}, true, false},
+		{"Ready once, lost it, Ready again (activeSchemaSource stayed)", kbindv1alpha1.ConnectionStatus{Conditions: ready(metav1.ConditionFalse), ActiveSchemaSource: kbindv1alpha1.ActiveSchemaSourceOpenAPI}, true, false},
+		{"Ready before, not now", kbindv1alpha1.ConnectionStatus{Conditions: ready(metav1.ConditionTrue)}, false, false},
+	}
+	for _, tc := range cases {
+		if got := firstReady(tc.before, tc.readyNow); got != tc.observe {
+			t.Errorf("%s: firstReady = %v, want %v", tc.name, got, tc.observe)
+		}
+	}
+}

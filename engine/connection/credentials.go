@@ -166,6 +166,11 @@ func (r *Reconciler) renewIfDue(ctx context.Context, conn *kbindv1alpha1.Connect
 	if !v.renews {
 		return
 	}
+	// Both results exist from the first reconcile on, at 0: a counter born
+	// at 1 shows no increase() over its first sample, so the first failure
+	// would not count towards KbindCredentialRenewalFailing.
+	metrics.CredentialRenewals.WithLabelValues(conn.Name, "failure").Add(0)
+	metrics.CredentialRenewals.WithLabelValues(conn.Name, "success").Add(0)
 	r.mu.Lock()
 	st := r.creds[conn.Name]
 	r.mu.Unlock()

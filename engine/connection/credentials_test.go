@@ -90,6 +90,14 @@ func TestTokenRenewal(t *testing.T) {
 	createConnection(t, name, secretNS, name)
 	conn := waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	waitCondition(t, name, kbindv1alpha1.ConditionCredentialsExpiring, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "renewed before")
+	// Both results are served from the start, failures at 0 (a rate sees
+	// the first failure; successes may have begun already).
+	if v, ok := renewals(t, name, "failure"); !ok || v != 0 {
+		t.Errorf("kbind_credentials_renewals_total{result=\"failure\"} = %v (present: %v), want 0 before any failure", v, ok)
+	}
+	if _, ok := renewals(t, name, "success"); !ok {
+		t.Error("no kbind_credentials_renewals_total{result=\"success\"} series")
+	}
 	if err := consumer.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
 		t.Fatal(err)
 	}

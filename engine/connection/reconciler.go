@@ -99,6 +99,11 @@ type Reconciler struct {
 	changed map[string]bool
 	// creds is each Connection's token renewal (credentials.go).
 	creds map[string]credentialState
+	// readyObserved are the Connections (name → UID) whose time to Ready
+	// this konnector observed: a reconcile that reads the status from a
+	// cache that has not caught up with the Ready write must not observe
+	// it again.
+	readyObserved map[string]types.UID
 }
 
 // sessionReader is the identity reader of one provider session: it asks
@@ -164,6 +169,7 @@ func (r *Reconciler) init() {
 	r.watched = map[string]*session.Session{}
 	r.changed = map[string]bool{}
 	r.creds = map[string]credentialState{}
+	r.readyObserved = map[string]types.UID{}
 	if r.ExpiryWarning <= 0 {
 		r.ExpiryWarning = credentials.DefaultExpiryWarning
 	}
@@ -255,6 +261,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	}
 	if err := patch.Status(ctx, r.Client, before, conn); err != nil {
 		return ctrl.Result{}, fmt.Errorf("connection %s: %w", conn.Name, err)
+	}
+	if firstReady(before.Status, d.ready) && r.observeReadyOnce(conn) {
+		metrics.ConnectionTimeToReady.Observe(time.Since(conn.CreationTimestamp.Time).Seconds())
 	}
 	if autoBindErr != nil {
 		return ctrl.Result{}, autoBindErr
@@ -738,6 +747,7 @@ func (r *Reconciler) forget(name string) {
 	r.stopHeartbeat(name)
 	r.Sessions.Stop(name)
 	r.mu.Lock()
+	delete(r.readyObserved, name)
 	delete(r.probes, name)
 	delete(r.readers, name)
 	delete(r.watched, name)
@@ -750,6 +760,19 @@ func (r *Reconciler) forget(name string) {
 	r.backoff.Forget(name)
 	r.Installer.Forget(name, "")
 	metrics.ConnectionReady.DeleteLabelValues(name)
+	metrics.SyncLatency.DeletePartialMatch(map[string]string{"connection": name})
+}
+
+// observeReadyOnce reports whether the time to Ready of conn is still to
+// be observed by this konnector, and records that it is now.
+func (r *Reconciler) observeReadyOnce(conn *kbindv1alpha1.Connection) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.readyObserved[conn.Name] == conn.UID {
+		return false
+	}
+	r.readyObserved[conn.Name] = conn.UID
+	return true
 }
 
 // reconcileAutoBind maintains the ClusterBinding named after the

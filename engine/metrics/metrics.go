@@ -4,6 +4,8 @@
 package metrics
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,7 +13,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Directions of SyncDuration.
+// Directions of SyncDuration and SyncLatency.
 const (
 	DirectionUp   = "up"   // spec up: consumer → provider
 	DirectionDown = "down" // status down: provider → consumer
@@ -25,6 +27,23 @@ var (
 		Help:    "Duration of one sync write, by direction: up (spec to the provider) or down (status to the consumer).",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	}, []string{"direction"})
+
+	// SyncLatency is the end-to-end latency of a sync write: from the
+	// konnector observing a change of one side (the informer event) to the
+	// other side acknowledging the write that delivers it.
+	SyncLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kbind_sync_latency_seconds",
+		Help:    "End-to-end sync latency by connection and direction: up, from observing a consumer object's change to the provider acknowledging the apply; down, from observing a provider object's change to the consumer acknowledging the status write. Only changes that needed a write.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"connection", "direction"})
+
+	// ConnectionTimeToReady is how long Connections took from creation to
+	// their first Ready.
+	ConnectionTimeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kbind_connection_time_to_ready_seconds",
+		Help:    "Seconds from a Connection's creation to the first time it became Ready; observed once per Connection, by the konnector that saw it.",
+		Buckets: []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
+	})
 
 	// Syncs counts per-object sync outcomes.
 	Syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -47,10 +66,11 @@ var (
 	}, []string{"connection", "api"})
 
 	// SyncerReady is 1 while the syncer of a bound API runs with its
-	// informers on both sides synced; the series is gone when it stops.
+	// informers on both sides synced, 0 while it waits for them or waits
+	// to restart after a failure; the series is gone when it stops.
 	SyncerReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kbind_syncer_ready",
-		Help: "1 while the syncer of a bound API runs with its consumer and provider informers synced, by connection and API; absent when no syncer runs.",
+		Help: "1 while the syncer of a bound API runs with its consumer and provider informers synced, 0 while it waits for them or to restart after a failure, by connection and API; absent when no syncer runs.",
 	}, []string{"connection", "api"})
 
 	// ConnectionReady is 1 while a Connection is Ready.
@@ -80,6 +100,7 @@ var (
 
 var (
 	conflictsDesc    = prometheus.NewDesc("kbind_conflicts", "Consumer objects skipped because their provider object belongs to someone else, by connection, API and reason.", []string{"connection", "api", "reason"}, nil)
+	objectsDesc      = prometheus.NewDesc("kbind_objects", "Consumer objects of a bound API through a Connection by their current sync result (synced, pending, failed, conflict).", []string{"connection", "api", "state"}, nil)
 	heartbeatAgeDesc = prometheus.NewDesc("kbind_heartbeat_age_seconds", "Seconds since the Connection's heartbeat Lease was last renewed.", []string{"connection"}, nil)
 )
 
@@ -89,28 +110,72 @@ type ConflictSource interface {
 	Conflicts(fn func(connection, api, reason string, n int))
 }
 
+// ObjectCounts counts the consumer objects of one API through one
+// Connection by sync result.
+type ObjectCounts struct {
+	Synced, Pending, Failed, Conflict int
+}
+
+// ObjectSource reports current per-object sync results.
+type ObjectSource interface {
+	// Objects calls fn once for every (connection, API) with results.
+	Objects(fn func(connection, api string, counts ObjectCounts))
+}
+
 // HeartbeatSource reports the last successful renewal per Connection.
 type HeartbeatSource interface {
 	LastRenewals() map[string]time.Time
 }
 
 type collector struct {
-	mu         sync.Mutex
-	conflicts  []ConflictSource
+	mu sync.Mutex
+	// conflicts and objects are keyed by registration, so that removal
+	// needs no comparable source.
+	conflicts  map[int]ConflictSource
+	objects    map[int]ObjectSource
 	heartbeats []HeartbeatSource
+	next       int
 }
 
-var state = &collector{}
+var state = &collector{conflicts: map[int]ConflictSource{}, objects: map[int]ObjectSource{}}
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(SyncDuration, Syncs, ProviderEventsForwarded, ProviderEventsDropped, SyncerReady, ConnectionReady, CredentialsExpiry, CredentialsExpiring, CredentialRenewals, state)
+	ctrlmetrics.Registry.MustRegister(SyncDuration, SyncLatency, ConnectionTimeToReady, Syncs, ProviderEventsForwarded, ProviderEventsDropped, SyncerReady, ConnectionReady, CredentialsExpiry, CredentialsExpiring, CredentialRenewals, state)
 }
 
-// AddConflictSource registers a source of kbind_conflicts.
-func AddConflictSource(s ConflictSource) {
+// AddConflictSource registers a source of kbind_conflicts until the
+// returned remove is called.
+func AddConflictSource(s ConflictSource) (remove func()) {
 	state.mu.Lock()
 	defer state.mu.Unlock()
-	state.conflicts = append(state.conflicts, s)
+	id := state.add()
+	state.conflicts[id] = s
+	return func() {
+		state.mu.Lock()
+		defer state.mu.Unlock()
+		delete(state.conflicts, id)
+	}
+}
+
+// add returns a new registration id; mu is held.
+func (c *collector) add() int {
+	c.next++
+	return c.next
+}
+
+// AddObjectSource registers a source of kbind_objects until the returned
+// remove is called (an engine stopped in a process that goes on, as in
+// tests, must not report its last results for ever).
+func AddObjectSource(s ObjectSource) (remove func()) {
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	id := state.add()
+	state.objects[id] = s
+	return func() {
+		state.mu.Lock()
+		defer state.mu.Unlock()
+		delete(state.objects, id)
+	}
 }
 
 // AddHeartbeatSource registers a source of kbind_heartbeat_age_seconds.
@@ -122,22 +187,53 @@ func AddHeartbeatSource(s HeartbeatSource) {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- conflictsDesc
+	ch <- objectsDesc
 	ch <- heartbeatAgeDesc
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	conflicts, heartbeats := append([]ConflictSource{}, c.conflicts...), append([]HeartbeatSource{}, c.heartbeats...)
+	conflicts, objects := slices.Collect(maps.Values(c.conflicts)), slices.Collect(maps.Values(c.objects))
+	heartbeats := slices.Clone(c.heartbeats)
 	c.mu.Unlock()
+	// Several sources (engines run one after another in one process, as in
+	// tests) never report one series twice, which would fail the scrape:
+	// counts are summed, the latest renewal wins.
+	conflictCounts := map[[3]string]int{}
 	for _, s := range conflicts {
 		s.Conflicts(func(connection, api, reason string, n int) {
-			ch <- prometheus.MustNewConstMetric(conflictsDesc, prometheus.GaugeValue, float64(n), connection, api, reason)
+			conflictCounts[[3]string{connection, api, reason}] += n
 		})
 	}
-	now := time.Now()
+	for k, n := range conflictCounts {
+		ch <- prometheus.MustNewConstMetric(conflictsDesc, prometheus.GaugeValue, float64(n), k[0], k[1], k[2])
+	}
+	objectCounts := map[[2]string]ObjectCounts{}
+	for _, s := range objects {
+		s.Objects(func(connection, api string, c ObjectCounts) {
+			k := [2]string{connection, api}
+			sum := objectCounts[k]
+			sum.Synced, sum.Pending, sum.Failed, sum.Conflict = sum.Synced+c.Synced, sum.Pending+c.Pending, sum.Failed+c.Failed, sum.Conflict+c.Conflict
+			objectCounts[k] = sum
+		})
+	}
+	for k, c := range objectCounts {
+		// Every state, 0 included: a query on a state that is absent could
+		// not tell "none" from "not reported".
+		for state, n := range map[string]int{"synced": c.Synced, "pending": c.Pending, "failed": c.Failed, "conflict": c.Conflict} {
+			ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, float64(n), k[0], k[1], state)
+		}
+	}
+	renewals := map[string]time.Time{}
 	for _, s := range heartbeats {
 		for connection, last := range s.LastRenewals() {
-			ch <- prometheus.MustNewConstMetric(heartbeatAgeDesc, prometheus.GaugeValue, now.Sub(last).Seconds(), connection)
+			if last.After(renewals[connection]) {
+				renewals[connection] = last
+			}
 		}
+	}
+	now := time.Now()
+	for connection, last := range renewals {
+		ch <- prometheus.MustNewConstMetric(heartbeatAgeDesc, prometheus.GaugeValue, now.Sub(last).Seconds(), connection)
 	}
 }

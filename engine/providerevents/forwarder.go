@@ -120,6 +120,11 @@ func New(o Options) (*Forwarder, error) {
 			return cs.CoreV1().Events(o.Namespace).Watch(ctx, opts)
 		},
 	}
+	// Both counters exist from the start, at 0: a counter born at 1 shows
+	// no increase() over its first sample, so a first drop would not count
+	// towards KbindProviderEventsDropped.
+	metrics.ProviderEventsForwarded.WithLabelValues(o.Connection, o.GroupKind.String()).Add(0)
+	metrics.ProviderEventsDropped.WithLabelValues(o.Connection, o.GroupKind.String()).Add(0)
 	f.inf = toolscache.NewSharedIndexInformer(lw, &corev1.Event{}, 0, toolscache.Indexers{})
 	if err := f.inf.SetTransform(cache.TransformStripManagedFields()); err != nil {
 		return nil, err

@@ -474,6 +474,9 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 		case stepForget:
 			delete(r.syncers, crdName)
 			r.mu.Unlock()
+			// A failed Syncer kept kbind_syncer_ready at 0; a restart sets
+			// it again, and an API no longer bound has none.
+			current.forgetReadyMetric()
 		case stepStop:
 			delete(r.syncers, crdName)
 			var stale map[usedInformer]bool

@@ -188,6 +188,30 @@ func (r *Results) Conflicts(fn func(connection, api, reason string, n int)) {
 	}
 }
 
+// Objects implements metrics.ObjectSource: every API with a results entry
+// (from its first result until the API is dropped), all states counted.
+func (r *Results) Objects(fn func(connection, api string, counts metrics.ObjectCounts)) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for key, m := range r.byAPI {
+		var c metrics.ObjectCounts
+		for _, res := range m {
+			switch res.State {
+			case StateSynced:
+				c.Synced++
+			case StatePending:
+				c.Pending++
+			case StateFailed:
+				c.Failed++
+			case StateConflict:
+				c.Conflict++
+			}
+		}
+		connection, api, _ := strings.Cut(key, "/")
+		fn(connection, api, c)
+	}
+}
+
 func fromUnstructured(m map[string]any, out any) error {
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, out)
 }

@@ -37,9 +37,11 @@ const (
 	eventSynced           = "Synced"
 )
 
-// sync reconciles one consumer object with its provider copy. It returns
-// requeue=true to retry with backoff without logging an error.
-func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, error) {
+// sync reconciles one consumer object with its provider copy; seen are
+// when the changes it handles were observed (the writes it makes observe
+// their end-to-end latency). It returns requeue=true to retry with backoff
+// without logging an error.
+func (s *Syncer) sync(ctx context.Context, key types.NamespacedName, seen *changes) (bool, error) {
 	cobj := s.newObject()
 	if err := s.ccache.Get(ctx, key, cobj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -128,7 +130,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 				return false, nil
 			}
 		} else {
-			applied, requeue, err := s.apply(ctx, cobj, desired, pkey, exists)
+			applied, requeue, err := s.apply(ctx, cobj, desired, pkey, exists, seen)
 			if applied == nil {
 				return requeue, err
 			}
@@ -139,7 +141,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 			pobj = applied
 		}
 	}
-	if err := s.statusDown(ctx, cobj, pobj); err != nil {
+	if err := s.statusDown(ctx, cobj, pobj, seen); err != nil {
 		if isConflictOrGone(err) {
 			return true, nil
 		}
@@ -157,7 +159,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName) (bool, erro
 
 // apply writes the desired provider copy (SYNC-1) and returns it; on
 // failure it returns nil and what sync returns.
-func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstructured, pkey types.NamespacedName, exists bool) (*unstructured.Unstructured, bool, error) {
+func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstructured, pkey types.NamespacedName, exists bool, seen *changes) (*unstructured.Unstructured, bool, error) {
 	applied := desired.DeepCopy()
 	// A copy applied again is not the one a deletion waited for.
 	s.deletions.forget(client.ObjectKeyFromObject(cobj))
@@ -177,7 +179,9 @@ func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstruct
 		requeue, err := s.failed(cobj, err, "apply", s.target.GVK.Kind+" "+pkey.String())
 		return nil, requeue, err
 	}
-	metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(time.Since(start).Seconds())
+	now := time.Now()
+	metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(now.Sub(start).Seconds())
+	seen.acknowledged(s.target.Connection, metrics.DirectionUp, now)
 	return applied, false, nil
 }
 
@@ -427,7 +431,7 @@ func (s *Syncer) setSyncedCondition(ctx context.Context, cobj *unstructured.Unst
 // itself: it is written by a patch of status alone, guarded by the
 // resourceVersion, so a consumer edit made meanwhile is never overwritten
 // (the conflict is retried).
-func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstructured) error {
+func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstructured, seen *changes) error {
 	pstatus, ok := pobj.Object["status"]
 	if !ok {
 		return nil
@@ -447,7 +451,9 @@ func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstru
 	if err != nil {
 		return err
 	}
-	metrics.SyncDuration.WithLabelValues(metrics.DirectionDown).Observe(time.Since(start).Seconds())
+	now := time.Now()
+	metrics.SyncDuration.WithLabelValues(metrics.DirectionDown).Observe(now.Sub(start).Seconds())
+	seen.acknowledged(s.target.Connection, metrics.DirectionDown, now)
 	return nil
 }
 

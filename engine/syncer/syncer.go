@@ -149,6 +149,10 @@ type Syncer struct {
 	// an object that carries no origin markers (a foreign object at a
 	// derived name) back to its consumer object.
 	origins sync.Map // types.NamespacedName (provider) → types.NamespacedName (consumer)
+
+	// consumerChanges and providerChanges are when each side's unhandled
+	// changes were first observed, for the end-to-end sync latency.
+	consumerChanges, providerChanges observations
 }
 
 // Options build a Syncer.
@@ -242,12 +246,27 @@ func (s *Syncer) run(ctx context.Context) {
 	defer close(s.done)
 	logger := log.FromContext(ctx).WithValues("gvk", s.target.GVK.String())
 	ctx = log.IntoContext(ctx, logger)
+	// kbind_syncer_ready is 0 from the start until the informers have
+	// synced, and stays 0 after a failure while the registry waits to
+	// restart it (the registry drops it when it does not):
+	// a bound API that does not sync shows, without gaps.
+	ready := metrics.SyncerReady.WithLabelValues(s.target.Connection, s.target.GVK.GroupKind().String())
+	ready.Set(0)
 	if err := s.runWorkers(ctx); err != nil && ctx.Err() == nil {
+		ready.Set(0)
 		logger.Error(err, "Syncer stopped; it is restarted with backoff")
 		if s.onFailed != nil {
 			s.onFailed(err)
 		}
+		return
 	}
+	s.forgetReadyMetric()
+}
+
+// forgetReadyMetric drops the Syncer's kbind_syncer_ready series: it was
+// stopped, or it failed and is not restarted.
+func (s *Syncer) forgetReadyMetric() {
+	metrics.SyncerReady.DeleteLabelValues(s.target.Connection, s.target.GVK.GroupKind().String())
 }
 
 // Exited reports whether the Syncer's run has ended (stopped or failed).
@@ -327,9 +346,7 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 		}()
 	}
 	s.ready.Store(true)
-	api := s.target.GVK.GroupKind().String()
-	metrics.SyncerReady.WithLabelValues(s.target.Connection, api).Set(1)
-	defer metrics.SyncerReady.DeleteLabelValues(s.target.Connection, api)
+	metrics.SyncerReady.WithLabelValues(s.target.Connection, s.target.GVK.GroupKind().String()).Set(1)
 	log.FromContext(ctx).Info("Syncer started", "workers", s.workers)
 	s.runForwarder(s.currentScope().forwardsEvents())
 	if s.onReady != nil {
@@ -380,6 +397,7 @@ func (s *Syncer) consumerEvent(obj any, deleted bool) {
 			}
 		}
 	}
+	s.consumerChanges.observe(key, time.Now())
 	s.queue.Add(key)
 }
 
@@ -406,6 +424,7 @@ func (s *Syncer) providerEvent(obj any, deleted bool) {
 	if deleted {
 		s.deletions.observed(key, o.GetUID())
 	}
+	s.providerChanges.observe(key, time.Now())
 	s.queue.Add(key)
 }
 
@@ -461,7 +480,17 @@ func (s *Syncer) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer s.queue.Done(key)
-	requeue, err := s.sync(log.IntoContext(ctx, log.FromContext(ctx).WithValues("namespace", key.Namespace, "name", key.Name)), key)
+	// Taken before the sync reads the caches: an informer updates its cache
+	// before it reports the change, so this sync sees every change observed
+	// until now.
+	seen := &changes{up: s.consumerChanges.take(key), down: s.providerChanges.take(key)}
+	requeue, err := s.sync(log.IntoContext(ctx, log.FromContext(ctx).WithValues("namespace", key.Namespace, "name", key.Name)), key, seen)
+	if err != nil || requeue {
+		// Not delivered yet: the retry's latency counts from the first
+		// observation.
+		s.consumerChanges.observe(key, seen.up)
+		s.providerChanges.observe(key, seen.down)
+	}
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {

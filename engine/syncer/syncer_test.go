@@ -52,6 +52,7 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("quiets", "quiet", "Quiet", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("noticeds", "noticed", "Noticed", "noticed.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("laggeds", "lagged", "Lagged", "lagged.example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("measureds", "measured", "Measured", "measured.example.org", apiextensionsv1.NamespaceScoped, true),
 	)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

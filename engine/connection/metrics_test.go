@@ -1,0 +1,120 @@
+package connection_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/enginetest"
+)
+
+// timeToReady is kbind_connection_time_to_ready_seconds as the konnector
+// serves it: how many Connections it observed, and their total seconds.
+func timeToReady(t *testing.T) (uint64, float64) {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "kbind_connection_time_to_ready_seconds" {
+			h := f.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	return 0, 0
+}
+
+// renewals is kbind_credentials_renewals_total{connection, result} as the
+// konnector serves it; ok is false when there is no such series.
+func renewals(t *testing.T, connection, result string) (value float64, ok bool) {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "kbind_credentials_renewals_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["connection"] == connection && labels["result"] == result {
+				return m.GetCounter().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestTimeToReady: a Connection that becomes Ready for the first time is
+// observed once, with its age; further reconciles, and a konnector
+// restart that finds it Ready, observe nothing.
+func TestTimeToReady(t *testing.T) {
+	ctx := context.Background()
+	count, sum := timeToReady(t)
+	// Not Ready at first (no Secret yet): the time to Ready includes that.
+	createConnection(t, "timed", secretNS, "timed-kubeconfig")
+	waitCondition(t, "timed", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound)
+	createSecret(t, secretNS, "timed-kubeconfig", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	conn := waitCondition(t, "timed", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	readyAt := apimeta.FindStatusCondition(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady)).LastTransitionTime.Time
+	age := readyAt.Sub(conn.CreationTimestamp.Time).Seconds()
+	enginetest.Eventually(t, "the time to Ready observed", func() error {
+		if n, _ := timeToReady(t); n != count+1 {
+			return fmt.Errorf("%d observation(s), want %d", n, count+1)
+		}
+		return nil
+	})
+	// Both timestamps are in whole seconds.
+	if _, s := timeToReady(t); s-sum < age-1 || s-sum > age+2 {
+		t.Errorf("observed %.2f s, want about %.0f s (creation %s, Ready %s)", s-sum, age, conn.CreationTimestamp, readyAt)
+	}
+
+	// A restarted konnector finds it Ready: nothing more observed, by the
+	// first reconcile or the later ones (a spec change makes one that
+	// must have run once the Ready condition has its generation).
+	env.StopEngine()
+	if err := env.StartEngine(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	enginetest.Eventually(t, "the heartbeat renewed after the restart", func() error {
+		var leases coordinationv1.LeaseList
+		if err := provider.List(ctx, &leases, client.InNamespace("kbind")); err != nil {
+			return err
+		}
+		for _, l := range leases.Items {
+			if l.Name == "timed-"+conn.Status.LocalClusterUID[:10] && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(restarted) {
+				return nil
+			}
+		}
+		return fmt.Errorf("not renewed since the restart")
+	})
+	enginetest.Eventually(t, "a spec change", func() error {
+		c := getConnection(t, "timed")
+		c.Spec.NamespacedBindings = enginetest.AdmitAllNamespaces()
+		return consumer.Update(ctx, c)
+	})
+	enginetest.Eventually(t, "Ready at the new generation", func() error {
+		c := getConnection(t, "timed")
+		if r := apimeta.FindStatusCondition(c.Status.Conditions, string(kbindv1alpha1.ConditionReady)); r == nil || r.Status != metav1.ConditionTrue || r.ObservedGeneration != c.Generation {
+			return fmt.Errorf("Ready %+v at generation %d", r, c.Generation)
+		}
+		return nil
+	})
+	if n, _ := timeToReady(t); n != count+1 {
+		t.Errorf("%d observation(s) after the restart, want still %d", n, count+1)
+	}
+}

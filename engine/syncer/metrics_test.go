@@ -1,0 +1,150 @@
+package syncer_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/enginetest"
+)
+
+// measuredGVK is bound only by TestLifecycleMetrics, so that its object
+// counts are the test's own.
+var measuredGVK = schema.GroupVersionKind{Group: "measured.example.org", Version: "v1alpha1", Kind: "Measured"}
+
+// series returns the metrics of the family name whose labels include
+// labels, as the konnector's metrics endpoint serves them.
+func series(t *testing.T, name string, labels map[string]string) []*dto.Metric {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatalf("gathering the metrics: %v", err)
+	}
+	var out []*dto.Metric
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue next
+				}
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// latencyCount is how many end-to-end latencies the Connection
+// "provider" observed in a direction.
+func latencyCount(t *testing.T, direction string) uint64 {
+	t.Helper()
+	var n uint64
+	for _, m := range series(t, "kbind_sync_latency_seconds", map[string]string{"connection": "provider", "direction": direction}) {
+		n += m.GetHistogram().GetSampleCount()
+	}
+	return n
+}
+
+// objectCounts is kbind_objects of the Measured API by state; a state
+// without a series is absent from the map.
+func objectCounts(t *testing.T) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, m := range series(t, "kbind_objects", map[string]string{"connection": "provider", "api": "Measured.measured.example.org"}) {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == "state" {
+				out[lp.GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// TestLifecycleMetrics: objects synced up and a status changed on the
+// provider show in the end-to-end latency of both directions;
+// kbind_objects counts the API's objects by state, every state present,
+// a conflict among them, and its series go when the API is unbound.
+func TestLifecycleMetrics(t *testing.T) {
+	ctx := context.Background()
+	cb := bindCluster(t, "measureds", "provider", "measureds.measured.example.org")
+	up, down := latencyCount(t, "up"), latencyCount(t, "down")
+
+	const n = 3
+	for i := range n {
+		create(t, env.Consumer, object(measuredGVK, "measured-a", fmt.Sprintf("m%d", i), map[string]any{"size": int64(i)}))
+	}
+	for i := range n {
+		waitCopy(t, measuredGVK, "measured-a", fmt.Sprintf("m%d", i), nil)
+	}
+	enginetest.Eventually(t, "an up latency per object", func() error {
+		if got := latencyCount(t, "up") - up; got < n {
+			return fmt.Errorf("%d up latencies observed", got)
+		}
+		return nil
+	})
+
+	// The API forwards provider Events (the default): both Event counters
+	// are served from the start, at 0.
+	labels := map[string]string{"connection": "provider", "api": "Measured.measured.example.org"}
+	for _, name := range []string{"kbind_provider_events_forwarded_total", "kbind_provider_events_dropped_total"} {
+		if ms := series(t, name, labels); len(ms) != 1 || ms[0].GetCounter().GetValue() != 0 {
+			t.Errorf("%s%v: %v, want one series at 0", name, labels, ms)
+		}
+	}
+
+	// A provider controller reports status: down.
+	pcopy, _ := get(t, env.Provider, measuredGVK, "measured-a", "m0")
+	pcopy.Object["status"] = map[string]any{"phase": "Ready"}
+	if err := env.Provider.Status().Update(ctx, pcopy); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "the status on the consumer", func() error {
+		if u, _ := get(t, env.Consumer, measuredGVK, "measured-a", "m0"); fmt.Sprint(u.Object["status"]) != "map[phase:Ready]" {
+			return fmt.Errorf("status %v", u.Object["status"])
+		}
+		return nil
+	})
+	enginetest.Eventually(t, "a down latency", func() error {
+		if got := latencyCount(t, "down") - down; got < 1 {
+			return fmt.Errorf("%d down latencies observed", got)
+		}
+		return nil
+	})
+
+	// A foreign provider object: a conflict, counted as such.
+	create(t, env.Provider, object(measuredGVK, "measured-a", "taken", map[string]any{"owner": "provider-team"}))
+	create(t, env.Consumer, object(measuredGVK, "measured-a", "taken", map[string]any{"owner": "me"}))
+	waitConflict(t, measuredGVK, "measured-a", "taken", kbindv1alpha1.ReasonForeignObjectExists)
+	want := map[string]float64{"synced": n, "pending": 0, "failed": 0, "conflict": 1}
+	enginetest.Eventually(t, "kbind_objects by state", func() error {
+		if got := objectCounts(t); fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("kbind_objects %v, want %v", got, want)
+		}
+		return nil
+	})
+
+	// Unbound: the API's results are dropped, and its series with them.
+	if err := env.Consumer.Delete(ctx, cb); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "no kbind_objects series of an unbound API", func() error {
+		if got := objectCounts(t); len(got) > 0 {
+			return fmt.Errorf("kbind_objects %v", got)
+		}
+		return nil
+	})
+}
