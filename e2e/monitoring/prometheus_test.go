@@ -24,7 +24,7 @@ import (
 // and thresholds and windows cut to what seconds of a test can show
 // (docs/metrics.md#proven-against-a-real-prometheus lists them).
 var (
-	konnectorRuleValues = map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{
+	konnectorRuleValues = map[string]any{"rbac": map[string]any{"boundResourceGroups": []any{"example.org"}}, "metrics": map[string]any{"prometheusRule": map[string]any{
 		"enabled": true, "job": konnectorJob, "alerts": map[string]any{
 			"KbindKonnectorDown":            map[string]any{"for": "0s"},
 			"KbindConnectionNotReady":       map[string]any{"for": "0s"},
@@ -110,14 +110,18 @@ func (r *rig) startKonnector(warning string) {
 
 // alertTimes are what the scenarios measured, logged at the end.
 type alertTimes struct {
+	t    *testing.T
 	mu   sync.Mutex
 	rows []string
 }
 
 func (a *alertTimes) add(format string, args ...any) {
+	a.t.Helper()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.rows = append(a.rows, fmt.Sprintf(format, args...))
+	row := fmt.Sprintf(format, args...)
+	a.t.Log(row)
+	a.rows = append(a.rows, row)
 }
 
 // waitAlert waits until alert is firing (firing true) or no longer firing,
@@ -150,6 +154,8 @@ func TestDashboardsAndAlertsAgainstPrometheus(t *testing.T) {
 	ctx := context.Background()
 	r := &rig{t: t, ctx: ctx, dir: t.TempDir()}
 	promDir := PrometheusDir(t)
+	konnectorRules, konnectorAlerts := RulesFile(t, "konnector", r.dir, konnectorRuleValues)
+	backendRules, backendAlerts := RulesFile(t, "backend", r.dir, backendRuleValues)
 	bins := t.TempDir()
 	r.konnectorBin = filepath.Join(bins, "konnector")
 	backendBin := filepath.Join(bins, "backend")
@@ -160,6 +166,7 @@ func TestDashboardsAndAlertsAgainstPrometheus(t *testing.T) {
 	}
 	r.provider = testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("gadgets", "gadget", "Gadget", "example.org", apiextensionsv1.NamespaceScoped, true),
 	}})
 	r.consumer = testenv.StartClusterT(t, "consumer", testenv.ClusterOptions{InstallKbindCRDs: true})
 	pkc, ckc := r.provider.KubeconfigPath, r.consumer.KubeconfigPath
@@ -171,8 +178,6 @@ func TestDashboardsAndAlertsAgainstPrometheus(t *testing.T) {
 	// (time to Ready).
 	r.konnectorMetrics = harness.FreeAddr(t)
 	backendMetrics := harness.FreeAddr(t)
-	konnectorRules, konnectorAlerts := RulesFile(t, "konnector", r.dir, konnectorRuleValues)
-	backendRules, backendAlerts := RulesFile(t, "backend", r.dir, backendRuleValues)
 	r.prom = StartPrometheus(t, promDir, PrometheusConfig(r.konnectorMetrics, backendMetrics, konnectorRules, backendRules))
 	promStarted := time.Now()
 
@@ -243,23 +248,8 @@ subjects: [{kind: ServiceAccount, name: renewing, namespace: kbind}]
 	r.apply(ckc, enginetest.ConnectionManifest("renewing", r.tokenKubeconfig("renewing", 30*time.Second)))
 
 	// Objects, synced up; status written on the provider, synced down.
-	r.apply(ckc, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n"+widgets("team", "w1", "w2", "w3"))
-	for _, w := range []string{"w1", "w2", "w3"} {
-		enginetest.EventuallyWithin(t, 60*time.Second, "widget "+w+" on the provider", func() error {
-			_, err := testenv.Kubectl(ctx, pkc, "get", "widget", "-n", "team", w)
-			return err
-		})
-		r.kubectl(pkc, "patch", "widget", "-n", "team", w, "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Provisioned"}}`)
-	}
-	for _, w := range []string{"w1", "w2", "w3"} {
-		enginetest.EventuallyWithin(t, 60*time.Second, "widget "+w+"'s status on the consumer", func() error {
-			out, err := testenv.Kubectl(ctx, ckc, "get", "widget", "-n", "team", w, "-o", "jsonpath={.status.phase}")
-			if err != nil || out != "Provisioned" {
-				return fmt.Errorf("status.phase %q: %v", out, err)
-			}
-			return nil
-		})
-	}
+	r.apply(ckc, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n---\n"+widgets("team", "w1", "w2", "w3"))
+	r.writeStatus("Provisioned", "w1", "w2", "w3")
 	enginetest.EventuallyWithin(t, 90*time.Second, "a renewal of the renewing Connection's token", func() error {
 		series, err := r.prom.Query(ctx, `kbind_credentials_renewals_total{connection="renewing", result="success"} > 0`)
 		if err != nil || len(series) == 0 {
@@ -272,7 +262,7 @@ subjects: [{kind: ServiceAccount, name: renewing, namespace: kbind}]
 	// Healthy: every target up, and no kbind alert fires for 10 s.
 	r.healthy(10*time.Second, append(konnectorAlerts, backendAlerts...))
 
-	times := &alertTimes{}
+	times := &alertTimes{t: t}
 
 	// The konnector stops: KbindKonnectorDown; past the backend's stale
 	// window (10 s) its consumer is stale (KbindConsumerStale), and the
@@ -286,6 +276,9 @@ subjects: [{kind: ServiceAccount, name: renewing, namespace: kbind}]
 	times.add("KbindKonnectorDown: konnector stopped: fired after %s", r.waitAlert("KbindKonnectorDown", true, stopped, 30*time.Second))
 	times.add("KbindConsumerStale: konnector stopped (backend --stale-after 10s, threshold 5s): fired after %s", r.waitAlert("KbindConsumerStale", true, stopped, 60*time.Second))
 	times.add("KbindReapFailing: the reaper refused deleting the stale consumer's Widgets: fired after %s (since the konnector stopped)", r.waitAlert("KbindReapFailing", true, stopped, 60*time.Second))
+	// What is left to reap exists only while reaping: held long enough for
+	// the dashboard's range queries to find it.
+	r.held(`kbind_backend_reap_candidates{consumer_cluster_uid="` + consumerUID + `"}`)
 	// Back with the default expiry warning (7 days, the client
 	// certificate's lifetime): KbindCredentialsExpiring.
 	restarted := time.Now()
@@ -324,6 +317,10 @@ subjects: [{kind: ServiceAccount, name: renewing, namespace: kbind}]
 	times.add("KbindConflicts: a foreign provider Widget where a consumer Widget maps: fired after %s", r.waitAlert("KbindConflicts", true, triggered, 60*time.Second))
 	times.add("KbindSyncFailures: the provider refuses one Widget (admission policy): fired after %s", r.waitAlert("KbindSyncFailures", true, triggered, 60*time.Second))
 	times.add("KbindProviderEventsDropped: 30 provider Events on one object: fired after %s", r.waitAlert("KbindProviderEventsDropped", true, triggered, 60*time.Second))
+	r.held(`kbind_conflicts{connection="provider"}`)
+	// Meanwhile statuses change again on the provider: the status-down
+	// latency series exists by now, so its rate shows them.
+	r.writeStatus("Resized", "w1", "w2", "w3")
 	healed = time.Now()
 	r.kubectl(pkc, "delete", "widget", "-n", "team", "foreign")
 	r.kubectl(pkc, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "kbind-test-refuse-sync")
@@ -332,15 +329,71 @@ subjects: [{kind: ServiceAccount, name: renewing, namespace: kbind}]
 	times.add("KbindProviderEventsDropped: resolved %s after the storm (window 15s)", r.waitAlert("KbindProviderEventsDropped", false, healed, 60*time.Second))
 
 	// The second Connection's Secret gets a token the provider refuses:
-	// KbindConnectionNotReady, and its heartbeat goes stale.
+	// KbindConnectionNotReady.
 	broken := time.Now()
 	r.apply(ckc, enginetest.ConnectionManifest("second", r.badTokenKubeconfig()))
 	times.add("KbindConnectionNotReady: Connection second's Secret holds a refused token: fired after %s", r.waitAlert("KbindConnectionNotReady", true, broken, 60*time.Second))
-	times.add("KbindHeartbeatStale: the same (threshold 5s): fired after %s", r.waitAlert("KbindHeartbeatStale", true, broken, 60*time.Second))
 	healed = time.Now()
 	r.apply(ckc, enginetest.ConnectionManifest("second", r.provider.Kubeconfig))
 	times.add("KbindConnectionNotReady: resolved %s after the Secret was restored", r.waitAlert("KbindConnectionNotReady", false, healed, 60*time.Second))
-	times.add("KbindHeartbeatStale: resolved %s after the Secret was restored", r.waitAlert("KbindHeartbeatStale", false, healed, 60*time.Second))
+
+	// Someone takes the second Connection's heartbeat Lease over on the
+	// provider: the konnector does not renew a Lease another holds, so its
+	// heartbeat ages (KbindHeartbeatStale); the backend counts the Lease as
+	// taken over.
+	lease := "second-" + consumerUID[:10]
+	takenOver := time.Now()
+	r.kubectl(pkc, "patch", "lease", "-n", "kbind", lease, "--type=merge", "-p", `{"spec":{"holderIdentity":"someone-else"}}`)
+	times.add("KbindHeartbeatStale: Connection second's heartbeat Lease taken over on the provider (threshold 5s): fired after %s", r.waitAlert("KbindHeartbeatStale", true, takenOver, 60*time.Second))
+	r.held(`kbind_backend_heartbeat_leases_taken_over{consumer_cluster_uid="` + consumerUID + `"}`)
+	healed = time.Now()
+	r.kubectl(pkc, "patch", "lease", "-n", "kbind", lease, "--type=merge", "-p", `{"spec":{"holderIdentity":"`+consumerUID+`"}}`)
+	times.add("KbindHeartbeatStale: resolved %s after the Lease was handed back", r.waitAlert("KbindHeartbeatStale", false, healed, 60*time.Second))
+
+	// A Connection whose ServiceAccount may do all a konnector does but
+	// list Gadgets, binding Gadgets: its syncer waits for its provider
+	// informer (KbindSyncerNotReady) until the list is granted.
+	r.apply(pkc, `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: limited, namespace: kbind}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: kbind-test-limited}
+rules:
+- {apiGroups: ["", coordination.k8s.io, apiextensions.k8s.io, events.k8s.io, authorization.k8s.io, authentication.k8s.io], resources: ["*"], verbs: ["*"]}
+- {apiGroups: [example.org], resources: [widgets, widgets/status], verbs: ["*"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: kbind-test-limited}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kbind-test-limited}
+subjects: [{kind: ServiceAccount, name: limited, namespace: kbind}]
+`)
+	triggered = time.Now()
+	r.apply(ckc, enginetest.ConnectionManifest("limited", r.tokenKubeconfig("limited", 2*time.Hour))+`---
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: gadgets}
+spec:
+  connectionRef: {name: limited}
+  apis: [{name: gadgets.example.org}]
+`)
+	times.add("KbindSyncerNotReady: a binding of Gadgets through a Connection that may not list them on the provider: fired after %s", r.waitAlert("KbindSyncerNotReady", true, triggered, 90*time.Second))
+	healed = time.Now()
+	r.apply(pkc, `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: kbind-test-limited-gadgets}
+rules:
+- {apiGroups: [example.org], resources: [gadgets, gadgets/status], verbs: ["*"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: kbind-test-limited-gadgets}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kbind-test-limited-gadgets}
+subjects: [{kind: ServiceAccount, name: limited, namespace: kbind}]
+`)
+	times.add("KbindSyncerNotReady: resolved %s after the list of Gadgets was granted", r.waitAlert("KbindSyncerNotReady", false, healed, 120*time.Second))
 
 	// A Connection whose token may not be renewed (an admission policy
 	// refuses its TokenRequest): KbindCredentialRenewalFailing.
@@ -378,14 +431,51 @@ subjects: [{kind: ServiceAccount, name: norenew, namespace: kbind}]
 		}
 		return nil
 	})
-	for _, row := range times.rows {
-		t.Log(row)
-	}
+	t.Logf("alerts, the scenario that fired each and the time it took:\n%s", strings.Join(times.rows, "\n"))
 
 	// Every dashboard query, as Grafana evaluates it: a range query over the
 	// whole test, step $__interval.
 	r.checkDashboards(promStarted, consumerUID)
 	t.Logf("whole test took %s", time.Since(began).Round(time.Second))
+}
+
+// writeStatus writes status.phase on the provider copies of the Widgets
+// team/names and waits until it is down on the consumer objects.
+func (r *rig) writeStatus(phase string, names ...string) {
+	r.t.Helper()
+	for _, w := range names {
+		enginetest.EventuallyWithin(r.t, 60*time.Second, "widget "+w+" on the provider", func() error {
+			_, err := testenv.Kubectl(r.ctx, r.provider.KubeconfigPath, "get", "widget", "-n", "team", w)
+			return err
+		})
+		r.kubectl(r.provider.KubeconfigPath, "patch", "widget", "-n", "team", w, "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"`+phase+`"}}`)
+	}
+	for _, w := range names {
+		enginetest.EventuallyWithin(r.t, 60*time.Second, "widget "+w+"'s status on the consumer", func() error {
+			out, err := testenv.Kubectl(r.ctx, r.consumer.KubeconfigPath, "get", "widget", "-n", "team", w, "-o", "jsonpath={.status.phase}")
+			if err != nil || out != phase {
+				return fmt.Errorf("status.phase %q: %v", out, err)
+			}
+			return nil
+		})
+	}
+}
+
+// held waits until Prometheus holds 10 samples (10 s) of a series of
+// selector, so that a dashboard's range query, a sample every 5 s, sees a
+// series that lives only during a scenario.
+func (r *rig) held(selector string) {
+	r.t.Helper()
+	enginetest.EventuallyWithin(r.t, 60*time.Second, "10 samples of "+selector, func() error {
+		series, err := r.prom.Query(r.ctx, "count_over_time("+selector+"[1m])")
+		if err != nil {
+			return err
+		}
+		if len(series) == 0 || len(series[0].Values) == 0 || series[0].Values[0] < 10 {
+			return fmt.Errorf("%v", series)
+		}
+		return nil
+	})
 }
 
 // healthy waits until both targets are up and the rules have been
@@ -436,11 +526,14 @@ func (r *rig) healthy(hold time.Duration, alerts []string) {
 func (r *rig) checkDashboards(from time.Time, consumerUID string) {
 	r.t.Helper()
 	grafana := map[string]string{"__rate_interval": "1m", "__interval": "5s"}
+	// $connection as Grafana renders a multi-value selection of two
+	// Connections: provider (the bound Widgets) and renewing (the only one
+	// whose token renews, for the renewals panel).
 	boards := []struct {
 		file string
 		vars map[string]string
 	}{
-		{"../../charts/konnector/files/dashboards/kbind-konnector.json", map[string]string{"job": konnectorJob, "connection": "provider", "api": "Widget.example.org"}},
+		{"../../charts/konnector/files/dashboards/kbind-konnector.json", map[string]string{"job": konnectorJob, "connection": "(provider|renewing)", "api": "Widget.example.org"}},
 		{"../../charts/backend/files/dashboards/kbind-backend.json", map[string]string{"job": backendJob, "consumer": consumerUID}},
 	}
 	// The check can fail: a misspelled metric returns nothing.
