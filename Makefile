@@ -110,7 +110,20 @@ test: build-all build ## Every module's tests (unit, envtest), a brief `make fuz
 e2e: ## The e2e module but the fault suite: e2e-framework suites, binary, chart, backend and alert-rule (promtool) tests (KBIND_E2E_CLUSTERS=local|kind|auto, E2E_FLAGS=-run ...).
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
 	  echo "== go test ./e2e/... (clusters: $${KBIND_E2E_CLUSTERS:-auto})"; \
-	  cd e2e && $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(E2E_FLAGS) $$($(GO) list ./... | grep -v '/e2e/faults$$')
+	  cd e2e && $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -skip '^$(MONITORING_TEST)$$' $(E2E_FLAGS) $$($(GO) list ./... | grep -v '/e2e/faults$$')
+
+# The real-Prometheus test runs apart (make test-monitoring, in .ci/run):
+# make e2e skips it, and runs the rest of e2e/monitoring.
+MONITORING_TEST := TestDashboardsAndAlertsAgainstPrometheus
+MONITORING_TIMEOUT ?= 15m
+MONITORING_FLAGS ?=
+
+.PHONY: test-monitoring
+test-monitoring: ## The real-Prometheus test (e2e/monitoring): a real konnector and backend scraped; every dashboard query returns data, every alert fires in its scenario and resolves (MONITORING_FLAGS=...).
+	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
+	  tools/prometheus/build.sh >/dev/null; \
+	  echo "== go test ./e2e/monitoring -run $(MONITORING_TEST)"; \
+	  cd e2e && $(GO) test -count=1 -v -timeout $(MONITORING_TIMEOUT) -run '^$(MONITORING_TEST)$$' $(MONITORING_FLAGS) ./monitoring/
 
 FAULTS_TIMEOUT ?= 20m
 FAULTS_FLAGS ?=

@@ -93,6 +93,9 @@ func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
 		{"konnector", "ServiceMonitor", map[string]any{"rbac": map[string]any{"boundResourceGroups": groups},
 			"metrics": map[string]any{"service": map[string]any{"enabled": true}, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}}}},
 			[]string{"Service", "ServiceMonitor"}},
+		{"konnector", "Grafana dashboard", map[string]any{"rbac": map[string]any{"boundResourceGroups": groups},
+			"metrics": map[string]any{"dashboards": map[string]any{"enabled": true, "annotations": map[string]any{"grafana_folder": "kbind"}}}},
+			[]string{"ConfigMap", "Deployment"}},
 		{"konnector", "metrics off and a pinned image and scheduling", map[string]any{"rbac": map[string]any{"boundResourceGroups": groups},
 			"metrics": map[string]any{"enabled": false}, "image": map[string]any{"tag": "0.1.0-rc.1", "pullPolicy": "Always"},
 			"nodeSelector": map[string]any{"kubernetes.io/os": "linux"}, "tolerations": []any{map[string]any{"key": "dedicated", "operator": "Exists"}},
@@ -115,6 +118,8 @@ func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
 			"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true, "job": "kbind-backend",
 				"alerts": map[string]any{"KbindConsumerStale": map[string]any{"for": "0s", "seconds": 2.5}, "KbindReapFailing": map[string]any{"for": "5s", "window": "20s"}}}}},
 			[]string{"PrometheusRule"}},
+		{"backend", "Grafana dashboard", map[string]any{"metrics": map[string]any{"dashboards": map[string]any{"enabled": true, "labels": map[string]any{"grafana_dashboard": "1", "team": "platform"}}}},
+			[]string{"ConfigMap", "Deployment"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.chart+": "+tc.name, func(t *testing.T) {
