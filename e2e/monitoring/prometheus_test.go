@@ -564,15 +564,15 @@ func (r *rig) checkDashboards(from time.Time, consumerUID string) {
 				r.t.Errorf("%s %s: %v", d.UID, q.Panel, err)
 				continue
 			}
-			real := 0
+			numbers := 0
 			for _, s := range series {
-				real += s.RealValues()
+				numbers += s.RealValues()
 			}
-			if real == 0 {
+			if numbers == 0 {
 				r.t.Errorf("%s %s returns no data: %s (%d series, no sample a number)", d.UID, q.Panel, expr, len(series))
 				continue
 			}
-			r.t.Logf("%s %s: %d series, %d samples", d.UID, q.Panel, len(series), real)
+			r.t.Logf("%s %s: %d series, %d samples", d.UID, q.Panel, len(series), numbers)
 		}
 	}
 }
