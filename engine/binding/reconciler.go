@@ -51,7 +51,8 @@ type Reconciler struct {
 	Sessions   *session.Manager
 	Installer  *kbindschema.Installer
 	Namespaced bool
-	// Resync is the periodic requeue (BIND-1; default 30s).
+	// Resync is the periodic requeue (BIND-1); required (the engine's
+	// Options default it).
 	Resync time.Duration
 	// Syncers run instance sync for the bound APIs; Results are their
 	// per-object outcomes.
@@ -139,7 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ ct
 	if err := r.reconcileRelated(ctx, b, prior, o); err != nil {
 		return ctrl.Result{}, fmt.Errorf("copying related resources: %w", err)
 	}
-	return ctrl.Result{RequeueAfter: r.resync()}, nil
+	return ctrl.Result{RequeueAfter: r.Resync}, nil
 }
 
 // setStatus writes what a reconcile learned into the binding's status.
@@ -291,13 +292,6 @@ func (r *Reconciler) forgetUnbound(ctx context.Context, b binding, api string) e
 	}
 	r.Syncers.Forget(ctx, api, b.spec.ConnectionRef.Name)
 	return nil
-}
-
-func (r *Reconciler) resync() time.Duration {
-	if r.Resync <= 0 {
-		return 30 * time.Second
-	}
-	return r.Resync
 }
 
 // observation is what one reconcile learned about a binding; conditions are

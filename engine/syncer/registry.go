@@ -49,7 +49,8 @@ type Registry struct {
 	Sessions *session.Manager
 	Events   recorder.EventRecorder
 	Results  *Results
-	Workers  int
+	// Workers is each Syncer's number of sync workers (see Options).
+	Workers int
 	// EventLimiter bounds the provider Events every Syncer forwards
 	// together; nil: providerevents.DefaultLimits.
 	EventLimiter *providerevents.Limiter
