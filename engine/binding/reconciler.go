@@ -40,10 +40,6 @@ import (
 	"github.com/kbind/kbind/engine/syncer"
 )
 
-func schemaGVK(group, version, kind string) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
-}
-
 // Reconciler reconciles one binding kind: ClusterBinding (Namespaced false)
 // or Binding (Namespaced true).
 type Reconciler struct {
@@ -274,13 +270,8 @@ func (r *Reconciler) unbindRemoved(ctx context.Context, b binding, before *kbind
 // countObjects counts the consumer objects of a CRD in the binding's scope,
 // from the cache.
 func (r *Reconciler) countObjects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, namespace string) (int32, error) {
-	version := ""
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			version = v.Name
-		}
-	}
-	return r.Syncers.Count(ctx, crd.Name, schemaGVK(crd.Spec.Group, version, crd.Spec.Names.Kind), namespace, !r.Namespaced)
+	gvk, _ := kbindschema.StorageGVK(crd)
+	return r.Syncers.Count(ctx, crd.Name, gvk, namespace, !r.Namespaced)
 }
 
 // forgetUnbound releases what the engine holds for an API (syncer,
