@@ -835,25 +835,16 @@ func claimKey(s side, kind kbindv1alpha1.RelatedResourceKind, target client.Obje
 // made when it is missing: created and marked as kbind's; under Prefixed
 // isolation on the provider, marked with the consumer namespace and never
 // adopted when it exists without this consumer's markers; under Namespace
-// isolation on the provider, never created (it is the provider admin's).
-func (r *syncRun) namespaces(target side, src client.Object) namespacePolicy {
+// isolation on the provider, never created (it is the provider admin's:
+// nil).
+func (r *syncRun) namespaces(target side, src client.Object) *namespace.Policy {
 	if target == consumerSide || !r.b.Isolation.Isolated() {
-		return namespacePolicy{create: true, markers: kbindv1alpha1.NamespaceMarkers(r.b.ClusterUID)}
+		return &namespace.Policy{Markers: kbindv1alpha1.NamespaceMarkers(r.b.ClusterUID)}
 	}
 	if !r.b.Isolation.CreatesNamespaces() {
-		return namespacePolicy{}
+		return nil
 	}
-	return namespacePolicy{create: true, owned: true, markers: r.b.Isolation.NamespaceMarkers(r.b.ClusterUID, src.GetNamespace())}
-}
-
-// namespacePolicy says how apply makes a missing target namespace.
-type namespacePolicy struct {
-	// create: a missing namespace is created with markers.
-	create  bool
-	markers kbindv1alpha1.Markers
-	// owned: an existing namespace must carry this consumer cluster's
-	// marker, else the copy is a conflict.
-	owned bool
+	return &namespace.Policy{Markers: r.b.Isolation.NamespaceMarkers(r.b.ClusterUID, src.GetNamespace()), Owned: true, ConsumerClusterUID: r.b.ClusterUID}
 }
 
 // copyOf is the target object of a source at target: the payload (data,
@@ -896,9 +887,9 @@ const (
 
 // apply writes desired unless the target belongs to someone else. The
 // target is read from the copies informer, or (not cached: absent, foreign
-// or not seen yet) directly. An immutable target whose payload changed is
-// replaced.
-func (c *Copier) apply(ctx context.Context, ps *pass, target client.Client, copies *informer, desired client.Object, entry string, ns namespacePolicy) (outcome, error) {
+// or not seen yet) directly. A missing target namespace is made as ns says
+// (nil: never). An immutable target whose payload changed is replaced.
+func (c *Copier) apply(ctx context.Context, ps *pass, target client.Client, copies *informer, desired client.Object, entry string, ns *namespace.Policy) (outcome, error) {
 	b := ps.b
 	var existing client.Object
 	if copies != nil {
@@ -911,11 +902,14 @@ func (c *Copier) apply(ctx context.Context, ps *pass, target client.Client, copi
 		err := target.Get(ctx, client.ObjectKeyFromObject(desired), obj)
 		switch {
 		case apierrors.IsNotFound(err):
-			foreign, err := ensureNamespace(ctx, target, desired.GetNamespace(), b.ClusterUID, ns)
+			if ns == nil {
+				break
+			}
+			nsConflict, err := namespace.Ensure(ctx, target, target, desired.GetNamespace(), *ns)
 			if err != nil {
 				return applied, &namespaceError{err}
 			}
-			if foreign {
+			if nsConflict != "" {
 				c.report(ps, entry, "namespace/"+desired.GetNamespace(), desired, "RelatedConflict",
 					"namespace %s exists and kbind did not create it for this consumer; nothing was copied into it", desired.GetNamespace())
 				return conflict, nil
@@ -987,27 +981,6 @@ func immutable(obj client.Object) bool {
 		return o.Immutable != nil && *o.Immutable
 	}
 	return false
-}
-
-// ensureNamespace makes the target namespace as ns says; foreign is true
-// when it exists and must not be used.
-func ensureNamespace(ctx context.Context, c client.Client, name, clusterUID string, ns namespacePolicy) (foreign bool, err error) {
-	if !ns.create {
-		return false, nil
-	}
-	existing := &corev1.Namespace{}
-	err = c.Get(ctx, client.ObjectKey{Name: name}, existing)
-	switch {
-	case apierrors.IsNotFound(err):
-		err = namespace.CreateMarked(ctx, c, name, ns.markers)
-		if apierrors.IsAlreadyExists(err) && !ns.owned {
-			return false, nil
-		}
-		return false, err // AlreadyExists when owned: retried, then checked
-	case err != nil:
-		return false, err
-	}
-	return ns.owned && existing.Annotations[kbindv1alpha1.ConsumerClusterUIDAnnotation] != clusterUID, nil
 }
 
 // readError is a failure to read the target.

@@ -544,26 +544,13 @@ func (s *Syncer) unplaceable(cobj *unstructured.Unstructured, err error) {
 // used as it is (providers share their namespaces with consumers by
 // design). Under Prefixed isolation a namespace kbind did not create for
 // this consumer cluster is a conflict, never adopted: its reason is
-// returned and nothing is written into it.
+// returned and nothing is written into it. Read from the provider cache.
 func (s *Syncer) ensureNamespace(ctx context.Context, ns, pns string) (kbindv1alpha1.Reason, error) {
-	if !s.target.Isolation.Isolated() {
-		return "", namespace.Ensure(ctx, s.session.Cache(), s.session.Client, pns, s.target.ClusterUID)
-	}
-	existing := &corev1.Namespace{}
-	err := s.session.Cache().Get(ctx, client.ObjectKey{Name: pns}, existing)
-	switch {
-	case apierrors.IsNotFound(err):
-		err := namespace.CreateMarked(ctx, s.session.Client, pns, s.target.Isolation.NamespaceMarkers(s.target.ClusterUID, ns))
-		if apierrors.IsAlreadyExists(err) {
-			// Created by someone else a moment ago: retried, and classified
-			// once the cache has it.
-			return "", fmt.Errorf("provider namespace %s exists but is not in the cache yet: %w", pns, err)
-		}
-		return "", err
-	case err != nil:
-		return "", err
-	}
-	return ownership.Namespace(existing.GetAnnotations(), s.target.ClusterUID), nil
+	return namespace.Ensure(ctx, s.session.Cache(), s.session.Client, pns, namespace.Policy{
+		Markers:            s.target.Isolation.NamespaceMarkers(s.target.ClusterUID, ns),
+		Owned:              s.target.Isolation.Isolated(),
+		ConsumerClusterUID: s.target.ClusterUID,
+	})
 }
 
 func namespaceConflictMessage(pns string, reason kbindv1alpha1.Reason) string {
