@@ -56,6 +56,7 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/internal/namespace"
+	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/session"
 )
@@ -661,21 +662,22 @@ func (r *syncRun) copySource(ctx context.Context, p entryPlan, src client.Object
 	outcome, err := r.c.apply(ctx, r.ps, r.targets[p.target()], copiesInf, desired, p.id, r.namespaces(p.target(), src))
 	var nsErr *namespaceError
 	var readErr *readError
+	kind := refusal.Of(err)
 	switch {
-	case errors.As(err, &readErr) && apierrors.IsForbidden(err):
+	case kind == refusal.Forbidden && errors.As(err, &readErr):
 		r.forbidden[fmt.Sprintf("get %s in namespace %s (%s side)", p.entry.Resource, target.Namespace, p.target())] = true
 		r.res.Status.Skipped++
-	case errors.As(err, &nsErr) && apierrors.IsForbidden(err):
+	case kind == refusal.Forbidden && errors.As(err, &nsErr):
 		r.forbidden[fmt.Sprintf("create namespaces/%s (%s side)", target.Namespace, p.target())] = true
 		r.res.Status.Skipped++
-	case apierrors.IsForbidden(err):
+	case kind == refusal.Forbidden:
 		r.forbidden[fmt.Sprintf("write %s in namespace %s (%s side)", p.entry.Resource, target.Namespace, p.target())] = true
 		r.res.Status.Skipped++
-	case err != nil && (apierrors.IsInvalid(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err)):
+	case kind == refusal.Rejected:
 		r.res.Status.Skipped++
 		r.c.report(r.ps, p.id, "rejected/"+objKey, src, "RelatedRejected",
 			"the %s side refused the copy of %s %s/%s: %v", p.target(), singular(p.entry.Resource), src.GetNamespace(), src.GetName(), err)
-	case err != nil:
+	case err != nil: // transient, or NotFound: retried with the pass
 		r.failures = append(r.failures, fmt.Errorf("copying %s %s/%s to the %s side: %w", singular(p.entry.Resource), src.GetNamespace(), src.GetName(), p.target(), err))
 	case outcome == conflict:
 		r.res.Status.Conflicts++
