@@ -29,7 +29,6 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/binding"
 	"github.com/kbind/kbind/engine/connection"
-	"github.com/kbind/kbind/engine/credentials"
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/slim"
@@ -39,92 +38,6 @@ import (
 	"github.com/kbind/kbind/engine/session"
 	"github.com/kbind/kbind/engine/syncer"
 )
-
-// Options configure the engine.
-type Options struct {
-	// SecretNamespaces are the only namespaces kubeconfig Secrets are read
-	// (and cached) from. Required.
-	SecretNamespaces []string
-
-	// ProviderQPS, ProviderBurst and ProviderTimeout configure every
-	// provider client.
-	ProviderQPS     float32
-	ProviderBurst   int
-	ProviderTimeout time.Duration
-	// DisableProviderCompression refuses gzip-compressed provider
-	// responses (lists, streamed watch lists): more bandwidth, less CPU on
-	// both sides, for a provider that is near.
-	DisableProviderCompression bool
-
-	// DiscoveryInterval is how often each Connection re-reads its exports
-	// (default 30s; from a watch for the CRD source).
-	DiscoveryInterval time.Duration
-	// RecheckInterval is how often a working Connection re-reads the
-	// provider's identity and lists its exports directly (default 10m).
-	RecheckInterval time.Duration
-	// HeartbeatInterval is how often Leases are renewed (default 30s).
-	HeartbeatInterval time.Duration
-	// BindingResync is how often every binding is re-checked (default 30s).
-	BindingResync time.Duration
-	// Workers is the number of sync workers per bound API (default 4).
-	Workers int
-	// RelatedWatchesPerNamespace bounds the related-resource watches (source
-	// informers) the bindings of one consumer namespace hold, the
-	// ClusterBindings counting as one namespace (default 512,
-	// related.DefaultWatchesPerNamespace); an entry over it copies nothing
-	// and its binding says so.
-	RelatedWatchesPerNamespace int
-
-	// InCluster is true when the konnector runs in a Pod; it sharpens
-	// messages about loopback provider addresses.
-	InCluster bool
-
-	// CredentialExpiryWarning is how long before a credential that is not
-	// renewed expires the Connection reports it (CredentialsExpiring, an
-	// Event; at the latest when a fifth of its lifetime is left). Default
-	// 7 days.
-	CredentialExpiryWarning time.Duration
-	// Version is the konnector's version, written on each Connection's
-	// status and heartbeat Lease ("dev" when empty).
-	Version string
-}
-
-func (o *Options) defaults() error {
-	if len(o.SecretNamespaces) == 0 {
-		return errors.New("engine: at least one Secret namespace is required")
-	}
-	if o.ProviderQPS <= 0 {
-		o.ProviderQPS = 100
-	}
-	if o.ProviderBurst <= 0 {
-		o.ProviderBurst = 200
-	}
-	if o.ProviderTimeout <= 0 {
-		o.ProviderTimeout = 30 * time.Second
-	}
-	if o.DiscoveryInterval <= 0 {
-		o.DiscoveryInterval = 30 * time.Second
-	}
-	if o.RecheckInterval <= 0 {
-		o.RecheckInterval = 10 * time.Minute
-	}
-	if o.BindingResync <= 0 {
-		o.BindingResync = 30 * time.Second
-	}
-	if o.Workers <= 0 {
-		o.Workers = 4
-	}
-	if o.RelatedWatchesPerNamespace <= 0 {
-		o.RelatedWatchesPerNamespace = related.DefaultWatchesPerNamespace
-	}
-	if o.CredentialExpiryWarning <= 0 {
-		o.CredentialExpiryWarning = credentials.DefaultExpiryWarning
-	}
-	if o.Version == "" {
-		o.Version = "dev"
-	}
-	return nil
-}
 
 // AddToScheme registers every type the engine reads on the consumer.
 func AddToScheme(s *runtime.Scheme) error {

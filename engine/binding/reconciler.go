@@ -40,10 +40,6 @@ import (
 	"github.com/kbind/kbind/engine/syncer"
 )
 
-func schemaGVK(group, version, kind string) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
-}
-
 // Reconciler reconciles one binding kind: ClusterBinding (Namespaced false)
 // or Binding (Namespaced true).
 type Reconciler struct {
@@ -51,7 +47,8 @@ type Reconciler struct {
 	Sessions   *session.Manager
 	Installer  *kbindschema.Installer
 	Namespaced bool
-	// Resync is the periodic requeue (BIND-1; default 30s).
+	// Resync is the periodic requeue (BIND-1); required (the engine's
+	// Options default it).
 	Resync time.Duration
 	// Syncers run instance sync for the bound APIs; Results are their
 	// per-object outcomes.
@@ -139,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ ct
 	if err := r.reconcileRelated(ctx, b, prior, o); err != nil {
 		return ctrl.Result{}, fmt.Errorf("copying related resources: %w", err)
 	}
-	return ctrl.Result{RequeueAfter: r.resync()}, nil
+	return ctrl.Result{RequeueAfter: r.Resync}, nil
 }
 
 // setStatus writes what a reconcile learned into the binding's status.
@@ -273,13 +270,8 @@ func (r *Reconciler) unbindRemoved(ctx context.Context, b binding, before *kbind
 // countObjects counts the consumer objects of a CRD in the binding's scope,
 // from the cache.
 func (r *Reconciler) countObjects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, namespace string) (int32, error) {
-	version := ""
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			version = v.Name
-		}
-	}
-	return r.Syncers.Count(ctx, crd.Name, schemaGVK(crd.Spec.Group, version, crd.Spec.Names.Kind), namespace, !r.Namespaced)
+	gvk, _ := kbindschema.StorageGVK(crd)
+	return r.Syncers.Count(ctx, crd.Name, gvk, namespace, !r.Namespaced)
 }
 
 // forgetUnbound releases what the engine holds for an API (syncer,
@@ -291,13 +283,6 @@ func (r *Reconciler) forgetUnbound(ctx context.Context, b binding, api string) e
 	}
 	r.Syncers.Forget(ctx, api, b.spec.ConnectionRef.Name)
 	return nil
-}
-
-func (r *Reconciler) resync() time.Duration {
-	if r.Resync <= 0 {
-		return 30 * time.Second
-	}
-	return r.Resync
 }
 
 // observation is what one reconcile learned about a binding; conditions are

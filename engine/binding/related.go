@@ -12,6 +12,7 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/related"
+	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
 )
 
@@ -154,10 +155,8 @@ func (r *Reconciler) relatedOwners(ctx context.Context, b binding, o *observatio
 		owner := related.OwnerAPI{}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if bound[a.Name] && r.Client.Get(ctx, client.ObjectKey{Name: a.Name}, crd) == nil {
-			for _, v := range crd.Spec.Versions {
-				if v.Storage {
-					owner.GVK = schemaGVK(crd.Spec.Group, v.Name, crd.Spec.Names.Kind)
-				}
+			if gvk, ok := kbindschema.StorageGVK(crd); ok {
+				owner.GVK = gvk
 			}
 			owner.Namespaced = crd.Spec.Scope == apiextensionsv1.NamespaceScoped
 			owner.Ready = owner.GVK.Kind != "" && r.Syncers.Running(a.Name)

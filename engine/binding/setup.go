@@ -2,6 +2,7 @@ package binding
 
 import (
 	"context"
+	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -24,6 +25,9 @@ import (
 // and — for Bindings — ClusterBindings that may overlap them and the
 // labels of their namespace (a Connection's namespace selector, BIND-3).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Resync <= 0 {
+		return errors.New("binding: Resync must be positive")
+	}
 	deleting := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !e.ObjectNew.GetDeletionTimestamp().IsZero()
 	}}

@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
-	"github.com/kbind/kbind/engine/credentials"
 	"github.com/kbind/kbind/engine/heartbeat"
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
@@ -44,7 +43,8 @@ import (
 	"github.com/kbind/kbind/engine/session"
 )
 
-// Reconciler reconciles Connections.
+// Reconciler reconciles Connections. Every field is required: the engine
+// fills the defaults (engine.Options), this package has none.
 type Reconciler struct {
 	Client client.Client
 	// SecretNamespaces are the namespaces kubeconfig Secrets may live in.
@@ -56,7 +56,7 @@ type Reconciler struct {
 	// RecheckInterval is how often a Connection that is working re-reads
 	// the provider's identity and lists its exports directly (the backstop
 	// of the watches); a failed or stale heartbeat re-reads the identity at
-	// once. Default 10 minutes.
+	// once.
 	RecheckInterval time.Duration
 	// HeartbeatInterval is how often the Lease is renewed.
 	HeartbeatInterval time.Duration
@@ -74,7 +74,7 @@ type Reconciler struct {
 	Base context.Context
 	// ExpiryWarning is how long before a credential that is not renewed
 	// expires CredentialsExpiring turns True (at the latest when a fifth
-	// of its lifetime is left). Default 7 days.
+	// of its lifetime is left).
 	ExpiryWarning time.Duration
 	// Version is the konnector's, written on status and heartbeat Leases.
 	Version string
@@ -170,15 +170,16 @@ func (r *Reconciler) init() {
 	r.changed = map[string]bool{}
 	r.creds = map[string]credentialState{}
 	r.readyObserved = map[string]types.UID{}
-	if r.ExpiryWarning <= 0 {
-		r.ExpiryWarning = credentials.DefaultExpiryWarning
+}
+
+// validate refuses a Reconciler whose intervals were left unset: the
+// engine's Options fill them (engine.Options defaults), this package
+// defaults nothing.
+func (r *Reconciler) validate() error {
+	if r.DiscoveryInterval <= 0 || r.RecheckInterval <= 0 || r.HeartbeatInterval <= 0 || r.ProviderTimeout <= 0 || r.ExpiryWarning <= 0 {
+		return errors.New("connection: DiscoveryInterval, RecheckInterval, HeartbeatInterval, ProviderTimeout and ExpiryWarning must be positive")
 	}
-	if r.HeartbeatInterval == 0 {
-		r.HeartbeatInterval = heartbeat.Interval
-	}
-	if r.RecheckInterval == 0 {
-		r.RecheckInterval = session.DefaultRecheck
-	}
+	return nil
 }
 
 // MaxProbeBackoff caps the retry of a Connection whose provider could not

@@ -23,6 +23,9 @@ import (
 // reference, the bindings that hold a deleting Connection, and internal
 // triggers (heartbeat results, Secret siblings).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
 	r.init()
 	metrics.AddHeartbeatSource(r)
 	deleting := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {

@@ -56,6 +56,7 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/internal/namespace"
+	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/session"
 )
@@ -661,21 +662,22 @@ func (r *syncRun) copySource(ctx context.Context, p entryPlan, src client.Object
 	outcome, err := r.c.apply(ctx, r.ps, r.targets[p.target()], copiesInf, desired, p.id, r.namespaces(p.target(), src))
 	var nsErr *namespaceError
 	var readErr *readError
+	kind := refusal.Of(err)
 	switch {
-	case errors.As(err, &readErr) && apierrors.IsForbidden(err):
+	case kind == refusal.Forbidden && errors.As(err, &readErr):
 		r.forbidden[fmt.Sprintf("get %s in namespace %s (%s side)", p.entry.Resource, target.Namespace, p.target())] = true
 		r.res.Status.Skipped++
-	case errors.As(err, &nsErr) && apierrors.IsForbidden(err):
+	case kind == refusal.Forbidden && errors.As(err, &nsErr):
 		r.forbidden[fmt.Sprintf("create namespaces/%s (%s side)", target.Namespace, p.target())] = true
 		r.res.Status.Skipped++
-	case apierrors.IsForbidden(err):
+	case kind == refusal.Forbidden:
 		r.forbidden[fmt.Sprintf("write %s in namespace %s (%s side)", p.entry.Resource, target.Namespace, p.target())] = true
 		r.res.Status.Skipped++
-	case err != nil && (apierrors.IsInvalid(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err)):
+	case kind == refusal.Rejected:
 		r.res.Status.Skipped++
 		r.c.report(r.ps, p.id, "rejected/"+objKey, src, "RelatedRejected",
 			"the %s side refused the copy of %s %s/%s: %v", p.target(), singular(p.entry.Resource), src.GetNamespace(), src.GetName(), err)
-	case err != nil:
+	case err != nil: // transient, or NotFound: retried with the pass
 		r.failures = append(r.failures, fmt.Errorf("copying %s %s/%s to the %s side: %w", singular(p.entry.Resource), src.GetNamespace(), src.GetName(), p.target(), err))
 	case outcome == conflict:
 		r.res.Status.Conflicts++
@@ -835,25 +837,16 @@ func claimKey(s side, kind kbindv1alpha1.RelatedResourceKind, target client.Obje
 // made when it is missing: created and marked as kbind's; under Prefixed
 // isolation on the provider, marked with the consumer namespace and never
 // adopted when it exists without this consumer's markers; under Namespace
-// isolation on the provider, never created (it is the provider admin's).
-func (r *syncRun) namespaces(target side, src client.Object) namespacePolicy {
+// isolation on the provider, never created (it is the provider admin's:
+// nil).
+func (r *syncRun) namespaces(target side, src client.Object) *namespace.Policy {
 	if target == consumerSide || !r.b.Isolation.Isolated() {
-		return namespacePolicy{create: true, markers: kbindv1alpha1.NamespaceMarkers(r.b.ClusterUID)}
+		return &namespace.Policy{Markers: kbindv1alpha1.NamespaceMarkers(r.b.ClusterUID)}
 	}
 	if !r.b.Isolation.CreatesNamespaces() {
-		return namespacePolicy{}
+		return nil
 	}
-	return namespacePolicy{create: true, owned: true, markers: r.b.Isolation.NamespaceMarkers(r.b.ClusterUID, src.GetNamespace())}
-}
-
-// namespacePolicy says how apply makes a missing target namespace.
-type namespacePolicy struct {
-	// create: a missing namespace is created with markers.
-	create  bool
-	markers kbindv1alpha1.Markers
-	// owned: an existing namespace must carry this consumer cluster's
-	// marker, else the copy is a conflict.
-	owned bool
+	return &namespace.Policy{Markers: r.b.Isolation.NamespaceMarkers(r.b.ClusterUID, src.GetNamespace()), Owned: true, ConsumerClusterUID: r.b.ClusterUID}
 }
 
 // copyOf is the target object of a source at target: the payload (data,
@@ -896,9 +889,9 @@ const (
 
 // apply writes desired unless the target belongs to someone else. The
 // target is read from the copies informer, or (not cached: absent, foreign
-// or not seen yet) directly. An immutable target whose payload changed is
-// replaced.
-func (c *Copier) apply(ctx context.Context, ps *pass, target client.Client, copies *informer, desired client.Object, entry string, ns namespacePolicy) (outcome, error) {
+// or not seen yet) directly. A missing target namespace is made as ns says
+// (nil: never). An immutable target whose payload changed is replaced.
+func (c *Copier) apply(ctx context.Context, ps *pass, target client.Client, copies *informer, desired client.Object, entry string, ns *namespace.Policy) (outcome, error) {
 	b := ps.b
 	var existing client.Object
 	if copies != nil {
@@ -911,11 +904,14 @@ func (c *Copier) apply(ctx context.Context, ps *pass, target client.Client, copi
 		err := target.Get(ctx, client.ObjectKeyFromObject(desired), obj)
 		switch {
 		case apierrors.IsNotFound(err):
-			foreign, err := ensureNamespace(ctx, target, desired.GetNamespace(), b.ClusterUID, ns)
+			if ns == nil {
+				break
+			}
+			nsConflict, err := namespace.Ensure(ctx, target, target, desired.GetNamespace(), *ns)
 			if err != nil {
 				return applied, &namespaceError{err}
 			}
-			if foreign {
+			if nsConflict != "" {
 				c.report(ps, entry, "namespace/"+desired.GetNamespace(), desired, "RelatedConflict",
 					"namespace %s exists and kbind did not create it for this consumer; nothing was copied into it", desired.GetNamespace())
 				return conflict, nil
@@ -987,27 +983,6 @@ func immutable(obj client.Object) bool {
 		return o.Immutable != nil && *o.Immutable
 	}
 	return false
-}
-
-// ensureNamespace makes the target namespace as ns says; foreign is true
-// when it exists and must not be used.
-func ensureNamespace(ctx context.Context, c client.Client, name, clusterUID string, ns namespacePolicy) (foreign bool, err error) {
-	if !ns.create {
-		return false, nil
-	}
-	existing := &corev1.Namespace{}
-	err = c.Get(ctx, client.ObjectKey{Name: name}, existing)
-	switch {
-	case apierrors.IsNotFound(err):
-		err = namespace.CreateMarked(ctx, c, name, ns.markers)
-		if apierrors.IsAlreadyExists(err) && !ns.owned {
-			return false, nil
-		}
-		return false, err // AlreadyExists when owned: retried, then checked
-	case err != nil:
-		return false, err
-	}
-	return ns.owned && existing.Annotations[kbindv1alpha1.ConsumerClusterUIDAnnotation] != clusterUID, nil
 }
 
 // readError is a failure to read the target.

@@ -9,6 +9,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
@@ -23,6 +24,27 @@ func SpecHash(spec *apiextensionsv1.CustomResourceDefinitionSpec) string {
 	}
 	sum := sha256.Sum256(data)
 	return "sha256:" + hex.EncodeToString(sum[:])[:16]
+}
+
+// StorageVersion is the version crd stores its objects at; nil when it has
+// none (a CRD the API server accepted has exactly one).
+func StorageVersion(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinitionVersion {
+	for i := range crd.Spec.Versions {
+		if crd.Spec.Versions[i].Storage {
+			return &crd.Spec.Versions[i]
+		}
+	}
+	return nil
+}
+
+// StorageGVK is the group, storage version and kind of crd's objects, the
+// version empty and ok false when crd has no storage version.
+func StorageGVK(crd *apiextensionsv1.CustomResourceDefinition) (gvk schema.GroupVersionKind, ok bool) {
+	gvk = schema.GroupVersionKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+	if v := StorageVersion(crd); v != nil {
+		gvk.Version, ok = v.Name, true
+	}
+	return gvk, ok
 }
 
 // FromCRD derives the consumer CRD from a provider CRD (SCHEMA-1): the

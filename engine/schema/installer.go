@@ -213,12 +213,10 @@ func storedVersion(existing, desired *apiextensionsv1.CustomResourceDefinition, 
 			return *v.DeepCopy()
 		}
 	}
-	for _, v := range desired.Spec.Versions {
-		if v.Storage {
-			v = *v.DeepCopy()
-			v.Name = name
-			return v
-		}
+	if v := StorageVersion(desired); v != nil {
+		out := *v.DeepCopy()
+		out.Name = name
+		return out
 	}
 	return apiextensionsv1.CustomResourceDefinitionVersion{Name: name, Schema: &apiextensionsv1.CustomResourceValidation{
 		OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTrue()}}}

@@ -28,6 +28,7 @@ import (
 	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/providerevents"
+	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
 )
 
@@ -49,7 +50,8 @@ type Registry struct {
 	Sessions *session.Manager
 	Events   recorder.EventRecorder
 	Results  *Results
-	Workers  int
+	// Workers is each Syncer's number of sync workers (see Options).
+	Workers int
 	// EventLimiter bounds the provider Events every Syncer forwards
 	// together; nil: providerevents.DefaultLimits.
 	EventLimiter *providerevents.Limiter
@@ -302,12 +304,7 @@ func (r *Registry) resolve(ctx context.Context, crdName string) (API, bool, erro
 	if !ok {
 		return API{}, false, nil
 	}
-	var version *apiextensionsv1.CustomResourceDefinitionVersion
-	for i := range crd.Spec.Versions {
-		if crd.Spec.Versions[i].Storage {
-			version = &crd.Spec.Versions[i]
-		}
-	}
+	version := kbindschema.StorageVersion(crd)
 	if version == nil {
 		return API{}, false, nil
 	}
@@ -575,13 +572,7 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	if err != nil {
 		return 0, err
 	}
-	var version string
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			version = v.Name
-		}
-	}
-	gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.Kind}
+	gvk, _ := kbindschema.StorageGVK(crd)
 	scope := Scope{}
 	if ok {
 		if scope, err = r.scopeOf(ctx, api); err != nil {

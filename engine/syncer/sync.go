@@ -25,6 +25,7 @@ import (
 	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/internal/namespace"
 	"github.com/kbind/kbind/engine/internal/patch"
+	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/internal/storage"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/metrics"
@@ -315,30 +316,25 @@ func upToDate(pobj, desired *unstructured.Unstructured) bool {
 
 // failed records a provider refusal: a Warning Event on the consumer object
 // with the provider's message, the failed count, and a retry with backoff
-// (never a hot loop).
+// (never a hot loop). A refusal is any refusal.Kind, NotFound included (a
+// namespace or object gone under the write); anything else is returned as
+// a transient error.
 func (s *Syncer) failed(cobj *unstructured.Unstructured, err error, verb, resource string) (bool, error) {
-	if !isRefusal(err) {
+	kind := refusal.Of(err)
+	if kind == refusal.None {
 		return false, fmt.Errorf("%s %s on the provider: %w", verb, resource, err)
 	}
 	res := Result{State: StateFailed, Message: fmt.Sprintf("the provider refused %s %s: %v", verb, resource, err)}
 	if storage.TooLarge(err) {
 		res.Message += " (the provider copy, with kbind's ownership markers, is larger than the provider stores; make the object smaller)"
 	}
-	if apierrors.IsForbidden(err) {
+	if kind == refusal.Forbidden {
 		res.Forbidden = s.refusal(verb, resource, s.providerNamespace(cobj))
 	}
 	if s.results.set(s.target, client.ObjectKeyFromObject(cobj), res) {
 		s.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventProviderRejected, "Sync", "%s", res.Message)
 	}
 	return true, nil
-}
-
-// isRefusal tells a provider's answer that will not change by retrying the
-// same write (forbidden, invalid, bad, too large, gone) from a transient
-// failure, which is retried with backoff.
-func isRefusal(err error) bool {
-	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
-		apierrors.IsNotFound(err) || storage.TooLarge(err)
 }
 
 // refusal names what the provider refused, without the object's name: the
@@ -544,26 +540,13 @@ func (s *Syncer) unplaceable(cobj *unstructured.Unstructured, err error) {
 // used as it is (providers share their namespaces with consumers by
 // design). Under Prefixed isolation a namespace kbind did not create for
 // this consumer cluster is a conflict, never adopted: its reason is
-// returned and nothing is written into it.
+// returned and nothing is written into it. Read from the provider cache.
 func (s *Syncer) ensureNamespace(ctx context.Context, ns, pns string) (kbindv1alpha1.Reason, error) {
-	if !s.target.Isolation.Isolated() {
-		return "", namespace.Ensure(ctx, s.session.Cache(), s.session.Client, pns, s.target.ClusterUID)
-	}
-	existing := &corev1.Namespace{}
-	err := s.session.Cache().Get(ctx, client.ObjectKey{Name: pns}, existing)
-	switch {
-	case apierrors.IsNotFound(err):
-		err := namespace.CreateMarked(ctx, s.session.Client, pns, s.target.Isolation.NamespaceMarkers(s.target.ClusterUID, ns))
-		if apierrors.IsAlreadyExists(err) {
-			// Created by someone else a moment ago: retried, and classified
-			// once the cache has it.
-			return "", fmt.Errorf("provider namespace %s exists but is not in the cache yet: %w", pns, err)
-		}
-		return "", err
-	case err != nil:
-		return "", err
-	}
-	return ownership.Namespace(existing.GetAnnotations(), s.target.ClusterUID), nil
+	return namespace.Ensure(ctx, s.session.Cache(), s.session.Client, pns, namespace.Policy{
+		Markers:            s.target.Isolation.NamespaceMarkers(s.target.ClusterUID, ns),
+		Owned:              s.target.Isolation.Isolated(),
+		ConsumerClusterUID: s.target.ClusterUID,
+	})
 }
 
 func namespaceConflictMessage(pns string, reason kbindv1alpha1.Reason) string {

@@ -163,7 +163,8 @@ type Options struct {
 	Session  *session.Session
 	Events   recorder.EventRecorder
 	Results  *Results
-	Workers  int
+	// Workers is the number of sync workers; DefaultWorkers when < 1.
+	Workers int
 	// EventLimiter bounds the forwarded provider Events (shared by every
 	// Syncer of a konnector); nil: the default limits, per Syncer.
 	EventLimiter *providerevents.Limiter
@@ -179,11 +180,15 @@ type Options struct {
 	ReleaseOrphaned ReleaseOrphanedFunc
 }
 
+// DefaultWorkers is the number of sync workers of a Syncer whose Options
+// name none (the engine's default too).
+const DefaultWorkers = 4
+
 // New returns a Syncer; Start runs it.
 func New(o Options) *Syncer {
 	workers := o.Workers
 	if workers < 1 {
-		workers = 1
+		workers = DefaultWorkers
 	}
 	limiter := o.EventLimiter
 	if limiter == nil {

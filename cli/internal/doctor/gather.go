@@ -30,6 +30,7 @@ import (
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/kubeconfig"
+	kbindschema "github.com/kbind/kbind/engine/schema"
 )
 
 // Options configure a doctor run.
@@ -426,7 +427,7 @@ func instanceFindings(ctx context.Context, c client.Client, r *Report, probes ma
 		if !ok {
 			continue
 		}
-		version := storageVersion(crd)
+		version := storageVersion(&crd)
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(crdGVK(crd, version, crd.Spec.Names.ListKind))
 		if err := c.List(ctx, list); err != nil {
@@ -502,11 +503,11 @@ func coveringBinding(bindings []BindingState, conn, api, namespace string) *Bind
 	return found
 }
 
-func storageVersion(crd apiextensionsv1.CustomResourceDefinition) string {
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			return v.Name
-		}
+// storageVersion is the version crd's objects are listed at: its storage
+// version, else (never so for a CRD the API server accepted) its first.
+func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	if v := kbindschema.StorageVersion(crd); v != nil {
+		return v.Name
 	}
 	return crd.Spec.Versions[0].Name
 }

@@ -6,6 +6,7 @@ package namespace
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,32 +14,57 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/ownership"
 )
 
+// Policy says how Ensure makes a missing namespace and whether an
+// existing one may be written into.
+type Policy struct {
+	// Markers are stamped on the namespace when Ensure creates it.
+	Markers kbindv1alpha1.Markers
+	// Owned: an existing namespace is used only when kbind created it for
+	// ConsumerClusterUID (its ConsumerClusterUIDAnnotation); any other is a
+	// conflict, never adopted. This is a provider namespace under Prefixed
+	// isolation, whose name a consumer namespace maps to. Without Owned an
+	// existing namespace is used as it is: without isolation providers share
+	// their namespaces with consumers by design, and a consumer's namespaces
+	// are its own.
+	Owned bool
+	// ConsumerClusterUID is this consumer cluster's identity (Owned).
+	ConsumerClusterUID string
+}
+
 // Ensure makes sure the namespace name exists: read through r (a cache, or
-// the client itself), created through c when it is missing. The API error
-// is returned as it is, so that callers can tell a refusal; they wrap it.
-func Ensure(ctx context.Context, r client.Reader, c client.Client, name, consumerClusterUID string) error {
-	err := r.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{})
-	if !apierrors.IsNotFound(err) {
-		return err
+// the client itself), created through c with p.Markers when missing. It
+// returns the conflict an existing namespace is under p.Owned (see
+// ownership.Namespace; "" when it may be used). A namespace created by
+// someone else between the read and the create is used when p.Owned is
+// false, and under p.Owned is an error: retried, and classified once r
+// sees it. Other API errors are returned as they are, so that callers can
+// tell a refusal; they wrap them.
+func Ensure(ctx context.Context, r client.Reader, c client.Client, name string, p Policy) (kbindv1alpha1.Reason, error) {
+	existing := &corev1.Namespace{}
+	err := r.Get(ctx, client.ObjectKey{Name: name}, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		err := CreateMarked(ctx, c, name, p.Markers)
+		if apierrors.IsAlreadyExists(err) {
+			if !p.Owned {
+				return "", nil
+			}
+			return "", fmt.Errorf("namespace %s was created by someone else since it was read; it is checked once it can be read: %w", name, err)
+		}
+		return "", err
+	case err != nil:
+		return "", err
+	case !p.Owned:
+		return "", nil
 	}
-	return Create(ctx, c, name, consumerClusterUID)
+	return ownership.Namespace(existing.GetAnnotations(), p.ConsumerClusterUID), nil
 }
 
-// Create creates the namespace name, marked as created by kbind for the
-// consumer cluster; one that exists already is left as it is. Create
-// always writes: Ensure reads first.
-func Create(ctx context.Context, c client.Client, name, consumerClusterUID string) error {
-	if err := CreateMarked(ctx, c, name, kbindv1alpha1.NamespaceMarkers(consumerClusterUID)); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
-}
-
-// CreateMarked creates the namespace name with the given markers. Unlike
-// Create it returns AlreadyExists: a caller that must not use a namespace
-// it did not create checks the existing one first.
+// CreateMarked creates the namespace name with the given markers; it
+// returns AlreadyExists when the namespace exists.
 func CreateMarked(ctx context.Context, c client.Client, name string, markers kbindv1alpha1.Markers) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	markers.Stamp(ns)

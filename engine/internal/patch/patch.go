@@ -81,6 +81,14 @@ func finalizersPatch(obj client.Object) (client.Patch, error) {
 // obj taken before the reconcile changed the status: a merge patch of the
 // status subresource carrying only the difference. An unchanged status
 // costs no request.
+//
+// Each object has exactly one status writer. A merge patch replaces a list
+// whole and the patch is not guarded by the resourceVersion, so a changed
+// conditions list is sent complete, as this writer last read it: there is
+// no merge of owned conditions (cluster-api's patch helper has one). A
+// second writer of the same object's status would erase the other's
+// conditions, or have its own erased. TestOneStatusWriter names the one
+// package writing each kbind type and fails on a second.
 func Status(ctx context.Context, c client.Client, before, obj client.Object) error {
 	if equality.Semantic.DeepEqual(before, obj) {
 		return nil

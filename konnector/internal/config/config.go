@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/kbind/kbind/engine/credentials"
+	"github.com/kbind/kbind/engine"
 	"github.com/kbind/kbind/flagconfig"
 	"github.com/kbind/kbind/flagconfig/buildinfo"
 )
@@ -90,25 +90,26 @@ const (
 // DefaultNamespace is the konnector's namespace when none is configured.
 const DefaultNamespace = "kbind"
 
-// FlagSet declares every option with its default and help text.
+// FlagSet declares every option with its default and help text; the
+// engine's options default to the engine's own defaults (engine.Default*).
 func FlagSet(name string) *pflag.FlagSet {
 	fs := flagconfig.NewFlagSet(name, "provider-qps: 50")
 	fs.String(keyKubeconfig, "", "Kubeconfig of the consumer cluster. Empty: in-cluster configuration.")
 	fs.String(keyNamespace, DefaultNamespace, "Namespace the konnector runs in (leader election, Events).")
 	fs.StringSlice(keySecretNamespaces, nil, "Namespaces kubeconfig Secrets may be read from; Secrets are cached only there. Empty: the konnector namespace.")
-	fs.Float32(keyProviderQPS, 100, "Queries per second of each provider client.")
-	fs.Int(keyProviderBurst, 200, "Burst of each provider client.")
-	fs.Duration(keyProviderTimeout, 30*time.Second, "Timeout of each provider request.")
+	fs.Float32(keyProviderQPS, engine.DefaultProviderQPS, "Queries per second of each provider client.")
+	fs.Int(keyProviderBurst, engine.DefaultProviderBurst, "Burst of each provider client.")
+	fs.Duration(keyProviderTimeout, engine.DefaultProviderTimeout, "Timeout of each provider request.")
 	fs.Bool(keyProviderCompression, true, "Accept gzip-compressed responses from the provider (lists and streamed watch lists): less bandwidth across a WAN, more CPU on both sides. false where the provider is near.")
 	fs.Float32(keyConsumerQPS, 100, "Queries per second of the consumer client.")
 	fs.Int(keyConsumerBurst, 200, "Burst of the consumer client.")
-	fs.Duration(keyDiscoveryInterval, 30*time.Second, "How often each Connection re-reads the provider's exported APIs (from a watch for the CRD source, without a request).")
-	fs.Duration(keyRecheckInterval, 10*time.Minute, "How often a working Connection re-reads the provider's identity and lists its exports directly, as a backstop to the watches (a failed heartbeat re-reads the identity at once).")
-	fs.Duration(keyBindingResync, 30*time.Second, "How often every ClusterBinding and Binding is re-checked, as a backstop to watches.")
-	fs.Duration(keyHeartbeatInterval, 30*time.Second, "How often each Connection's heartbeat Lease on the provider is renewed (leaseDurationSeconds stays 60).")
-	fs.Duration(keyCredentialExpiryWarning, credentials.DefaultExpiryWarning, "How long before a provider credential the konnector does not renew (a client certificate, a token that is not a ServiceAccount token, a renewal that keeps failing) expires the Connection reports CredentialsExpiring=True and an Event; at the latest when a fifth of its lifetime is left.")
-	fs.Int(keyWorkers, 4, "Sync workers per bound API.")
-	fs.Int(keyRelatedWatches, 512, "Most related-resource watches the bindings of one namespace may hold (the ClusterBindings count as one namespace): a label selector is one, each name or referenced object one; an entry over it copies nothing, and its binding says so.")
+	fs.Duration(keyDiscoveryInterval, engine.DefaultDiscoveryInterval, "How often each Connection re-reads the provider's exported APIs (from a watch for the CRD source, without a request).")
+	fs.Duration(keyRecheckInterval, engine.DefaultRecheckInterval, "How often a working Connection re-reads the provider's identity and lists its exports directly, as a backstop to the watches (a failed heartbeat re-reads the identity at once).")
+	fs.Duration(keyBindingResync, engine.DefaultBindingResync, "How often every ClusterBinding and Binding is re-checked, as a backstop to watches.")
+	fs.Duration(keyHeartbeatInterval, engine.DefaultHeartbeatInterval, "How often each Connection's heartbeat Lease on the provider is renewed (leaseDurationSeconds stays 60).")
+	fs.Duration(keyCredentialExpiryWarning, engine.DefaultCredentialExpiryWarning, "How long before a provider credential the konnector does not renew (a client certificate, a token that is not a ServiceAccount token, a renewal that keeps failing) expires the Connection reports CredentialsExpiring=True and an Event; at the latest when a fifth of its lifetime is left.")
+	fs.Int(keyWorkers, engine.DefaultWorkers, "Sync workers per bound API.")
+	fs.Int(keyRelatedWatches, engine.DefaultRelatedWatchesPerNamespace, "Most related-resource watches the bindings of one namespace may hold (the ClusterBindings count as one namespace): a label selector is one, each name or referenced object one; an entry over it copies nothing, and its binding says so.")
 	fs.String(keyMetricsAddr, ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.String(keyProbeAddr, ":8081", "Address of /healthz and /readyz.")
 	fs.String(keyPprofAddr, "0", "Address of Go's /debug/pprof endpoints, for profiling; 0 disables them.")

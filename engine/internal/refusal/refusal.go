@@ -1,0 +1,45 @@
+// Package refusal classifies an API server's answer to a write kbind makes
+// for a consumer object (a provider copy, a related copy): a refusal,
+// which retrying the same write will not change — the object's owner is
+// told, and the write is retried only with backoff — or a transient
+// failure, retried as usual.
+package refusal
+
+import (
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/kbind/kbind/engine/internal/storage"
+)
+
+// Kind is what an API error says about a write.
+type Kind int
+
+const (
+	// None is no refusal: a timeout, an outage, a conflict, a network
+	// error, or no error at all.
+	None Kind = iota
+	// Forbidden is RBAC refusing the verb.
+	Forbidden
+	// Rejected is the object itself refused: invalid, a bad request, or
+	// larger than the API server or its etcd stores (storage.TooLarge).
+	Rejected
+	// NotFound is something the write needs gone (the object, its
+	// namespace). Whether that is a refusal is the caller's rule: the
+	// syncer treats it as one, the related copier retries it.
+	NotFound
+)
+
+// Of classifies err.
+func Of(err error) Kind {
+	switch {
+	case err == nil:
+		return None
+	case apierrors.IsForbidden(err):
+		return Forbidden
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), storage.TooLarge(err):
+		return Rejected
+	case apierrors.IsNotFound(err):
+		return NotFound
+	}
+	return None
+}

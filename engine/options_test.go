@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestOptionsDefaults(t *testing.T) {
+	ns := []string{"kbind"}
+	all := Options{
+		SecretNamespaces:           ns,
+		ProviderQPS:                DefaultProviderQPS,
+		ProviderBurst:              DefaultProviderBurst,
+		ProviderTimeout:            DefaultProviderTimeout,
+		DiscoveryInterval:          DefaultDiscoveryInterval,
+		RecheckInterval:            DefaultRecheckInterval,
+		HeartbeatInterval:          DefaultHeartbeatInterval,
+		BindingResync:              DefaultBindingResync,
+		Workers:                    DefaultWorkers,
+		RelatedWatchesPerNamespace: DefaultRelatedWatchesPerNamespace,
+		CredentialExpiryWarning:    DefaultCredentialExpiryWarning,
+		Version:                    DefaultVersion,
+	}
+	set := Options{
+		SecretNamespaces: []string{"a", "b"}, ProviderQPS: 5, ProviderBurst: 6, ProviderTimeout: time.Second,
+		DisableProviderCompression: true, DiscoveryInterval: 2 * time.Second, RecheckInterval: 3 * time.Second,
+		HeartbeatInterval: 4 * time.Second, BindingResync: 5 * time.Second, Workers: 1, RelatedWatchesPerNamespace: 7,
+		InCluster: true, CredentialExpiryWarning: time.Hour, Version: "v1.2.3",
+	}
+	cases := []struct {
+		name    string
+		in      Options
+		want    Options
+		wantErr bool
+	}{
+		{name: "zero: every default", in: Options{SecretNamespaces: ns}, want: all},
+		{name: "negative: every default", in: Options{
+			SecretNamespaces: ns, ProviderQPS: -1, ProviderBurst: -1, ProviderTimeout: -1, DiscoveryInterval: -1,
+			RecheckInterval: -1, HeartbeatInterval: -1, BindingResync: -1, Workers: -1, RelatedWatchesPerNamespace: -1,
+			CredentialExpiryWarning: -1,
+		}, want: all},
+		{name: "set: kept", in: set, want: set},
+		{name: "no Secret namespace", in: Options{}, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.in
+			err := got.defaults()
+			if tc.wantErr {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("defaults:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDefaultValues pins the values the Options docs and the konnector's
+// flag help state.
+func TestDefaultValues(t *testing.T) {
+	for name, tc := range map[string]struct{ got, want any }{
+		"ProviderQPS":                {float32(DefaultProviderQPS), float32(100)},
+		"ProviderBurst":              {DefaultProviderBurst, 200},
+		"ProviderTimeout":            {DefaultProviderTimeout, 30 * time.Second},
+		"DiscoveryInterval":          {DefaultDiscoveryInterval, 30 * time.Second},
+		"RecheckInterval":            {DefaultRecheckInterval, 10 * time.Minute},
+		"HeartbeatInterval":          {DefaultHeartbeatInterval, 30 * time.Second},
+		"BindingResync":              {DefaultBindingResync, 30 * time.Second},
+		"Workers":                    {DefaultWorkers, 4},
+		"RelatedWatchesPerNamespace": {DefaultRelatedWatchesPerNamespace, 512},
+		"CredentialExpiryWarning":    {DefaultCredentialExpiryWarning, 7 * 24 * time.Hour},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: default %v, want %v", name, tc.got, tc.want)
+		}
+	}
+}
