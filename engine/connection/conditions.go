@@ -234,6 +234,10 @@ func cond(t kbindv1alpha1.ConditionType, s metav1.ConditionStatus, r kbindv1alph
 	return patch.Condition{Type: t, Status: s, Reason: r, Message: fmt.Sprintf(format, args...)}
 }
 
+// withHeartbeat appends the conditions that are decided on every path,
+// however far the Connection got: SchemaInSync (when the consumer CRDs this
+// Connection supplies have been compared with the provider's schemas) and
+// Heartbeat (once the heartbeat has reported).
 func withHeartbeat(out []patch.Condition, o observation) []patch.Condition {
 	if o.schemaKnown {
 		if len(o.lagging) == 0 {

@@ -244,7 +244,7 @@ func (s *Syncer) newList() *unstructured.UnstructuredList {
 	return l
 }
 
-// Run registers the informers on both sides and runs the workers until ctx
+// run registers the informers on both sides and runs the workers until ctx
 // ends. Stop (or cancelling ctx) ends it; done is closed on return, in
 // whatever phase it was.
 func (s *Syncer) run(ctx context.Context) {
@@ -514,7 +514,8 @@ func isConflictOrGone(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
 }
 
-// conditionStatus helps writing the best-effort Synced condition.
+// syncedCondition is the best-effort Synced condition written on a bound
+// object.
 func syncedCondition(status metav1.ConditionStatus, reason kbindv1alpha1.Reason, msg string, generation int64) metav1.Condition {
 	return metav1.Condition{Type: string(kbindv1alpha1.ConditionSynced), Status: status, Reason: string(reason), Message: msg,
 		ObservedGeneration: generation, LastTransitionTime: metav1.Now()}

@@ -36,7 +36,7 @@ type Policy struct {
 
 // Ensure makes sure the namespace name exists: read through r (a cache, or
 // the client itself), created through c with p.Markers when missing. It
-// returns the conflict an existing namespace is under p.Owned (see
+// returns, when p.Owned, the ownership conflict of an existing namespace (see
 // ownership.Namespace; "" when it may be used). A namespace created by
 // someone else between the read and the create is used when p.Owned is
 // false, and under p.Owned is an error: retried, and classified once r
