@@ -266,10 +266,8 @@ func conditionsOf(obj client.Object) []metav1.Condition {
 	switch o := obj.(type) {
 	case *kbindv1alpha1.Connection:
 		return o.Status.Conditions
-	case *kbindv1alpha1.ClusterBinding:
-		return o.Status.Conditions
-	case *kbindv1alpha1.Binding:
-		return o.Status.Conditions
+	case kbindv1alpha1.BindingObject:
+		return o.BindingStatus().Conditions
 	}
 	panic(fmt.Sprintf("enginetest: no conditions on %T", obj))
 }
