@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kbind/kbind/e2e/harness"
-	"github.com/kbind/kbind/engine/enginetest"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 var things = schema.GroupVersionResource{Group: "example.org", Version: "v1alpha1", Resource: "things"}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
-	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/test/enginetest"
 )
 
 // object builds an unstructured object of gvr.

@@ -16,7 +16,7 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/cli/access"
 	"github.com/kbind/kbind/e2e/harness"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 const accessChartDir = "../../charts/consumer-access"

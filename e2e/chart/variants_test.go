@@ -13,8 +13,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 
-	"github.com/kbind/kbind/engine/enginetest"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // prometheusOperator is the prometheus-operator release whose

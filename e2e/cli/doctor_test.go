@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kbind/kbind/e2e/harness"
-	"github.com/kbind/kbind/engine/enginetest"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // report is the JSON of kubectl kbind doctor -o json (docs/cli.md#doctor).

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // HelmConfig is a Helm SDK configuration against a kubeconfig's context,

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/test/enginetest"
 )
 
 // Timeout is how long a feature waits for the konnector to converge.

@@ -22,8 +22,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kbind/kbind/e2e/harness"
-	"github.com/kbind/kbind/engine/enginetest"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // tokenKubeconfig is a kubeconfig for server with a bearer token, plus a

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kbind/kbind/e2e/harness"
-	"github.com/kbind/kbind/engine/enginetest"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // Values the test renders the charts' rules with: its scrape jobs, every

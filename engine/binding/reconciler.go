@@ -64,28 +64,23 @@ type Reconciler struct {
 	Events recorder.EventRecorder
 }
 
-// binding gives uniform access to a ClusterBinding or Binding.
+// binding is the ClusterBinding or Binding being reconciled, with its spec
+// and status at hand.
 type binding struct {
-	obj    client.Object
+	obj    kbindv1alpha1.BindingObject
 	spec   *kbindv1alpha1.BindingSpec
 	status *kbindv1alpha1.BindingStatus
 }
 
-func (r *Reconciler) newObject() client.Object {
+func (r *Reconciler) newObject() kbindv1alpha1.BindingObject {
 	if r.Namespaced {
 		return &kbindv1alpha1.Binding{}
 	}
 	return &kbindv1alpha1.ClusterBinding{}
 }
 
-func access(obj client.Object) binding {
-	switch b := obj.(type) {
-	case *kbindv1alpha1.ClusterBinding:
-		return binding{obj: b, spec: &b.Spec, status: &b.Status}
-	case *kbindv1alpha1.Binding:
-		return binding{obj: b, spec: &b.Spec, status: &b.Status}
-	}
-	panic(fmt.Sprintf("binding: unexpected type %T", obj))
+func access(obj kbindv1alpha1.BindingObject) binding {
+	return binding{obj: obj, spec: obj.BindingSpec(), status: obj.BindingStatus()}
 }
 
 // Reconcile implements reconcile.Reconciler: fetch, the deletion path, the
@@ -107,8 +102,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ ct
 		return ctrl.Result{}, err
 	}
 
-	before := obj.DeepCopyObject().(client.Object)
-	prior := access(before).status
+	before := obj.DeepCopyObject().(kbindv1alpha1.BindingObject)
+	prior := before.BindingStatus()
 	o := &observation{connection: b.spec.ConnectionRef.Name}
 	defer func() {
 		setStatus(b, o, retErr)
@@ -486,12 +481,12 @@ func (r *Reconciler) heldByBindingsOnly(ctx context.Context, connection, api str
 	if owner == "" || owner == connection || !kbindschema.CreatedByKbind(crd, owner) {
 		return "", nil
 	}
-	var cbs kbindv1alpha1.ClusterBindingList
-	if err := r.Client.List(ctx, &cbs, client.MatchingFields{index.BindingAPI: api}); err != nil {
-		return "", fmt.Errorf("listing clusterbindings of %s: %w", api, err)
+	cbs, err := index.ListBindings(ctx, r.Client, index.ClusterBindings, client.MatchingFields{index.BindingAPI: api})
+	if err != nil {
+		return "", fmt.Errorf("the bindings of %s: %w", api, err)
 	}
-	for _, cb := range cbs.Items {
-		if cb.Spec.ConnectionRef.Name == owner {
+	for _, cb := range cbs {
+		if cb.BindingSpec().ConnectionRef.Name == owner {
 			return "", nil
 		}
 	}
@@ -515,8 +510,8 @@ func (r *Reconciler) announceTakeOver(ctx context.Context, b binding, conn *kbin
 	if r.Events == nil {
 		return
 	}
-	var bs kbindv1alpha1.BindingList
-	if err := r.Client.List(ctx, &bs, client.MatchingFields{index.BindingAPI: api}); err != nil {
+	bs, err := index.ListBindings(ctx, r.Client, index.Bindings, client.MatchingFields{index.BindingAPI: api})
+	if err != nil {
 		log.FromContext(ctx).Error(err, "Listing the Bindings of a taken-over API for their Events", "api", api)
 		return
 	}
@@ -524,16 +519,15 @@ func (r *Reconciler) announceTakeOver(ctx context.Context, b binding, conn *kbin
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: from}, fromConn); err != nil {
 		fromConn = nil
 	}
-	for i := range bs.Items {
-		nb := &bs.Items[i]
-		if nb.Spec.ConnectionRef.Name != from {
+	for _, nb := range bs {
+		if nb.BindingSpec().ConnectionRef.Name != from {
 			continue
 		}
 		r.Events.Eventf(nb, b.obj, corev1.EventTypeWarning, "ProviderCopiesLeft", "TakeOver",
 			"ClusterBinding %q binds %s through Connection %q and took over its consumer CRD from Connection %q, which only namespaced Bindings held: "+
 				"the objects of namespace %s sync through %q from now on, and this Binding waits (a ClusterBinding takes precedence). "+
 				"The provider copies this Binding made through %q stay on that Connection's provider, untouched: %s",
-			b.obj.GetName(), api, conn.Name, from, nb.Namespace, conn.Name, from, findCopies(api, nb.Namespace, fromConn))
+			b.obj.GetName(), api, conn.Name, from, nb.GetNamespace(), conn.Name, from, findCopies(api, nb.GetNamespace(), fromConn))
 	}
 }
 
@@ -553,17 +547,16 @@ func findCopies(api, namespace string, conn *kbindv1alpha1.Connection) string {
 }
 
 func (r *Reconciler) coveringClusterBindings(ctx context.Context, api string) ([]string, error) {
-	var list kbindv1alpha1.ClusterBindingList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{index.BindingAPI: api}); err != nil {
-		return nil, fmt.Errorf("listing clusterbindings of %s: %w", api, err)
+	cbs, err := index.ListBindings(ctx, r.Client, index.ClusterBindings, client.MatchingFields{index.BindingAPI: api})
+	if err != nil {
+		return nil, fmt.Errorf("the bindings of %s: %w", api, err)
 	}
 	var names []string
-	for _, cb := range list.Items {
-		if cb.DeletionTimestamp.IsZero() {
-			names = append(names, cb.Name)
+	for _, cb := range cbs {
+		if cb.GetDeletionTimestamp().IsZero() {
+			names = append(names, cb.GetName())
 		}
 	}
-	sort.Strings(names)
 	return names, nil
 }
 
@@ -695,22 +688,13 @@ func (r *Reconciler) unbindCRD(ctx context.Context, b binding, api string) error
 // otherBindingsOf counts the bindings other than self — a ClusterBinding
 // or a Binding — that list api.
 func (r *Reconciler) otherBindingsOf(ctx context.Context, api string, self client.Object) (int, error) {
-	var cbs kbindv1alpha1.ClusterBindingList
-	if err := r.Client.List(ctx, &cbs, client.MatchingFields{index.BindingAPI: api}); err != nil {
-		return 0, fmt.Errorf("listing clusterbindings of %s: %w", api, err)
-	}
-	var bs kbindv1alpha1.BindingList
-	if err := r.Client.List(ctx, &bs, client.MatchingFields{index.BindingAPI: api}); err != nil {
-		return 0, fmt.Errorf("listing bindings of %s: %w", api, err)
+	all, err := index.ListBindings(ctx, r.Client, index.AllBindings, client.MatchingFields{index.BindingAPI: api})
+	if err != nil {
+		return 0, fmt.Errorf("the bindings of %s: %w", api, err)
 	}
 	n := 0
-	for _, cb := range cbs.Items {
-		if cb.UID != self.GetUID() {
-			n++
-		}
-	}
-	for _, b := range bs.Items {
-		if b.UID != self.GetUID() {
+	for _, other := range all {
+		if other.GetUID() != self.GetUID() {
 			n++
 		}
 	}

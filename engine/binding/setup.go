@@ -39,7 +39,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Namespaced {
 		b = b.Watches(&kbindv1alpha1.ClusterBinding{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingAPI, func(o client.Object) []string {
 			var names []string
-			for _, a := range o.(*kbindv1alpha1.ClusterBinding).Spec.APIs {
+			for _, a := range o.(kbindv1alpha1.BindingObject).BindingSpec().APIs {
 				names = append(names, a.Name)
 			}
 			return names
@@ -60,44 +60,40 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // inNamespace maps a namespace to the Bindings in it, from the cache.
 func (r *Reconciler) inNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
-	var list kbindv1alpha1.BindingList
-	if err := r.Client.List(ctx, &list, client.InNamespace(ns.GetName())); err != nil {
+	list, err := index.ListBindings(ctx, r.Client, index.Bindings, client.InNamespace(ns.GetName()))
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Mapping a namespace to its Bindings", "namespace", ns.GetName())
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, item := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
-	}
-	return reqs
+	return requests(list)
 }
 
 // byIndex maps an object to the bindings of this kind whose index field
 // matches any of the values keys returns.
 func (r *Reconciler) byIndex(field string, keys func(client.Object) []string) handler.MapFunc {
+	kind := index.ClusterBindings
+	if r.Namespaced {
+		kind = index.Bindings
+	}
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		var reqs []reconcile.Request
 		for _, key := range keys(obj) {
-			if r.Namespaced {
-				var list kbindv1alpha1.BindingList
-				if err := r.Client.List(ctx, &list, client.MatchingFields{field: key}); err != nil {
-					ctrl.LoggerFrom(ctx).Error(err, "Mapping to Bindings", "field", field)
-					continue
-				}
-				for _, item := range list.Items {
-					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
-				}
+			list, err := index.ListBindings(ctx, r.Client, kind, client.MatchingFields{field: key})
+			if err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Mapping to bindings", "field", field, "namespaced", r.Namespaced)
 				continue
 			}
-			var list kbindv1alpha1.ClusterBindingList
-			if err := r.Client.List(ctx, &list, client.MatchingFields{field: key}); err != nil {
-				ctrl.LoggerFrom(ctx).Error(err, "Mapping to ClusterBindings", "field", field)
-				continue
-			}
-			for _, item := range list.Items {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
-			}
+			reqs = append(reqs, requests(list)...)
 		}
 		return reqs
 	}
+}
+
+// requests are the reconcile requests of bindings.
+func requests(list []kbindv1alpha1.BindingObject) []reconcile.Request {
+	reqs := make([]reconcile.Request, 0, len(list))
+	for _, b := range list {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)})
+	}
+	return reqs
 }

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
-	"github.com/kbind/kbind/engine/enginetest"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // Which namespaces' Bindings may use a Connection (BIND-3), on a provider

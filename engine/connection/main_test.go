@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
-	"github.com/kbind/kbind/engine/enginetest"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // The package's tests share one consumer/provider pair and one running

@@ -865,20 +865,17 @@ func (r *Reconciler) deleteAutoBinding(ctx context.Context, conn *kbindv1alpha1.
 // referencingBindings lists the bindings naming the Connection, through
 // the cache index.
 func (r *Reconciler) referencingBindings(ctx context.Context, name string) ([]string, error) {
-	var out []string
-	var cbs kbindv1alpha1.ClusterBindingList
-	if err := r.Client.List(ctx, &cbs, client.MatchingFields{index.BindingConnection: name}); err != nil {
-		return nil, fmt.Errorf("listing clusterbindings of connection %s: %w", name, err)
+	all, err := index.ListBindings(ctx, r.Client, index.AllBindings, client.MatchingFields{index.BindingConnection: name})
+	if err != nil {
+		return nil, fmt.Errorf("the bindings of connection %s: %w", name, err)
 	}
-	for _, b := range cbs.Items {
-		out = append(out, "ClusterBinding "+b.Name)
-	}
-	var bs kbindv1alpha1.BindingList
-	if err := r.Client.List(ctx, &bs, client.MatchingFields{index.BindingConnection: name}); err != nil {
-		return nil, fmt.Errorf("listing bindings of connection %s: %w", name, err)
-	}
-	for _, b := range bs.Items {
-		out = append(out, "Binding "+b.Namespace+"/"+b.Name)
+	out := make([]string, 0, len(all))
+	for _, b := range all {
+		name := b.GetName()
+		if ns := b.GetNamespace(); ns != "" {
+			name = ns + "/" + name
+		}
+		out = append(out, b.BindingKind()+" "+name)
 	}
 	return out, nil
 }

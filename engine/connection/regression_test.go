@@ -24,8 +24,8 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine"
-	"github.com/kbind/kbind/engine/enginetest"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // Regression tests for issue #14 (data loss, stuck deletions, security).

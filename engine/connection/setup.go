@@ -61,11 +61,8 @@ func (r *Reconciler) connectionsForSecret(ctx context.Context, obj client.Object
 }
 
 func connectionOfBinding(_ context.Context, obj client.Object) []reconcile.Request {
-	switch b := obj.(type) {
-	case *kbindv1alpha1.ClusterBinding:
-		return requestsFor(b.Spec.ConnectionRef.Name)
-	case *kbindv1alpha1.Binding:
-		return requestsFor(b.Spec.ConnectionRef.Name)
+	if b, ok := obj.(kbindv1alpha1.BindingObject); ok {
+		return requestsFor(b.BindingSpec().ConnectionRef.Name)
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kbind/kbind/engine/identity"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // paths records the request paths a rest.Config's transport carries.

@@ -6,6 +6,7 @@ package index
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,27 +31,17 @@ func SecretKey(namespace, name string) string { return namespace + "/" + name }
 // Setup registers every index with the indexer (the manager's field indexer).
 func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 	byConnection := func(obj client.Object) []string {
-		switch b := obj.(type) {
-		case *kbindv1alpha1.ClusterBinding:
-			return []string{b.Spec.ConnectionRef.Name}
-		case *kbindv1alpha1.Binding:
-			return []string{b.Spec.ConnectionRef.Name}
+		if b, ok := obj.(kbindv1alpha1.BindingObject); ok {
+			return []string{b.BindingSpec().ConnectionRef.Name}
 		}
 		return nil
 	}
-	for _, obj := range []client.Object{&kbindv1alpha1.ClusterBinding{}, &kbindv1alpha1.Binding{}} {
-		if err := indexer.IndexField(ctx, obj, BindingConnection, byConnection); err != nil {
-			return fmt.Errorf("indexing %T by connection: %w", obj, err)
-		}
-	}
 	byAPI := func(obj client.Object) []string {
-		var apis []kbindv1alpha1.APIReference
-		switch b := obj.(type) {
-		case *kbindv1alpha1.ClusterBinding:
-			apis = b.Spec.APIs
-		case *kbindv1alpha1.Binding:
-			apis = b.Spec.APIs
+		b, ok := obj.(kbindv1alpha1.BindingObject)
+		if !ok {
+			return nil
 		}
+		apis := b.BindingSpec().APIs
 		names := make([]string, 0, len(apis))
 		for _, a := range apis {
 			names = append(names, a.Name)
@@ -58,6 +49,9 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 		return names
 	}
 	for _, obj := range []client.Object{&kbindv1alpha1.ClusterBinding{}, &kbindv1alpha1.Binding{}} {
+		if err := indexer.IndexField(ctx, obj, BindingConnection, byConnection); err != nil {
+			return fmt.Errorf("indexing %T by connection: %w", obj, err)
+		}
 		if err := indexer.IndexField(ctx, obj, BindingAPI, byAPI); err != nil {
 			return fmt.Errorf("indexing %T by API: %w", obj, err)
 		}
@@ -69,4 +63,59 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 		return fmt.Errorf("indexing connections by secret: %w", err)
 	}
 	return nil
+}
+
+// Kinds selects the kinds of binding ListBindings reads.
+type Kinds uint8
+
+const (
+	// ClusterBindings selects ClusterBindings.
+	ClusterBindings Kinds = 1 << iota
+	// Bindings selects (namespaced) Bindings.
+	Bindings
+	// AllBindings selects both kinds.
+	AllBindings = ClusterBindings | Bindings
+)
+
+// ListBindings is the one lister of bindings of either kind: those of kinds
+// that match opts (an index field of this package, a namespace), read
+// through r (the manager's cache). ClusterBindings come first; each kind is
+// sorted by namespace and name, so that callers that pick the first match
+// decide the same way on every reconcile.
+func ListBindings(ctx context.Context, r client.Reader, kinds Kinds, opts ...client.ListOption) ([]kbindv1alpha1.BindingObject, error) {
+	var out []kbindv1alpha1.BindingObject
+	if kinds&ClusterBindings != 0 {
+		var list kbindv1alpha1.ClusterBindingList
+		if err := r.List(ctx, &list, opts...); err != nil {
+			return nil, fmt.Errorf("listing clusterbindings: %w", err)
+		}
+		out = appendSorted(out, list.Items)
+	}
+	if kinds&Bindings != 0 {
+		var list kbindv1alpha1.BindingList
+		if err := r.List(ctx, &list, opts...); err != nil {
+			return nil, fmt.Errorf("listing bindings: %w", err)
+		}
+		out = appendSorted(out, list.Items)
+	}
+	return out, nil
+}
+
+// appendSorted appends pointers to items, sorted by namespace and name.
+func appendSorted[T any, P interface {
+	*T
+	kbindv1alpha1.BindingObject
+}](out []kbindv1alpha1.BindingObject, items []T) []kbindv1alpha1.BindingObject {
+	start := len(out)
+	for i := range items {
+		out = append(out, P(&items[i]))
+	}
+	added := out[start:]
+	sort.Slice(added, func(i, j int) bool {
+		if added[i].GetNamespace() != added[j].GetNamespace() {
+			return added[i].GetNamespace() < added[j].GetNamespace()
+		}
+		return added[i].GetName() < added[j].GetName()
+	})
+	return out
 }

@@ -16,7 +16,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine"
-	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/test/enginetest"
 )
 
 func names(prefix string, n int) []string {

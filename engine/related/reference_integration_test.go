@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
-	"github.com/kbind/kbind/engine/enginetest"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // referenceCRDs are the provider APIs of the reference tests, one per

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kbind/kbind/engine/session"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // countingDialer counts the connections it opened that are not closed.

@@ -11,7 +11,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
-	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/test/enginetest"
 )
 
 // measuredGVK is bound only by TestLifecycleMetrics, so that its object

@@ -3,7 +3,6 @@ package syncer
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -360,37 +359,42 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 // again or deleted.
 func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 	scope := Scope{Namespaces: map[string]Policy{}}
-	var cbs kbindv1alpha1.ClusterBindingList
-	if err := r.Consumer.List(ctx, &cbs, client.MatchingFields{index.BindingAPI: api.CRD}); err != nil {
-		return scope, fmt.Errorf("listing clusterbindings of %s: %w", api.CRD, err)
+	byAPI := client.MatchingFields{index.BindingAPI: api.CRD}
+	cbs, err := index.ListBindings(ctx, r.Consumer, index.ClusterBindings, byAPI)
+	if err != nil {
+		return scope, fmt.Errorf("the bindings of %s: %w", api.CRD, err)
 	}
-	sort.Slice(cbs.Items, func(i, j int) bool { return cbs.Items[i].Name < cbs.Items[j].Name })
-	for _, cb := range cbs.Items {
-		if cb.Spec.ConnectionRef.Name == api.Connection && cb.DeletionTimestamp.IsZero() && !scope.Cluster {
-			scope.Cluster, scope.ClusterPolicy = true, policyOf(cb.Spec, api.CRD)
+	for _, cb := range cbs {
+		if mine(cb, api.Connection) && !scope.Cluster {
+			scope.Cluster, scope.ClusterPolicy = true, policyOf(*cb.BindingSpec(), api.CRD)
 		}
 	}
 	if scope.Cluster || !api.Target.Namespaced {
 		return scope, nil
 	}
-	var bs kbindv1alpha1.BindingList
-	if err := r.Consumer.List(ctx, &bs, client.MatchingFields{index.BindingAPI: api.CRD}); err != nil {
-		return scope, fmt.Errorf("listing bindings of %s: %w", api.CRD, err)
+	bs, err := index.ListBindings(ctx, r.Consumer, index.Bindings, byAPI)
+	if err != nil {
+		return scope, fmt.Errorf("the bindings of %s: %w", api.CRD, err)
 	}
-	sort.Slice(bs.Items, func(i, j int) bool { return bs.Items[i].Name < bs.Items[j].Name })
-	for _, b := range bs.Items {
-		if _, taken := scope.Namespaces[b.Namespace]; b.Spec.ConnectionRef.Name != api.Connection || !b.DeletionTimestamp.IsZero() || taken {
+	for _, b := range bs {
+		if _, taken := scope.Namespaces[b.GetNamespace()]; !mine(b, api.Connection) || taken {
 			continue
 		}
-		d, err := admission.Admits(ctx, r.Consumer, api.Conn, b.Namespace)
+		d, err := admission.Admits(ctx, r.Consumer, api.Conn, b.GetNamespace())
 		if err != nil {
 			return scope, err
 		}
 		if d.Admitted {
-			scope.Namespaces[b.Namespace] = policyOf(b.Spec, api.CRD)
+			scope.Namespaces[b.GetNamespace()] = policyOf(*b.BindingSpec(), api.CRD)
 		}
 	}
 	return scope, nil
+}
+
+// mine reports whether b is a live binding through the Connection named
+// connection (a deleting one drains instead).
+func mine(b kbindv1alpha1.BindingObject, connection string) bool {
+	return b.BindingSpec().ConnectionRef.Name == connection && b.GetDeletionTimestamp().IsZero()
 }
 
 func policyOf(spec kbindv1alpha1.BindingSpec, crd string) Policy {

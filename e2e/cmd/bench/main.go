@@ -40,9 +40,9 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/e2e/harness"
-	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/isolation"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // Run is one row of the table.

@@ -7,7 +7,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
-	"github.com/kbind/kbind/engine/enginetest"
+	"github.com/kbind/kbind/engine/test/enginetest"
 )
 
 // env is the provider and consumer A (with its engine); each test starts

@@ -14,7 +14,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // Fault decides what the Proxy does with a request: a non-zero status is

@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
-	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/related"
+	"github.com/kbind/kbind/engine/test/enginetest"
 )
 
 // TestRelatedFromProviderStaysInItsNamespace plays the attack of a

@@ -15,8 +15,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
-	"github.com/kbind/kbind/engine/enginetest"
 	"github.com/kbind/kbind/engine/providerevents"
+	"github.com/kbind/kbind/engine/test/enginetest"
 )
 
 // prefixedRules are a Prefixed consumer's provider permissions

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
-	"github.com/kbind/kbind/engine/enginetest"
 	kbindschema "github.com/kbind/kbind/engine/schema"
+	"github.com/kbind/kbind/engine/test/enginetest"
 )
 
 // keepLevels is how deep the keeps' schema nests objects that keep unknown

@@ -31,7 +31,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine"
-	"github.com/kbind/kbind/engine/testenv"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // SecretNamespace is the allowed kubeconfig Secret namespace of Env.
@@ -266,10 +266,8 @@ func conditionsOf(obj client.Object) []metav1.Condition {
 	switch o := obj.(type) {
 	case *kbindv1alpha1.Connection:
 		return o.Status.Conditions
-	case *kbindv1alpha1.ClusterBinding:
-		return o.Status.Conditions
-	case *kbindv1alpha1.Binding:
-		return o.Status.Conditions
+	case kbindv1alpha1.BindingObject:
+		return o.BindingStatus().Conditions
 	}
 	panic(fmt.Sprintf("enginetest: no conditions on %T", obj))
 }
