@@ -10,6 +10,8 @@ import (
 // BindingSpec and BindingStatus; code that handles either kind reads them
 // through this interface rather than switching on the type. Every
 // BindingObject is also a controller-runtime client.Object.
+//
+// +kubebuilder:object:generate=false
 type BindingObject interface {
 	metav1.Object
 	runtime.Object
