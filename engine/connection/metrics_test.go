@@ -10,7 +10,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/test/enginetest"
@@ -20,15 +19,9 @@ import (
 // serves it: how many Connections it observed, and their total seconds.
 func timeToReady(t *testing.T) (uint64, float64) {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == "kbind_connection_time_to_ready_seconds" {
-			h := f.GetMetric()[0].GetHistogram()
-			return h.GetSampleCount(), h.GetSampleSum()
-		}
+	for _, m := range enginetest.Series(t, "kbind_connection_time_to_ready_seconds", nil) {
+		h := m.GetHistogram()
+		return h.GetSampleCount(), h.GetSampleSum()
 	}
 	return 0, 0
 }
@@ -37,23 +30,8 @@ func timeToReady(t *testing.T) (uint64, float64) {
 // konnector serves it; ok is false when there is no such series.
 func renewals(t *testing.T, connection, result string) (value float64, ok bool) {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "kbind_credentials_renewals_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["connection"] == connection && labels["result"] == result {
-				return m.GetCounter().GetValue(), true
-			}
-		}
+	for _, m := range enginetest.Series(t, "kbind_credentials_renewals_total", map[string]string{"connection": connection, "result": result}) {
+		return m.GetCounter().GetValue(), true
 	}
 	return 0, false
 }

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/test/enginetest"
@@ -18,42 +16,12 @@ import (
 // counts are the test's own.
 var measuredGVK = schema.GroupVersionKind{Group: "measured.example.org", Version: "v1alpha1", Kind: "Measured"}
 
-// series returns the metrics of the family name whose labels include
-// labels, as the konnector's metrics endpoint serves them.
-func series(t *testing.T, name string, labels map[string]string) []*dto.Metric {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatalf("gathering the metrics: %v", err)
-	}
-	var out []*dto.Metric
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue next
-				}
-			}
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // latencyCount is how many end-to-end latencies the Connection
 // "provider" observed in a direction.
 func latencyCount(t *testing.T, direction string) uint64 {
 	t.Helper()
 	var n uint64
-	for _, m := range series(t, "kbind_sync_latency_seconds", map[string]string{"connection": "provider", "direction": direction}) {
+	for _, m := range enginetest.Series(t, "kbind_sync_latency_seconds", map[string]string{"connection": "provider", "direction": direction}) {
 		n += m.GetHistogram().GetSampleCount()
 	}
 	return n
@@ -64,7 +32,7 @@ func latencyCount(t *testing.T, direction string) uint64 {
 func objectCounts(t *testing.T) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
-	for _, m := range series(t, "kbind_objects", map[string]string{"connection": "provider", "api": "Measured.measured.example.org"}) {
+	for _, m := range enginetest.Series(t, "kbind_objects", map[string]string{"connection": "provider", "api": "Measured.measured.example.org"}) {
 		for _, lp := range m.GetLabel() {
 			if lp.GetName() == "state" {
 				out[lp.GetValue()] = m.GetGauge().GetValue()
@@ -101,7 +69,7 @@ func TestLifecycleMetrics(t *testing.T) {
 	// are served from the start, at 0.
 	labels := map[string]string{"connection": "provider", "api": "Measured.measured.example.org"}
 	for _, name := range []string{"kbind_provider_events_forwarded_total", "kbind_provider_events_dropped_total"} {
-		if ms := series(t, name, labels); len(ms) != 1 || ms[0].GetCounter().GetValue() != 0 {
+		if ms := enginetest.Series(t, name, labels); len(ms) != 1 || ms[0].GetCounter().GetValue() != 0 {
 			t.Errorf("%s%v: %v, want one series at 0", name, labels, ms)
 		}
 	}

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // OpenWatches is how many WATCH requests on resource (plural) the API
@@ -50,4 +52,41 @@ func OpenWatchesAt(t testing.TB, cfg *rest.Config, resource, version string) int
 		n += int(v)
 	}
 	return n
+}
+
+// Series returns the metrics of the family name whose labels include
+// labels (nil: every series), as the konnector's metrics endpoint serves
+// them from controller-runtime's registry.
+func Series(t testing.TB, name string, labels map[string]string) []*dto.Metric {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatalf("gathering the metrics: %v", err)
+	}
+	var out []*dto.Metric
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// hasLabels reports whether m carries every label of want with its value.
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	got := make(map[string]string, len(m.GetLabel()))
+	for _, lp := range m.GetLabel() {
+		got[lp.GetName()] = lp.GetValue()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
 }

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/providerevents"
@@ -39,21 +38,8 @@ func prefixedRules(resources ...string) []rbacv1.PolicyRule {
 // controller-runtime's registry).
 func queueAdds(t *testing.T, connection, gk string) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "workqueue_adds_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "name" && l.GetValue() == connection+"/"+gk {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
+	for _, m := range enginetest.Series(t, "workqueue_adds_total", map[string]string{"name": connection + "/" + gk}) {
+		return m.GetCounter().GetValue()
 	}
 	return 0
 }
