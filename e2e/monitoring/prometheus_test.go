@@ -235,16 +235,7 @@ spec:
 
 	// A third Connection authenticates with a 30 s ServiceAccount token
 	// the konnector renews (at two thirds of its lifetime).
-	r.apply(pkc, `apiVersion: v1
-kind: ServiceAccount
-metadata: {name: renewing, namespace: kbind}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: kbind-test-renewing}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
-subjects: [{kind: ServiceAccount, name: renewing, namespace: kbind}]
-`)
+	r.apply(pkc, serviceAccount("renewing")+grant("renewing", "kbind-test-renewing", "cluster-admin", ""))
 	r.apply(ckc, enginetest.ConnectionManifest("renewing", r.tokenKubeconfig("renewing", 30*time.Second)))
 
 	// Objects, synced up; status written on the provider, synced down.
@@ -353,23 +344,9 @@ subjects: [{kind: ServiceAccount, name: renewing, namespace: kbind}]
 	// A Connection whose ServiceAccount may do all a konnector does but
 	// list Gadgets, binding Gadgets: its syncer waits for its provider
 	// informer (KbindSyncerNotReady) until the list is granted.
-	r.apply(pkc, `apiVersion: v1
-kind: ServiceAccount
-metadata: {name: limited, namespace: kbind}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: kbind-test-limited}
-rules:
+	r.apply(pkc, serviceAccount("limited")+grant("limited", "kbind-test-limited", "kbind-test-limited", `
 - {apiGroups: ["", coordination.k8s.io, apiextensions.k8s.io, events.k8s.io, authorization.k8s.io, authentication.k8s.io], resources: ["*"], verbs: ["*"]}
-- {apiGroups: [example.org], resources: [widgets, widgets/status], verbs: ["*"]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: kbind-test-limited}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kbind-test-limited}
-subjects: [{kind: ServiceAccount, name: limited, namespace: kbind}]
-`)
+- {apiGroups: [example.org], resources: [widgets, widgets/status], verbs: ["*"]}`))
 	triggered = time.Now()
 	r.apply(ckc, enginetest.ConnectionManifest("limited", r.tokenKubeconfig("limited", 2*time.Hour))+`---
 apiVersion: core.kbind.io/v1alpha1
@@ -381,33 +358,13 @@ spec:
 `)
 	times.add("KbindSyncerNotReady: a binding of Gadgets through a Connection that may not list them on the provider: fired after %s", r.waitAlert("KbindSyncerNotReady", true, triggered, 90*time.Second))
 	healed = time.Now()
-	r.apply(pkc, `apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: kbind-test-limited-gadgets}
-rules:
-- {apiGroups: [example.org], resources: [gadgets, gadgets/status], verbs: ["*"]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: kbind-test-limited-gadgets}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kbind-test-limited-gadgets}
-subjects: [{kind: ServiceAccount, name: limited, namespace: kbind}]
-`)
+	r.apply(pkc, grant("limited", "kbind-test-limited-gadgets", "kbind-test-limited-gadgets", `
+- {apiGroups: [example.org], resources: [gadgets, gadgets/status], verbs: ["*"]}`))
 	times.add("KbindSyncerNotReady: resolved %s after the list of Gadgets was granted", r.waitAlert("KbindSyncerNotReady", false, healed, 120*time.Second))
 
 	// A Connection whose token may not be renewed (an admission policy
 	// refuses its TokenRequest): KbindCredentialRenewalFailing.
-	r.apply(pkc, `apiVersion: v1
-kind: ServiceAccount
-metadata: {name: norenew, namespace: kbind}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: kbind-test-norenew}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
-subjects: [{kind: ServiceAccount, name: norenew, namespace: kbind}]
----
-`+refusePolicy("kbind-test-refuse-renewal", `apiGroups: [""]
+	r.apply(pkc, serviceAccount("norenew")+grant("norenew", "kbind-test-norenew", "cluster-admin", "")+refusePolicy("kbind-test-refuse-renewal", `apiGroups: [""]
       apiVersions: [v1]
       operations: [CREATE]
       resources: [serviceaccounts/token]`, `request.userInfo.username == 'system:serviceaccount:kbind:norenew'`))
@@ -692,4 +649,22 @@ func tailLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// serviceAccount is the manifest of the provider ServiceAccount kbind/name.
+func serviceAccount(name string) string {
+	return "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: " + name + ", namespace: kbind}\n---\n"
+}
+
+// grant is the manifest that binds the ClusterRole role to the
+// ServiceAccount kbind/sa through the ClusterRoleBinding binding, creating
+// the role with rules (a YAML list) unless rules is "" (an existing role).
+func grant(sa, binding, role, rules string) string {
+	out := ""
+	if rules != "" {
+		out = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: " + role + "}\nrules:" + rules + "\n---\n"
+	}
+	return out + "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: " + binding + "}\n" +
+		"roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: " + role + "}\n" +
+		"subjects: [{kind: ServiceAccount, name: " + sa + ", namespace: kbind}]\n---\n"
 }
