@@ -90,6 +90,7 @@ type consumerSet struct {
 	own map[string][]string
 }
 
+// newConsumerSet returns an empty set.
 func newConsumerSet() *consumerSet {
 	return &consumerSet{byName: map[string]*Consumer{}, hasSA: map[string]bool{}, own: map[string][]string{}}
 }
