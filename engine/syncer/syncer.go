@@ -513,10 +513,3 @@ func (s *Syncer) processNext(ctx context.Context) bool {
 func isConflictOrGone(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
 }
-
-// syncedCondition is the best-effort Synced condition written on a bound
-// object.
-func syncedCondition(status metav1.ConditionStatus, reason kbindv1alpha1.Reason, msg string, generation int64) metav1.Condition {
-	return metav1.Condition{Type: string(kbindv1alpha1.ConditionSynced), Status: status, Reason: string(reason), Message: msg,
-		ObservedGeneration: generation, LastTransitionTime: metav1.Now()}
-}
