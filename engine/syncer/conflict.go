@@ -1,3 +1,7 @@
+// This file holds conflicts (SYNC-4): a provider object kbind may not write
+// is reported — annotation, Warning Event, Synced=False, the binding's
+// counts — and left untouched; the report is cleared once the object syncs.
+
 package syncer
 
 import (
@@ -13,16 +17,20 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
 
+// conflictMessages are the usual messages of the conflict reasons of a
+// provider copy.
+var conflictMessages = map[kbindv1alpha1.Reason]string{
+	kbindv1alpha1.ReasonForeignObjectExists: "the provider already has an object of this name without kbind ownership markers; it was left untouched (conflictPolicy Adopt would take it over)",
+	kbindv1alpha1.ReasonOwnedByAnother:      "the provider object of this name is owned by another consumer cluster or object; it was left untouched",
+}
+
 // reportConflict signals a conflict (SYNC-4): the annotation, a Warning
 // Event, a best-effort Synced=False condition and the binding's counts. The
 // provider object is left untouched. msg "" is the reason's usual message.
 func (s *Syncer) reportConflict(ctx context.Context, cobj *unstructured.Unstructured, reason kbindv1alpha1.Reason, msg string) error {
 	key := client.ObjectKeyFromObject(cobj)
 	if msg == "" {
-		msg = map[kbindv1alpha1.Reason]string{
-			kbindv1alpha1.ReasonForeignObjectExists: "the provider already has an object of this name without kbind ownership markers; it was left untouched (conflictPolicy Adopt would take it over)",
-			kbindv1alpha1.ReasonOwnedByAnother:      "the provider object of this name is owned by another consumer cluster or object; it was left untouched",
-		}[reason]
+		msg = conflictMessages[reason]
 	}
 	changed := s.results.set(s.target, key, Result{State: StateConflict, Conflict: reason, Message: msg})
 	if cobj.GetAnnotations()[kbindv1alpha1.ConflictAnnotation] != string(reason) {
@@ -68,6 +76,8 @@ func (s *Syncer) clearConflict(ctx context.Context, cobj *unstructured.Unstructu
 	return nil
 }
 
+// namespaceConflictMessage says why kbind wrote nothing into the provider
+// namespace pns.
 func namespaceConflictMessage(pns string, reason kbindv1alpha1.Reason) string {
 	if reason == kbindv1alpha1.ReasonOwnedByAnother {
 		return fmt.Sprintf("the provider namespace %s belongs to another consumer cluster; nothing was written into it", pns)

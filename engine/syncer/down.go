@@ -1,3 +1,6 @@
+// This file holds status down (SYNC-2): the provider copy's status copied
+// to the consumer object, and the best-effort Synced condition on it.
+
 package syncer
 
 import (
@@ -15,6 +18,38 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/metrics"
 )
+
+// statusDown copies the provider status to the consumer when it differs
+// (SYNC-2). An absent provider status does not clear the consumer's. An
+// API without the status subresource keeps its status in the object
+// itself: it is written by a patch of status alone, guarded by the
+// resourceVersion, so a consumer edit made meanwhile is never overwritten
+// (the conflict is retried).
+func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstructured, seen *changes) error {
+	pstatus, ok := pobj.Object["status"]
+	if !ok {
+		return nil
+	}
+	if equality.Semantic.DeepEqual(cobj.Object["status"], pstatus) {
+		return nil
+	}
+	updated := cobj.DeepCopy()
+	updated.Object["status"] = runtime.DeepCopyJSONValue(pstatus)
+	start := time.Now()
+	var err error
+	if s.target.HasStatus {
+		err = s.consumer.Status().Update(ctx, updated)
+	} else {
+		err = s.consumer.Patch(ctx, updated, client.MergeFromWithOptions(cobj, client.MergeFromWithOptimisticLock{}))
+	}
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	metrics.SyncDuration.WithLabelValues(metrics.DirectionDown).Observe(now.Sub(start).Seconds())
+	seen.acknowledged(s.target.Connection, metrics.DirectionDown, now)
+	return nil
+}
 
 // setSyncedCondition writes the best-effort Synced condition into the
 // consumer object's status.conditions (the CRD's schema may prune it).
@@ -50,38 +85,6 @@ func (s *Syncer) setSyncedCondition(ctx context.Context, cobj *unstructured.Unst
 	if err := s.consumer.Status().Update(ctx, updated); err != nil {
 		log.FromContext(ctx).V(1).Info("Could not write the Synced condition (best effort)", "error", err.Error())
 	}
-}
-
-// statusDown copies the provider status to the consumer when it differs
-// (SYNC-2). An absent provider status does not clear the consumer's. An
-// API without the status subresource keeps its status in the object
-// itself: it is written by a patch of status alone, guarded by the
-// resourceVersion, so a consumer edit made meanwhile is never overwritten
-// (the conflict is retried).
-func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstructured, seen *changes) error {
-	pstatus, ok := pobj.Object["status"]
-	if !ok {
-		return nil
-	}
-	if equality.Semantic.DeepEqual(cobj.Object["status"], pstatus) {
-		return nil
-	}
-	updated := cobj.DeepCopy()
-	updated.Object["status"] = runtime.DeepCopyJSONValue(pstatus)
-	start := time.Now()
-	var err error
-	if s.target.HasStatus {
-		err = s.consumer.Status().Update(ctx, updated)
-	} else {
-		err = s.consumer.Patch(ctx, updated, client.MergeFromWithOptions(cobj, client.MergeFromWithOptimisticLock{}))
-	}
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	metrics.SyncDuration.WithLabelValues(metrics.DirectionDown).Observe(now.Sub(start).Seconds())
-	seen.acknowledged(s.target.Connection, metrics.DirectionDown, now)
-	return nil
 }
 
 // syncedCondition is the best-effort Synced condition written on a bound

@@ -1,9 +1,20 @@
 package syncer
 
 import (
+	"context"
+	"slices"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/session"
 )
 
 func TestConfirmAbsence(t *testing.T) {
@@ -64,5 +75,186 @@ func TestDeletions(t *testing.T) {
 		if d.seen(types.NamespacedName{Namespace: "ns", Name: "other"}) {
 			t.Errorf("%s: another key seen", tc.name)
 		}
+	}
+}
+
+// A drain releases exactly the objects that still hold the finalizer and
+// that no live binding covers.
+func TestLeftScope(t *testing.T) {
+	held := func(ns, name string) unstructured.Unstructured {
+		u := unstructured.Unstructured{}
+		u.SetNamespace(ns)
+		u.SetName(name)
+		u.SetFinalizers([]string{kbindv1alpha1.SyncerFinalizer})
+		return u
+	}
+	released := held("a", "released")
+	released.SetFinalizers(nil)
+	objs := []unstructured.Unstructured{held("a", "w1"), held("b", "w2"), released}
+	cases := []struct {
+		name  string
+		scope Scope
+		want  []string
+	}{
+		{"no binding left: every held object", Scope{}, []string{"a/w1", "b/w2"}},
+		{"a ClusterBinding covers everything", Scope{Cluster: true}, nil},
+		{"a Binding still covers namespace a", Scope{Namespaces: map[string]Policy{"a": {}}}, []string{"b/w2"}},
+	}
+	for _, tc := range cases {
+		var got []string
+		for _, o := range leftScope(objs, tc.scope) {
+			got = append(got, client.ObjectKeyFromObject(o).String())
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: leftScope = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// release deletes only a copy that is kbind's (both UIDs), keeps the
+// finalizer until the copy is gone, and releases it at once for Orphan, a
+// foreign copy or no copy.
+func TestRelease(t *testing.T) {
+	gvk := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+	target := Target{Connection: "p", GVK: gvk, Namespaced: true, ClusterUID: "cluster"}
+	consumerObject := func(orphan, finalizer bool) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		u.SetNamespace("ns")
+		u.SetName("w")
+		u.SetUID("c1")
+		if finalizer {
+			u.SetFinalizers([]string{kbindv1alpha1.SyncerFinalizer})
+		}
+		if orphan {
+			u.SetAnnotations(map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyOrphan})
+		}
+		return u
+	}
+	providerCopy := func(objectUID string, terminating bool) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		u.SetNamespace("ns")
+		u.SetName("w")
+		u.SetUID("p1")
+		u.SetAnnotations(map[string]string{
+			kbindv1alpha1.ConsumerClusterUIDAnnotation: "cluster", kbindv1alpha1.ConsumerObjectUIDAnnotation: objectUID})
+		if terminating {
+			u.SetFinalizers([]string{"provider.example.com/hold"})
+			now := metav1.Now()
+			u.SetDeletionTimestamp(&now)
+		}
+		return u
+	}
+	cases := []struct {
+		name          string
+		cobj          *unstructured.Unstructured
+		pobj          *unstructured.Unstructured // nil: no copy
+		copyDeleted   bool
+		finalizerKept bool
+		want          State // "" when the result is forgotten
+	}{
+		{"no finalizer: nothing held", consumerObject(false, false), providerCopy("c1", false), false, false, ""},
+		{"kbind's copy: deleted, the finalizer waits", consumerObject(false, true), providerCopy("c1", false), true, true, StatePending},
+		{"kbind's copy already terminating: waited for", consumerObject(false, true), providerCopy("c1", true), false, true, StatePending},
+		{"Orphan: the copy stays, released", consumerObject(true, true), providerCopy("c1", false), false, false, ""},
+		{"another object's copy: left, released", consumerObject(false, true), providerCopy("c2", false), false, false, ""},
+		{"no copy: released", consumerObject(false, true), nil, false, false, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			consumer := fake.NewClientBuilder().WithObjects(tc.cobj.DeepCopy()).Build()
+			pb := fake.NewClientBuilder()
+			if tc.pobj != nil {
+				pb = pb.WithObjects(tc.pobj.DeepCopy())
+			}
+			provider := pb.Build()
+			results := NewResults(nil)
+			r := &releaser{reporter: reporter{target: target, results: results}, consumer: consumer, session: &session.Session{Client: provider}}
+			cobj := tc.cobj.DeepCopy()
+			if err := consumer.Get(ctx, client.ObjectKeyFromObject(cobj), cobj); err != nil {
+				t.Fatal(err)
+			}
+			pobj, exists, err := r.providerCopy(ctx, client.ObjectKeyFromObject(cobj))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out, err := r.release(ctx, cobj, pobj, exists); err != nil || out != done {
+				t.Fatalf("release = %v, %v; want done, nil", out, err)
+			}
+			_, stillThere, err := r.providerCopy(ctx, client.ObjectKeyFromObject(cobj))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if deleted := tc.pobj != nil && !stillThere; deleted != tc.copyDeleted {
+				t.Errorf("provider copy deleted = %v, want %v", deleted, tc.copyDeleted)
+			}
+			fresh := tc.cobj.DeepCopy()
+			if err := consumer.Get(ctx, client.ObjectKeyFromObject(cobj), fresh); err != nil {
+				t.Fatal(err)
+			}
+			if kept := controllerutil.ContainsFinalizer(fresh, kbindv1alpha1.SyncerFinalizer); kept != tc.finalizerKept {
+				t.Errorf("finalizer kept = %v, want %v", kept, tc.finalizerKept)
+			}
+			if got := results.byAPI[apiKey(target.Connection, gvk.GroupKind())][client.ObjectKeyFromObject(cobj)].State; got != tc.want {
+				t.Errorf("result = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// Without a provider session a drain waits while the Connection exists,
+// except for Orphan objects, and releases everything once it is gone,
+// naming the copies it leaves behind.
+func TestAbandon(t *testing.T) {
+	object := func(name string, orphan bool) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"})
+		u.SetNamespace("ns")
+		u.SetName(name)
+		u.SetFinalizers([]string{kbindv1alpha1.SyncerFinalizer})
+		if orphan {
+			u.SetAnnotations(map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyOrphan})
+		}
+		return u
+	}
+	cases := []struct {
+		name          string
+		connGone      bool
+		wantRemaining int
+		wantAbandoned []string
+		wantReleased  []string
+	}{
+		{"the provider is unreachable: only Orphan goes", false, 1, nil, []string{"kept"}},
+		{"the Connection is gone: every object goes", true, 0, []string{"ns/deleted"}, []string{"deleted", "kept"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			objs := []*unstructured.Unstructured{object("deleted", false), object("kept", true)}
+			consumer := fake.NewClientBuilder().WithObjects(objs[0].DeepCopy(), objs[1].DeepCopy()).Build()
+			r := &releaser{consumer: consumer}
+			remaining, abandoned, err := r.abandon(ctx, objs, tc.connGone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if remaining != tc.wantRemaining || !slices.Equal(abandoned, tc.wantAbandoned) {
+				t.Errorf("abandon = %d, %v; want %d, %v", remaining, abandoned, tc.wantRemaining, tc.wantAbandoned)
+			}
+			var released []string
+			for _, o := range objs {
+				fresh := o.DeepCopy()
+				if err := consumer.Get(ctx, client.ObjectKeyFromObject(o), fresh); err != nil {
+					t.Fatal(err)
+				}
+				if !controllerutil.ContainsFinalizer(fresh, kbindv1alpha1.SyncerFinalizer) {
+					released = append(released, o.GetName())
+				}
+			}
+			if !slices.Equal(released, tc.wantReleased) {
+				t.Errorf("released %v, want %v", released, tc.wantReleased)
+			}
+		})
 	}
 }

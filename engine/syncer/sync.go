@@ -1,149 +1,188 @@
+// This file holds the sync of one consumer object, as named phases over an
+// objectSync. What each phase does lives by direction: up.go (place,
+// classify, apply), down.go (status, the Synced condition), conflict.go
+// (conflicts) and release.go (every deletion and finalizer release).
+
 package syncer
 
 import (
 	"context"
 	"fmt"
-	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/patch"
-	"github.com/kbind/kbind/engine/internal/refusal"
-	"github.com/kbind/kbind/engine/internal/storage"
 	"github.com/kbind/kbind/engine/ownership"
 )
 
-// Event reasons on consumer objects (beyond the condition reasons).
+// outcome is what a phase of sync decides, and what sync returns to the
+// worker (processNext) beside an error:
+//
+//   - next: go on with the next phase (sync itself never returns it);
+//   - done: the object is handled for now; the worker forgets the key's
+//     backoff, and the next event on either side brings it back;
+//   - requeue: retry with backoff, no error logged: the waits that are
+//     expected (a conflict or a gone object on a consumer write, a
+//     provider refusal already reported, a copy the cache has not seen).
+//
+// A non-nil error ends the sync whatever the outcome: the worker logs it at
+// V(1) and retries the key with backoff.
+type outcome int
+
 const (
-	eventProviderRejected = "ProviderRejected"
-	eventSynced           = "Synced"
+	next outcome = iota
+	done
+	requeue
 )
 
-// sync reconciles one consumer object with its provider copy; seen are
+// objectSync is one sync of one consumer object: what its phases read and
+// decide, filled in as they run (the scope of the cluster-api MachineSet
+// controller's doReconcile is the model). A phase reads only what the
+// phases before it filled in.
+type objectSync struct {
+	key  types.NamespacedName // the consumer object's key
+	seen *changes             // when the changes handled were observed
+	// Filled in by readConsumer.
+	cobj   *unstructured.Unstructured // the consumer object
+	policy Policy                     // how its binding syncs it
+	// Filled in by place.
+	pkey types.NamespacedName // its copy's provider key
+	// Filled in by readProvider (from the session cache), and by applySpec
+	// with the copy it applied.
+	pobj   *unstructured.Unstructured // nil when !exists
+	exists bool
+	// Filled in by classify.
+	verdict ownership.Verdict
+}
+
+// phase is one step of sync.
+type phase func(ctx context.Context, o *objectSync) (outcome, error)
+
+// sync reconciles the consumer object key with its provider copy; seen are
 // when the changes it handles were observed (the writes it makes observe
-// their end-to-end latency). It returns requeue=true to retry with backoff
-// without logging an error.
-func (s *Syncer) sync(ctx context.Context, key types.NamespacedName, seen *changes) (bool, error) {
-	cobj := s.newObject()
-	if err := s.ccache.Get(ctx, key, cobj); err != nil {
-		if apierrors.IsNotFound(err) {
-			s.results.forget(s.target, key)
-			s.deletions.forget(key)
-			return false, nil
+// their end-to-end latency). It runs the phases in order until one returns
+// an error or an outcome other than next (see outcome).
+func (s *Syncer) sync(ctx context.Context, key types.NamespacedName, seen *changes) (outcome, error) {
+	o := &objectSync{key: key, seen: seen}
+	for _, p := range []phase{
+		s.readConsumer,    // gone or out of scope: forgotten
+		s.place,           // no provider place under the isolation: failed
+		s.readProvider,    // a failed read is never taken as absence
+		s.releaseDeleting, // a deleting object is released (SYNC-D), and ends here
+		s.holdFinalizer,   // before the first provider write (SYNC-D)
+		s.waitTerminating, // a terminating copy is waited for (SYNC-5)
+		s.classify,        // a conflict is reported, nothing written (SYNC-4)
+		s.ensureNamespace, // the provider namespace (SYNC-3)
+		s.applySpec,       // spec up (SYNC-1)
+		s.syncStatus,      // status down (SYNC-2)
+		s.resolveConflict, // a conflict reported before is over
+	} {
+		if out, err := p(ctx, o); err != nil || out != next {
+			return out, err
 		}
-		return false, fmt.Errorf("reading consumer object: %w", err)
-	}
-	policy, inScope := s.currentScope().covers(key.Namespace)
-	if !inScope {
-		s.results.forget(s.target, key)
-		return false, nil
-	}
-	pkey, err := s.target.Isolation.Object(key)
-	if err != nil {
-		// Never written somewhere surprising: the binding says the same.
-		s.unplaceable(cobj, err)
-		return false, nil
-	}
-	pobj, exists, err := s.providerGet(ctx, pkey)
-	if err != nil {
-		return false, err
-	}
-	if !cobj.GetDeletionTimestamp().IsZero() {
-		if done, err := s.releaseOrphaned(ctx, cobj, policy); err != nil || !done {
-			return !done && err == nil, err
-		}
-		cached := exists
-		if confirmAbsence(exists, controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer), s.deletions.seen(key)) {
-			// SYNC-D: the cache may lag the provider (a copy applied a
-			// moment ago; a watch re-listing after an outage or a
-			// compaction): the finalizer goes only once the provider
-			// itself has no copy.
-			if pobj, exists, err = s.providerCopy(ctx, key); err != nil {
-				return false, err
-			}
-		}
-		requeue, err := s.release(ctx, cobj, pobj, exists)
-		// A copy the cache has not seen may go without an event: look again.
-		return requeue || (exists && !cached && err == nil), err
-	}
-	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
-		// Before the first provider write (SYNC-D); the update event brings
-		// the object back.
-		if err := patch.AddFinalizer(ctx, s.consumer, cobj, kbindv1alpha1.SyncerFinalizer); err != nil {
-			if isConflictOrGone(err) {
-				return true, nil
-			}
-			return false, err
-		}
-		// Go on with the patched object: no round trip through the informer
-		// before the first provider write.
-	}
-
-	if exists && !pobj.GetDeletionTimestamp().IsZero() {
-		// SYNC-5: a terminating copy is waited for, not raced; its deletion
-		// event brings the object back.
-		s.results.set(s.target, key, Result{State: StatePending})
-		return false, nil
-	}
-	verdict := ownership.Decide(ownership.Classify(exists, annotationsOf(pobj), s.target.ClusterUID, string(cobj.GetUID())), policy.Conflict)
-	if !verdict.Write {
-		return false, s.reportConflict(ctx, cobj, verdict.Conflict, "")
-	}
-
-	if s.target.Namespaced && s.target.Isolation.CreatesNamespaces() {
-		// A missing provider namespace is created, marked as kbind's (SYNC-3).
-		conflict, err := s.ensureNamespace(ctx, key.Namespace, pkey.Namespace)
-		if err != nil {
-			return s.failed(cobj, err, "create", "namespaces/"+pkey.Namespace)
-		}
-		if conflict != "" {
-			return false, s.reportConflict(ctx, cobj, conflict, namespaceConflictMessage(pkey.Namespace, conflict))
-		}
-	}
-	desired := s.desiredCopy(cobj, pkey, policy)
-	if !exists || !upToDate(pobj, desired) {
-		// The digest only now: most reconciles find the copy up to date.
-		digest := digestOf(desired)
-		if last, ok := s.applied.Load(key); ok && last == digest {
-			if !exists {
-				// Applied a moment ago; the provider informer has not
-				// reported it yet. Its event brings the object back.
-				s.results.set(s.target, key, Result{State: StatePending})
-				return false, nil
-			}
-		} else {
-			applied, requeue, err := s.apply(ctx, cobj, desired, pkey, exists, seen)
-			if applied == nil {
-				return requeue, err
-			}
-			s.applied.Store(key, digest)
-			if verdict.Adopt {
-				log.FromContext(ctx).Info("Adopted an unmarked provider object (conflictPolicy Adopt)")
-			}
-			pobj = applied
-		}
-	}
-	if err := s.statusDown(ctx, cobj, pobj, seen); err != nil {
-		if isConflictOrGone(err) {
-			return true, nil
-		}
-		return false, err
-	}
-	if err := s.clearConflict(ctx, cobj); err != nil {
-		if isConflictOrGone(err) {
-			return true, nil
-		}
-		return false, err
 	}
 	s.results.set(s.target, key, Result{State: StateSynced})
-	return false, nil
+	return done, nil
+}
+
+// readConsumer reads the consumer object and the policy of the binding
+// that covers it. An object gone, or out of scope, is forgotten.
+func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, error) {
+	o.cobj = s.newObject()
+	if err := s.ccache.Get(ctx, o.key, o.cobj); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.results.forget(s.target, o.key)
+			s.releaser.forget(o.key)
+			return done, nil
+		}
+		return done, fmt.Errorf("reading consumer object: %w", err)
+	}
+	var inScope bool
+	if o.policy, inScope = s.currentScope().covers(o.key.Namespace); !inScope {
+		s.results.forget(s.target, o.key)
+		return done, nil
+	}
+	return next, nil
+}
+
+// place maps the consumer object to its provider key under the
+// Connection's isolation. An object with no place there is never written
+// somewhere surprising: it is failed (the binding says the same).
+func (s *Syncer) place(_ context.Context, o *objectSync) (outcome, error) {
+	pkey, err := s.target.Isolation.Object(o.key)
+	if err != nil {
+		s.unplaceable(o.cobj, err)
+		return done, nil
+	}
+	o.pkey = pkey
+	return next, nil
+}
+
+// readProvider reads the provider copy from the session cache.
+func (s *Syncer) readProvider(ctx context.Context, o *objectSync) (outcome, error) {
+	var err error
+	if o.pobj, o.exists, err = s.providerGet(ctx, o.pkey); err != nil {
+		return done, err
+	}
+	return next, nil
+}
+
+// releaseDeleting hands a deleting consumer object to the releaser
+// (release.go); the sync ends there.
+func (s *Syncer) releaseDeleting(ctx context.Context, o *objectSync) (outcome, error) {
+	if o.cobj.GetDeletionTimestamp().IsZero() {
+		return next, nil
+	}
+	return s.releaser.releaseDeleted(ctx, o.cobj, o.policy, o.pobj, o.exists)
+}
+
+// holdFinalizer adds the syncer finalizer before the first provider write
+// (SYNC-D), and goes on with the patched object: no round trip through the
+// informer before that write.
+func (s *Syncer) holdFinalizer(ctx context.Context, o *objectSync) (outcome, error) {
+	if controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer) {
+		return next, nil
+	}
+	return afterConsumerWrite(patch.AddFinalizer(ctx, s.consumer, o.cobj, kbindv1alpha1.SyncerFinalizer))
+}
+
+// waitTerminating waits for a terminating provider copy instead of racing
+// it (SYNC-5): its deletion event brings the object back.
+func (s *Syncer) waitTerminating(_ context.Context, o *objectSync) (outcome, error) {
+	if !o.exists || o.pobj.GetDeletionTimestamp().IsZero() {
+		return next, nil
+	}
+	s.results.set(s.target, o.key, Result{State: StatePending})
+	return done, nil
+}
+
+// syncStatus copies the provider status down (SYNC-2).
+func (s *Syncer) syncStatus(ctx context.Context, o *objectSync) (outcome, error) {
+	return afterConsumerWrite(s.statusDown(ctx, o.cobj, o.pobj, o.seen))
+}
+
+// resolveConflict clears the conflict annotation of an object that syncs
+// cleanly again.
+func (s *Syncer) resolveConflict(ctx context.Context, o *objectSync) (outcome, error) {
+	return afterConsumerWrite(s.clearConflict(ctx, o.cobj))
+}
+
+// afterConsumerWrite is the outcome of a phase that wrote the consumer
+// object: a conflict or a gone object is retried with backoff without an
+// error (the retry reads it again); any other error is returned.
+func afterConsumerWrite(err error) (outcome, error) {
+	switch {
+	case err == nil:
+		return next, nil
+	case isConflictOrGone(err):
+		return requeue, nil
+	default:
+		return done, err
+	}
 }
 
 // providerGet reads the provider copy from the session cache.
@@ -159,59 +198,16 @@ func (s *Syncer) providerGet(ctx context.Context, key types.NamespacedName) (*un
 	return pobj, true, nil
 }
 
-// failed records a provider refusal: a Warning Event on the consumer object
-// with the provider's message, the failed count, and a retry with backoff
-// (never a hot loop). A refusal is any refusal.Kind, NotFound included (a
-// namespace or object gone under the write); anything else is returned as
-// a transient error.
-func (s *Syncer) failed(cobj *unstructured.Unstructured, err error, verb, resource string) (bool, error) {
-	kind := refusal.Of(err)
-	if kind == refusal.None {
-		return false, fmt.Errorf("%s %s on the provider: %w", verb, resource, err)
+// annotationsOf returns the annotations of obj, nil when there is none.
+func annotationsOf(obj *unstructured.Unstructured) map[string]string {
+	if obj == nil {
+		return nil
 	}
-	res := Result{State: StateFailed, Message: fmt.Sprintf("the provider refused %s %s: %v", verb, resource, err)}
-	if storage.TooLarge(err) {
-		res.Message += " (the provider copy, with kbind's ownership markers, is larger than the provider stores; make the object smaller)"
-	}
-	if kind == refusal.Forbidden {
-		res.Forbidden = s.refusal(verb, resource, s.providerNamespace(cobj))
-	}
-	if s.results.set(s.target, client.ObjectKeyFromObject(cobj), res) {
-		s.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventProviderRejected, "Sync", "%s", res.Message)
-	}
-	return true, nil
+	return obj.GetAnnotations()
 }
 
-// refusal names what the provider refused, without the object's name: the
-// binding counts objects per refusal ("apply Widget in namespace team-a",
-// the provider namespace), so its condition stays short however many
-// objects are refused.
-func (s *Syncer) refusal(verb, resource, ns string) string {
-	if strings.HasPrefix(resource, "namespaces/") {
-		return verb + " " + resource
-	}
-	if ns != "" {
-		return fmt.Sprintf("%s %s in namespace %s", verb, s.target.GVK.Kind, ns)
-	}
-	return verb + " " + s.target.GVK.Kind
-}
-
-// providerNamespace is the provider namespace of a consumer object's copy
-// ("" when cluster-scoped or unplaceable).
-func (s *Syncer) providerNamespace(cobj *unstructured.Unstructured) string {
-	pkey, err := s.target.Isolation.Object(client.ObjectKeyFromObject(cobj))
-	if err != nil {
-		return ""
-	}
-	return pkey.Namespace
-}
-
-// unplaceable records a consumer object the Connection's isolation has no
-// provider place for (a cluster-scoped object under Namespace isolation):
-// failed, with a Warning Event once; nothing is written anywhere.
-func (s *Syncer) unplaceable(cobj *unstructured.Unstructured, err error) {
-	res := Result{State: StateFailed, Message: fmt.Sprintf("not synced: %v under %s; bind this API through a Connection without Namespace isolation", err, s.target.Isolation)}
-	if s.results.set(s.target, client.ObjectKeyFromObject(cobj), res) {
-		s.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventProviderRejected, "Sync", "%s", res.Message)
-	}
+// isConflictOrGone reports whether a consumer write failed on a conflict
+// or a gone object: retried, without an error.
+func isConflictOrGone(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
 }

@@ -1,3 +1,7 @@
+// This file holds spec up (SYNC-1, SYNC-3, SYNC-4) — the provider copy's
+// ownership classified, its namespace created, the desired copy built
+// and applied, an apply not repeated while the cache catches up.
+
 package syncer
 
 import (
@@ -14,20 +18,92 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/internal/namespace"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/metrics"
+	"github.com/kbind/kbind/engine/ownership"
 )
 
+// classify decides from the copy's ownership markers and the binding's
+// conflict policy whether kbind may write the copy (SYNC-4); a conflict is
+// reported and nothing is written.
+func (s *Syncer) classify(ctx context.Context, o *objectSync) (outcome, error) {
+	owner := ownership.Classify(o.exists, annotationsOf(o.pobj), s.target.ClusterUID, string(o.cobj.GetUID()))
+	o.verdict = ownership.Decide(owner, o.policy.Conflict)
+	if o.verdict.Write {
+		return next, nil
+	}
+	return done, s.reportConflict(ctx, o.cobj, o.verdict.Conflict, "")
+}
+
+// ensureNamespace makes sure the provider namespace of the copy exists
+// when the isolation creates namespaces (SYNC-3), read from the provider
+// cache. Without isolation an existing namespace is used as it is
+// (providers share their namespaces with consumers by design). Under
+// Prefixed isolation a namespace kbind did not create for this consumer
+// cluster is a conflict, never adopted: it is reported and nothing is
+// written into it.
+func (s *Syncer) ensureNamespace(ctx context.Context, o *objectSync) (outcome, error) {
+	if !s.target.Namespaced || !s.target.Isolation.CreatesNamespaces() {
+		return next, nil
+	}
+	pns := o.pkey.Namespace
+	conflict, err := namespace.Ensure(ctx, s.session.Cache(), s.session.Client, pns, namespace.Policy{
+		Markers:            s.target.Isolation.NamespaceMarkers(s.target.ClusterUID, o.key.Namespace),
+		Owned:              s.target.Isolation.Isolated(),
+		ConsumerClusterUID: s.target.ClusterUID,
+	})
+	switch {
+	case err != nil:
+		return s.failed(o.cobj, err, "create", "namespaces/"+pns)
+	case conflict != "":
+		return done, s.reportConflict(ctx, o.cobj, conflict, namespaceConflictMessage(pns, conflict))
+	default:
+		return next, nil
+	}
+}
+
+// applySpec applies the desired copy unless the provider copy is up to
+// date, or the same copy was applied a moment ago and the provider
+// informer has not reported it yet (its event brings the object back).
+func (s *Syncer) applySpec(ctx context.Context, o *objectSync) (outcome, error) {
+	desired := s.desiredCopy(o.cobj, o.pkey, o.policy)
+	if o.exists && upToDate(o.pobj, desired) {
+		return next, nil
+	}
+	// The digest only now: most reconciles find the copy up to date.
+	digest := digestOf(desired)
+	if last, ok := s.applied.Load(o.key); ok && last == digest {
+		if o.exists {
+			return next, nil
+		}
+		// Applied a moment ago; the provider informer has not reported
+		// it yet. Its event brings the object back.
+		s.results.set(s.target, o.key, Result{State: StatePending})
+		return done, nil
+	}
+	applied, out, err := s.apply(ctx, o.cobj, desired, o.pkey, o.exists, o.seen)
+	if applied == nil {
+		return out, err
+	}
+	s.applied.Store(o.key, digest)
+	if o.verdict.Adopt {
+		log.FromContext(ctx).Info("Adopted an unmarked provider object (conflictPolicy Adopt)")
+	}
+	o.pobj, o.exists = applied, true
+	return next, nil
+}
+
 // apply writes the desired provider copy (SYNC-1) and returns it; on
-// failure it returns nil and what sync returns.
-func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstructured, pkey types.NamespacedName, exists bool, seen *changes) (*unstructured.Unstructured, bool, error) {
+// failure it returns nil and the outcome of the sync.
+func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstructured, pkey types.NamespacedName, exists bool, seen *changes) (*unstructured.Unstructured, outcome, error) {
 	applied := desired.DeepCopy()
 	// A copy applied again is not the one a deletion waited for.
-	s.deletions.forget(client.ObjectKeyFromObject(cobj))
+	s.releaser.forget(client.ObjectKeyFromObject(cobj))
 	start := time.Now()
 	opts := []client.ApplyOption{client.FieldOwner(kbindv1alpha1.FieldManager)}
 	if exists {
@@ -39,22 +115,15 @@ func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstruct
 	// conflict instead of being overwritten; the retry then classifies it.
 	if err := s.session.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), opts...); err != nil {
 		if !exists && apierrors.IsConflict(err) {
-			return nil, false, fmt.Errorf("the provider copy exists but is not in the cache yet: %w", err)
+			return nil, done, fmt.Errorf("the provider copy exists but is not in the cache yet: %w", err)
 		}
-		requeue, err := s.failed(cobj, err, "apply", s.target.GVK.Kind+" "+pkey.String())
-		return nil, requeue, err
+		out, err := s.failed(cobj, err, "apply", s.target.GVK.Kind+" "+pkey.String())
+		return nil, out, err
 	}
 	now := time.Now()
 	metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(now.Sub(start).Seconds())
 	seen.acknowledged(s.target.Connection, metrics.DirectionUp, now)
-	return applied, false, nil
-}
-
-func annotationsOf(obj *unstructured.Unstructured) map[string]string {
-	if obj == nil {
-		return nil
-	}
-	return obj.GetAnnotations()
+	return applied, next, nil
 }
 
 // desiredCopy is what kbind applies (SYNC-1): identity (the provider key
@@ -127,18 +196,4 @@ func upToDate(pobj, desired *unstructured.Unstructured) bool {
 		}
 	}
 	return true
-}
-
-// ensureNamespace makes sure the provider namespace pns for consumer
-// namespace ns exists (SYNC-3). Without isolation an existing namespace is
-// used as it is (providers share their namespaces with consumers by
-// design). Under Prefixed isolation a namespace kbind did not create for
-// this consumer cluster is a conflict, never adopted: its reason is
-// returned and nothing is written into it. Read from the provider cache.
-func (s *Syncer) ensureNamespace(ctx context.Context, ns, pns string) (kbindv1alpha1.Reason, error) {
-	return namespace.Ensure(ctx, s.session.Cache(), s.session.Client, pns, namespace.Policy{
-		Markers:            s.target.Isolation.NamespaceMarkers(s.target.ClusterUID, ns),
-		Owned:              s.target.Isolation.Isolated(),
-		ConsumerClusterUID: s.target.ClusterUID,
-	})
 }
