@@ -7,10 +7,11 @@
 // nothing is written when nothing changed.
 //
 // Where things live: sync.go runs the sync of one object as named phases;
-// up.go (spec up), down.go (status down), conflict.go (conflicts) and
-// release.go (every deletion and finalizer release, and the map of
-// deletion in the whole engine) hold what the phases do; registry.go runs
-// the Syncers and drains what deleting bindings leave.
+// up.go (spec up), down.go (status and Events down), conflict.go
+// (conflicts), report.go (refusals) and release.go (every deletion and
+// finalizer release, and the map of deletion in the whole engine) hold
+// what the phases do; registry.go runs the Syncers and drains what
+// deleting bindings leave.
 //
 // Requirement ids in comments (such as SYNC-D) refer to docs/requirements.md.
 package syncer
