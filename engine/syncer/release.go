@@ -4,11 +4,11 @@
 // releases a finalizer, with what guards it. A change to any of them
 // starts here.
 //
-// Guards that hold everywhere: a failed read is never taken as absence
-// (the path waits and retries); kbind deletes only what carries its
-// ownership markers (or its controller reference), with a UID
-// precondition, so an object replaced meanwhile is never hit; an
-// unreachable provider is waited for, never guessed.
+// Guards the paths share: a failed read is never taken as absence (the
+// path waits and retries); kbind deletes only what its markers or its
+// controller reference say is its; on the provider it deletes only the
+// very object it read (a UID precondition), so one replaced meanwhile is
+// never hit; an unreachable provider is waited for, never guessed.
 //
 //	path                           file                        deletes / releases              guarded by
 //	-----------------------------  --------------------------  ------------------------------  ---------------------------------------------
@@ -38,8 +38,8 @@
 //	                                                                                           precondition
 //	binding unbindRemoved          binding/reconciler.go       an API removed from a binding:  same as finalize, per API; the API stays in
 //	                                                           drain, then unbindCRD           status.boundAPIs until drained
-//	connection deletionPath        connection/reconciler.go    the autoBind ClusterBinding     only one the Connection controls
-//	  (deleteAutoBinding)
+//	connection deletionPath        connection/reconciler.go    the autoBind ClusterBinding     only one the Connection controls (it then
+//	  (deleteAutoBinding)                                                                      drains like any binding)
 //	connection reconcileAutoBind   connection/reconciler.go    the autoBind ClusterBinding     controlled by the Connection, nothing exported
 //	connection teardown            connection/reconciler.go    the Connection's cleanup        no binding references the Connection
 //	                                                           finalizer
@@ -52,7 +52,7 @@
 //	related Cleanup                related/related.go          every related copy of a         both sides read (a failed read is an error);
 //	  (binding finalize)                                       deleting binding                deleteCopy: UID and resourceVersion
 //	                                                                                           preconditions
-//	related collect, replace       related/related.go          related copies no entry wants   the binding's related-binding marker, claims
+//	related collect, apply         related/related.go          related copies no entry wants   the binding's related-binding marker, claims
 //	  (deleteCopy)                                             any more; an immutable copy     of other entries, an unread source keeps its
 //	                                                           replaced                        copies; UID and resourceVersion preconditions
 //	related Abandon                related/related.go          nothing (the Connection is      an Event names the copies left for the
