@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -78,19 +79,40 @@ func TestDeletions(t *testing.T) {
 	}
 }
 
+// widgetGVK is the kind of the objects the releaser tests release.
+var widgetGVK = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+
+// widget is a Widget ns/name with uid, annotations and finalizers.
+func widget(ns, name string, uid types.UID, annotations map[string]string, finalizers ...string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(widgetGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetUID(uid)
+	u.SetAnnotations(annotations)
+	u.SetFinalizers(finalizers)
+	return u
+}
+
+// holdsFinalizer reports whether obj, read again through c, still holds
+// the syncer finalizer.
+func holdsFinalizer(t *testing.T, c client.Client, obj *unstructured.Unstructured) bool {
+	t.Helper()
+	fresh := widget("", "", "", nil)
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), fresh); err != nil {
+		t.Fatal(err)
+	}
+	return controllerutil.ContainsFinalizer(fresh, kbindv1alpha1.SyncerFinalizer)
+}
+
 // A drain releases exactly the objects that still hold the finalizer and
 // that no live binding covers.
 func TestLeftScope(t *testing.T) {
-	held := func(ns, name string) unstructured.Unstructured {
-		u := unstructured.Unstructured{}
-		u.SetNamespace(ns)
-		u.SetName(name)
-		u.SetFinalizers([]string{kbindv1alpha1.SyncerFinalizer})
-		return u
+	objs := []unstructured.Unstructured{
+		*widget("a", "w1", "", nil, kbindv1alpha1.SyncerFinalizer),
+		*widget("b", "w2", "", nil, kbindv1alpha1.SyncerFinalizer),
+		*widget("a", "released", "", nil),
 	}
-	released := held("a", "released")
-	released.SetFinalizers(nil)
-	objs := []unstructured.Unstructured{held("a", "w1"), held("b", "w2"), released}
 	cases := []struct {
 		name  string
 		scope Scope
@@ -115,37 +137,15 @@ func TestLeftScope(t *testing.T) {
 // finalizer until the copy is gone, and releases it at once for Orphan, a
 // foreign copy or no copy.
 func TestRelease(t *testing.T) {
-	gvk := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
-	target := Target{Connection: "p", GVK: gvk, Namespaced: true, ClusterUID: "cluster"}
-	consumerObject := func(orphan, finalizer bool) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		u.SetNamespace("ns")
-		u.SetName("w")
-		u.SetUID("c1")
-		if finalizer {
-			u.SetFinalizers([]string{kbindv1alpha1.SyncerFinalizer})
-		}
-		if orphan {
-			u.SetAnnotations(map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyOrphan})
-		}
-		return u
+	target := Target{Connection: "p", GVK: widgetGVK, Namespaced: true, ClusterUID: "cluster"}
+	orphan := map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyOrphan}
+	copyOf := func(objectUID types.UID) *unstructured.Unstructured {
+		return widget("ns", "w", "p1", map[string]string{
+			kbindv1alpha1.ConsumerClusterUIDAnnotation: "cluster", kbindv1alpha1.ConsumerObjectUIDAnnotation: string(objectUID)})
 	}
-	providerCopy := func(objectUID string, terminating bool) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		u.SetNamespace("ns")
-		u.SetName("w")
-		u.SetUID("p1")
-		u.SetAnnotations(map[string]string{
-			kbindv1alpha1.ConsumerClusterUIDAnnotation: "cluster", kbindv1alpha1.ConsumerObjectUIDAnnotation: objectUID})
-		if terminating {
-			u.SetFinalizers([]string{"provider.example.com/hold"})
-			now := metav1.Now()
-			u.SetDeletionTimestamp(&now)
-		}
-		return u
-	}
+	terminating := copyOf("c1")
+	terminating.SetFinalizers([]string{"provider.example.com/hold"})
+	terminating.SetDeletionTimestamp(&metav1.Time{Time: time.Now()})
 	cases := []struct {
 		name          string
 		cobj          *unstructured.Unstructured
@@ -154,12 +154,12 @@ func TestRelease(t *testing.T) {
 		finalizerKept bool
 		want          State // "" when the result is forgotten
 	}{
-		{"no finalizer: nothing held", consumerObject(false, false), providerCopy("c1", false), false, false, ""},
-		{"kbind's copy: deleted, the finalizer waits", consumerObject(false, true), providerCopy("c1", false), true, true, StatePending},
-		{"kbind's copy already terminating: waited for", consumerObject(false, true), providerCopy("c1", true), false, true, StatePending},
-		{"Orphan: the copy stays, released", consumerObject(true, true), providerCopy("c1", false), false, false, ""},
-		{"another object's copy: left, released", consumerObject(false, true), providerCopy("c2", false), false, false, ""},
-		{"no copy: released", consumerObject(false, true), nil, false, false, ""},
+		{"no finalizer: nothing held", widget("ns", "w", "c1", nil), copyOf("c1"), false, false, ""},
+		{"kbind's copy: deleted, the finalizer waits", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), copyOf("c1"), true, true, StatePending},
+		{"kbind's copy already terminating: waited for", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), terminating, false, true, StatePending},
+		{"Orphan: the copy stays, released", widget("ns", "w", "c1", orphan, kbindv1alpha1.SyncerFinalizer), copyOf("c1"), false, false, ""},
+		{"another object's copy: left, released", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), copyOf("c2"), false, false, ""},
+		{"no copy: released", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), nil, false, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,35 +169,31 @@ func TestRelease(t *testing.T) {
 			if tc.pobj != nil {
 				pb = pb.WithObjects(tc.pobj.DeepCopy())
 			}
-			provider := pb.Build()
 			results := NewResults(nil)
-			r := &releaser{reporter: reporter{target: target, results: results}, consumer: consumer, session: &session.Session{Client: provider}}
-			cobj := tc.cobj.DeepCopy()
-			if err := consumer.Get(ctx, client.ObjectKeyFromObject(cobj), cobj); err != nil {
+			r := &releaser{reporter: reporter{target: target, results: results}, consumer: consumer, session: &session.Session{Client: pb.Build()}}
+			key := client.ObjectKeyFromObject(tc.cobj)
+			cobj := widget("", "", "", nil)
+			if err := consumer.Get(ctx, key, cobj); err != nil {
 				t.Fatal(err)
 			}
-			pobj, exists, err := r.providerCopy(ctx, client.ObjectKeyFromObject(cobj))
+			pobj, exists, err := r.providerCopy(ctx, key)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if out, err := r.release(ctx, cobj, pobj, exists); err != nil || out != done {
 				t.Fatalf("release = %v, %v; want done, nil", out, err)
 			}
-			_, stillThere, err := r.providerCopy(ctx, client.ObjectKeyFromObject(cobj))
+			_, stillThere, err := r.providerCopy(ctx, key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if deleted := tc.pobj != nil && !stillThere; deleted != tc.copyDeleted {
+			if deleted := exists && !stillThere; deleted != tc.copyDeleted {
 				t.Errorf("provider copy deleted = %v, want %v", deleted, tc.copyDeleted)
 			}
-			fresh := tc.cobj.DeepCopy()
-			if err := consumer.Get(ctx, client.ObjectKeyFromObject(cobj), fresh); err != nil {
-				t.Fatal(err)
-			}
-			if kept := controllerutil.ContainsFinalizer(fresh, kbindv1alpha1.SyncerFinalizer); kept != tc.finalizerKept {
+			if kept := holdsFinalizer(t, consumer, cobj); kept != tc.finalizerKept {
 				t.Errorf("finalizer kept = %v, want %v", kept, tc.finalizerKept)
 			}
-			if got := results.byAPI[apiKey(target.Connection, gvk.GroupKind())][client.ObjectKeyFromObject(cobj)].State; got != tc.want {
+			if got := results.byAPI[apiKey(target.Connection, widgetGVK.GroupKind())][key].State; got != tc.want {
 				t.Errorf("result = %q, want %q", got, tc.want)
 			}
 		})
@@ -208,17 +204,7 @@ func TestRelease(t *testing.T) {
 // except for Orphan objects, and releases everything once it is gone,
 // naming the copies it leaves behind.
 func TestAbandon(t *testing.T) {
-	object := func(name string, orphan bool) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"})
-		u.SetNamespace("ns")
-		u.SetName(name)
-		u.SetFinalizers([]string{kbindv1alpha1.SyncerFinalizer})
-		if orphan {
-			u.SetAnnotations(map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyOrphan})
-		}
-		return u
-	}
+	orphan := map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyOrphan}
 	cases := []struct {
 		name          string
 		connGone      bool
@@ -231,11 +217,13 @@ func TestAbandon(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			objs := []*unstructured.Unstructured{object("deleted", false), object("kept", true)}
+			objs := []*unstructured.Unstructured{
+				widget("ns", "deleted", "", nil, kbindv1alpha1.SyncerFinalizer),
+				widget("ns", "kept", "", orphan, kbindv1alpha1.SyncerFinalizer),
+			}
 			consumer := fake.NewClientBuilder().WithObjects(objs[0].DeepCopy(), objs[1].DeepCopy()).Build()
 			r := &releaser{consumer: consumer}
-			remaining, abandoned, err := r.abandon(ctx, objs, tc.connGone)
+			remaining, abandoned, err := r.abandon(context.Background(), objs, tc.connGone)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,11 +232,7 @@ func TestAbandon(t *testing.T) {
 			}
 			var released []string
 			for _, o := range objs {
-				fresh := o.DeepCopy()
-				if err := consumer.Get(ctx, client.ObjectKeyFromObject(o), fresh); err != nil {
-					t.Fatal(err)
-				}
-				if !controllerutil.ContainsFinalizer(fresh, kbindv1alpha1.SyncerFinalizer) {
+				if !holdsFinalizer(t, consumer, o) {
 					released = append(released, o.GetName())
 				}
 			}

@@ -1,7 +1,9 @@
 // This file holds the sync of one consumer object, as named phases over an
-// objectSync. What each phase does lives by direction: up.go (place,
-// classify, apply), down.go (status, the Synced condition), conflict.go
-// (conflicts) and release.go (every deletion and finalizer release).
+// objectSync, and the phases that only read or hand over. What the others
+// do lives by direction: up.go (classify, namespace, apply), down.go
+// (status, the Synced condition, Events), conflict.go (conflicts),
+// report.go (refusals) and release.go (every deletion and finalizer
+// release).
 
 package syncer
 
