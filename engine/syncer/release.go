@@ -315,6 +315,8 @@ type deletions struct {
 	m sync.Map // types.NamespacedName → deletion
 }
 
+// deletion is the copy (uid) a release waits for, and whether the provider
+// informer reported it deleted.
 type deletion struct {
 	uid  types.UID
 	seen bool

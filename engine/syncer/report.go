@@ -1,6 +1,7 @@
-// This file holds what a Syncer, and a drain, report per consumer object — the
-// Results the bindings count and the Warning Events on consumer objects —
-// when the provider refuses a write or an object has no provider place.
+// This file holds what a Syncer, and a drain, report per consumer object
+// — the Results the bindings count and the Warning Events on consumer
+// objects — when the provider refuses a write or an object has no
+// provider place.
 
 package syncer
 
