@@ -173,7 +173,7 @@ func (r *Reconciler) renewIfDue(ctx context.Context, conn *kbindv1alpha1.Connect
 		if err != nil {
 			st.failures++
 			st.retryAt = now.Add(renewalBackoff(st.failures, v.inUse, now))
-			if errString(st.failure) != err.Error() {
+			if st.failure == nil || st.failure.Error() != err.Error() {
 				r.event(conn, corev1.EventTypeWarning, string(kbindv1alpha1.ReasonRenewalFailed), "%s; retrying", err.Error())
 			}
 			st.failure = err
@@ -235,14 +235,6 @@ func tokenRequest(ctx context.Context, sess *session.Session, current credential
 		return "", errors.New("the provider returned no token")
 	}
 	return tr.Status.Token, nil
-}
-
-// errString is err's message, "" for nil.
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 func sameSet(a, b []string) bool {

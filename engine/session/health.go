@@ -114,9 +114,9 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// tracked is what the Manager holds for one Connection besides its
+// connRecord is what the Manager holds for one Connection besides its
 // sessions.
-type tracked struct {
+type connRecord struct {
 	health Health
 	// beat is the session whose client renews the Lease, and the
 	// cancellation of that renewal loop; nil when none runs. The heartbeat
@@ -161,7 +161,7 @@ func (m *Manager) wake(connection string) {
 func (m *Manager) Health(connection string) (Health, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t, ok := m.tracked[connection]
+	t, ok := m.records[connection]
 	if !ok {
 		return Health{}, false
 	}
@@ -173,15 +173,15 @@ func (m *Manager) Health(connection string) (Health, bool) {
 func (m *Manager) RecordProbe(connection string, p Probe) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.track(connection).health.Probe = p
+	m.recordOf(connection).health.Probe = p
 }
 
-// track returns the Connection's record, made on first use; mu is held.
-func (m *Manager) track(connection string) *tracked {
-	t, ok := m.tracked[connection]
+// recordOf returns the Connection's record, made on first use; mu is held.
+func (m *Manager) recordOf(connection string) *connRecord {
+	t, ok := m.records[connection]
 	if !ok {
-		t = &tracked{}
-		m.tracked[connection] = t
+		t = &connRecord{}
+		m.records[connection] = t
 	}
 	return t
 }
@@ -192,7 +192,7 @@ func (m *Manager) LastRenewals() map[string]time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := map[string]time.Time{}
-	for name, t := range m.tracked {
+	for name, t := range m.records {
 		if hb := t.health.Heartbeat; hb.Running && !hb.LastRenewal.IsZero() {
 			out[name] = hb.LastRenewal
 		}
@@ -203,13 +203,15 @@ func (m *Manager) LastRenewals() map[string]time.Time {
 // RunHeartbeat renews lease every interval through the client of s (a
 // verified session), starting the renewal loop — or moving it, when the
 // session or the Lease changed. The loop runs until StopHeartbeat, not
-// with the session's watches. Each result is recorded in the Connection's
-// Health; one that changes it wakes the Connection (HealthChanges).
+// with the session's watches. Each renewal is bounded by
+// heartbeat.RenewTimeout of interval and the request timeout
+// (Options.Timeout). Each result is recorded in the Connection's Health;
+// one that changes it wakes the Connection (HealthChanges).
 func (m *Manager) RunHeartbeat(s *Session, lease heartbeat.Lease, interval time.Duration) {
 	name := s.Connection
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t := m.track(name)
+	t := m.recordOf(name)
 	if t.beat != nil && t.beat.session == s && t.health.Heartbeat.Lease == lease {
 		return
 	}
@@ -231,7 +233,7 @@ func (m *Manager) RunHeartbeat(s *Session, lease heartbeat.Lease, interval time.
 // or replaced meanwhile.
 func (m *Manager) reportHeartbeat(name string, b *beat, err error, reread bool) {
 	m.mu.Lock()
-	t, ok := m.tracked[name]
+	t, ok := m.records[name]
 	if !ok || t.beat != b {
 		m.mu.Unlock()
 		return
@@ -250,7 +252,7 @@ func (m *Manager) reportHeartbeat(name string, b *beat, err error, reread bool) 
 func (m *Manager) StopHeartbeat(connection string) (*Session, heartbeat.Lease) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t, ok := m.tracked[connection]
+	t, ok := m.records[connection]
 	if !ok || t.beat == nil {
 		return nil, heartbeat.Lease{}
 	}
@@ -291,7 +293,7 @@ func (m *Manager) Forget(connection string) {
 	m.StopHeartbeat(connection)
 	m.Stop(connection)
 	m.mu.Lock()
-	delete(m.tracked, connection)
+	delete(m.records, connection)
 	m.mu.Unlock()
 }
 
@@ -304,7 +306,7 @@ func (m *Manager) Forget(connection string) {
 func (m *Manager) WatchExports(s *Session, recheck time.Duration) {
 	name := s.Connection
 	m.mu.Lock()
-	t := m.track(name)
+	t := m.recordOf(name)
 	if t.watched == s {
 		m.mu.Unlock()
 		return
@@ -319,7 +321,7 @@ func (m *Manager) WatchExports(s *Session, recheck time.Duration) {
 // unless another session's watch replaced it.
 func (m *Manager) exportsChanged(name string, s *Session) {
 	m.mu.Lock()
-	t, ok := m.tracked[name]
+	t, ok := m.records[name]
 	current := ok && t.watched == s
 	if current {
 		t.health.ExportsChangedAt = time.Now()

@@ -123,7 +123,7 @@ func TestManagerRunsHeartbeats(t *testing.T) {
 func TestStaleReportsAreIgnored(t *testing.T) {
 	m := NewManager(context.Background(), Options{})
 	old, current := &beat{cancel: func() {}}, &beat{cancel: func() {}}
-	m.track("c").beat = current
+	m.recordOf("c").beat = current
 	m.reportHeartbeat("c", old, errors.New("stale"), true)
 	if h, _ := m.Health("c"); h.Heartbeat != (Heartbeat{}) {
 		t.Errorf("a replaced loop's report was recorded: %+v", h.Heartbeat)
@@ -140,7 +140,7 @@ func TestStaleReportsAreIgnored(t *testing.T) {
 	}
 
 	watched, replaced := &Session{}, &Session{}
-	m.track("c").watched = watched
+	m.recordOf("c").watched = watched
 	m.exportsChanged("c", replaced)
 	if h, _ := m.Health("c"); !h.ExportsChangedAt.IsZero() {
 		t.Error("a replaced watch's change was recorded")

@@ -229,7 +229,7 @@ type Manager struct {
 	mu         sync.Mutex
 	sessions   map[string]*Session
 	candidates map[string]*Session
-	tracked    map[string]*tracked
+	records    map[string]*connRecord
 	listeners  []func(connection string)
 }
 
@@ -240,7 +240,7 @@ func NewManager(base context.Context, opts Options) *Manager {
 	return &Manager{
 		opts: opts, ctx: ctx, cancel: cancel,
 		changes:  make(chan event.TypedGenericEvent[*kbindv1alpha1.Connection], healthChangesBuffer),
-		sessions: map[string]*Session{}, candidates: map[string]*Session{}, tracked: map[string]*tracked{},
+		sessions: map[string]*Session{}, candidates: map[string]*Session{}, records: map[string]*connRecord{},
 	}
 }
 
