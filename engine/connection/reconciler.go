@@ -95,10 +95,6 @@ type Reconciler struct {
 	readyObserved perConnection[types.UID]
 }
 
-func (r *Reconciler) init() {
-	r.backoff = probeBackoff()
-}
-
 // validate refuses a Reconciler whose intervals were left unset: the
 // engine's Options fill them (engine.Options defaults), this package
 // defaults nothing.

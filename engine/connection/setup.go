@@ -27,7 +27,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
-	r.init()
+	r.backoff = probeBackoff()
 	metrics.AddHeartbeatSource(r.Sessions)
 	deleting := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !e.ObjectNew.GetDeletionTimestamp().IsZero()
