@@ -2,8 +2,8 @@ package related
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -263,11 +263,7 @@ func planSourcePlace(p *entryPlan, b Binding) (sourceNamespace string, sourceNam
 // nameKeys is one informer per source name (field selector metadata.name),
 // in sorted order, of resource in namespace.
 func nameKeys(resource kbindv1alpha1.RelatedResourceKind, namespace string, names map[string]string) []key {
-	sourceNames := make([]string, 0, len(names))
-	for n := range names {
-		sourceNames = append(sourceNames, n)
-	}
-	sort.Strings(sourceNames)
+	sourceNames := slices.Sorted(maps.Keys(names))
 	keys := make([]key, 0, len(sourceNames))
 	for _, n := range sourceNames {
 		keys = append(keys, key{resource: resource, namespace: namespace,

@@ -3,9 +3,10 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,11 +98,7 @@ func (c requestCounts) of(hostURL string, writesOnly bool) float64 {
 
 // String lists the counts, e.g. "127.0.0.1:4431 GET 10".
 func (c requestCounts) String() string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(c))
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %.0f", k, c[k]))
