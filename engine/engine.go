@@ -10,20 +10,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -114,19 +108,18 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	if err := (&connection.SecretReconciler{Client: mgr.GetClient(), SecretNamespaces: opts.SecretNamespaces}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the kubeconfig Secret controller: %w", err)
 	}
-	triggers := newTriggers(ctx, 2)
-	results := syncer.NewResults(triggers.fire)
-	// A new or stopped provider session (credential rotation, Ready lost)
-	// re-checks the Connection's bindings at once, so syncers restart on the
-	// new session without waiting for the resync.
-	sessions.Subscribe(func(connection string) { triggers.fire(connection, schema.GroupKind{}) })
+	wakeups := newWakeups(2)
+	if err := mgr.Add(wakeups.bindings); err != nil {
+		return nil, fmt.Errorf("adding the binding wake-ups: %w", err)
+	}
+	results := syncer.NewResults(wakeups.resultsChanged)
+	sessions.Subscribe(wakeups.sessionChanged)
 	context.AfterFunc(ctx, metrics.AddConflictSource(results))
 	context.AfterFunc(ctx, metrics.AddObjectSource(results))
 	registry := &syncer.Registry{
 		Consumer: mgr.GetClient(), Cache: mgr.GetCache(), Sessions: sessions,
 		Events: mgr.GetEventRecorder("kbind-konnector"), Results: results, Workers: opts.Workers, Base: ctx,
-		// Bindings report Synced=True once their syncers actually sync.
-		Notify: func(connection string) { triggers.fire(connection, schema.GroupKind{}) },
+		Notify: wakeups.syncerChanged,
 	}
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
@@ -135,68 +128,21 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	copier, err := related.NewCopier(ctx, related.Options{
 		Consumer: mgr.GetConfig(), ConsumerClient: direct, ConsumerCache: mgr.GetCache(), Events: mgr.GetEventRecorder("kbind-konnector"),
 		SecretNamespaces: opts.SecretNamespaces, WatchesPerNamespace: opts.RelatedWatchesPerNamespace,
-		// Related informer events re-check the Connection's bindings
-		// (SYNC-R2: changes arrive through watches, not the resync).
-		Trigger: func(c string) { triggers.fire(c, schema.GroupKind{}) },
+		Trigger: wakeups.relatedChanged,
 	})
 	if err != nil {
 		return nil, err
 	}
-	// An object deleted with the Orphan policy keeps the related copies
-	// made for it (relatedResources[].reference).
-	registry.ReleaseOrphaned = func(ctx context.Context, sess *session.Session, t syncer.Target, owner *unstructured.Unstructured) (bool, error) {
-		return copier.ReleaseOrphaned(ctx, sess, t.ClusterUID, t.Isolation, owner)
-	}
+	registry.ReleaseOrphaned = releaseOrphanedThrough(copier)
 	for i, namespaced := range []bool{false, true} {
 		if err := (&binding.Reconciler{
 			Client: mgr.GetClient(), Sessions: sessions, Installer: installer,
 			Namespaced: namespaced, Resync: opts.BindingResync,
-			Syncers: registry, Results: results, Triggers: triggers.channels[i],
+			Syncers: registry, Results: results, Triggers: wakeups.bindingTriggers(i),
 			Related: copier, Events: mgr.GetEventRecorder("kbind-konnector"),
 		}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the binding controllers: %w", err)
 		}
 	}
 	return &Engine{Sessions: sessions}, nil
-}
-
-// triggers fan instance-result changes out to the binding controllers, at
-// most once a second per Connection, so that a burst of object results
-// costs a handful of binding reconciles, not one each.
-type triggers struct {
-	ctx      context.Context
-	channels []chan event.GenericEvent
-	mu       sync.Mutex
-	pending  map[string]bool
-}
-
-func newTriggers(ctx context.Context, n int) *triggers {
-	t := &triggers{ctx: ctx, pending: map[string]bool{}}
-	for i := 0; i < n; i++ {
-		t.channels = append(t.channels, make(chan event.GenericEvent, 128))
-	}
-	return t
-}
-
-func (t *triggers) fire(connection string, _ schema.GroupKind) {
-	t.mu.Lock()
-	if t.pending[connection] {
-		t.mu.Unlock()
-		return
-	}
-	t.pending[connection] = true
-	t.mu.Unlock()
-	time.AfterFunc(time.Second, func() {
-		t.mu.Lock()
-		delete(t.pending, connection)
-		t.mu.Unlock()
-		obj := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: connection}}
-		for _, ch := range t.channels {
-			select {
-			case ch <- event.GenericEvent{Object: obj}:
-			case <-t.ctx.Done():
-				return
-			}
-		}
-	})
 }
