@@ -118,7 +118,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	context.AfterFunc(ctx, metrics.AddObjectSource(results))
 	registry := &syncer.Registry{
 		Consumer: mgr.GetClient(), Cache: mgr.GetCache(), Sessions: sessions,
-		Events: mgr.GetEventRecorder("kbind-konnector"), Results: results, Workers: opts.Workers, Base: ctx,
+		Events: mgr.GetEventRecorder("kbind-konnector"), Results: results, Workers: opts.Workers,
 		Notify: wakeups.syncerChanged,
 	}
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
@@ -133,7 +133,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	if err != nil {
 		return nil, err
 	}
+	if err := mgr.Add(copier); err != nil {
+		return nil, fmt.Errorf("adding the related copier: %w", err)
+	}
 	registry.ReleaseOrphaned = releaseOrphanedThrough(copier)
+	if err := mgr.Add(registry); err != nil {
+		return nil, fmt.Errorf("adding the syncer registry: %w", err)
+	}
 	for i, namespaced := range []bool{false, true} {
 		if err := (&binding.Reconciler{
 			Client: mgr.GetClient(), Sessions: sessions, Installer: installer,
