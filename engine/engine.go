@@ -26,7 +26,6 @@ import (
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/slim"
-	"github.com/kbind/kbind/engine/metrics"
 	"github.com/kbind/kbind/engine/related"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
@@ -114,8 +113,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	}
 	results := syncer.NewResults(wakeups.resultsChanged)
 	sessions.Subscribe(wakeups.sessionChanged)
-	context.AfterFunc(ctx, metrics.AddConflictSource(results))
-	context.AfterFunc(ctx, metrics.AddObjectSource(results))
+	if err := mgr.Add(metricSources{results: results}); err != nil {
+		return nil, fmt.Errorf("adding the result metrics: %w", err)
+	}
 	registry := &syncer.Registry{
 		Consumer: mgr.GetClient(), Cache: mgr.GetCache(), Sessions: sessions,
 		Events: mgr.GetEventRecorder("kbind-konnector"), Results: results, Workers: opts.Workers,
