@@ -3,6 +3,47 @@
 // Options, configures its manager's cache with ConfigureCache and calls
 // Setup.
 //
+// # Lifecycle
+//
+// The long-running parts of the engine are added to the manager, as
+// controllers or manager.Runnables, and run as long as the manager does
+// (the provider sessions and heartbeats aside, see below): mgr.Start
+// returning (SIGTERM cancels the konnector's context) means nothing of the
+// engine runs any more. Runnables that write to a cluster
+// need leader election (they run only in the elected konnector); the
+// others run in every replica.
+//
+// controller-runtime stops its runnables group by group, each group as a
+// whole and waiting for it (manager/runnable_group.go,
+// engageStopProcedure), in this order:
+//
+//  1. The runnables that need no leader election: the binding wake-ups
+//     (wake.Coalescer; see wakeups.go) and the result metric sources
+//     (metricSources). Producers of wake-ups keep running for a moment and
+//     their wake-ups are dropped, which costs nothing: what they would wake
+//     is stopping too.
+//  2. The leader-election group, together: the controllers (Connection,
+//     kubeconfig Secret, ClusterBinding, Binding), the syncer Registry,
+//     which stops every Syncer and waits for it (its workers, its provider
+//     Events forwarder), and the related Copier, which stops every related
+//     informer and waits for it. They stop in no order among themselves, so
+//     each is safe against the others: a binding reconcile that runs while
+//     they stop starts no Syncer (Registry.StopAll) and no informer
+//     (the Copier's goroutines refuse new ones).
+//  3. The caches, the consumer informers the Syncers' handlers were on:
+//     only now, so that no Syncer sees its informer go while it runs.
+//  4. The webhook and HTTP servers (metrics, probes), last, so that the
+//     probes and a last scrape answer while the rest stops.
+//
+// All of it within the manager's GracefulShutdownTimeout (30 s by
+// default): mgr.Start returns an error naming the grace period if a group
+// has not stopped by then, and the process exits anyway.
+//
+// The provider sessions (session.Manager) and the Connection heartbeats
+// still end with the context passed to Setup (in the konnector the same
+// as mgr.Start's); a Syncer also ends with its session, and is waited for
+// by the Registry either way.
+//
 // Requirement ids in comments (such as SYNC-R2) refer to docs/requirements.md.
 package engine
 
