@@ -6,6 +6,8 @@
 // core.kbind.io/syncer finalizer. It is driven by informers on both sides;
 // nothing is written when nothing changed.
 //
+// Requirement ids in comments (such as SYNC-D) refer to docs/requirements.md.
+//
 // # Why the Syncer runs its own queue and workers
 //
 // A Syncer could instead be a controller-runtime controller, built with
@@ -41,7 +43,7 @@
 //     says neither which side nor what was refused.
 //   - The event handlers are not plain enqueuers, so nothing would be
 //     saved: provider events end the apply de-duplication (applied),
-//     record the deletions release waits for (deletions), map a provider
+//     record the deletions release waits for, map a provider
 //     key back to its consumer key (origins, markers), and both sides
 //     stamp the first observation of a change for the end-to-end latency
 //     (consumerChanges, providerChanges), which processNext takes before a
@@ -58,8 +60,6 @@
 // per (Connection, API) and reused across restarts. `make bench` could not
 // decide this (the change was not made); revisit if controller-runtime lets
 // a controller's metrics be labelled by the caller and its name be freed.
-//
-// Requirement ids in comments (such as SYNC-D) refer to docs/requirements.md.
 package syncer
 
 import (
