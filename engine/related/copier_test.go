@@ -2,6 +2,7 @@ package related
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -181,12 +182,12 @@ func TestStartStopsInformers(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Start did not return after its context ended")
 	}
-	if _, err := running[ref{c.consumer, secrets}].state(); err != errStopped {
+	if _, err := running[ref{c.consumer, secrets}].state(); !errors.Is(err, errStopped) {
 		t.Errorf("a running informer after the stop: state %v, want errStopped", err)
 	}
 	configmaps := key{resource: kbindv1alpha1.RelatedResourceConfigMaps, namespace: "team-a", labels: "app=db"}
 	late, _ := c.use(Binding{UID: "b2", Connection: "two"}, []ref{{c.consumer, configmaps}}, nil)
-	if _, err := late[ref{c.consumer, configmaps}].state(); err != errStopped {
+	if _, err := late[ref{c.consumer, configmaps}].state(); !errors.Is(err, errStopped) {
 		t.Errorf("an informer started after the stop: state %v, want errStopped", err)
 	}
 	if c.goroutines.Go(func() {}) {
