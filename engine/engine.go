@@ -9,9 +9,9 @@
 // controllers or manager.Runnables, and run as long as the manager does
 // (the provider sessions and heartbeats aside, see below): mgr.Start
 // returning (SIGTERM cancels the konnector's context) means nothing of the
-// engine runs any more. Runnables that write to a cluster
-// need leader election (they run only in the elected konnector); the
-// others run in every replica.
+// engine runs any more. Runnables that write to a cluster need leader
+// election (they run only in the elected konnector); the others run in
+// every replica.
 //
 // controller-runtime stops its runnables group by group, each group as a
 // whole and waiting for it (manager/runnable_group.go,
