@@ -129,40 +129,11 @@ func DryRun(ctx context.Context, cfg *rest.Config, opts Options, out io.Writer) 
 		clk = clock.RealClock{}
 	}
 	tracker := liveness.NewTracker(clk, opts.StaleAfter)
-	scheme := runtime.NewScheme()
-	if err := AddToScheme(scheme); err != nil {
-		return err
-	}
-	cacheOpts := cache.Options{Scheme: scheme}
-	ConfigureCache(&cacheOpts)
-	leases, err := cache.New(cfg, cacheOpts)
-	if err != nil {
-		return fmt.Errorf("creating the Lease cache: %w", err)
-	}
-	inf, err := leases.GetInformer(ctx, &coordinationv1.Lease{})
-	if err != nil {
-		return fmt.Errorf("watching Leases: %w", err)
-	}
-	observe := func(obj any) {
-		if l, ok := obj.(*coordinationv1.Lease); ok {
-			renew := ""
-			if l.Spec.RenewTime != nil {
-				renew = l.Spec.RenewTime.UTC().String()
-			}
-			tracker.Observe(l.Namespace+"/"+l.Name, renew)
-		}
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
-	}); err != nil {
-		return err
-	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { _ = leases.Start(cctx) }()
-	if !leases.WaitForCacheSync(cctx) {
-		return fmt.Errorf("the Lease cache did not sync")
+	leases, err := watchLeases(cctx, cfg, tracker)
+	if err != nil {
+		return err
 	}
 	logger.Info("Dry run: watching heartbeat Leases for the stale window before judging them (nothing will be changed)", "staleAfter", opts.StaleAfter.String())
 	select {
@@ -175,25 +146,7 @@ func DryRun(ctx context.Context, cfg *rest.Config, opts Options, out io.Writer) 
 	if err := leases.List(ctx, &list); err != nil {
 		return fmt.Errorf("listing Leases: %w", err)
 	}
-	byConsumer := map[string][]liveness.State{}
-	takenOver := map[string]int{}
-	for i := range list.Items {
-		l := &list.Items[i]
-		uid, err := liveness.Attribute(l.Labels, l.Annotations, l.Spec.HolderIdentity)
-		var taken *liveness.TakenOver
-		switch {
-		case errors.As(err, &taken):
-			logger.Info("Heartbeat Lease taken over: its holder is not the consumer cluster its markers name; it does not count for that consumer, which is not reaped while it lasts",
-				"namespace", l.Namespace, "name", l.Name, "consumerClusterUID", taken.Consumer, "holder", taken.Holder)
-			takenOver[taken.Consumer]++
-			continue
-		case err != nil:
-			logger.Info("Ignoring a managed Lease that names no consumer cluster", "namespace", l.Namespace, "name", l.Name, "problem", err.Error())
-			continue
-		}
-		observe(l)
-		byConsumer[uid] = append(byConsumer[uid], tracker.State(l.Namespace+"/"+l.Name))
-	}
+	byConsumer, takenOver := dryRunStates(ctx, list.Items, tracker)
 	uids := make([]string, 0, len(byConsumer))
 	for uid := range byConsumer {
 		uids = append(uids, uid)
@@ -214,31 +167,112 @@ func DryRun(ctx context.Context, cfg *rest.Config, opts Options, out io.Writer) 
 			logger.Info("Would not reap the consumer: another of its Leases is taken over", "consumerClusterUID", uid, "takenOver", n)
 			continue
 		}
-		plan, err := r.Plan(ctx, uid)
-		if err != nil {
-			return fmt.Errorf("planning consumer %s: %w", uid, err)
-		}
-		for _, o := range plan.Objects() {
-			fmt.Fprintf(out, "would delete %s (consumer %s)\n", o, uid)
-		}
-		kept := make([]string, 0, len(plan.Kept))
-		for ns := range plan.Kept {
-			kept = append(kept, ns)
-		}
-		sort.Strings(kept)
-		for _, ns := range kept {
-			logger.Info("Would keep a namespace created for the consumer", "consumerClusterUID", uid, "namespace", ns, "reason", plan.Kept[ns].Reason)
-		}
-		if len(plan.Undiscovered) > 0 {
-			logger.Info("Some API groups could not be discovered; their objects are not in the list", "consumerClusterUID", uid, "groupVersions", plan.Undiscovered)
-		}
-		if len(plan.Unlisted) > 0 {
-			logger.Info("Could not list some resources; their objects are not in the list", "consumerClusterUID", uid, "resources", plan.Unlisted)
-		}
-		if plan.LeasesKept != "" {
-			logger.Info("Would keep the consumer's Leases: reaping cannot finish yet", "consumerClusterUID", uid, "reason", plan.LeasesKept)
+		if err := dryRunConsumer(ctx, r, uid, out); err != nil {
+			return err
 		}
 	}
 	logger.Info("Dry run done", "consumers", len(uids), "stale", stale)
+	return nil
+}
+
+// watchLeases starts a cache of the heartbeat Leases, until ctx ends, that
+// shows tracker every renewal, and waits for it to sync.
+func watchLeases(ctx context.Context, cfg *rest.Config, tracker *liveness.Tracker) (cache.Cache, error) {
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	cacheOpts := cache.Options{Scheme: scheme}
+	ConfigureCache(&cacheOpts)
+	leases, err := cache.New(cfg, cacheOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the Lease cache: %w", err)
+	}
+	inf, err := leases.GetInformer(ctx, &coordinationv1.Lease{})
+	if err != nil {
+		return nil, fmt.Errorf("watching Leases: %w", err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { observeLease(tracker, obj) },
+		UpdateFunc: func(_, obj any) { observeLease(tracker, obj) },
+	}); err != nil {
+		return nil, err
+	}
+	go func() { _ = leases.Start(ctx) }()
+	if !leases.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the Lease cache did not sync")
+	}
+	return leases, nil
+}
+
+// observeLease shows tracker the renewTime of obj when it is a Lease.
+func observeLease(tracker *liveness.Tracker, obj any) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	renew := ""
+	if l.Spec.RenewTime != nil {
+		renew = l.Spec.RenewTime.UTC().String()
+	}
+	tracker.Observe(l.Namespace+"/"+l.Name, renew)
+}
+
+// dryRunStates attributes each Lease to its consumer cluster and returns
+// the liveness states of each consumer's Leases and, per consumer, how
+// many of its Leases are taken over (logged, and not counted); a Lease
+// that names no consumer is logged and ignored.
+func dryRunStates(ctx context.Context, leases []coordinationv1.Lease, tracker *liveness.Tracker) (byConsumer map[string][]liveness.State, takenOver map[string]int) {
+	logger := log.FromContext(ctx)
+	byConsumer, takenOver = map[string][]liveness.State{}, map[string]int{}
+	for i := range leases {
+		l := &leases[i]
+		uid, err := liveness.Attribute(l.Labels, l.Annotations, l.Spec.HolderIdentity)
+		var taken *liveness.TakenOver
+		switch {
+		case errors.As(err, &taken):
+			logger.Info("Heartbeat Lease taken over: its holder is not the consumer cluster its markers name; it does not count for that consumer, which is not reaped while it lasts",
+				"namespace", l.Namespace, "name", l.Name, "consumerClusterUID", taken.Consumer, "holder", taken.Holder)
+			takenOver[taken.Consumer]++
+			continue
+		case err != nil:
+			logger.Info("Ignoring a managed Lease that names no consumer cluster", "namespace", l.Namespace, "name", l.Name, "problem", err.Error())
+			continue
+		}
+		observeLease(tracker, l)
+		byConsumer[uid] = append(byConsumer[uid], tracker.State(l.Namespace+"/"+l.Name))
+	}
+	return byConsumer, takenOver
+}
+
+// dryRunConsumer plans reaping the stale consumer uid and writes what it
+// would delete to out; what it would keep, and what it could not read, is
+// logged.
+func dryRunConsumer(ctx context.Context, r *reaper.Reaper, uid string, out io.Writer) error {
+	logger := log.FromContext(ctx)
+	plan, err := r.Plan(ctx, uid)
+	if err != nil {
+		return fmt.Errorf("planning consumer %s: %w", uid, err)
+	}
+	for _, o := range plan.Objects() {
+		fmt.Fprintf(out, "would delete %s (consumer %s)\n", o, uid)
+	}
+	kept := make([]string, 0, len(plan.Kept))
+	for ns := range plan.Kept {
+		kept = append(kept, ns)
+	}
+	sort.Strings(kept)
+	for _, ns := range kept {
+		logger.Info("Would keep a namespace created for the consumer", "consumerClusterUID", uid, "namespace", ns, "reason", plan.Kept[ns].Reason)
+	}
+	if len(plan.Undiscovered) > 0 {
+		logger.Info("Some API groups could not be discovered; their objects are not in the list", "consumerClusterUID", uid, "groupVersions", plan.Undiscovered)
+	}
+	if len(plan.Unlisted) > 0 {
+		logger.Info("Could not list some resources; their objects are not in the list", "consumerClusterUID", uid, "resources", plan.Unlisted)
+	}
+	if plan.LeasesKept != "" {
+		logger.Info("Would keep the consumer's Leases: reaping cannot finish yet", "consumerClusterUID", uid, "reason", plan.LeasesKept)
+	}
 	return nil
 }

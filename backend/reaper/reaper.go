@@ -325,8 +325,11 @@ func (r *Reaper) Plan(ctx context.Context, uid string) (*Plan, error) {
 type pass struct {
 	uid        string
 	stillStale func() bool
-	refused    int
-	stopped    bool
+	// resources and undiscovered are what discovery found at the start.
+	resources    []Resource
+	undiscovered []string
+	refused      int
+	stopped      bool
 	// found counts the consumer's objects the pass listed, per phase
 	// reached (kbind_backend_reap_candidates).
 	found int
@@ -347,7 +350,7 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 	if err != nil {
 		return Waiting, err
 	}
-	p := &pass{uid: uid, stillStale: stillStale}
+	p := &pass{uid: uid, stillStale: stillStale, resources: resources, undiscovered: undiscovered}
 	defer func() { recordCandidates(uid, v, p.found) }()
 	// Like a list that failed: the consumer's objects in these groups are
 	// unknown, so the pass must not finish (its Leases stay, it stays
@@ -358,32 +361,50 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 	// be gone, since a provider controller finalizing a copy may still need
 	// its related Secret.
 	for _, phase := range []Phase{PhaseCopies, PhaseRelated} {
-		f := r.collect(ctx, resources, uid, phase)
-		r.report(ctx, p, f)
-		objs := f.byPhase[phase]
-		p.found += len(objs)
-		if len(objs) == 0 {
-			continue
-		}
-		refusedBefore := p.refused
-		refusedKeys := r.deleteAll(ctx, p, objs)
-		if p.stopped {
-			return Stopped, nil
-		}
-		left := r.collect(ctx, resources, uid, phase)
-		remaining := 0
-		for _, o := range left.byPhase[phase] {
-			if !refusedKeys[o.Key()] {
-				remaining++
-			}
-		}
-		if v := PhaseVerdict(remaining, p.refused-refusedBefore); v == Waiting {
-			logger.V(1).Info("Waiting for deletions to finish", "phase", phase.String(), "left", remaining)
-			return Waiting, nil
+		if end, v := r.reapPhase(ctx, p, phase); end {
+			return v, nil
 		}
 	}
+	return r.reapNamespacesAndLeases(ctx, p), nil
+}
 
-	f := r.collect(ctx, resources, uid, PhaseNamespaces, PhaseLeases)
+// reapPhase deletes the consumer's objects of one phase and says whether
+// the pass ends there, and how: Stopped when the consumer stopped being
+// stale, Waiting while objects it deleted are still there (a refused one
+// does not make it wait: waiting would not help).
+func (r *Reaper) reapPhase(ctx context.Context, p *pass, phase Phase) (end bool, v Verdict) {
+	f := r.collect(ctx, p.resources, p.uid, phase)
+	r.report(ctx, p, f)
+	objs := f.byPhase[phase]
+	p.found += len(objs)
+	if len(objs) == 0 {
+		return false, Done
+	}
+	refusedBefore := p.refused
+	refusedKeys := r.deleteAll(ctx, p, objs)
+	if p.stopped {
+		return true, Stopped
+	}
+	left := r.collect(ctx, p.resources, p.uid, phase)
+	remaining := 0
+	for _, o := range left.byPhase[phase] {
+		if !refusedKeys[o.Key()] {
+			remaining++
+		}
+	}
+	if v := PhaseVerdict(remaining, p.refused-refusedBefore); v == Waiting {
+		log.FromContext(ctx).V(1).Info("Waiting for deletions to finish", "phase", phase.String(), "left", remaining)
+		return true, Waiting
+	}
+	return false, Done
+}
+
+// reapNamespacesAndLeases ends the pass once the copies are gone: the
+// consumer's namespaces that hold nothing else go, then — unless something
+// was refused, which keeps them so the consumer stays reported — its
+// Leases and the namespaces that held only those.
+func (r *Reaper) reapNamespacesAndLeases(ctx context.Context, p *pass) Verdict {
+	f := r.collect(ctx, p.resources, p.uid, PhaseNamespaces, PhaseLeases)
 	r.report(ctx, p, f)
 	for _, res := range f.unlisted {
 		if res == "leases.coordination.k8s.io" {
@@ -394,15 +415,37 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 	}
 	leases := f.byPhase[PhaseLeases]
 	p.found += len(leases) + len(f.byPhase[PhaseNamespaces])
-	ownLease := keySet(leases)
-	// Namespaces that hold nothing else go now; those that hold only the
-	// consumer's Leases go right after the Leases.
-	var deferred []Object
-	for _, ns := range f.byPhase[PhaseNamespaces] {
+	deferred := r.reapEmptyNamespaces(ctx, p, f.byPhase[PhaseNamespaces], keySet(leases))
+	if p.stopped {
+		return Stopped
+	}
+	if p.refused > 0 {
+		log.FromContext(ctx).Info("Reaping cannot finish (a deletion was refused, a list failed or an API group could not be discovered); keeping the consumer's Leases so it stays reported and is retried", "refused", p.refused)
+		return Blocked
+	}
+
+	r.deleteAll(ctx, p, leases)
+	if p.stopped {
+		return Stopped
+	}
+	r.reapDeferredNamespaces(ctx, p, deferred)
+	if p.refused > 0 {
+		return Blocked
+	}
+	return Done
+}
+
+// reapEmptyNamespaces deletes the consumer's namespaces that hold nothing
+// else and returns those that hold only its Leases (ownLease), to delete
+// right after them; one kept for now counts as refused. It stops early
+// when the pass is stopped.
+func (r *Reaper) reapEmptyNamespaces(ctx context.Context, p *pass, namespaces []Object, ownLease map[string]bool) (deferred []Object) {
+	logger := log.FromContext(ctx)
+	for _, ns := range namespaces {
 		if ns.Terminating {
 			continue
 		}
-		d := DecideNamespace(r.contents(ctx, resources, undiscovered, ns.Name), func(o Object) bool { return ownLease[o.Key()] })
+		d := DecideNamespace(r.contents(ctx, p.resources, p.undiscovered, ns.Name), func(o Object) bool { return ownLease[o.Key()] })
 		switch d.Fate {
 		case KeepNamespace:
 			if d.Retry {
@@ -416,35 +459,29 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 		case DeleteNamespace:
 			r.deleteAll(ctx, p, []Object{ns})
 			if p.stopped {
-				return Stopped, nil
+				return nil
 			}
 		}
 	}
-	if p.refused > 0 {
-		logger.Info("Reaping cannot finish (a deletion was refused, a list failed or an API group could not be discovered); keeping the consumer's Leases so it stays reported and is retried", "refused", p.refused)
-		return Blocked, nil
-	}
+	return deferred
+}
 
-	r.deleteAll(ctx, p, leases)
-	if p.stopped {
-		return Stopped, nil
-	}
+// reapDeferredNamespaces deletes, after the consumer's Leases, the
+// namespaces that held only those, unless something moved in meanwhile or
+// they cannot be listed now.
+func (r *Reaper) reapDeferredNamespaces(ctx context.Context, p *pass, deferred []Object) {
 	for _, ns := range deferred {
-		if d := DecideNamespace(r.contents(ctx, resources, undiscovered, ns.Name), func(Object) bool { return false }); d.Fate != DeleteNamespace {
+		if d := DecideNamespace(r.contents(ctx, p.resources, p.undiscovered, ns.Name), func(Object) bool { return false }); d.Fate != DeleteNamespace {
 			// Something moved in meanwhile, or it cannot be listed now.
 			reason := d.Reason
 			if reason == "" {
 				reason = "it still holds a Lease of the consumer"
 			}
-			logger.Info("Keeping a namespace created for the consumer after deleting its Leases", "namespace", ns.Name, "reason", reason)
+			log.FromContext(ctx).Info("Keeping a namespace created for the consumer after deleting its Leases", "namespace", ns.Name, "reason", reason)
 			continue
 		}
 		r.deleteAll(ctx, p, []Object{ns})
 	}
-	if p.refused > 0 {
-		return Blocked, nil
-	}
-	return Done, nil
 }
 
 // report logs and counts what a listing round could not list; failures

@@ -125,29 +125,9 @@ func security(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) ([]stri
 	if c == nil {
 		c = &corev1.SecurityContext{}
 	}
-	user, group := pod.RunAsUser, pod.RunAsGroup
-	if c.RunAsUser != nil {
-		user = c.RunAsUser
-	}
-	if c.RunAsGroup != nil {
-		group = c.RunAsGroup
-	}
-	nonRoot := (pod.RunAsNonRoot != nil && *pod.RunAsNonRoot) || (c.RunAsNonRoot != nil && *c.RunAsNonRoot)
-	var out []string
-	switch {
-	case user == nil && nonRoot:
-		// The kubelet would check the image's USER; the charts always
-		// name the user, so insist on it here.
-		return nil, fmt.Errorf("runAsNonRoot without runAsUser is not reproduced")
-	case user != nil:
-		if nonRoot && *user == 0 {
-			return nil, fmt.Errorf("runAsNonRoot with runAsUser 0: the kubelet refuses to start it")
-		}
-		u := strconv.FormatInt(*user, 10)
-		if group != nil {
-			u += ":" + strconv.FormatInt(*group, 10)
-		}
-		out = append(out, "--user", u)
+	out, err := userFlags(pod, c)
+	if err != nil {
+		return nil, err
 	}
 	if c.Privileged != nil && *c.Privileged {
 		return nil, fmt.Errorf("privileged containers are not reproduced")
@@ -158,29 +138,78 @@ func security(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) ([]stri
 	if c.AllowPrivilegeEscalation != nil && !*c.AllowPrivilegeEscalation {
 		out = append(out, "--security-opt", "no-new-privileges")
 	}
-	if c.Capabilities != nil {
-		for _, d := range c.Capabilities.Drop {
-			out = append(out, "--cap-drop", string(d))
-		}
-		for _, a := range c.Capabilities.Add {
-			out = append(out, "--cap-add", string(a))
-		}
-	}
+	out = append(out, capabilityFlags(c.Capabilities)...)
 	seccomp := pod.SeccompProfile
 	if c.SeccompProfile != nil {
 		seccomp = c.SeccompProfile
 	}
-	if seccomp != nil {
-		switch seccomp.Type {
-		case corev1.SeccompProfileTypeRuntimeDefault:
-			// Docker's default profile.
-		case corev1.SeccompProfileTypeUnconfined:
-			out = append(out, "--security-opt", "seccomp=unconfined")
-		default:
-			return nil, fmt.Errorf("seccomp profile %q is not reproduced", seccomp.Type)
-		}
+	flags, err := seccompFlags(seccomp)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return append(out, flags...), nil
+}
+
+// userFlags maps runAsUser, runAsGroup and runAsNonRoot (the container's
+// win over the Pod's) to docker's --user, refusing what the kubelet would
+// refuse or what depends on the image's USER.
+func userFlags(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) ([]string, error) {
+	user, group := pod.RunAsUser, pod.RunAsGroup
+	if c.RunAsUser != nil {
+		user = c.RunAsUser
+	}
+	if c.RunAsGroup != nil {
+		group = c.RunAsGroup
+	}
+	nonRoot := (pod.RunAsNonRoot != nil && *pod.RunAsNonRoot) || (c.RunAsNonRoot != nil && *c.RunAsNonRoot)
+	switch {
+	case user == nil && nonRoot:
+		// The kubelet would check the image's USER; the charts always
+		// name the user, so insist on it here.
+		return nil, fmt.Errorf("runAsNonRoot without runAsUser is not reproduced")
+	case user == nil:
+		return nil, nil
+	case nonRoot && *user == 0:
+		return nil, fmt.Errorf("runAsNonRoot with runAsUser 0: the kubelet refuses to start it")
+	}
+	u := strconv.FormatInt(*user, 10)
+	if group != nil {
+		u += ":" + strconv.FormatInt(*group, 10)
+	}
+	return []string{"--user", u}, nil
+}
+
+// capabilityFlags maps dropped and added capabilities to docker flags.
+func capabilityFlags(caps *corev1.Capabilities) []string {
+	if caps == nil {
+		return nil
+	}
+	var out []string
+	for _, d := range caps.Drop {
+		out = append(out, "--cap-drop", string(d))
+	}
+	for _, a := range caps.Add {
+		out = append(out, "--cap-add", string(a))
+	}
+	return out
+}
+
+// seccompFlags maps a seccomp profile to docker flags: RuntimeDefault is
+// docker's default profile, Unconfined turns it off, a Localhost profile
+// is not reproduced.
+func seccompFlags(seccomp *corev1.SeccompProfile) ([]string, error) {
+	if seccomp == nil {
+		return nil, nil
+	}
+	switch seccomp.Type {
+	case corev1.SeccompProfileTypeRuntimeDefault:
+		// Docker's default profile.
+		return nil, nil
+	case corev1.SeccompProfileTypeUnconfined:
+		return []string{"--security-opt", "seccomp=unconfined"}, nil
+	default:
+		return nil, fmt.Errorf("seccomp profile %q is not reproduced", seccomp.Type)
+	}
 }
 
 // resources maps the memory limit, CPU limit and CPU request to docker's

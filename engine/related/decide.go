@@ -177,7 +177,6 @@ func notManaged() labels.Requirement {
 // ClusterBinding under isolation too: the owner says which consumer
 // namespace its related object belongs in.
 func planEntries(b Binding, denied map[string]bool) []entryPlan {
-	namespace := b.Namespace
 	out := make([]entryPlan, 0, len(b.Entries))
 	for i, e := range b.Entries {
 		p := entryPlan{index: i, id: EntryID(e), entry: e, source: consumerSide}
@@ -185,68 +184,96 @@ func planEntries(b Binding, denied map[string]bool) []entryPlan {
 			p.source = providerSide
 		}
 		if e.Reference != nil {
-			planReference(&p, namespace, denied, b.Owners)
-			out = append(out, p)
-			continue
-		}
-		sourceNamespace := namespace
-		// sourceName is the source object's name for an entry name.
-		sourceName := func(n string) string { return n }
-		if e.Direction == kbindv1alpha1.FromProvider {
-			sourceNamespace = b.scope(providerSide)
-			switch {
-			case b.Isolation.Isolated() && namespace == "":
-				p.skip = fmt.Sprintf("relatedResources[%d]: a ClusterBinding of an isolated Connection cannot copy %s FromProvider, because the provider namespace does not say which consumer namespace they belong in; list the entry on a Binding in the consumer namespace that should receive them", i, e.Resource)
-				out = append(out, p)
-				continue
-			case namespace != "":
-				p.home, p.iso = namespace, b.Isolation
-				sourceName = func(n string) string {
-					at, err := b.Isolation.Object(types.NamespacedName{Namespace: namespace, Name: n})
-					if err != nil {
-						return n // only a cluster-scoped key fails, and this one has a namespace
-					}
-					return at.Name
-				}
-			}
-		}
-		var sel labels.Selector
-		if ls := e.Selector.LabelSelector; ls != nil && (len(ls.MatchLabels) > 0 || len(ls.MatchExpressions) > 0) {
-			s, err := metav1.LabelSelectorAsSelector(ls)
-			if err != nil {
-				p.skip, p.keep = fmt.Sprintf("relatedResources[%d] has an invalid labelSelector: %v; nothing is copied", i, err), true
-				out = append(out, p)
-				continue
-			}
-			sel = s
-		}
-		if len(e.Selector.Names) > 0 {
-			p.names = map[string]string{}
-			for _, n := range e.Selector.Names {
-				p.names[sourceName(n)] = n
-			}
-		}
-		switch {
-		case namespace != "" && denied[namespace]:
-			p.skip, p.names = fmt.Sprintf("relatedResources[%d]: kbind never copies %s from or into namespace %s", i, e.Resource, namespace), nil
-		case sel != nil:
-			p.keys = []key{{resource: e.Resource, namespace: sourceNamespace, labels: sel.Add(notManaged()).String()}}
-		case len(e.Selector.Names) > 0:
-			sourceNames := make([]string, 0, len(p.names))
-			for n := range p.names {
-				sourceNames = append(sourceNames, n)
-			}
-			sort.Strings(sourceNames)
-			for _, n := range sourceNames {
-				p.keys = append(p.keys, key{resource: e.Resource, namespace: sourceNamespace,
-					labels: labels.NewSelector().Add(notManaged()).String(), fields: fields.OneTermEqualSelector("metadata.name", n).String()})
-			}
-		default:
-			p.skip, p.keep = fmt.Sprintf("relatedResources[%d] has no selector: nothing is copied (kbind never copies every %s in scope)", i, e.Resource), true
+			planReference(&p, b.Namespace, denied, b.Owners)
+		} else {
+			planSelected(&p, b, denied)
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// planSelected plans an entry that selects its sources by label selector
+// or by names: one informer for the selector, or one per name when it
+// selects by names only. An entry with neither, or with an invalid label
+// selector, keeps its copies and copies nothing; one in a denied namespace
+// copies nothing.
+func planSelected(p *entryPlan, b Binding, denied map[string]bool) {
+	i, e, namespace := p.index, p.entry, b.Namespace
+	sourceNamespace, sourceName, ok := planSourcePlace(p, b)
+	if !ok {
+		return
+	}
+	var sel labels.Selector
+	if ls := e.Selector.LabelSelector; ls != nil && (len(ls.MatchLabels) > 0 || len(ls.MatchExpressions) > 0) {
+		s, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			p.skip, p.keep = fmt.Sprintf("relatedResources[%d] has an invalid labelSelector: %v; nothing is copied", i, err), true
+			return
+		}
+		sel = s
+	}
+	if len(e.Selector.Names) > 0 {
+		p.names = map[string]string{}
+		for _, n := range e.Selector.Names {
+			p.names[sourceName(n)] = n
+		}
+	}
+	switch {
+	case namespace != "" && denied[namespace]:
+		p.skip, p.names = fmt.Sprintf("relatedResources[%d]: kbind never copies %s from or into namespace %s", i, e.Resource, namespace), nil
+	case sel != nil:
+		p.keys = []key{{resource: e.Resource, namespace: sourceNamespace, labels: sel.Add(notManaged()).String()}}
+	case len(e.Selector.Names) > 0:
+		p.keys = nameKeys(e.Resource, sourceNamespace, p.names)
+	default:
+		p.skip, p.keep = fmt.Sprintf("relatedResources[%d] has no selector: nothing is copied (kbind never copies every %s in scope)", i, e.Resource), true
+	}
+}
+
+// planSourcePlace returns where a selecting entry's sources are read: the
+// binding's namespace, or for a FromProvider entry its provider place,
+// and sourceName, the source object's name for an entry name. A Binding's
+// FromProvider entry reads only its own namespace's provider objects (its
+// home), at their mapped provider names; a ClusterBinding's under
+// isolation copies nothing: ok is false and p.skip says why.
+func planSourcePlace(p *entryPlan, b Binding) (sourceNamespace string, sourceName func(string) string, ok bool) {
+	namespace := b.Namespace
+	sourceName = func(n string) string { return n }
+	if p.entry.Direction != kbindv1alpha1.FromProvider {
+		return namespace, sourceName, true
+	}
+	switch {
+	case b.Isolation.Isolated() && namespace == "":
+		p.skip = fmt.Sprintf("relatedResources[%d]: a ClusterBinding of an isolated Connection cannot copy %s FromProvider, because the provider namespace does not say which consumer namespace they belong in; list the entry on a Binding in the consumer namespace that should receive them", p.index, p.entry.Resource)
+		return "", nil, false
+	case namespace != "":
+		p.home, p.iso = namespace, b.Isolation
+		sourceName = func(n string) string {
+			at, err := b.Isolation.Object(types.NamespacedName{Namespace: namespace, Name: n})
+			if err != nil {
+				return n // only a cluster-scoped key fails, and this one has a namespace
+			}
+			return at.Name
+		}
+	}
+	return b.scope(providerSide), sourceName, true
+}
+
+// nameKeys is one informer per source name (field selector metadata.name),
+// in sorted order, of resource in namespace.
+func nameKeys(resource kbindv1alpha1.RelatedResourceKind, namespace string, names map[string]string) []key {
+	sourceNames := make([]string, 0, len(names))
+	for n := range names {
+		sourceNames = append(sourceNames, n)
+	}
+	sort.Strings(sourceNames)
+	keys := make([]key, 0, len(sourceNames))
+	for _, n := range sourceNames {
+		keys = append(keys, key{resource: resource, namespace: namespace,
+			labels: labels.NewSelector().Add(notManaged()).String(), fields: fields.OneTermEqualSelector("metadata.name", n).String()})
+	}
+	return keys
 }
 
 // copiesKey is the informer of a side's copies in a binding's scope,

@@ -721,37 +721,51 @@ func (r *syncRun) collect(ctx context.Context) {
 		for _, kind := range relatedKinds {
 			i, err := r.copies(s, kind)
 			if err != nil {
-				switch {
-				case errors.Is(err, ErrNotReadYet):
-					r.res.NotReadYet = true
-				case isForbidden(err) && r.targeted[s.String()+"/"+string(kind)]:
-					r.forbidden[fmt.Sprintf("list %s (%s side)", kind, s)] = true
-				case !isForbidden(err):
-					r.failures = append(r.failures, fmt.Errorf("reading the related copies (%s, %s side): %w", kind, s, err))
-				}
+				r.copiesUnread(s, kind, err)
 				continue
 			}
 			for _, obj := range i.objects(r.b.UID) {
-				objKey := claimKey(s, kind, client.ObjectKeyFromObject(obj))
-				owner := obj.GetAnnotations()[kbindv1alpha1.RelatedBindingAnnotation]
-				if !collectable(owner, r.b.UID, s, objKey, r.claims, r.kept, r.current, r.unreadTargets[s.String()+"/"+string(kind)]) {
-					if s == providerSide {
-						r.providerCopies[string(kind)+" "+obj.GetNamespace()+"/"+obj.GetName()] = true
-					}
-					continue
-				}
-				if err := deleteCopy(ctx, r.targets[s], obj); err != nil {
-					r.failures = append(r.failures, fmt.Errorf("deleting related copy %s on the %s side: %w", objKey, s, err))
-					continue
-				}
-				log.FromContext(ctx).V(1).Info("Deleted related copy", "side", s.String(), "resource", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
-				if _, stray := r.strays[objKey]; stray {
-					r.c.opts.Events.Eventf(r.b.Object, obj, corev1.EventTypeWarning, "RelatedSkipped", "Delete",
-						"deleted %s %s/%s: kbind copied it before from a provider object that is not consumer namespace %s's, which a Binding never copies",
-						singular(kind), obj.GetNamespace(), obj.GetName(), obj.GetNamespace())
-				}
+				r.collectCopy(ctx, s, kind, obj)
 			}
 		}
+	}
+}
+
+// copiesUnread records why the copies of kind on side s could not be
+// read: not read yet, forbidden where an entry targets them (a missing
+// permission), or another failure; forbidden elsewhere is no concern.
+func (r *syncRun) copiesUnread(s side, kind kbindv1alpha1.RelatedResourceKind, err error) {
+	switch {
+	case errors.Is(err, ErrNotReadYet):
+		r.res.NotReadYet = true
+	case isForbidden(err) && r.targeted[s.String()+"/"+string(kind)]:
+		r.forbidden[fmt.Sprintf("list %s (%s side)", kind, s)] = true
+	case !isForbidden(err):
+		r.failures = append(r.failures, fmt.Errorf("reading the related copies (%s, %s side): %w", kind, s, err))
+	}
+}
+
+// collectCopy deletes one copy of this binding when it is collectable; a
+// provider copy that stays is remembered. A copy deleted that was made
+// before from a stray provider object gets a Warning Event.
+func (r *syncRun) collectCopy(ctx context.Context, s side, kind kbindv1alpha1.RelatedResourceKind, obj client.Object) {
+	objKey := claimKey(s, kind, client.ObjectKeyFromObject(obj))
+	owner := obj.GetAnnotations()[kbindv1alpha1.RelatedBindingAnnotation]
+	if !collectable(owner, r.b.UID, s, objKey, r.claims, r.kept, r.current, r.unreadTargets[s.String()+"/"+string(kind)]) {
+		if s == providerSide {
+			r.providerCopies[string(kind)+" "+obj.GetNamespace()+"/"+obj.GetName()] = true
+		}
+		return
+	}
+	if err := deleteCopy(ctx, r.targets[s], obj); err != nil {
+		r.failures = append(r.failures, fmt.Errorf("deleting related copy %s on the %s side: %w", objKey, s, err))
+		return
+	}
+	log.FromContext(ctx).V(1).Info("Deleted related copy", "side", s.String(), "resource", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
+	if _, stray := r.strays[objKey]; stray {
+		r.c.opts.Events.Eventf(r.b.Object, obj, corev1.EventTypeWarning, "RelatedSkipped", "Delete",
+			"deleted %s %s/%s: kbind copied it before from a provider object that is not consumer namespace %s's, which a Binding never copies",
+			singular(kind), obj.GetNamespace(), obj.GetName(), obj.GetNamespace())
 	}
 }
 

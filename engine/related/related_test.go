@@ -201,14 +201,15 @@ func TestFromConsumerConfigMapsNamesAndEntries(t *testing.T) {
 	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-b", Name: "other"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("an unselected ConfigMap was copied: %v", err)
 	}
-	// Removing the second entry deletes its copies only.
-	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-		t.Fatal(err)
-	}
-	b.Spec.RelatedResources = []kbindv1alpha1.RelatedResource{byName}
-	if err := env.Consumer.Update(ctx, b); err != nil {
-		t.Fatal(err)
-	}
+	// Removing the second entry deletes its copies only. The controller
+	// writes the binding's status meanwhile: read again on a conflict.
+	enginetest.Eventually(t, "the second entry removed", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		b.Spec.RelatedResources = []kbindv1alpha1.RelatedResource{byName}
+		return env.Consumer.Update(ctx, b)
+	})
 	waitAbsent(t, env.Provider, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-b", Name: "extra"}})
 	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-b", Name: "settings"}, &corev1.ConfigMap{}); err != nil {
 		t.Errorf("the first entry's copy went with the second entry: %v", err)

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -172,15 +173,9 @@ func BuiltInGroup(group string) bool {
 // a failure of the whole discovery or of the /openapi/v3 index is an error.
 func (d *Discoverer) OpenAPIExports(ctx context.Context) (exports []kbindv1alpha1.ExportedAPI, unreadable []GroupError, err error) {
 	logger := log.FromContext(ctx)
-	lists, err := d.Discovery.ServerPreferredResources()
-	failed := &discovery.ErrGroupDiscoveryFailed{}
-	switch {
-	case errors.As(err, &failed):
-		for gv, gerr := range failed.Groups {
-			unreadable = append(unreadable, GroupError{Group: gv.Group, Err: &ListError{Verb: "discover", Resource: gv.String(), Err: gerr}})
-		}
-	case err != nil:
-		return nil, nil, &ListError{Verb: "discover", Resource: "server API groups", Err: err}
+	lists, unreadable, err := d.preferredResources()
+	if err != nil {
+		return nil, nil, err
 	}
 	groups, err := d.Discovery.ServerGroups()
 	if err != nil {
@@ -197,43 +192,17 @@ func (d *Discoverer) OpenAPIExports(ctx context.Context) (exports []kbindv1alpha
 		return nil, nil, &ListError{Verb: "get", Resource: "/openapi/v3", Err: err}
 	}
 
-	docs := map[schema.GroupVersion]*spec3.OpenAPI{}
+	docs := &openAPIDocs{paths: paths, docs: map[schema.GroupVersion]*spec3.OpenAPI{}}
 	for _, list := range lists {
 		gv, err := schema.ParseGroupVersion(list.GroupVersion)
 		if err != nil || BuiltInGroup(gv.Group) {
 			continue
 		}
-		for _, res := range list.APIResources {
-			if strings.Contains(res.Name, "/") {
-				continue // subresource
-			}
-			doc, ok := docs[gv]
-			if !ok {
-				doc, err = readGVSpec(paths, gv)
-				switch {
-				case err != nil:
-					unreadable = append(unreadable, GroupError{Group: gv.Group, Err: err})
-				case doc == nil:
-					logger.Info("Skipping API group version without an /openapi/v3 document", "groupVersion", gv.String())
-				}
-				docs[gv] = doc
-			}
-			if doc == nil {
-				break // unreadable, or no document: nothing of this group version
-			}
-			if FindSchema(doc, gv.WithKind(res.Kind)) == "" {
-				logger.Info("Skipping resource without a usable OpenAPI schema", "resource", res.Name, "groupVersion", gv.String())
-				continue
-			}
-			scope := kbindv1alpha1.APIScopeCluster
-			if res.Namespaced {
-				scope = kbindv1alpha1.APIScopeNamespaced
-			}
-			exports = append(exports, kbindv1alpha1.ExportedAPI{
-				Name: res.Name + "." + gv.Group, Group: gv.Group, Resource: res.Name,
-				Scope: scope, Versions: versionsOf[gv.Group],
-			})
+		gvExports, err := docs.exports(ctx, gv, list.APIResources, versionsOf[gv.Group])
+		if err != nil {
+			unreadable = append(unreadable, GroupError{Group: gv.Group, Err: err})
 		}
+		exports = append(exports, gvExports...)
 	}
 	sortExports(exports)
 	sort.Slice(unreadable, func(i, j int) bool {
@@ -246,6 +215,79 @@ func (d *Discoverer) OpenAPIExports(ctx context.Context) (exports []kbindv1alpha
 		logger.Info("Some API groups could not be read; their last known exports are kept", "groups", len(unreadable))
 	}
 	return exports, unreadable, nil
+}
+
+// preferredResources returns the resources server discovery announces at
+// each group's preferred version. A group whose discovery failed is
+// returned in unreadable; only a failure of the whole discovery is an
+// error.
+func (d *Discoverer) preferredResources() (lists []*metav1.APIResourceList, unreadable []GroupError, err error) {
+	lists, err = d.Discovery.ServerPreferredResources()
+	failed := &discovery.ErrGroupDiscoveryFailed{}
+	switch {
+	case errors.As(err, &failed):
+		for gv, gerr := range failed.Groups {
+			unreadable = append(unreadable, GroupError{Group: gv.Group, Err: &ListError{Verb: "discover", Resource: gv.String(), Err: gerr}})
+		}
+	case err != nil:
+		return nil, nil, &ListError{Verb: "discover", Resource: "server API groups", Err: err}
+	}
+	return lists, unreadable, nil
+}
+
+// openAPIDocs reads each group version's /openapi/v3 document once, from
+// the index paths.
+type openAPIDocs struct {
+	paths map[string]openapi.GroupVersion
+	// docs holds each document read; nil for a group version without one
+	// or whose document could not be read.
+	docs map[schema.GroupVersion]*spec3.OpenAPI
+}
+
+// exports lists the resources (not subresources) of group version gv that
+// its document describes, served at versions. A group version without a
+// document exports nothing (logged); one whose document cannot be read is
+// an error (its exports are unknown), returned on the first read only.
+func (o *openAPIDocs) exports(ctx context.Context, gv schema.GroupVersion, resources []metav1.APIResource, versions []string) ([]kbindv1alpha1.ExportedAPI, error) {
+	logger := log.FromContext(ctx)
+	var out []kbindv1alpha1.ExportedAPI
+	for _, res := range resources {
+		if strings.Contains(res.Name, "/") {
+			continue // subresource
+		}
+		doc, err := o.doc(ctx, gv)
+		if err != nil || doc == nil {
+			return out, err // unreadable, or no document: nothing of this group version
+		}
+		if FindSchema(doc, gv.WithKind(res.Kind)) == "" {
+			logger.Info("Skipping resource without a usable OpenAPI schema", "resource", res.Name, "groupVersion", gv.String())
+			continue
+		}
+		scope := kbindv1alpha1.APIScopeCluster
+		if res.Namespaced {
+			scope = kbindv1alpha1.APIScopeNamespaced
+		}
+		out = append(out, kbindv1alpha1.ExportedAPI{
+			Name: res.Name + "." + gv.Group, Group: gv.Group, Resource: res.Name,
+			Scope: scope, Versions: versions,
+		})
+	}
+	return out, nil
+}
+
+// doc returns gv's document, reading it the first time (and returning the
+// read error then only); nil when there is none (logged) or it could not
+// be read.
+func (o *openAPIDocs) doc(ctx context.Context, gv schema.GroupVersion) (*spec3.OpenAPI, error) {
+	if doc, ok := o.docs[gv]; ok {
+		return doc, nil
+	}
+	doc, err := readGVSpec(o.paths, gv)
+	if err == nil && doc == nil {
+		log.FromContext(ctx).Info("Skipping API group version without an /openapi/v3 document", "groupVersion", gv.String())
+	}
+	o.docs[gv] = doc
+	return doc, err
 }
 
 // readGVSpec reads one group version's /openapi/v3 document from the index.

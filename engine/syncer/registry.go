@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -24,7 +23,6 @@ import (
 	"github.com/kbind/kbind/engine/admission"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/fieldpath"
-	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/providerevents"
 	kbindschema "github.com/kbind/kbind/engine/schema"
@@ -574,7 +572,9 @@ func (r *Registry) newSyncer(crdName string, api API) *Syncer {
 // are deleted and the finalizer released once they are gone. It returns
 // how many objects still wait. With no provider session the objects wait
 // (unreachable); when the Connection itself is gone they are released and
-// an Event names the provider copies left behind.
+// an Event names the provider copies left behind. The objects are released
+// by a releaser of their own, the Syncers' deletion logic (release.go),
+// whether or not a Syncer runs for the API.
 func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace string, allNamespaces bool, regarding client.Object) (int, error) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := r.Consumer.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
@@ -594,56 +594,20 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 			return 0, err
 		}
 	}
-	// A Syncer that is never started, for its release logic.
-	s := New(Options{Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session, Events: r.Events, Results: r.Results})
-	defer s.queue.ShutDown()
-	s.target.GVK = gvk
 	objs, err := r.listConsumer(ctx, crdName, gvk, namespace, allNamespaces)
 	if err != nil {
 		return 0, fmt.Errorf("listing %s: %w", crdName, err)
 	}
-	connGone := false
-	if !ok {
-		conn := &kbindv1alpha1.Connection{}
-		err := r.Consumer.Get(ctx, client.ObjectKey{Name: connection}, conn)
-		connGone = apierrors.IsNotFound(err)
+	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
+	draining := leftScope(objs.Items, scope)
+	if ok {
+		return rel.drain(ctx, draining)
 	}
-	remaining := 0
-	var abandoned []string
-	for i := range objs.Items {
-		obj := &objs.Items[i]
-		if !controllerutil.ContainsFinalizer(obj, kbindv1alpha1.SyncerFinalizer) {
-			continue
-		}
-		if _, covered := scope.covers(obj.GetNamespace()); covered {
-			continue
-		}
-		if !ok {
-			orphan := obj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation] == kbindv1alpha1.DeletionPolicyOrphan
-			if !connGone && !orphan {
-				remaining++ // the provider is unreachable: wait, never guess
-				continue
-			}
-			if !orphan {
-				abandoned = append(abandoned, client.ObjectKeyFromObject(obj).String())
-			}
-			// Orphan keeps the provider copy anyway: it needs no provider
-			// to be released (the escape hatch for a provider gone for good).
-			if err := patch.RemoveFinalizer(ctx, r.Consumer, obj, kbindv1alpha1.SyncerFinalizer); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		pobj, exists, err := s.providerCopy(ctx, client.ObjectKeyFromObject(obj))
-		if err != nil {
-			return 0, err
-		}
-		if _, err := s.release(ctx, obj, pobj, exists); err != nil {
-			return 0, err
-		}
-		if controllerutil.ContainsFinalizer(obj, kbindv1alpha1.SyncerFinalizer) {
-			remaining++
-		}
+	conn := &kbindv1alpha1.Connection{}
+	connGone := apierrors.IsNotFound(r.Consumer.Get(ctx, client.ObjectKey{Name: connection}, conn))
+	remaining, abandoned, err := rel.abandon(ctx, draining, connGone)
+	if err != nil {
+		return 0, err
 	}
 	if len(abandoned) > 0 && regarding != nil {
 		r.Events.Eventf(regarding, nil, corev1.EventTypeWarning, "ProviderCopiesLeft", "Drain",

@@ -133,8 +133,8 @@ func TestNextStep(t *testing.T) {
 	sess := &session.Session{}
 	other := &session.Session{}
 	target := Target{Connection: "p"}
-	running := &Syncer{session: sess, target: target, done: make(chan struct{})}
-	exited := &Syncer{session: sess, target: target, done: make(chan struct{})}
+	running := &Syncer{session: sess, reporter: reporter{target: target}, done: make(chan struct{})}
+	exited := &Syncer{session: sess, reporter: reporter{target: target}, done: make(chan struct{})}
 	close(exited.done)
 	api := API{Session: sess, Target: target}
 	cases := []struct {

@@ -6,6 +6,13 @@
 // core.kbind.io/syncer finalizer. It is driven by informers on both sides;
 // nothing is written when nothing changed.
 //
+// Where things live: sync.go runs the sync of one object as named phases;
+// up.go (spec up), down.go (status and Events down), conflict.go
+// (conflicts), report.go (refusals) and release.go (every deletion and
+// finalizer release, and the map of deletion in the whole engine) hold
+// what the phases do; registry.go runs the Syncers and drains what
+// deleting bindings leave.
+//
 // Requirement ids in comments (such as SYNC-D) refer to docs/requirements.md.
 //
 // # Why the Syncer runs its own queue and workers
@@ -71,7 +78,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -160,17 +166,17 @@ func (s Scope) forwardsEvents() bool {
 
 // Syncer syncs one API of one Connection.
 type Syncer struct {
-	target   Target
+	// reporter is the API (target) and where per-object results go.
+	reporter
 	consumer client.Client
 	ccache   cache.Cache
 	session  *session.Session
-	events   recorder.EventRecorder
-	results  *Results
 	workers  int
 	limiter  *providerevents.Limiter
 	onReady  func()
 	onFailed func(error)
-	orphaned ReleaseOrphanedFunc
+	// releaser deletes provider copies and releases the finalizer.
+	releaser *releaser
 
 	// ready is set once both informers have synced and the workers run.
 	ready atomic.Bool
@@ -187,10 +193,6 @@ type Syncer struct {
 	// provider informer reports on that object: a sync that runs before the
 	// cache has caught up does not apply the same thing twice.
 	applied sync.Map // types.NamespacedName → string (digest of the desired copy)
-
-	// deletions are the provider copies release waits for, and whether the
-	// provider informer reported them deleted.
-	deletions deletions
 
 	// forwarder runs while the scope forwards the provider's Events;
 	// fmu guards it.
@@ -247,10 +249,11 @@ func New(o Options) *Syncer {
 	if limiter == nil {
 		limiter = providerevents.NewLimiter(providerevents.DefaultLimits)
 	}
+	rp := reporter{target: o.Target, results: o.Results, events: o.Events}
 	return &Syncer{
-		target: o.Target, consumer: o.Consumer, ccache: o.Cache, session: o.Session,
-		events: o.Events, results: o.Results, workers: workers, limiter: limiter, onReady: o.OnReady, onFailed: o.OnFailed,
-		orphaned: o.ReleaseOrphaned,
+		reporter: rp, consumer: o.Consumer, ccache: o.Cache, session: o.Session,
+		workers: workers, limiter: limiter, onReady: o.OnReady, onFailed: o.OnFailed,
+		releaser: &releaser{reporter: rp, consumer: o.Consumer, session: o.Session, orphaned: o.ReleaseOrphaned},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, 2*time.Minute),
@@ -283,12 +286,6 @@ func (s *Syncer) currentScope() Scope {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.scope
-}
-
-func (s *Syncer) newObject() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(s.target.GVK)
-	return u
 }
 
 func (s *Syncer) newList() *unstructured.UnstructuredList {
@@ -480,7 +477,7 @@ func (s *Syncer) providerEvent(obj any, deleted bool) {
 	}
 	s.applied.Delete(key)
 	if deleted {
-		s.deletions.observed(key, o.GetUID())
+		s.releaser.copyDeleted(key, o.GetUID())
 	}
 	s.providerChanges.observe(key, time.Now())
 	s.queue.Add(key)
@@ -532,6 +529,10 @@ func (s *Syncer) enqueueAll(ctx context.Context) {
 	}
 }
 
+// processNext syncs the next queued key and acts on what sync returns
+// (see outcome): an error is logged at V(1) and the key retried with
+// backoff, requeue retries it with backoff silently, done forgets its
+// backoff. It returns false once the queue is shut down.
 func (s *Syncer) processNext(ctx context.Context) bool {
 	key, shutdown := s.queue.Get()
 	if shutdown {
@@ -542,8 +543,8 @@ func (s *Syncer) processNext(ctx context.Context) bool {
 	// before it reports the change, so this sync sees every change observed
 	// until now.
 	seen := &changes{up: s.consumerChanges.take(key), down: s.providerChanges.take(key)}
-	requeue, err := s.sync(log.IntoContext(ctx, log.FromContext(ctx).WithValues("namespace", key.Namespace, "name", key.Name)), key, seen)
-	if err != nil || requeue {
+	out, err := s.sync(log.IntoContext(ctx, log.FromContext(ctx).WithValues("namespace", key.Namespace, "name", key.Name)), key, seen)
+	if err != nil || out == requeue {
 		// Not delivered yet: the retry's latency counts from the first
 		// observation.
 		s.consumerChanges.observe(key, seen.up)
@@ -555,21 +556,10 @@ func (s *Syncer) processNext(ctx context.Context) bool {
 			log.FromContext(ctx).V(1).Info("Sync failed; retrying with backoff", "namespace", key.Namespace, "name", key.Name, "error", err.Error())
 		}
 		s.queue.AddRateLimited(key)
-	case requeue:
+	case out == requeue:
 		s.queue.AddRateLimited(key)
 	default:
 		s.queue.Forget(key)
 	}
 	return true
-}
-
-func isConflictOrGone(err error) bool {
-	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
-}
-
-// syncedCondition is the best-effort Synced condition written on a bound
-// object.
-func syncedCondition(status metav1.ConditionStatus, reason kbindv1alpha1.Reason, msg string, generation int64) metav1.Condition {
-	return metav1.Condition{Type: string(kbindv1alpha1.ConditionSynced), Status: status, Reason: string(reason), Message: msg,
-		ObservedGeneration: generation, LastTransitionTime: metav1.Now()}
 }

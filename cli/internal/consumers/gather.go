@@ -3,6 +3,7 @@ package consumers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -45,73 +46,24 @@ func Gather(ctx context.Context, c client.Client, now time.Time, only string) (L
 		return l, fmt.Errorf("listing the heartbeat Leases (label %s=%s): %w", kbindv1alpha1.ManagedLabel, kbindv1alpha1.ManagedLabelValue, err)
 	}
 
-	byName := map[string]*Consumer{}
-	get := func(name string) *Consumer {
-		if byName[name] == nil {
-			byName[name] = &Consumer{Name: name, APIs: []string{}, Copies: []CopyCount{}, Leases: []Lease{}, Granted: []ObjectRef{}, KonnectorVersions: []string{}}
-		}
-		return byName[name]
-	}
-	hasSA := map[string]bool{}
-	for _, sa := range sas {
-		name := sa.Labels[access.ConsumerLabel]
-		cons := get(name)
-		hasSA[name] = true
-		cons.ServiceAccount = sa.Namespace + "/" + sa.Name
-		cons.Mode = sa.Annotations[access.IsolationModeAnnotation]
-		cons.Namespace = sa.Annotations[access.NamespaceAnnotation]
-		cons.Prefix = sa.Annotations[access.PrefixAnnotation]
-		cons.Granted = append(cons.Granted, ObjectRef{Kind: "ServiceAccount", Namespace: sa.Namespace, Name: sa.Name})
-	}
-	own := map[string][]string{} // consumer → its namespaces
-	for _, ns := range nss {
-		name := ns.Labels[access.ConsumerLabel]
-		cons := get(name)
-		own[name] = append(own[name], ns.Name)
-		if p := ns.Labels[kbindv1alpha1.PrefixLabel]; p != "" && cons.Mode == "" {
-			cons.Mode, cons.Prefix = string(kbindv1alpha1.IsolationPrefixed), p
-		}
-		if cons.Namespace == "" {
-			cons.Namespace = ns.Name
-		}
-	}
+	set := newConsumerSet()
+	set.addServiceAccounts(sas)
+	set.addNamespaces(nss)
 	rules := map[string][]rbacv1.PolicyRule{}
-	l.Problems = append(l.Problems, readGranted(ctx, c, get, rules)...)
+	l.Problems = append(l.Problems, readGranted(ctx, c, set.get, rules)...)
 
-	names := make([]string, 0, len(byName))
-	for name := range byName {
-		if only == "" || name == only {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
+	names := set.names(only)
 	if only != "" && len(names) == 0 {
 		return l, fmt.Errorf("there is no consumer %q on this cluster (no object labelled %s=%s)", only, access.ConsumerLabel, only)
 	}
+	set.addLeases(names, leases.Items, now)
 
-	// Leases live in the consumer's own namespace (all modes).
-	leaseNS := map[string]string{} // namespace → consumer
+	selected := make([]*Consumer, 0, len(names))
 	for _, name := range names {
-		cons := byName[name]
-		for _, ns := range append([]string{cons.Namespace}, own[name]...) {
-			if ns != "" {
-				leaseNS[ns] = name
-			}
-		}
-	}
-	for i := range leases.Items {
-		if name, ok := leaseNS[leases.Items[i].Namespace]; ok {
-			cons := byName[name]
-			cons.Leases = append(cons.Leases, leaseOf(&leases.Items[i], now))
-		}
-	}
-
-	var selected []*Consumer
-	for _, name := range names {
-		cons := byName[name]
+		cons := set.byName[name]
 		cons.APIs, cons.Related = apisOf(rules[name])
 		cons.Heartbeat = heartbeatOf(cons.Leases)
-		cons.Status = statusOf(hasSA[name], cons.Leases)
+		cons.Status = statusOf(set.hasSA[name], cons.Leases)
 		cons.KonnectorVersions = versionsOf(cons.Leases)
 		cons.Token = tokenOf(cons.Leases)
 		selected = append(selected, cons)
@@ -119,13 +71,100 @@ func Gather(ctx context.Context, c client.Client, now time.Time, only string) (L
 	l.Problems = append(l.Problems, countCopies(ctx, c, selected, rules)...)
 	for _, cons := range selected {
 		if cons.Status == StatusRevoked {
-			ns := slices.Clone(own[cons.Name])
+			ns := slices.Clone(set.own[cons.Name])
 			sort.Strings(ns)
 			cons.Left = leftOf(*cons, ns)
 		}
 		l.Consumers = append(l.Consumers, *cons)
 	}
 	return l, nil
+}
+
+// consumerSet is the consumers Gather finds, by name, as it reads the
+// objects labelled with their names.
+type consumerSet struct {
+	byName map[string]*Consumer
+	// hasSA is whether the consumer's ServiceAccount exists.
+	hasSA map[string]bool
+	// own is the consumer's namespaces (labelled with its name).
+	own map[string][]string
+}
+
+// newConsumerSet returns an empty set.
+func newConsumerSet() *consumerSet {
+	return &consumerSet{byName: map[string]*Consumer{}, hasSA: map[string]bool{}, own: map[string][]string{}}
+}
+
+// get returns the consumer named name, adding it empty the first time.
+func (s *consumerSet) get(name string) *Consumer {
+	if s.byName[name] == nil {
+		s.byName[name] = &Consumer{Name: name, APIs: []string{}, Copies: []CopyCount{}, Leases: []Lease{}, Granted: []ObjectRef{}, KonnectorVersions: []string{}}
+	}
+	return s.byName[name]
+}
+
+// addServiceAccounts records each consumer's ServiceAccount and what grant
+// annotated on it (isolation mode, namespace, prefix).
+func (s *consumerSet) addServiceAccounts(sas []metav1.PartialObjectMetadata) {
+	for _, sa := range sas {
+		name := sa.Labels[access.ConsumerLabel]
+		cons := s.get(name)
+		s.hasSA[name] = true
+		cons.ServiceAccount = sa.Namespace + "/" + sa.Name
+		cons.Mode = sa.Annotations[access.IsolationModeAnnotation]
+		cons.Namespace = sa.Annotations[access.NamespaceAnnotation]
+		cons.Prefix = sa.Annotations[access.PrefixAnnotation]
+		cons.Granted = append(cons.Granted, ObjectRef{Kind: "ServiceAccount", Namespace: sa.Namespace, Name: sa.Name})
+	}
+}
+
+// addNamespaces records each consumer's namespaces; they tell the mode,
+// prefix and namespace of a consumer whose ServiceAccount does not (one
+// that was revoked).
+func (s *consumerSet) addNamespaces(nss []metav1.PartialObjectMetadata) {
+	for _, ns := range nss {
+		name := ns.Labels[access.ConsumerLabel]
+		cons := s.get(name)
+		s.own[name] = append(s.own[name], ns.Name)
+		if p := ns.Labels[kbindv1alpha1.PrefixLabel]; p != "" && cons.Mode == "" {
+			cons.Mode, cons.Prefix = string(kbindv1alpha1.IsolationPrefixed), p
+		}
+		if cons.Namespace == "" {
+			cons.Namespace = ns.Name
+		}
+	}
+}
+
+// names returns the names of the consumers, sorted; only the one named
+// only when it is not "".
+func (s *consumerSet) names(only string) []string {
+	names := make([]string, 0, len(s.byName))
+	for name := range s.byName {
+		if only == "" || name == only {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// addLeases gives each of the named consumers the heartbeat Leases in its
+// own namespaces (where they live, whatever the mode).
+func (s *consumerSet) addLeases(names []string, leases []coordinationv1.Lease, now time.Time) {
+	leaseNS := map[string]string{} // namespace → consumer
+	for _, name := range names {
+		for _, ns := range append([]string{s.byName[name].Namespace}, s.own[name]...) {
+			if ns != "" {
+				leaseNS[ns] = name
+			}
+		}
+	}
+	for i := range leases {
+		if name, ok := leaseNS[leases[i].Namespace]; ok {
+			cons := s.byName[name]
+			cons.Leases = append(cons.Leases, leaseOf(&leases[i], now))
+		}
+	}
 }
 
 func listMeta(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, opts ...client.ListOption) ([]metav1.PartialObjectMetadata, error) {
@@ -224,7 +263,28 @@ func leaseOf(l *coordinationv1.Lease, now time.Time) Lease {
 // granted to anyone and every exported CRD. A failed count leaves the
 // consumer's Objects unknown and says why.
 func countCopies(ctx context.Context, c client.Client, selected []*Consumer, rules map[string][]rbacv1.PolicyRule) []string {
-	var problems []string
+	universe, problems := copyUniverse(ctx, c, selected, rules)
+	byAPI := holdersByAPI(selected, universe)
+	counts := map[*Consumer]map[copyPlace]int{}
+	for _, api := range sortedKeys(byAPI) {
+		countAPI(ctx, c, api, byAPI[api], counts)
+	}
+	for _, cons := range selected {
+		setCopies(cons, counts[cons])
+	}
+	return problems
+}
+
+// searchesEverywhere is whether cons's copies are looked for among every
+// API (a revoked consumer, whose roles no longer say which it had).
+func searchesEverywhere(cons *Consumer) bool {
+	return len(cons.APIs) == 0 && cons.Status == StatusRevoked
+}
+
+// copyUniverse returns every API granted to any consumer and, when a
+// selected consumer searches everywhere, every exported CRD; a failed list
+// of the CRDs is a problem.
+func copyUniverse(ctx context.Context, c client.Client, selected []*Consumer, rules map[string][]rbacv1.PolicyRule) (map[string]bool, []string) {
 	universe := map[string]bool{}
 	for _, rs := range rules {
 		apis, _ := apisOf(rs)
@@ -232,40 +292,34 @@ func countCopies(ctx context.Context, c client.Client, selected []*Consumer, rul
 			universe[a] = true
 		}
 	}
-	needsExported := false
-	for _, cons := range selected {
-		if len(cons.APIs) == 0 && cons.Status == StatusRevoked {
-			needsExported = true
-		}
+	if !slices.ContainsFunc(selected, searchesEverywhere) {
+		return universe, nil
 	}
-	if needsExported {
-		crds, err := listMeta(ctx, c, apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"),
-			client.MatchingLabels{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue})
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("listing the exported CRDs (where a revoked consumer's copies are looked for): %v", err))
-		}
-		for _, crd := range crds {
-			universe[crd.Name] = true
-		}
+	var problems []string
+	crds, err := listMeta(ctx, c, apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"),
+		client.MatchingLabels{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue})
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("listing the exported CRDs (where a revoked consumer's copies are looked for): %v", err))
 	}
-	apisOfConsumer := func(cons *Consumer) []string {
-		if len(cons.APIs) == 0 && cons.Status == StatusRevoked {
-			out := make([]string, 0, len(universe))
-			for a := range universe {
-				out = append(out, a)
-			}
-			sort.Strings(out)
-			return out
-		}
-		return cons.APIs
+	for _, crd := range crds {
+		universe[crd.Name] = true
 	}
-	// API → UID → consumers with a Lease of that UID that may hold it.
+	return universe, problems
+}
+
+// holdersByAPI returns, per API, the consumers that may hold copies of it
+// by the consumer cluster UID of their Leases (API → UID → consumers). It
+// sets each consumer's Objects to 0, the count before any copy is found.
+func holdersByAPI(selected []*Consumer, universe map[string]bool) map[string]map[string][]*Consumer {
 	byAPI := map[string]map[string][]*Consumer{}
-	zero := 0
 	for _, cons := range selected {
-		n := zero
+		n := 0
 		cons.Objects = &n
-		for _, api := range apisOfConsumer(cons) {
+		apis := cons.APIs
+		if searchesEverywhere(cons) {
+			apis = sortedKeys(universe)
+		}
+		for _, api := range apis {
 			for _, lease := range cons.Leases {
 				uid := lease.ConsumerClusterUID
 				if uid == "" {
@@ -280,58 +334,63 @@ func countCopies(ctx context.Context, c client.Client, selected []*Consumer, rul
 			}
 		}
 	}
-	apis := make([]string, 0, len(byAPI))
-	for a := range byAPI {
-		apis = append(apis, a)
-	}
-	sort.Strings(apis)
-	type key struct {
-		api, ns string
-	}
-	counts := map[*Consumer]map[key]int{}
-	for _, api := range apis {
-		uids := make([]string, 0, len(byAPI[api]))
-		for uid := range byAPI[api] {
-			uids = append(uids, uid)
-		}
-		sort.Strings(uids)
-		items, err := listCopies(ctx, c, api, uids)
-		if err != nil {
-			for _, uid := range uids {
-				for _, cons := range byAPI[api][uid] {
-					cons.Objects = nil
-					msg := fmt.Sprintf("counting its %s copies: %v", api, err)
-					if !slices.Contains(cons.Problems, msg) {
-						cons.Problems = append(cons.Problems, msg)
-					}
+	return byAPI
+}
+
+// copyPlace is where copies are counted: an API in a namespace.
+type copyPlace struct {
+	api, ns string
+}
+
+// countAPI lists the copies of api labelled with the UIDs of holders (UID
+// → consumers) and adds each to the counts of the consumers that own it.
+// A failed list makes those consumers' Objects unknown, with the reason
+// among their problems (once).
+func countAPI(ctx context.Context, c client.Client, api string, holders map[string][]*Consumer, counts map[*Consumer]map[copyPlace]int) {
+	uids := sortedKeys(holders)
+	items, err := listCopies(ctx, c, api, uids)
+	if err != nil {
+		msg := fmt.Sprintf("counting its %s copies: %v", api, err)
+		for _, uid := range uids {
+			for _, cons := range holders[uid] {
+				cons.Objects = nil
+				if !slices.Contains(cons.Problems, msg) {
+					cons.Problems = append(cons.Problems, msg)
 				}
 			}
-			continue
 		}
-		for _, item := range items {
-			for _, cons := range ownersOf(byAPI[api][item.Labels[kbindv1alpha1.ConsumerClusterUIDLabel]], item.Namespace) {
-				if counts[cons] == nil {
-					counts[cons] = map[key]int{}
-				}
-				counts[cons][key{api, item.Namespace}]++
+		return
+	}
+	for _, item := range items {
+		for _, cons := range ownersOf(holders[item.Labels[kbindv1alpha1.ConsumerClusterUIDLabel]], item.Namespace) {
+			if counts[cons] == nil {
+				counts[cons] = map[copyPlace]int{}
 			}
+			counts[cons][copyPlace{api, item.Namespace}]++
 		}
 	}
-	for _, cons := range selected {
-		total := 0
-		for k, n := range counts[cons] {
-			cons.Copies = append(cons.Copies, CopyCount{API: k.api, Namespace: k.ns, Count: n})
-			total += n
-		}
-		sort.Slice(cons.Copies, func(i, j int) bool {
-			a, b := cons.Copies[i], cons.Copies[j]
-			return a.API < b.API || a.API == b.API && a.Namespace < b.Namespace
-		})
-		if cons.Objects != nil {
-			cons.Objects = &total
-		}
+}
+
+// setCopies writes counts into cons's Copies, sorted by API and namespace,
+// and their total into its Objects unless a count failed (Objects nil).
+func setCopies(cons *Consumer, counts map[copyPlace]int) {
+	total := 0
+	for k, n := range counts {
+		cons.Copies = append(cons.Copies, CopyCount{API: k.api, Namespace: k.ns, Count: n})
+		total += n
 	}
-	return problems
+	sort.Slice(cons.Copies, func(i, j int) bool {
+		a, b := cons.Copies[i], cons.Copies[j]
+		return a.API < b.API || a.API == b.API && a.Namespace < b.Namespace
+	})
+	if cons.Objects != nil {
+		cons.Objects = &total
+	}
+}
+
+// sortedKeys returns the keys of m, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
 // listCopies lists, metadata only, the objects of api (<plural>.<group>)

@@ -387,7 +387,7 @@ type bindingContext struct {
 // checkBinding runs the guide's "An API is missing" and "Binding is Ready
 // but instances do not sync" sections for one binding.
 func checkBinding(b BindingState, bc bindingContext, now time.Time, stuckAfter time.Duration, cmd Commands) []Finding {
-	conn, connBroken, clusterBindings := bc.Conn, bc.ConnBroken, bc.ClusterBindings
+	conn := bc.Conn
 	obj := b.object()
 	var out []Finding
 	if f := stuckDeleting(obj, b.Meta, now, stuckAfter,
@@ -407,69 +407,106 @@ func checkBinding(b BindingState, bc bindingContext, now time.Time, stuckAfter t
 		// Nothing else matters: the konnector gives this Binding nothing.
 		return append(out, notAdmittedFinding(b, conn, *bc.Admission, cmd))
 	}
-	discovered := conn.Status.ActiveSchemaSource != ""
 	for i, api := range b.Spec.APIs {
-		field := fmt.Sprintf("spec.apis[%d].name", i)
-		if !wellFormedAPIName(api.Name) {
-			fix := fmt.Sprintf("%s patch %s %s --type=json -p '[{\"op\":\"replace\",\"path\":\"/spec/apis/%d/name\",\"value\":\"%s\"}]'",
-				cmd.Consumer, b.resource(), b.Meta.Name, i, orPlaceholder(suggestAPI(api.Name, conn.Status.ExportedAPIs), "<plural>.<group>"))
-			out = append(out, Finding{
-				Check: "binding.apiName", Severity: SeverityError, Object: obj, Field: field,
-				Problem:  fmt.Sprintf("%q is not an API name: name APIs as <plural>.<group>, e.g. widgets.example.org, not a Kind or group/version", api.Name),
-				Evidence: exportedEvidence(conn.Status.ExportedAPIs),
-				Fix:      fix, Doc: docAPIMissing,
-			})
-			continue
-		}
-		if !discovered {
-			continue
-		}
-		exp := findExported(conn.Status.ExportedAPIs, api.Name)
-		switch {
-		case exp == nil:
-			out = append(out, Finding{
-				Check: "binding.notExported", Severity: SeverityError, Object: obj, Field: field,
-				Problem:  fmt.Sprintf("%s is not exported by the provider of Connection %s", api.Name, conn.Name),
-				Evidence: exportedEvidence(conn.Status.ExportedAPIs),
-				Fix:      cmd.ProviderPlugin("export "+api.Name) + "   # on the provider; discovery picks it up within its interval",
-				Doc:      docAPIMissing,
-			})
-		case exp.Scope == kbindv1alpha1.APIScopeCluster && b.Kind == "Binding":
-			out = append(out, Finding{
-				Check: "binding.scope", Severity: SeverityError, Object: obj, Field: field,
-				Problem: fmt.Sprintf("%s is cluster-scoped, which a namespaced Binding cannot activate", api.Name),
-				Fix:     "# list it in a ClusterBinding instead: " + cmd.Consumer + " edit clusterbinding <name>",
-				Doc:     docAPIMissing,
-			})
-		case exp.Scope == kbindv1alpha1.APIScopeCluster && conn.Spec.IsolationOf().Mode == kbindv1alpha1.IsolationNamespace:
-			out = append(out, Finding{
-				Check: "binding.scope", Severity: SeverityError, Object: obj, Field: field,
-				Problem: fmt.Sprintf("%s is cluster-scoped, which Connection %s cannot confine to its isolation namespace %s", api.Name, conn.Name, conn.Spec.Isolation.Namespace),
-				Fix:     "# bind it through a Connection with Prefixed isolation: on the provider, kubectl kbind grant NAME --isolation Prefixed --apis " + api.Name,
-				Doc:     "docs/troubleshooting.md#isolated-connections",
-			})
-		}
-		if exp != nil && !connBroken {
-			if f := consumerCRDFinding(b, api.Name, field, conn, bc.ConsumerCRDs, cmd); f != nil {
-				out = append(out, *f)
-			}
-		}
-		if b.Kind == "Binding" {
-			for _, cb := range clusterBindings {
-				if cb.Spec.ConnectionRef.Name == b.Spec.ConnectionRef.Name && slices.ContainsFunc(cb.Spec.APIs, func(a kbindv1alpha1.APIReference) bool { return a.Name == api.Name }) {
-					out = append(out, Finding{
-						Check: "binding.overlap", Severity: SeverityWarning, Object: obj, Field: field,
-						Problem: fmt.Sprintf("ClusterBinding %s already binds %s: it takes precedence, and this Binding waits until it goes", cb.Meta.Name, api.Name),
-						Fix:     fmt.Sprintf("%s delete bindings.core.kbind.io -n %s %s   # or remove %s from ClusterBinding %s", cmd.Consumer, b.Meta.Namespace, b.Meta.Name, api.Name, cb.Meta.Name),
-						Doc:     docNoSync,
-					})
-				}
-			}
-		}
+		out = append(out, checkBindingAPI(b, i, api.Name, bc, cmd)...)
 	}
-	if len(out) > 0 || connBroken {
+	if len(out) > 0 || bc.ConnBroken {
 		return out
 	}
+	return append(out, bindingStatusFindings(b, cmd)...)
+}
+
+// checkBindingAPI checks the API b lists at spec.apis[i]: its name, that
+// the provider exports it (once discovery ran), that its scope fits the
+// binding and the Connection, its consumer CRD (unless the Connection is
+// broken) and, for a Binding, a ClusterBinding that binds it too.
+func checkBindingAPI(b BindingState, i int, name string, bc bindingContext, cmd Commands) []Finding {
+	conn, obj := bc.Conn, b.object()
+	field := fmt.Sprintf("spec.apis[%d].name", i)
+	if !wellFormedAPIName(name) {
+		fix := fmt.Sprintf("%s patch %s %s --type=json -p '[{\"op\":\"replace\",\"path\":\"/spec/apis/%d/name\",\"value\":\"%s\"}]'",
+			cmd.Consumer, b.resource(), b.Meta.Name, i, orPlaceholder(suggestAPI(name, conn.Status.ExportedAPIs), "<plural>.<group>"))
+		return []Finding{{
+			Check: "binding.apiName", Severity: SeverityError, Object: obj, Field: field,
+			Problem:  fmt.Sprintf("%q is not an API name: name APIs as <plural>.<group>, e.g. widgets.example.org, not a Kind or group/version", name),
+			Evidence: exportedEvidence(conn.Status.ExportedAPIs),
+			Fix:      fix, Doc: docAPIMissing,
+		}}
+	}
+	if conn.Status.ActiveSchemaSource == "" {
+		return nil // not discovered yet: what is exported is unknown
+	}
+	var out []Finding
+	exp := findExported(conn.Status.ExportedAPIs, name)
+	if f := exportFinding(b, name, field, exp, conn, cmd); f != nil {
+		out = append(out, *f)
+	}
+	if exp != nil && !bc.ConnBroken {
+		if f := consumerCRDFinding(b, name, field, conn, bc.ConsumerCRDs, cmd); f != nil {
+			out = append(out, *f)
+		}
+	}
+	if b.Kind == "Binding" {
+		out = append(out, overlapFindings(b, name, field, bc.ClusterBindings, cmd)...)
+	}
+	return out
+}
+
+// exportFinding says what is wrong with how the provider exports the API
+// name (exp, nil when it does not): not at all, or cluster-scoped where a
+// Binding or a Connection with Namespace isolation cannot take it.
+func exportFinding(b BindingState, name, field string, exp *kbindv1alpha1.ExportedAPI, conn *kbindv1alpha1.Connection, cmd Commands) *Finding {
+	obj := b.object()
+	switch {
+	case exp == nil:
+		return &Finding{
+			Check: "binding.notExported", Severity: SeverityError, Object: obj, Field: field,
+			Problem:  fmt.Sprintf("%s is not exported by the provider of Connection %s", name, conn.Name),
+			Evidence: exportedEvidence(conn.Status.ExportedAPIs),
+			Fix:      cmd.ProviderPlugin("export "+name) + "   # on the provider; discovery picks it up within its interval",
+			Doc:      docAPIMissing,
+		}
+	case exp.Scope == kbindv1alpha1.APIScopeCluster && b.Kind == "Binding":
+		return &Finding{
+			Check: "binding.scope", Severity: SeverityError, Object: obj, Field: field,
+			Problem: fmt.Sprintf("%s is cluster-scoped, which a namespaced Binding cannot activate", name),
+			Fix:     "# list it in a ClusterBinding instead: " + cmd.Consumer + " edit clusterbinding <name>",
+			Doc:     docAPIMissing,
+		}
+	case exp.Scope == kbindv1alpha1.APIScopeCluster && conn.Spec.IsolationOf().Mode == kbindv1alpha1.IsolationNamespace:
+		return &Finding{
+			Check: "binding.scope", Severity: SeverityError, Object: obj, Field: field,
+			Problem: fmt.Sprintf("%s is cluster-scoped, which Connection %s cannot confine to its isolation namespace %s", name, conn.Name, conn.Spec.Isolation.Namespace),
+			Fix:     "# bind it through a Connection with Prefixed isolation: on the provider, kubectl kbind grant NAME --isolation Prefixed --apis " + name,
+			Doc:     "docs/troubleshooting.md#isolated-connections",
+		}
+	}
+	return nil
+}
+
+// overlapFindings warns of each ClusterBinding of the same Connection that
+// binds the API name too: it takes precedence over the Binding b.
+func overlapFindings(b BindingState, name, field string, clusterBindings []BindingState, cmd Commands) []Finding {
+	var out []Finding
+	for _, cb := range clusterBindings {
+		if cb.Spec.ConnectionRef.Name == b.Spec.ConnectionRef.Name && slices.ContainsFunc(cb.Spec.APIs, func(a kbindv1alpha1.APIReference) bool { return a.Name == name }) {
+			out = append(out, Finding{
+				Check: "binding.overlap", Severity: SeverityWarning, Object: b.object(), Field: field,
+				Problem: fmt.Sprintf("ClusterBinding %s already binds %s: it takes precedence, and this Binding waits until it goes", cb.Meta.Name, name),
+				Fix:     fmt.Sprintf("%s delete bindings.core.kbind.io -n %s %s   # or remove %s from ClusterBinding %s", cmd.Consumer, b.Meta.Namespace, b.Meta.Name, name, cb.Meta.Name),
+				Doc:     docNoSync,
+			})
+		}
+	}
+	return out
+}
+
+// bindingStatusFindings reads what the konnector reported on a binding
+// whose spec is sound: a refused request or not Ready, fewer versions
+// served than on the provider, and instances that failed to sync.
+func bindingStatusFindings(b BindingState, cmd Commands) []Finding {
+	obj := b.object()
+	var out []Finding
 	if cond := meta(b.Status.Conditions, kbindv1alpha1.ConditionPermissionDenied); cond != nil && cond.Status == metav1.ConditionTrue {
 		out = append(out, Finding{
 			Check: "binding.forbidden", Severity: SeverityError, Object: obj, Field: "status.conditions[PermissionDenied]",

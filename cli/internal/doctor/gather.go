@@ -61,12 +61,9 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 		r.Unchecked = append(r.Unchecked, "Connections: "+consumerReadError(err))
 		return r
 	}
-	var inScope []kbindv1alpha1.Connection
-	for _, conn := range conns.Items {
-		if opts.Connection == "" || conn.Name == opts.Connection {
-			inScope = append(inScope, conn)
-		}
-	}
+	inScope := slices.DeleteFunc(slices.Clone(conns.Items), func(conn kbindv1alpha1.Connection) bool {
+		return opts.Connection != "" && conn.Name != opts.Connection
+	})
 	if opts.Connection != "" && len(inScope) == 0 {
 		r.Unchecked = append(r.Unchecked, fmt.Sprintf("Connection %q: not found on this cluster (%s get connections lists them)", opts.Connection, opts.Commands.Consumer))
 		return r
@@ -75,38 +72,56 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 	if err != nil {
 		r.Unchecked = append(r.Unchecked, "bindings: "+consumerReadError(err))
 	}
-
-	deps := &appsv1.DeploymentList{}
-	if err := c.List(ctx, deps, client.MatchingLabels{"app.kubernetes.io/name": "konnector"}); err != nil {
-		r.Unchecked = append(r.Unchecked, "konnector Deployments: "+consumerReadError(err))
-	} else {
-		r.Checked = append(r.Checked, "konnector")
-		r.Findings = append(r.Findings, checkKonnectors(konnectors(deps.Items), opts.Commands)...)
-	}
-
+	checkKonnectorDeployments(ctx, c, r, opts.Commands)
 	served := servedAPIVersions(ctx, c, r)
 	probes := map[string]*connectionProbe{}
 	for _, conn := range inScope {
-		p := probe(ctx, c, conn, bindings, opts)
-		probes[conn.Name] = p
-		r.Checked = append(r.Checked, "Connection "+conn.Name)
-		if p.unchecked != "" {
-			r.Unchecked = append(r.Unchecked, p.unchecked)
-			continue
-		}
-		r.Findings = append(r.Findings, checkConnection(p.ConnectionProbe, opts.Now, opts.StuckAfter, opts.Commands)...)
-		if p.Secret == SecretOK {
-			r.Findings = append(r.Findings, checkCredentials(conn, opts.Now, p.RenewCommand, opts.Commands)...)
-		}
-		apiVersion := ""
-		if p.Lease != nil {
-			apiVersion = p.Lease.APIVersion
-		}
-		findings, checked := checkVersions(conn, opts.Version, apiVersion, served, opts.Commands)
-		r.Findings = append(r.Findings, findings...)
-		r.Checked = append(r.Checked, checked)
+		probes[conn.Name] = checkConnectionOf(ctx, c, r, conn, bindings, served, opts)
 	}
+	checkBindings(ctx, c, r, conns.Items, probes, bindings, opts)
+	r.Findings = append(r.Findings, instanceFindings(ctx, c, r, probes, bindings, opts)...)
+	return r
+}
 
+// checkKonnectorDeployments checks the konnector Deployments c can read.
+func checkKonnectorDeployments(ctx context.Context, c client.Client, r *Report, cmd Commands) {
+	deps := &appsv1.DeploymentList{}
+	if err := c.List(ctx, deps, client.MatchingLabels{"app.kubernetes.io/name": "konnector"}); err != nil {
+		r.Unchecked = append(r.Unchecked, "konnector Deployments: "+consumerReadError(err))
+		return
+	}
+	r.Checked = append(r.Checked, "konnector")
+	r.Findings = append(r.Findings, checkKonnectors(konnectors(deps.Items), cmd)...)
+}
+
+// checkConnectionOf probes conn's provider and checks the Connection, its
+// credentials (when its Secret could be read) and the versions of the
+// konnector, the provider and this plugin; it returns the probe.
+func checkConnectionOf(ctx context.Context, c client.Client, r *Report, conn kbindv1alpha1.Connection, bindings []BindingState, served []string, opts Options) *connectionProbe {
+	p := probe(ctx, c, conn, bindings, opts)
+	r.Checked = append(r.Checked, "Connection "+conn.Name)
+	if p.unchecked != "" {
+		r.Unchecked = append(r.Unchecked, p.unchecked)
+		return p
+	}
+	r.Findings = append(r.Findings, checkConnection(p.ConnectionProbe, opts.Now, opts.StuckAfter, opts.Commands)...)
+	if p.Secret == SecretOK {
+		r.Findings = append(r.Findings, checkCredentials(conn, opts.Now, p.RenewCommand, opts.Commands)...)
+	}
+	apiVersion := ""
+	if p.Lease != nil {
+		apiVersion = p.Lease.APIVersion
+	}
+	findings, checked := checkVersions(conn, opts.Version, apiVersion, served, opts.Commands)
+	r.Findings = append(r.Findings, findings...)
+	r.Checked = append(r.Checked, checked)
+	return p
+}
+
+// checkBindings checks each binding of the Connections in scope against
+// its Connection (probed, or only read when out of scope), the
+// ClusterBindings and the consumer CRDs of its APIs (each read once).
+func checkBindings(ctx context.Context, c client.Client, r *Report, conns []kbindv1alpha1.Connection, probes map[string]*connectionProbe, bindings []BindingState, opts Options) {
 	consumerCRDs := map[string]ConsumerCRD{}
 	var clusterBindings []BindingState
 	for _, b := range bindings {
@@ -120,11 +135,7 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 		}
 		r.Checked = append(r.Checked, b.Kind+" "+placeString(b.Meta.Namespace, b.Meta.Name))
 		bc := bindingContext{ClusterBindings: clusterBindings, ConsumerCRDs: consumerCRDs}
-		if p, ok := probes[b.Spec.ConnectionRef.Name]; ok {
-			bc.Conn, bc.ConnBroken = &p.Connection, p.Broken() || p.unchecked != ""
-		} else if i := slices.IndexFunc(conns.Items, func(c kbindv1alpha1.Connection) bool { return c.Name == b.Spec.ConnectionRef.Name }); i >= 0 {
-			bc.Conn = &conns.Items[i]
-		}
+		bc.Conn, bc.ConnBroken = connectionOf(b, conns, probes)
 		if bc.Conn != nil && b.Kind == "Binding" {
 			if d, err := admission.Admits(ctx, c, bc.Conn, b.Meta.Namespace); err != nil {
 				r.Unchecked = append(r.Unchecked, fmt.Sprintf("namespace %s (whether Connection %s admits its Bindings): %s", b.Meta.Namespace, bc.Conn.Name, consumerReadError(err)))
@@ -137,9 +148,20 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 		}
 		r.Findings = append(r.Findings, checkBinding(b, bc, opts.Now, opts.StuckAfter, opts.Commands)...)
 	}
+}
 
-	r.Findings = append(r.Findings, instanceFindings(ctx, c, r, probes, bindings, opts)...)
-	return r
+// connectionOf returns the Connection b names (nil when there is none) and
+// whether it is broken: a probed Connection is broken when its probe says
+// so or could not run; one out of scope was not probed and is taken as is.
+func connectionOf(b BindingState, conns []kbindv1alpha1.Connection, probes map[string]*connectionProbe) (*kbindv1alpha1.Connection, bool) {
+	name := b.Spec.ConnectionRef.Name
+	if p, ok := probes[name]; ok {
+		return &p.Connection, p.Broken() || p.unchecked != ""
+	}
+	if i := slices.IndexFunc(conns, func(c kbindv1alpha1.Connection) bool { return c.Name == name }); i >= 0 {
+		return &conns[i], false
+	}
+	return nil, false
 }
 
 // readConsumerCRDs reads the consumer CRD of each API b lists (once per

@@ -643,6 +643,9 @@ func (b *bench) countWrites(ctx context.Context) (*recorder, error) {
 	return rec, nil
 }
 
+// runN measures one run of n objects, in stages: spec up, status down (with
+// the CPU and live heap they took), the provider's own limit, the idle
+// window, a restart and the deletion of everything.
 func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	r := Run{N: n}
 	prefix := fmt.Sprintf("n%d", n)
@@ -651,17 +654,13 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	if err := ensureNamespaces(ctx, b.pair.Consumer.Config, prefix); err != nil {
 		return r, err
 	}
+	// wctx bounds the run's watches.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// Spec up: consumer creates → provider ADDED events.
-	up := newRecorder()
-	for _, g := range gvrs {
-		if err := up.watchKeyed(wctx, b.provider, g, func(_ watch.EventType, u *unstructured.Unstructured) bool {
-			return strings.Contains(b.consumerID(g, u), "/"+prefix+"-")
-		}, func(u *unstructured.Unstructured) string { return b.consumerID(g, u) }); err != nil {
-			return r, err
-		}
+	up, err := b.watchSpecUp(wctx, prefix)
+	if err != nil {
+		return r, err
 	}
 	cpuBefore, err := scrapeGauge(b.metricsAddr, "process_cpu_seconds_total")
 	if err != nil {
@@ -669,40 +668,12 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	}
 	// With --profiles: the CPU profile of the first 20 s of syncing.
 	defer cpuProfile(b.pprofAddr, b.profiles, fmt.Sprintf("n%d", n), 20*time.Second)()
-	start := time.Now()
-	created, err := createAll(ctx, b.consumer, keys, b.rate)
-	if err != nil {
+	if err := b.specUp(ctx, up, prefix, keys, timeout, &r); err != nil {
 		return r, err
 	}
-	if err := waitFor(timeout, "every object on the provider", func() bool { b.sampleRSS(); return up.count(prefix+"-") >= n }); err != nil {
+	if err := b.statusDown(ctx, wctx, prefix, keys, timeout, &r); err != nil {
 		return r, err
 	}
-	r.ThroughputPerS = float64(n) / time.Since(start).Seconds()
-	r.SpecUpP50Ms, r.SpecUpP99Ms = percentiles(created, up.times())
-
-	// Status down: provider status patches → consumer events with status.
-	down := newRecorder()
-	for _, g := range gvrs {
-		if err := down.watch(wctx, b.consumer, g, func(_ watch.EventType, u *unstructured.Unstructured) bool {
-			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-			return strings.HasPrefix(u.GetNamespace(), prefix+"-") && phase == "Ready"
-		}); err != nil {
-			return r, err
-		}
-	}
-	patched, err := forEach(keys, 0, func(k key) error {
-		pk := b.providerKey(k)
-		_, err := b.provider.Resource(k.gvr).Namespace(pk.ns).Patch(ctx, pk.name, "application/merge-patch+json",
-			[]byte(`{"status":{"phase":"Ready"}}`), metav1.PatchOptions{}, "status")
-		return err
-	})
-	if err != nil {
-		return r, err
-	}
-	if err := waitFor(timeout, "every status on the consumer", func() bool { b.sampleRSS(); return down.count(prefix+"-") >= n }); err != nil {
-		return r, err
-	}
-	r.StatusDownP50Ms, r.StatusDownP99Ms = percentiles(patched, down.times())
 	cpuAfter, err := scrapeGauge(b.metricsAddr, "process_cpu_seconds_total")
 	if err != nil {
 		return r, err
@@ -714,54 +685,139 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	}
 	r.LiveHeapMiB = heap / (1 << 20)
 
-	// The limit: the same N objects created directly on the provider by a
-	// plain client with the konnector's provider QPS.
-	if err := ensureNamespaces(ctx, b.pair.Provider.Config, "limit-"+prefix); err != nil {
+	if err := b.limit(ctx, prefix, &r); err != nil {
 		return r, err
+	}
+	if err := b.idleWindow(wctx, &r); err != nil {
+		return r, err
+	}
+	if err := b.restart(wctx, &r); err != nil {
+		return r, err
+	}
+	if err := b.deletion(ctx, prefix, timeout, &r); err != nil {
+		return r, err
+	}
+	r.PeakRSSMiB = b.peakRSS
+	return r, nil
+}
+
+// watchSpecUp records, until ctx ends, when each consumer object of the
+// run (namespaces prefix-*) is ADDED on the provider.
+func (b *bench) watchSpecUp(ctx context.Context, prefix string) (*recorder, error) {
+	up := newRecorder()
+	for _, g := range gvrs {
+		if err := up.watchKeyed(ctx, b.provider, g, func(_ watch.EventType, u *unstructured.Unstructured) bool {
+			return strings.Contains(b.consumerID(g, u), "/"+prefix+"-")
+		}, func(u *unstructured.Unstructured) string { return b.consumerID(g, u) }); err != nil {
+			return nil, err
+		}
+	}
+	return up, nil
+}
+
+// specUp creates the run's objects on the consumer and waits until up
+// saw every copy on the provider: the throughput and the spec-up latency.
+func (b *bench) specUp(ctx context.Context, up *recorder, prefix string, keys []key, timeout time.Duration, r *Run) error {
+	start := time.Now()
+	created, err := createAll(ctx, b.consumer, keys, b.rate)
+	if err != nil {
+		return err
+	}
+	if err := waitFor(timeout, "every object on the provider", func() bool { b.sampleRSS(); return up.count(prefix+"-") >= r.N }); err != nil {
+		return err
+	}
+	r.ThroughputPerS = float64(r.N) / time.Since(start).Seconds()
+	r.SpecUpP50Ms, r.SpecUpP99Ms = percentiles(created, up.times())
+	return nil
+}
+
+// statusDown patches each provider copy's status and waits until every
+// consumer object shows it (watched until wctx ends): the status-down
+// latency.
+func (b *bench) statusDown(ctx, wctx context.Context, prefix string, keys []key, timeout time.Duration, r *Run) error {
+	down := newRecorder()
+	for _, g := range gvrs {
+		if err := down.watch(wctx, b.consumer, g, func(_ watch.EventType, u *unstructured.Unstructured) bool {
+			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+			return strings.HasPrefix(u.GetNamespace(), prefix+"-") && phase == "Ready"
+		}); err != nil {
+			return err
+		}
+	}
+	patched, err := forEach(keys, 0, func(k key) error {
+		pk := b.providerKey(k)
+		_, err := b.provider.Resource(k.gvr).Namespace(pk.ns).Patch(ctx, pk.name, "application/merge-patch+json",
+			[]byte(`{"status":{"phase":"Ready"}}`), metav1.PatchOptions{}, "status")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := waitFor(timeout, "every status on the consumer", func() bool { b.sampleRSS(); return down.count(prefix+"-") >= r.N }); err != nil {
+		return err
+	}
+	r.StatusDownP50Ms, r.StatusDownP99Ms = percentiles(patched, down.times())
+	return nil
+}
+
+// limit measures the limit: the same N objects created directly on the
+// provider by a plain client with the konnector's provider QPS; then
+// deletes them.
+func (b *bench) limit(ctx context.Context, prefix string, r *Run) error {
+	if err := ensureNamespaces(ctx, b.pair.Provider.Config, "limit-"+prefix); err != nil {
+		return err
 	}
 	limitStart := time.Now()
-	if _, err := createAll(ctx, b.providerLimited, keysFor("limit-"+prefix, n), 0); err != nil {
-		return r, err
+	if _, err := createAll(ctx, b.providerLimited, keysFor("limit-"+prefix, r.N), 0); err != nil {
+		return err
 	}
-	r.LimitPerS = float64(n) / time.Since(limitStart).Seconds()
+	r.LimitPerS = float64(r.N) / time.Since(limitStart).Seconds()
 	r.ThroughputRatio = r.ThroughputPerS / r.LimitPerS
 	for _, g := range gvrs {
 		for i := 0; i < namespaces; i++ {
 			_ = b.provider.Resource(g).Namespace(fmt.Sprintf("limit-%s-%d", prefix, i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		}
 	}
+	return nil
+}
 
-	// Idle: writes to the synced objects on both sides after convergence.
+// idleWindow counts, over the idle window after convergence, the writes
+// to the synced objects on both sides and the konnector's own requests.
+func (b *bench) idleWindow(wctx context.Context, r *Run) error {
 	time.Sleep(5 * time.Second) // let the last status counts settle before the window opens
 	idle, err := b.countWrites(wctx)
 	if err != nil {
-		return r, err
+		return err
 	}
 	requestsBefore, err := scrapeRequests(b.metricsAddr)
 	if err != nil {
-		return r, err
+		return err
 	}
 	time.Sleep(b.idle)
 	r.IdleWrites = idle.writeCount()
 	requestsAfter, err := scrapeRequests(b.metricsAddr)
 	if err != nil {
-		return r, err
+		return err
 	}
 	idleRequests := requestsAfter.since(requestsBefore)
 	perMin := time.Minute.Seconds() / b.idle.Seconds()
 	r.IdleProviderRequestsPerMin = idleRequests.of(b.pair.Provider.Config.Host, false) * perMin
 	r.IdleConsumerWritesPerMin = idleRequests.of(b.pair.Consumer.Config.Host, true) * perMin
-	fmt.Printf("N=%d idle %s: the konnector's requests (host method count): %s\n", n, b.idle, idleRequests)
+	fmt.Printf("N=%d idle %s: the konnector's requests (host method count): %s\n", r.N, b.idle, idleRequests)
+	return nil
+}
 
-	// Restart: a converged konnector killed and started again.
+// restart kills a converged konnector and starts it again: the time until
+// it is synced again and the writes in its first 30 s.
+func (b *bench) restart(wctx context.Context, r *Run) error {
 	b.stopKonnector(syscall.SIGKILL)
 	restart, err := b.countWrites(wctx)
 	if err != nil {
-		return r, err
+		return err
 	}
 	restartStart := time.Now()
 	if err := b.startKonnector(); err != nil {
-		return r, err
+		return err
 	}
 	// Synced again: every API's syncer runs with synced informers and has
 	// worked through the objects its informers delivered.
@@ -773,16 +829,19 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 		ready, depth, err := syncedState(b.metricsAddr, gvrs[0].Group)
 		return err == nil && ready == len(gvrs) && depth == 0
 	}); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: N=%d: no restart time: %v\n", n, err)
+		fmt.Fprintf(os.Stderr, "bench: N=%d: no restart time: %v\n", r.N, err)
 	} else {
 		r.RestartSyncedS = time.Since(restartStart).Seconds()
 	}
 	time.Sleep(time.Until(restartStart.Add(30 * time.Second)))
 	b.sampleRSS()
 	r.RestartWrites = restart.writeCount()
+	return nil
+}
 
-	// Deletion: every consumer object; done when the last one is gone
-	// (each waits for its provider copy).
+// deletion deletes every consumer object of the run; done when the last
+// one is gone (each waits for its provider copy).
+func (b *bench) deletion(ctx context.Context, prefix string, timeout time.Duration, r *Run) error {
 	delStart := time.Now()
 	for _, g := range gvrs {
 		for i := 0; i < namespaces; i++ {
@@ -792,7 +851,7 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 			if err := retryOnServerTimeout(func() error {
 				return b.consumer.Resource(g).Namespace(fmt.Sprintf("%s-%d", prefix, i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 			}); err != nil {
-				return r, err
+				return err
 			}
 		}
 	}
@@ -810,11 +869,10 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 		}
 		return total == 0
 	}); err != nil {
-		return r, err
+		return err
 	}
-	r.DeletePerS = float64(n) / time.Since(delStart).Seconds()
-	r.PeakRSSMiB = b.peakRSS
-	return r, nil
+	r.DeletePerS = float64(r.N) / time.Since(delStart).Seconds()
+	return nil
 }
 
 func printTable(runs []Run, qps float32, burst, workers int, rate float64, fsync bool, iso kbindv1alpha1.Isolation) {

@@ -248,6 +248,10 @@ func startKind(ctx context.Context, abs string) (*pair, error) {
 	return &pair{providerKubeconfig: provider, consumerKubeconfig: files["consumer"], stop: stop}, nil
 }
 
+// run is the demo, in stages: two clusters, the exported Widget API, the
+// one file applied on the consumer, the konnector, a Widget synced up and
+// its status down, the kubectl plugin; with check, the deletion too and it
+// returns, else it runs until interrupted.
 func run(konnectorBin, clusters string, check, detached bool) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -260,22 +264,7 @@ func run(konnectorBin, clusters string, check, detached bool) error {
 	abs, _ := filepath.Abs(dir)
 	d := &demo{kubeconfig: filepath.Join(abs, "kubeconfig"), out: os.Stdout, check: check}
 
-	useKind := clusters == "kind" || (clusters == "auto" && kindAvailable(ctx))
-	var clusterPair *pair
-	var err error
-	if useKind {
-		d.step("Starting a provider and a consumer cluster with kind")
-		clusterPair, err = startKind(ctx, abs)
-	} else {
-		if clusters != "local" && clusters != "auto" {
-			return fmt.Errorf("--clusters must be auto, kind or local, not %q", clusters)
-		}
-		d.step("Starting a provider and a consumer cluster (local control planes in %s)", dir)
-		for _, c := range []string{"consumer", "provider"} {
-			_ = os.RemoveAll(filepath.Join(abs, c))
-		}
-		clusterPair, err = startLocal(abs)
-	}
+	clusterPair, err := d.startClusters(ctx, abs, clusters)
 	if err != nil {
 		return err
 	}
@@ -285,69 +274,142 @@ func run(konnectorBin, clusters string, check, detached bool) error {
 	}()
 	fmt.Fprintf(d.out, "kubeconfig with contexts provider and consumer: %s\n", filepath.Join(dir, "kubeconfig"))
 
-	d.step("Exporting the example Widget API on the provider")
-	if _, err := d.kubectl(ctx, "--context=provider", "apply", "-f", "examples/widgets-crd.yaml"); err != nil {
+	if err := d.exportWidgets(ctx); err != nil {
 		return err
 	}
-	if _, err := d.kubectl(ctx, "--context=provider", "get", "crds", "-l", "core.kbind.io/exported=true"); err != nil {
+	if err := d.applyQuickstart(ctx, abs, clusterPair.providerKubeconfig); err != nil {
 		return err
 	}
+	k, closeLog, err := d.startKonnector(ctx, konnectorBin, abs, clusterPair.consumerKubeconfig, check || detached)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	defer func() { cancel(); _ = k.Wait() }()
+	if err := d.kubectls(ctx,
+		[]string{"--context=consumer", "wait", "--for=condition=Ready", "connection/demo-provider", "--timeout=90s"},
+		[]string{"--context=consumer", "wait", "--for=condition=Ready", "clusterbinding/widgets", "--timeout=90s"},
+		[]string{"--context=consumer", "get", "connections,clusterbindings"}); err != nil {
+		return err
+	}
+	if err := d.syncWidget(ctx); err != nil {
+		return err
+	}
+	if err := d.statusDown(ctx); err != nil {
+		return err
+	}
+	binDir, err := d.showPlugin(ctx, konnectorBin)
+	if err != nil {
+		return err
+	}
+	if check {
+		return d.checkDeletion(ctx)
+	}
+	d.printNext(binDir)
+	if detached {
+		fmt.Fprintf(d.out, "\nRunning in the background; stop it with: make quickstart-down\n")
+		markReady()
+	} else {
+		fmt.Fprintf(d.out, "\nThe konnector logs above. Press Ctrl-C to tear everything down.\n")
+	}
+	<-ctx.Done()
+	return nil
+}
 
+// kubectls runs each kubectl command in turn, stopping at the first that
+// fails.
+func (d *demo) kubectls(ctx context.Context, cmds ...[]string) error {
+	for _, args := range cmds {
+		if _, err := d.kubectl(ctx, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startClusters starts the provider and the consumer cluster: with kind
+// when asked for, or when auto and kind works; else local control planes
+// in dir (started afresh).
+func (d *demo) startClusters(ctx context.Context, abs, clusters string) (*pair, error) {
+	if clusters == "kind" || (clusters == "auto" && kindAvailable(ctx)) {
+		d.step("Starting a provider and a consumer cluster with kind")
+		return startKind(ctx, abs)
+	}
+	if clusters != "local" && clusters != "auto" {
+		return nil, fmt.Errorf("--clusters must be auto, kind or local, not %q", clusters)
+	}
+	d.step("Starting a provider and a consumer cluster (local control planes in %s)", dir)
+	for _, c := range []string{"consumer", "provider"} {
+		_ = os.RemoveAll(filepath.Join(abs, c))
+	}
+	return startLocal(abs)
+}
+
+// exportWidgets installs the example Widget CRD on the provider, labelled
+// exported.
+func (d *demo) exportWidgets(ctx context.Context) error {
+	d.step("Exporting the example Widget API on the provider")
+	return d.kubectls(ctx,
+		[]string{"--context=provider", "apply", "-f", "examples/widgets-crd.yaml"},
+		[]string{"--context=provider", "get", "crds", "-l", "core.kbind.io/exported=true"})
+}
+
+// applyQuickstart writes examples/quickstart.yaml with the provider's
+// kubeconfig in it to abs and applies it on the consumer, in namespace
+// kbind.
+func (d *demo) applyQuickstart(ctx context.Context, abs string, providerKubeconfig []byte) error {
 	d.step("Applying one file on the consumer: Secret kbind/demo-provider-kubeconfig, Connection demo-provider, ClusterBinding widgets")
 	manifest, err := os.ReadFile("examples/quickstart.yaml")
 	if err != nil {
 		return err
 	}
-	kc := strings.ReplaceAll(strings.TrimSpace(string(clusterPair.providerKubeconfig)), "\n", "\n    ")
+	kc := strings.ReplaceAll(strings.TrimSpace(string(providerKubeconfig)), "\n", "\n    ")
 	applied := filepath.Join(abs, "quickstart.yaml")
 	if err := os.WriteFile(applied, []byte(strings.Replace(string(manifest), "KUBECONFIG_PLACEHOLDER", kc, 1)), 0o600); err != nil {
 		return err
 	}
-	if _, err := d.kubectl(ctx, "--context=consumer", "create", "namespace", "kbind"); err != nil {
-		return err
-	}
-	if _, err := d.kubectl(ctx, "--context=consumer", "apply", "-f", filepath.Join(dir, "quickstart.yaml")); err != nil {
-		return err
-	}
+	return d.kubectls(ctx,
+		[]string{"--context=consumer", "create", "namespace", "kbind"},
+		[]string{"--context=consumer", "apply", "-f", filepath.Join(dir, "quickstart.yaml")})
+}
 
+// startKonnector starts the konnector against the consumer, stopped with
+// an interrupt when ctx ends; its log goes to stdout, or with logToFile to
+// konnector.log in abs, which closeLog closes once it has exited.
+func (d *demo) startKonnector(ctx context.Context, konnectorBin, abs, consumerKubeconfig string, logToFile bool) (k *exec.Cmd, closeLog func(), err error) {
 	d.step("Running the konnector against the consumer")
-	logPath := filepath.Join(abs, "konnector.log")
+	closeLog = func() {}
 	var logOut io.Writer = os.Stdout
-	if check || detached {
-		f, err := os.Create(logPath)
+	if logToFile {
+		f, err := os.Create(filepath.Join(abs, "konnector.log"))
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		defer f.Close()
+		closeLog = func() { _ = f.Close() }
 		logOut = f
 		fmt.Fprintf(d.out, "konnector log: %s\n", filepath.Join(dir, "konnector.log"))
 	}
-	k := exec.CommandContext(ctx, konnectorBin, "--kubeconfig", clusterPair.consumerKubeconfig,
+	k = exec.CommandContext(ctx, konnectorBin, "--kubeconfig", consumerKubeconfig,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:0")
 	k.Stdout, k.Stderr = logOut, logOut
 	k.Cancel = func() error { return k.Process.Signal(os.Interrupt) }
 	k.WaitDelay = 10 * time.Second
 	if err := k.Start(); err != nil {
-		return err
+		closeLog()
+		return nil, nil, err
 	}
-	defer func() { cancel(); _ = k.Wait() }()
+	return k, closeLog, nil
+}
 
-	if _, err := d.kubectl(ctx, "--context=consumer", "wait", "--for=condition=Ready", "connection/demo-provider", "--timeout=90s"); err != nil {
-		return err
-	}
-	if _, err := d.kubectl(ctx, "--context=consumer", "wait", "--for=condition=Ready", "clusterbinding/widgets", "--timeout=90s"); err != nil {
-		return err
-	}
-	if _, err := d.kubectl(ctx, "--context=consumer", "get", "connections,clusterbindings"); err != nil {
-		return err
-	}
-
+// syncWidget creates default/my-widget on the consumer and shows its copy
+// on the provider, which must carry kbind's markers and the spec.
+func (d *demo) syncWidget(ctx context.Context) error {
 	d.step("Creating default/my-widget on the consumer")
 	if _, err := d.kubectl(ctx, "--context=consumer", "apply", "-f", "examples/my-widget.yaml"); err != nil {
 		return err
 	}
 	d.step("The copy on the provider, with kbind's ownership markers")
-	err = poll(ctx, 30*time.Second, "the provider copy of default/my-widget", func() error {
+	err := poll(ctx, 30*time.Second, "the provider copy of default/my-widget", func() error {
 		_, err := testenv.Kubectl(ctx, d.kubeconfig, "--context=provider", "-n", "default", "get", "widget", "my-widget")
 		return err
 	})
@@ -362,13 +424,18 @@ func run(konnectorBin, clusters string, check, detached bool) error {
 	if !strings.Contains(out, "core.kbind.io/consumer-object-uid") || !strings.Contains(out, `"color":"blue"`) {
 		return fmt.Errorf("the provider copy lacks the markers or the spec:\n%s", out)
 	}
+	return nil
+}
 
+// statusDown patches the provider copy's status and waits for it on the
+// consumer.
+func (d *demo) statusDown(ctx context.Context) error {
 	d.step("A status patched on the provider (the demo has no Widget controller) arrives on the consumer")
 	if _, err := d.kubectl(ctx, "--context=provider", "-n", "default", "patch", "widget", "my-widget",
 		"--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Ready"}}`); err != nil {
 		return err
 	}
-	err = poll(ctx, 30*time.Second, "the status on the consumer", func() error {
+	err := poll(ctx, 30*time.Second, "the status on the consumer", func() error {
 		out, err := testenv.Kubectl(ctx, d.kubeconfig, "--context=consumer", "-n", "default", "get", "widget", "my-widget", "-o", "jsonpath={.status.phase}")
 		if err != nil {
 			return err
@@ -381,14 +448,17 @@ func run(konnectorBin, clusters string, check, detached bool) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.kubectl(ctx, "--context=consumer", "-n", "default", "get", "widgets"); err != nil {
-		return err
-	}
+	_, err = d.kubectl(ctx, "--context=consumer", "-n", "default", "get", "widgets")
+	return err
+}
 
+// showPlugin runs kubectl kbind status and doctor, the plugin built next
+// to the konnector (binDir, returned), once status counts the Widget.
+func (d *demo) showPlugin(ctx context.Context, konnectorBin string) (binDir string, err error) {
 	d.step("The kubectl plugin: one screen of status, and the troubleshooting guide as one command")
-	binDir, err := filepath.Abs(filepath.Dir(konnectorBin))
+	binDir, err = filepath.Abs(filepath.Dir(konnectorBin))
 	if err != nil {
-		return err
+		return "", err
 	}
 	err = poll(ctx, 60*time.Second, "kubectl kbind status counting the synced Widget", func() error {
 		out, err := testenv.Kubectl(ctx, d.kubeconfig, "--context=consumer", "get", "clusterbinding", "widgets", "-o", "jsonpath={.status.boundAPIs[0].instances.synced}")
@@ -398,29 +468,36 @@ func run(konnectorBin, clusters string, check, detached bool) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := d.plugin(ctx, binDir, "status", "--context=consumer"); err != nil {
-		return err
+		return "", err
 	}
 	// Exit 0: nothing wrong (the konnector runs outside the cluster: a note).
 	if err := d.plugin(ctx, binDir, "doctor", "--context=consumer"); err != nil {
+		return "", err
+	}
+	return binDir, nil
+}
+
+// checkDeletion deletes the consumer Widget, which must remove its
+// provider copy first.
+func (d *demo) checkDeletion(ctx context.Context) error {
+	d.step("Deleting the consumer Widget removes the provider copy first")
+	if _, err := d.kubectl(ctx, "--context=consumer", "-n", "default", "delete", "widget", "my-widget", "--timeout=60s"); err != nil {
 		return err
 	}
-
-	if check {
-		d.step("Deleting the consumer Widget removes the provider copy first")
-		if _, err := d.kubectl(ctx, "--context=consumer", "-n", "default", "delete", "widget", "my-widget", "--timeout=60s"); err != nil {
-			return err
-		}
-		out, err := testenv.Kubectl(ctx, d.kubeconfig, "--context=provider", "-n", "default", "get", "widget", "my-widget", "--ignore-not-found")
-		if err != nil || strings.TrimSpace(out) != "" {
-			return fmt.Errorf("the provider copy is still there: %v %s", err, out)
-		}
-		d.step("Quickstart check passed")
-		return nil
+	out, err := testenv.Kubectl(ctx, d.kubeconfig, "--context=provider", "-n", "default", "get", "widget", "my-widget", "--ignore-not-found")
+	if err != nil || strings.TrimSpace(out) != "" {
+		return fmt.Errorf("the provider copy is still there: %v %s", err, out)
 	}
+	d.step("Quickstart check passed")
+	return nil
+}
 
+// printNext prints what to try next with the kubectl kbind built in binDir
+// and the quickstart kubeconfig.
+func (d *demo) printNext(binDir string) {
 	kubectl, _ := testenv.KubectlPath()
 	fmt.Fprintf(d.out, `
 ==> Try next (the kubectl kbind built, the quickstart kubeconfig):
@@ -435,14 +512,6 @@ func run(konnectorBin, clusters string, check, detached bool) error {
   kubectl --context=provider get leases -A -l core.kbind.io/managed=true
   kubectl --context=consumer -n default delete widget my-widget
 `, d.kubeconfig, binDir, kubectl)
-	if detached {
-		fmt.Fprintf(d.out, "\nRunning in the background; stop it with: make quickstart-down\n")
-		markReady()
-	} else {
-		fmt.Fprintf(d.out, "\nThe konnector logs above. Press Ctrl-C to tear everything down.\n")
-	}
-	<-ctx.Done()
-	return nil
 }
 
 // Detached mode: the quickstart re-runs itself in a new session with its

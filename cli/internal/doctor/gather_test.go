@@ -1,0 +1,47 @@
+package doctor
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+func TestConnectionOf(t *testing.T) {
+	conn := func(name string) kbindv1alpha1.Connection {
+		return kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	probed := func(name string, p ConnectionProbe, unchecked string) *connectionProbe {
+		p.Connection = conn(name)
+		return &connectionProbe{ConnectionProbe: p, unchecked: unchecked}
+	}
+	healthy := ConnectionProbe{Secret: SecretOK, Reached: true}
+	conns := []kbindv1alpha1.Connection{conn("a"), conn("b"), conn("out-of-scope")}
+	probes := map[string]*connectionProbe{
+		"a":      probed("a", healthy, ""),
+		"b":      probed("b", ConnectionProbe{Secret: SecretOK}, ""),
+		"failed": probed("failed", healthy, "Connection failed: cannot read its Secret"),
+	}
+	for _, tc := range []struct {
+		name, conn string
+		wantConn   string // "" for none
+		wantBroken bool
+	}{
+		{"probed and healthy", "a", "a", false},
+		{"probed, provider not reached", "b", "b", true},
+		{"probe could not run", "failed", "failed", true},
+		{"not probed (out of scope): taken as is", "out-of-scope", "out-of-scope", false},
+		{"no such Connection", "missing", "", false},
+	} {
+		b := BindingState{Kind: "ClusterBinding", Spec: kbindv1alpha1.BindingSpec{ConnectionRef: kbindv1alpha1.ConnectionReference{Name: tc.conn}}}
+		got, broken := connectionOf(b, conns, probes)
+		gotName := ""
+		if got != nil {
+			gotName = got.Name
+		}
+		if gotName != tc.wantConn || broken != tc.wantBroken {
+			t.Errorf("%s: Connection %q broken %v, want %q broken %v", tc.name, gotName, broken, tc.wantConn, tc.wantBroken)
+		}
+	}
+}

@@ -1,0 +1,199 @@
+// This file holds spec up (SYNC-1, SYNC-3, SYNC-4) — the provider copy's
+// ownership classified, its namespace created, the desired copy built
+// and applied, an apply not repeated while the cache catches up.
+
+package syncer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/fieldpath"
+	"github.com/kbind/kbind/engine/internal/namespace"
+	"github.com/kbind/kbind/engine/isolation"
+	"github.com/kbind/kbind/engine/metrics"
+	"github.com/kbind/kbind/engine/ownership"
+)
+
+// classify decides from the copy's ownership markers and the binding's
+// conflict policy whether kbind may write the copy (SYNC-4); a conflict is
+// reported and nothing is written.
+func (s *Syncer) classify(ctx context.Context, o *objectSync) (outcome, error) {
+	owner := ownership.Classify(o.exists, annotationsOf(o.pobj), s.target.ClusterUID, string(o.cobj.GetUID()))
+	o.verdict = ownership.Decide(owner, o.policy.Conflict)
+	if o.verdict.Write {
+		return next, nil
+	}
+	return done, s.reportConflict(ctx, o.cobj, o.verdict.Conflict, "")
+}
+
+// ensureNamespace makes sure the provider namespace of the copy exists
+// when the isolation creates namespaces (SYNC-3), read from the provider
+// cache. Without isolation an existing namespace is used as it is
+// (providers share their namespaces with consumers by design). Under
+// Prefixed isolation a namespace kbind did not create for this consumer
+// cluster is a conflict, never adopted: it is reported and nothing is
+// written into it.
+func (s *Syncer) ensureNamespace(ctx context.Context, o *objectSync) (outcome, error) {
+	if !s.target.Namespaced || !s.target.Isolation.CreatesNamespaces() {
+		return next, nil
+	}
+	pns := o.pkey.Namespace
+	conflict, err := namespace.Ensure(ctx, s.session.Cache(), s.session.Client, pns, namespace.Policy{
+		Markers:            s.target.Isolation.NamespaceMarkers(s.target.ClusterUID, o.key.Namespace),
+		Owned:              s.target.Isolation.Isolated(),
+		ConsumerClusterUID: s.target.ClusterUID,
+	})
+	switch {
+	case err != nil:
+		return s.failed(o.cobj, err, "create", "namespaces/"+pns)
+	case conflict != "":
+		return done, s.reportConflict(ctx, o.cobj, conflict, namespaceConflictMessage(pns, conflict))
+	default:
+		return next, nil
+	}
+}
+
+// applySpec applies the desired copy unless the provider copy is up to
+// date, or the same copy was applied a moment ago and the provider
+// informer has not reported it yet (its event brings the object back).
+func (s *Syncer) applySpec(ctx context.Context, o *objectSync) (outcome, error) {
+	desired := s.desiredCopy(o.cobj, o.pkey, o.policy)
+	if o.exists && upToDate(o.pobj, desired) {
+		return next, nil
+	}
+	// The digest only now: most reconciles find the copy up to date.
+	digest := digestOf(desired)
+	if last, ok := s.applied.Load(o.key); ok && last == digest {
+		if o.exists {
+			return next, nil
+		}
+		// Applied a moment ago; the provider informer has not reported
+		// it yet. Its event brings the object back.
+		s.results.set(s.target, o.key, Result{State: StatePending})
+		return done, nil
+	}
+	applied, out, err := s.apply(ctx, o.cobj, desired, o.pkey, o.exists, o.seen)
+	if applied == nil {
+		return out, err
+	}
+	s.applied.Store(o.key, digest)
+	if o.verdict.Adopt {
+		log.FromContext(ctx).Info("Adopted an unmarked provider object (conflictPolicy Adopt)")
+	}
+	o.pobj, o.exists = applied, true
+	return next, nil
+}
+
+// apply writes the desired provider copy (SYNC-1) and returns it; on
+// failure it returns nil and the outcome of the sync.
+func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstructured, pkey types.NamespacedName, exists bool, seen *changes) (*unstructured.Unstructured, outcome, error) {
+	applied := desired.DeepCopy()
+	// A copy applied again is not the one a deletion waited for.
+	s.releaser.forget(client.ObjectKeyFromObject(cobj))
+	start := time.Now()
+	opts := []client.ApplyOption{client.FieldOwner(kbindv1alpha1.FieldManager)}
+	if exists {
+		// Ours or adopted (classified before): take every field back.
+		opts = append(opts, client.ForceOwnership)
+	}
+	// Without force, a provider object the cache has not seen yet (created
+	// a moment ago by someone else) makes the apply fail with a field
+	// conflict instead of being overwritten; the retry then classifies it.
+	if err := s.session.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), opts...); err != nil {
+		if !exists && apierrors.IsConflict(err) {
+			return nil, done, fmt.Errorf("the provider copy exists but is not in the cache yet: %w", err)
+		}
+		out, err := s.failed(cobj, err, "apply", s.target.GVK.Kind+" "+pkey.String())
+		return nil, out, err
+	}
+	now := time.Now()
+	metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(now.Sub(start).Seconds())
+	seen.acknowledged(s.target.Connection, metrics.DirectionUp, now)
+	return applied, next, nil
+}
+
+// desiredCopy is what kbind applies (SYNC-1): identity (the provider key
+// pkey), the managed label, the ownership markers (and, under isolation,
+// the origin markers), the labels and annotations the binding selects, and
+// spec — nothing else.
+func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured, pkey types.NamespacedName, policy Policy) *unstructured.Unstructured {
+	u := s.newObject()
+	u.SetNamespace(pkey.Namespace)
+	u.SetName(pkey.Name)
+	policy.Metadata.Stamp(u, cobj)
+	s.target.Isolation.Markers(s.target.ClusterUID, client.ObjectKeyFromObject(cobj), string(cobj.GetUID())).Stamp(u)
+	if spec, ok := cobj.Object["spec"]; ok {
+		u.Object["spec"] = runtime.DeepCopyJSONValue(spec)
+	}
+	mapReferences(u, cobj.GetNamespace(), policy.References, s.target.Isolation)
+	return u
+}
+
+// mapReferences makes each reference field of the provider copy u name
+// the related object's provider copy: under isolation a related object
+// team-a/db lives at the mapped key (tenant-a/team-a.db under Namespace
+// isolation), in the namespace of the copy itself. Without isolation, or
+// when the name stays the same (Prefixed), nothing changes.
+func mapReferences(u *unstructured.Unstructured, namespace string, refs []fieldpath.Path, iso isolation.Mapping) {
+	if !iso.Isolated() || namespace == "" {
+		return
+	}
+	for _, p := range refs {
+		name, err := fieldpath.Name(u, p)
+		if err != nil || name == "" {
+			continue
+		}
+		if mapped, err := iso.Object(types.NamespacedName{Namespace: namespace, Name: name}); err == nil && mapped.Name != name {
+			fieldpath.Set(u, p, mapped.Name)
+		}
+	}
+}
+
+// digestOf identifies a desired copy.
+func digestOf(u *unstructured.Unstructured) string {
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// upToDate reports whether the provider copy already carries the desired
+// spec and markers (SYNC-1: skip the apply).
+func upToDate(pobj, desired *unstructured.Unstructured) bool {
+	if !equality.Semantic.DeepEqual(pobj.Object["spec"], desired.Object["spec"]) {
+		return false
+	}
+	labels, annotations := pobj.GetLabels(), pobj.GetAnnotations()
+	// The keys copied last time differ: some must go (a missing
+	// annotation reads as "").
+	if annotations[kbindv1alpha1.SyncedMetadataAnnotation] != desired.GetAnnotations()[kbindv1alpha1.SyncedMetadataAnnotation] {
+		return false
+	}
+	for k, v := range desired.GetLabels() {
+		if labels[k] != v {
+			return false
+		}
+	}
+	for k, v := range desired.GetAnnotations() {
+		if annotations[k] != v {
+			return false
+		}
+	}
+	return true
+}
