@@ -101,9 +101,7 @@ func renewedSecretRef(conn *kbindv1alpha1.Connection) kbindv1alpha1.SecretRefere
 func (r *Reconciler) useCredential(ctx context.Context, conn *kbindv1alpha1.Connection, parsed *kubeconfig.Parsed, sess *session.Session, now time.Time) credentialView {
 	user := credentials.Of(parsed.Config)
 	v := credentialView{known: true, inUse: user, source: kbindv1alpha1.CredentialSourceKubeconfig, renews: user.Renewable()}
-	r.mu.Lock()
-	st := r.creds[conn.Name]
-	r.mu.Unlock()
+	st := r.creds.get(conn.Name)
 	if st.hash != parsed.Hash {
 		st = credentialState{hash: parsed.Hash, expiring: st.expiring}
 	}
@@ -124,9 +122,7 @@ func (r *Reconciler) useCredential(ctx context.Context, conn *kbindv1alpha1.Conn
 		v.secret = &ref
 	}
 	v.failure, v.retryAt = st.failure, st.retryAt
-	r.mu.Lock()
-	r.creds[conn.Name] = st
-	r.mu.Unlock()
+	r.creds.set(conn.Name, st)
 	return v
 }
 
@@ -171,15 +167,13 @@ func (r *Reconciler) renewIfDue(ctx context.Context, conn *kbindv1alpha1.Connect
 	// would not count towards KbindCredentialRenewalFailing.
 	metrics.CredentialRenewals.WithLabelValues(conn.Name, "failure").Add(0)
 	metrics.CredentialRenewals.WithLabelValues(conn.Name, "success").Add(0)
-	r.mu.Lock()
-	st := r.creds[conn.Name]
-	r.mu.Unlock()
+	st := r.creds.get(conn.Name)
 	if !now.Before(v.inUse.RenewAt()) && !now.Before(st.retryAt) {
 		token, err := requestToken(ctx, sess, v.inUse)
 		if err != nil {
 			st.failures++
 			st.retryAt = now.Add(renewalBackoff(st.failures, v.inUse, now))
-			if errString(st.failure) != err.Error() {
+			if st.failure == nil || st.failure.Error() != err.Error() {
 				r.event(conn, corev1.EventTypeWarning, string(kbindv1alpha1.ReasonRenewalFailed), "%s; retrying", err.Error())
 			}
 			st.failure = err
@@ -206,9 +200,7 @@ func (r *Reconciler) renewIfDue(ctx context.Context, conn *kbindv1alpha1.Connect
 		}
 	}
 	v.failure, v.retryAt = st.failure, st.retryAt
-	r.mu.Lock()
-	r.creds[conn.Name] = st
-	r.mu.Unlock()
+	r.creds.set(conn.Name, st)
 }
 
 // requestToken asks the provider for a new token of the ServiceAccount the
@@ -478,12 +470,10 @@ func (r *Reconciler) reportCredentials(conn *kbindv1alpha1.Connection, v credent
 	}
 	reason := credentials.Expiring(v.inUse, v.renews, v.failure != nil, r.ExpiryWarning, now)
 	metrics.CredentialsExpiring.WithLabelValues(conn.Name).Set(map[bool]float64{true: 1, false: 0}[reason != ""])
-	r.mu.Lock()
-	st := r.creds[conn.Name]
+	st := r.creds.get(conn.Name)
 	announce := st.expiring != reason
 	st.expiring = reason
-	r.creds[conn.Name] = st
-	r.mu.Unlock()
+	r.creds.set(conn.Name, st)
 	if announce && reason != "" {
 		for _, c := range conds {
 			if c.Type == kbindv1alpha1.ConditionCredentialsExpiring {

@@ -19,6 +19,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/credentials"
+	"github.com/kbind/kbind/engine/session"
 	"github.com/kbind/kbind/engine/test/enginetest"
 )
 
@@ -85,8 +86,8 @@ func TestTokenRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	firstCred := credentials.FromToken(first)
-	secret := createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, tokenConfig(first))})
+	f := &renewalRun{saNS: saNS, saName: saName, name: name, user: user, first: first, firstCred: credentials.FromToken(first)}
+	f.secret = createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, tokenConfig(first))})
 	createConnection(t, name, secretNS, name)
 	conn := waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	waitCondition(t, name, kbindv1alpha1.ConditionCredentialsExpiring, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "renewed before")
@@ -98,122 +99,20 @@ func TestTokenRenewal(t *testing.T) {
 	if _, ok := renewals(t, name, "success"); !ok {
 		t.Error("no kbind_credentials_renewals_total{result=\"success\"} series")
 	}
-	if err := consumer.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
+	if err := consumer.Get(ctx, client.ObjectKeyFromObject(f.secret), f.secret); err != nil {
 		t.Fatal(err)
 	}
-	userRV := secret.ResourceVersion
-	sess, ok := env.Engine.Sessions.Get(name)
-	if !ok {
+	f.userRV = f.secret.ResourceVersion
+	var ok bool
+	if f.sess, ok = env.Engine.Sessions.Get(name); !ok {
 		t.Fatal("no published session")
 	}
-	leaseKey := client.ObjectKey{Namespace: "kbind", Name: name + "-" + conn.Status.LocalClusterUID[:10]}
+	f.leaseKey = client.ObjectKey{Namespace: "kbind", Name: name + "-" + conn.Status.LocalClusterUID[:10]}
 
-	// Renewed before the first token expires, into the konnector's Secret.
-	renewedKey := client.ObjectKey{Namespace: secretNS, Name: name + "-kbind-token"}
-	enginetest.EventuallyWithin(t, time.Minute, "token renewed", func() error {
-		c := getConnection(t, name)
-		if cr := c.Status.Credentials; cr == nil || cr.Source != kbindv1alpha1.CredentialSourceRenewed || cr.RenewedSecretRef == nil {
-			return fmt.Errorf("credentials %+v", c.Status.Credentials)
-		}
-		return nil
-	})
-	renewedAt := time.Now()
-	if !renewedAt.Before(firstCred.ExpiresAt) {
-		t.Errorf("renewed at %v, after the first token expired (%v)", renewedAt, firstCred.ExpiresAt)
-	}
-	conn = waitCondition(t, name, kbindv1alpha1.ConditionCredentialsRenewed, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "was renewed at")
-	cr := conn.Status.Credentials
-	if cr.Kind != kbindv1alpha1.CredentialServiceAccountToken || cr.Subject != user || !cr.Renews || cr.ExpiresAt == nil || !cr.ExpiresAt.After(firstCred.ExpiresAt) {
-		t.Errorf("status.credentials %+v", cr)
-	}
-	kept := &corev1.Secret{}
-	if err := consumer.Get(ctx, renewedKey, kept); err != nil {
-		t.Fatal(err)
-	}
-	renewed := string(kept.Data["token"])
-	if renewed == "" || renewed == first || !metav1.IsControlledBy(kept, conn) {
-		t.Errorf("the konnector's Secret holds no new token, or is not controlled by the Connection")
-	}
-	if got := credentials.FromToken(renewed); got.Lifetime() != credentials.MinTokenLifetime {
-		t.Errorf("renewed token lives %v, want %v (the current token's, at least the TokenRequest minimum)", got.Lifetime(), credentials.MinTokenLifetime)
-	}
-
-	// The old token expires (plus the API server's one-minute leeway); the
-	// same session goes on renewing the heartbeat and syncing.
-	enginetest.EventuallyWithin(t, 3*time.Minute, "the first token refused by the provider", func() error { return refused(ctx, first) })
-	expiredAt := time.Now()
-	t.Logf("first token: expires %s, refused from %s; renewed at %s", firstCred.ExpiresAt.Format(time.RFC3339), expiredAt.Format(time.RFC3339), renewedAt.Format(time.RFC3339))
-	enginetest.Eventually(t, "heartbeat renewed after the first token expired", func() error {
-		lease := &coordinationv1.Lease{}
-		if err := provider.Get(ctx, leaseKey, lease); err != nil {
-			return err
-		}
-		if !lease.Spec.RenewTime.After(expiredAt) {
-			return fmt.Errorf("last renewed %v", lease.Spec.RenewTime)
-		}
-		if lease.Annotations[kbindv1alpha1.CredentialRenewsAnnotation] != "true" || lease.Annotations[kbindv1alpha1.CredentialKindAnnotation] != "ServiceAccountToken" ||
-			lease.Annotations[kbindv1alpha1.ProviderUserAnnotation] != user || lease.Annotations[kbindv1alpha1.KonnectorVersionAnnotation] == "" ||
-			lease.Annotations[kbindv1alpha1.APIVersionAnnotation] != "core.kbind.io/v1alpha1" || lease.Annotations[kbindv1alpha1.CredentialExpiryAnnotation] == "" {
-			return fmt.Errorf("lease annotations %v", lease.Annotations)
-		}
-		return nil
-	})
-	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	if now, _ := env.Engine.Sessions.Get(name); now != sess {
-		t.Error("the session was rebuilt: a renewal must swap the token in place, without relisting")
-	}
-	if sess.Token() != renewed {
-		t.Error("the session does not carry the renewed token")
-	}
-	if err := consumer.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
-		t.Fatal(err)
-	}
-	if secret.ResourceVersion != userRV {
-		t.Errorf("the user's kubeconfig Secret was written (resourceVersion %s, was %s)", secret.ResourceVersion, userRV)
-	}
-
-	// A restart past the first token's expiry comes up with the renewed one.
-	env.StopEngine()
-	if err := env.StartEngine(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := time.Now()
-	enginetest.Eventually(t, "Ready after the restart, on the renewed token", func() error {
-		if sess, ok := env.Engine.Sessions.Get(name); !ok || sess.Token() != renewed {
-			return errors.New("no session with the renewed token yet")
-		}
-		lease := &coordinationv1.Lease{}
-		if err := provider.Get(ctx, leaseKey, lease); err != nil {
-			return err
-		}
-		if !lease.Spec.RenewTime.After(restarted) {
-			return fmt.Errorf("heartbeat not renewed since the restart")
-		}
-		return nil
-	})
-	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-
-	// The user applies a new kubeconfig (a new bundle): it wins, although
-	// the renewed token would expire later.
-	bundle, err := pair.Provider.ServiceAccountToken(ctx, saNS, saName, 5*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret.Data["kubeconfig"] = kubeconfigOf(t, tokenConfig(bundle))
-	if err := consumer.Update(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	bundleExp := credentials.FromToken(bundle).ExpiresAt
-	enginetest.Eventually(t, "the user's new kubeconfig in use", func() error {
-		c := getConnection(t, name)
-		if cr := c.Status.Credentials; cr == nil || cr.Source != kbindv1alpha1.CredentialSourceKubeconfig || cr.ExpiresAt == nil || !cr.ExpiresAt.Time.Equal(bundleExp) {
-			return fmt.Errorf("credentials %+v", c.Status.Credentials)
-		}
-		if sess, ok := env.Engine.Sessions.Get(name); !ok || sess.Token() != bundle {
-			return errors.New("the session does not carry the new bundle's token")
-		}
-		return nil
-	})
+	f.renewsBeforeExpiry(t)
+	f.outlivesTheFirstToken(t)
+	f.restartsOnTheRenewedToken(t)
+	bundle := f.yieldsToANewKubeconfig(t)
 
 	// revoke: deleting the ServiceAccount invalidates every token it has;
 	// the next renewal of the heartbeat is refused.
@@ -221,15 +120,167 @@ func TestTokenRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCondition(t, name, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonPending)
-	if err := refused(ctx, renewed); err != nil {
+	if err := refused(ctx, f.renewed); err != nil {
 		t.Errorf("the renewed token after the ServiceAccount was deleted: %v", err)
 	}
 	assertNoLeak(t, getConnection(t, name))
-	for _, tok := range []string{first, renewed, bundle} {
+	for _, tok := range []string{first, f.renewed, bundle} {
 		if strings.Contains(logs.String(), tok) {
 			t.Error("a token in the engine logs")
 		}
 	}
+}
+
+// renewalRun is what TestTokenRenewal's phases share.
+type renewalRun struct {
+	saNS, saName, name, user string
+	// first is the kubeconfig's token, renewed the one the konnector got
+	// (renewedAt).
+	first     string
+	firstCred credentials.Credential
+	renewed   string
+	renewedAt time.Time
+	// secret is the user's kubeconfig Secret at userRV, which the
+	// konnector never writes.
+	secret *corev1.Secret
+	userRV string
+	// sess is the session published before the renewal.
+	sess     *session.Session
+	leaseKey client.ObjectKey
+}
+
+// renewsBeforeExpiry: renewed before the first token expires, into the
+// konnector's Secret.
+func (f *renewalRun) renewsBeforeExpiry(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	renewedKey := client.ObjectKey{Namespace: secretNS, Name: f.name + "-kbind-token"}
+	enginetest.EventuallyWithin(t, time.Minute, "token renewed", func() error {
+		c := getConnection(t, f.name)
+		if cr := c.Status.Credentials; cr == nil || cr.Source != kbindv1alpha1.CredentialSourceRenewed || cr.RenewedSecretRef == nil {
+			return fmt.Errorf("credentials %+v", c.Status.Credentials)
+		}
+		return nil
+	})
+	f.renewedAt = time.Now()
+	if !f.renewedAt.Before(f.firstCred.ExpiresAt) {
+		t.Errorf("renewed at %v, after the first token expired (%v)", f.renewedAt, f.firstCred.ExpiresAt)
+	}
+	conn := waitCondition(t, f.name, kbindv1alpha1.ConditionCredentialsRenewed, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "was renewed at")
+	cr := conn.Status.Credentials
+	if cr.Kind != kbindv1alpha1.CredentialServiceAccountToken || cr.Subject != f.user || !cr.Renews || cr.ExpiresAt == nil || !cr.ExpiresAt.After(f.firstCred.ExpiresAt) {
+		t.Errorf("status.credentials %+v", cr)
+	}
+	kept := &corev1.Secret{}
+	if err := consumer.Get(ctx, renewedKey, kept); err != nil {
+		t.Fatal(err)
+	}
+	f.renewed = string(kept.Data["token"])
+	if f.renewed == "" || f.renewed == f.first || !metav1.IsControlledBy(kept, conn) {
+		t.Errorf("the konnector's Secret holds no new token, or is not controlled by the Connection")
+	}
+	if got := credentials.FromToken(f.renewed); got.Lifetime() != credentials.MinTokenLifetime {
+		t.Errorf("renewed token lives %v, want %v (the current token's, at least the TokenRequest minimum)", got.Lifetime(), credentials.MinTokenLifetime)
+	}
+}
+
+// outlivesTheFirstToken: the old token expires (plus the API server's
+// one-minute leeway); the same session goes on renewing the heartbeat and
+// syncing.
+func (f *renewalRun) outlivesTheFirstToken(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	enginetest.EventuallyWithin(t, 3*time.Minute, "the first token refused by the provider", func() error { return refused(ctx, f.first) })
+	expiredAt := time.Now()
+	t.Logf("first token: expires %s, refused from %s; renewed at %s", f.firstCred.ExpiresAt.Format(time.RFC3339), expiredAt.Format(time.RFC3339), f.renewedAt.Format(time.RFC3339))
+	enginetest.Eventually(t, "heartbeat renewed after the first token expired", func() error {
+		lease := &coordinationv1.Lease{}
+		if err := provider.Get(ctx, f.leaseKey, lease); err != nil {
+			return err
+		}
+		if !lease.Spec.RenewTime.After(expiredAt) {
+			return fmt.Errorf("last renewed %v", lease.Spec.RenewTime)
+		}
+		return renewedTokenLease(lease, f.user)
+	})
+	waitCondition(t, f.name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	if now, _ := env.Engine.Sessions.Get(f.name); now != f.sess {
+		t.Error("the session was rebuilt: a renewal must swap the token in place, without relisting")
+	}
+	if f.sess.Token() != f.renewed {
+		t.Error("the session does not carry the renewed token")
+	}
+	if err := consumer.Get(ctx, client.ObjectKeyFromObject(f.secret), f.secret); err != nil {
+		t.Fatal(err)
+	}
+	if f.secret.ResourceVersion != f.userRV {
+		t.Errorf("the user's kubeconfig Secret was written (resourceVersion %s, was %s)", f.secret.ResourceVersion, f.userRV)
+	}
+}
+
+// renewedTokenLease checks the annotations of a Lease renewed with a
+// ServiceAccount token of user that the konnector renews.
+func renewedTokenLease(lease *coordinationv1.Lease, user string) error {
+	if lease.Annotations[kbindv1alpha1.CredentialRenewsAnnotation] != "true" || lease.Annotations[kbindv1alpha1.CredentialKindAnnotation] != "ServiceAccountToken" ||
+		lease.Annotations[kbindv1alpha1.ProviderUserAnnotation] != user || lease.Annotations[kbindv1alpha1.KonnectorVersionAnnotation] == "" ||
+		lease.Annotations[kbindv1alpha1.APIVersionAnnotation] != "core.kbind.io/v1alpha1" || lease.Annotations[kbindv1alpha1.CredentialExpiryAnnotation] == "" {
+		return fmt.Errorf("lease annotations %v", lease.Annotations)
+	}
+	return nil
+}
+
+// restartsOnTheRenewedToken: a restart past the first token's expiry
+// comes up with the renewed one.
+func (f *renewalRun) restartsOnTheRenewedToken(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	env.StopEngine()
+	if err := env.StartEngine(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	enginetest.Eventually(t, "Ready after the restart, on the renewed token", func() error {
+		if sess, ok := env.Engine.Sessions.Get(f.name); !ok || sess.Token() != f.renewed {
+			return errors.New("no session with the renewed token yet")
+		}
+		lease := &coordinationv1.Lease{}
+		if err := provider.Get(ctx, f.leaseKey, lease); err != nil {
+			return err
+		}
+		if !lease.Spec.RenewTime.After(restarted) {
+			return fmt.Errorf("heartbeat not renewed since the restart")
+		}
+		return nil
+	})
+	waitCondition(t, f.name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+}
+
+// yieldsToANewKubeconfig: the user applies a new kubeconfig (a new
+// bundle): it wins, although the renewed token would expire later. It
+// returns the bundle's token.
+func (f *renewalRun) yieldsToANewKubeconfig(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	bundle, err := pair.Provider.ServiceAccountToken(ctx, f.saNS, f.saName, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.secret.Data["kubeconfig"] = kubeconfigOf(t, tokenConfig(bundle))
+	if err := consumer.Update(ctx, f.secret); err != nil {
+		t.Fatal(err)
+	}
+	bundleExp := credentials.FromToken(bundle).ExpiresAt
+	enginetest.Eventually(t, "the user's new kubeconfig in use", func() error {
+		c := getConnection(t, f.name)
+		if cr := c.Status.Credentials; cr == nil || cr.Source != kbindv1alpha1.CredentialSourceKubeconfig || cr.ExpiresAt == nil || !cr.ExpiresAt.Time.Equal(bundleExp) {
+			return fmt.Errorf("credentials %+v", c.Status.Credentials)
+		}
+		if sess, ok := env.Engine.Sessions.Get(f.name); !ok || sess.Token() != bundle {
+			return errors.New("the session does not carry the new bundle's token")
+		}
+		return nil
+	})
+	return bundle
 }
 
 // TestCertificateExpiryWarning: a client certificate is not renewable; one
@@ -262,28 +313,13 @@ func TestCertificateExpiryWarning(t *testing.T) {
 	if meta := findCondition(conn, kbindv1alpha1.ConditionCredentialsRenewed); meta != nil {
 		t.Errorf("CredentialsRenewed on a credential kbind cannot renew: %+v", meta)
 	}
-	enginetest.Eventually(t, "ExpiresSoon Event", func() error {
-		var events corev1.EventList
-		if err := consumer.List(ctx, &events); err != nil {
-			return err
-		}
-		for _, e := range events.Items {
-			if e.InvolvedObject.Name == name && e.Reason == string(kbindv1alpha1.ReasonExpiresSoon) && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, date) {
-				return nil
-			}
-		}
-		return errors.New("no ExpiresSoon Event on the Connection")
-	})
+	enginetest.Eventually(t, "ExpiresSoon Event", func() error { return expiresSoonEvent(ctx, name, date) })
 	enginetest.Eventually(t, "Lease with the certificate's expiry", func() error {
 		lease := &coordinationv1.Lease{}
 		if err := provider.Get(ctx, client.ObjectKey{Namespace: "kbind", Name: name + "-" + conn.Status.LocalClusterUID[:10]}, lease); err != nil {
 			return err
 		}
-		if lease.Annotations[kbindv1alpha1.CredentialExpiryAnnotation] != date || lease.Annotations[kbindv1alpha1.CredentialKindAnnotation] != "ClientCertificate" ||
-			lease.Annotations[kbindv1alpha1.ProviderUserAnnotation] != u.Name || lease.Annotations[kbindv1alpha1.CredentialRenewsAnnotation] != "" {
-			return fmt.Errorf("lease annotations %v", lease.Annotations)
-		}
-		return nil
+		return certificateLease(lease, u.Name, date)
 	})
 	// No credential bytes: neither the certificate, nor the key, nor their
 	// base64 forms, in status, Events or logs.
@@ -292,13 +328,47 @@ func TestCertificateExpiryWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	haystack := fmt.Sprint(getConnection(t, name).Status) + fmt.Sprint(events.Items) + logs.String()
-	for _, secretBytes := range [][]byte{u.Config.CertData, u.Config.KeyData} {
+	if containsCredentialLine(haystack, u.Config.CertData, u.Config.KeyData) {
+		t.Fatal("credential bytes in status, Events or logs")
+	}
+}
+
+// expiresSoonEvent finds the ExpiresSoon warning naming date on the
+// Connection.
+func expiresSoonEvent(ctx context.Context, name, date string) error {
+	var events corev1.EventList
+	if err := consumer.List(ctx, &events); err != nil {
+		return err
+	}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == name && e.Reason == string(kbindv1alpha1.ReasonExpiresSoon) && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, date) {
+			return nil
+		}
+	}
+	return errors.New("no ExpiresSoon Event on the Connection")
+}
+
+// certificateLease checks the annotations of a Lease renewed with the
+// client certificate of user that expires at date.
+func certificateLease(lease *coordinationv1.Lease, user, date string) error {
+	if lease.Annotations[kbindv1alpha1.CredentialExpiryAnnotation] != date || lease.Annotations[kbindv1alpha1.CredentialKindAnnotation] != "ClientCertificate" ||
+		lease.Annotations[kbindv1alpha1.ProviderUserAnnotation] != user || lease.Annotations[kbindv1alpha1.CredentialRenewsAnnotation] != "" {
+		return fmt.Errorf("lease annotations %v", lease.Annotations)
+	}
+	return nil
+}
+
+// containsCredentialLine reports whether haystack holds a line of any of
+// the PEM credentials (a body line, longer than 20 characters).
+func containsCredentialLine(haystack string, pems ...[]byte) bool {
+	for _, secretBytes := range pems {
 		for _, line := range strings.Split(string(secretBytes), "\n") {
 			if len(line) > 20 && !strings.HasPrefix(line, "-----") && strings.Contains(haystack, line) {
-				t.Fatal("credential bytes in status, Events or logs")
+				return true
 			}
 		}
 	}
+	return false
 }
 
 func findCondition(conn *kbindv1alpha1.Connection, typ kbindv1alpha1.ConditionType) *metav1.Condition {

@@ -20,14 +20,15 @@ import (
 
 // SetupWithManager wires the reconciler: Connections (spec and deletion
 // changes, not our own status writes), the kubeconfig Secrets they
-// reference, the bindings that hold a deleting Connection, and internal
-// triggers (heartbeat results, Secret siblings).
+// reference, the bindings that hold a deleting Connection, and the
+// session layer's wake-ups (session.Manager.HealthChanges: heartbeat
+// results, export changes).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
-	r.init()
-	metrics.AddHeartbeatSource(r)
+	r.backoff = probeBackoff()
+	metrics.AddHeartbeatSource(r.Sessions)
 	deleting := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !e.ObjectNew.GetDeletionTimestamp().IsZero()
 	}}
@@ -43,7 +44,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&kbindv1alpha1.Binding{}, handler.EnqueueRequestsFromMapFunc(connectionOfBinding),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Channel(r.events, &handler.TypedEnqueueRequestForObject[*kbindv1alpha1.Connection]{})).
+		WatchesRawSource(source.Channel(r.Sessions.HealthChanges(), &handler.TypedEnqueueRequestForObject[*kbindv1alpha1.Connection]{})).
 		Complete(r)
 }
 

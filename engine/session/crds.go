@@ -39,6 +39,9 @@ type ExportedCRDs struct {
 	cfg    *rest.Config
 	hc     *http.Client
 	ctx    context.Context
+	// spawn runs the watch's goroutine (the Manager's tracked ones when
+	// the session's, a plain goroutine otherwise).
+	spawn func(func()) bool
 
 	once     sync.Once
 	informer toolscache.SharedIndexInformer
@@ -62,7 +65,7 @@ var exportedSelector = labels.SelectorFromSet(labels.Set{kbindv1alpha1.ExportedL
 // whose watch (through hc; nil: a client of cfg's own) lives until ctx
 // ends; direct serves every other read.
 func NewExportedCRDs(ctx context.Context, cfg *rest.Config, hc *http.Client, direct client.Reader) *ExportedCRDs {
-	return &ExportedCRDs{direct: direct, cfg: cfg, hc: hc, ctx: ctx, recheck: DefaultRecheck}
+	return &ExportedCRDs{direct: direct, cfg: cfg, hc: hc, ctx: ctx, recheck: DefaultRecheck, spawn: goPlain}
 }
 
 // Recheck sets how often the List of the exports is read directly (the
@@ -128,8 +131,14 @@ func (e *ExportedCRDs) start() {
 			log.FromContext(ctx).V(2).Info("Watching the provider's exported CRDs failed; reading them directly meanwhile", "error", err.Error())
 		})
 		e.informer = inf
-		go inf.RunWithContext(e.ctx)
+		e.spawn(func() { inf.RunWithContext(e.ctx) })
 	})
+}
+
+// goPlain runs fn in an untracked goroutine.
+func goPlain(fn func()) bool {
+	go fn()
+	return true
 }
 
 // synced reports whether the watch may answer reads: it has synced and

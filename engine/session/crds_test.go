@@ -39,32 +39,9 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	direct := func(cfg *rest.Config, n *atomic.Int32) client.Client {
-		c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return interceptor.NewClient(c, interceptor.Funcs{
-			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-				n.Add(1)
-				return c.Get(ctx, key, obj, opts...)
-			},
-			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-				n.Add(1)
-				return c.List(ctx, list, opts...)
-			},
-		})
-	}
-	// get reads a CRD through r and returns its kind and how many direct
-	// reads it took.
+	direct := func(cfg *rest.Config, n *atomic.Int32) client.Client { return countingClient(t, scheme, cfg, n) }
 	get := func(r client.Reader, n *atomic.Int32, name string) (string, int32, error) {
-		before := n.Load()
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		err := r.Get(ctx, client.ObjectKey{Name: name}, crd)
-		if n.Load() == before && len(crd.ManagedFields) != 0 {
-			t.Errorf("%s served from the watch with its managed fields", name)
-		}
-		return crd.Spec.Names.Kind, n.Load() - before, err
+		return readCRD(ctx, t, r, n, name)
 	}
 
 	n := &atomic.Int32{}
@@ -90,22 +67,8 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setLabel := func(name string, exported bool) {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := admin.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-			t.Fatal(err)
-		}
-		if exported {
-			crd.Labels = map[string]string{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue}
-		} else {
-			delete(crd.Labels, kbindv1alpha1.ExportedLabel)
-		}
-		if err := admin.Update(ctx, crd); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setLabel("gadgets.example.org", true)
-	setLabel("widgets.example.org", false)
+	setExported(ctx, t, admin, "gadgets.example.org", true)
+	setExported(ctx, t, admin, "widgets.example.org", false)
 	enginetest.EventuallyWithin(t, 30*time.Second, "the watch follows the export labels", func() error {
 		_, gadgetReads, err1 := get(crds, n, "gadgets.example.org")
 		kind, widgetReads, err2 := get(crds, n, "widgets.example.org")
@@ -125,5 +88,56 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 	refused := session.NewExportedCRDs(ctx, user.Config, nil, direct(user.Config, refusedReads))
 	if _, reads, err := get(refused, refusedReads, "gadgets.example.org"); !apierrors.IsForbidden(err) || reads != 1 {
 		t.Fatalf("reading without permission: %v after %d direct reads, want Forbidden after 1", err, reads)
+	}
+}
+
+// countingClient is a direct client of cfg that counts its Gets and Lists
+// in n.
+func countingClient(t *testing.T, scheme *runtime.Scheme, cfg *rest.Config, n *atomic.Int32) client.Client {
+	t.Helper()
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			n.Add(1)
+			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			n.Add(1)
+			return c.List(ctx, list, opts...)
+		},
+	})
+}
+
+// readCRD reads a CRD through r and returns its kind and how many direct
+// reads (counted in n) it took; one served from the watch must come
+// without its managed fields.
+func readCRD(ctx context.Context, t *testing.T, r client.Reader, n *atomic.Int32, name string) (string, int32, error) {
+	t.Helper()
+	before := n.Load()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	err := r.Get(ctx, client.ObjectKey{Name: name}, crd)
+	if n.Load() == before && len(crd.ManagedFields) != 0 {
+		t.Errorf("%s served from the watch with its managed fields", name)
+	}
+	return crd.Spec.Names.Kind, n.Load() - before, err
+}
+
+// setExported labels the CRD exported, or removes the label.
+func setExported(ctx context.Context, t *testing.T, admin client.Client, name string, exported bool) {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := admin.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if exported {
+		crd.Labels = map[string]string{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue}
+	} else {
+		delete(crd.Labels, kbindv1alpha1.ExportedLabel)
+	}
+	if err := admin.Update(ctx, crd); err != nil {
+		t.Fatal(err)
 	}
 }

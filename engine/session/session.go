@@ -10,6 +10,14 @@
 // provider's cache never blocks another: no lock is held across a cache
 // start or sync.
 //
+// The Manager also owns each Connection's provider health (health.go): the
+// last identity probe and discovery pass, the heartbeat that renews its
+// Lease (HB-1) and its last result, and the watch of the exported CRDs.
+// The Connection reconciler reads that health and is woken through one
+// channel, HealthChanges. The Manager is a leader-elected
+// manager.Runnable whose Start stops all of it and waits for its
+// goroutines (lifecycle.go).
+//
 // Requirement ids in comments (such as CONN-8) refer to docs/requirements.md.
 package session
 
@@ -34,9 +42,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/internal/slim"
 )
 
@@ -86,6 +96,16 @@ type Session struct {
 	// token is the bearer token every request carries when the kubeconfig
 	// authenticates with one (nil otherwise): SetToken swaps it in place.
 	token *bearer
+
+	// identity reads the provider's cluster identity, made on first use
+	// (ClusterUID).
+	identityMu sync.Mutex
+	identity   *identity.Reader
+
+	// spawn runs the session's goroutines (the Manager's tracked ones);
+	// shutdown is closed when the Manager stops.
+	spawn    func(func()) bool
+	shutdown <-chan struct{}
 
 	cluster  cluster.Cluster
 	ctx      context.Context
@@ -139,13 +159,36 @@ func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 func (s *Session) Activate() {
 	s.activate.Do(func() {
 		s.started.Store(true)
-		go func() {
+		started := s.spawn(func() {
 			defer close(s.stopped)
 			if err := s.cluster.Start(s.ctx); err != nil {
 				log.FromContext(s.ctx).Error(err, "Provider cache stopped with an error")
 			}
-		}()
+		})
+		if !started {
+			// The Manager has stopped: so has the session.
+			close(s.stopped)
+		}
 	})
+}
+
+// ClusterUID reads the provider's cluster identity through the session's
+// direct client: every identity request carries the request timeout. The
+// reader, which asks discovery once whether the provider is kcp, is the
+// session's own — a new session, even of the same kubeconfig, asks again.
+func (s *Session) ClusterUID(ctx context.Context) (string, error) {
+	s.identityMu.Lock()
+	reader := s.identity
+	if reader == nil {
+		var err error
+		if reader, err = identity.NewReaderForClient(s.Direct, s.DirectHTTPClient); err != nil {
+			s.identityMu.Unlock()
+			return "", err
+		}
+		s.identity = reader
+	}
+	s.identityMu.Unlock()
+	return reader.ClusterUID(ctx)
 }
 
 // WaitForCacheSync waits until every informer of the session's cache has
@@ -163,26 +206,42 @@ func (s *Session) WaitForCacheSync(ctx context.Context) bool {
 	return s.cluster.GetCache().WaitForCacheSync(ctx)
 }
 
-// Go runs fn in a goroutine bound to the session's lifetime.
+// Go runs fn in a goroutine bound to the session's lifetime (and the
+// Manager's: its Start waits for fn to return).
 func (s *Session) Go(fn func(ctx context.Context)) {
-	go fn(s.ctx)
+	s.spawn(func() { fn(s.ctx) })
 }
 
-// Manager holds the sessions of all Connections: at most one published
-// session and one unverified candidate per Connection.
+// Manager holds the sessions of all Connections — at most one published
+// session and one unverified candidate per Connection — and each
+// Connection's provider health (health.go). It is a manager.Runnable
+// (lifecycle.go).
 type Manager struct {
 	opts Options
-	base context.Context
+	// ctx bounds every session, heartbeat and watch; cancel ends them
+	// (Start, once its context ends).
+	ctx        context.Context
+	cancel     context.CancelFunc
+	goroutines goroutines
+	// changes carries HealthChanges.
+	changes chan event.TypedGenericEvent[*kbindv1alpha1.Connection]
 
 	mu         sync.Mutex
 	sessions   map[string]*Session
 	candidates map[string]*Session
+	records    map[string]*connRecord
 	listeners  []func(connection string)
 }
 
-// NewManager returns a Manager whose sessions live at most as long as base.
+// NewManager returns a Manager whose sessions, heartbeats and watches live
+// at most as long as base, and until Start's context ends.
 func NewManager(base context.Context, opts Options) *Manager {
-	return &Manager{opts: opts, base: base, sessions: map[string]*Session{}, candidates: map[string]*Session{}}
+	ctx, cancel := context.WithCancel(base)
+	return &Manager{
+		opts: opts, ctx: ctx, cancel: cancel,
+		changes:  make(chan event.TypedGenericEvent[*kbindv1alpha1.Connection], healthChangesBuffer),
+		sessions: map[string]*Session{}, candidates: map[string]*Session{}, records: map[string]*connRecord{},
+	}
 }
 
 // Subscribe registers fn to be called (without locks held) whenever a
@@ -382,14 +441,21 @@ func (m *Manager) build(connection, hash, namespace, consumerUID, confinedTo str
 	if err != nil {
 		return nil, fmt.Errorf("creating provider discovery client: %w", err)
 	}
-	ctx, cancel := context.WithCancel(log.IntoContext(m.base, log.Log.WithValues("connection", connection)))
+	ctx, cancel := context.WithCancel(log.IntoContext(m.ctx, log.Log.WithValues("connection", connection)))
+	crds := NewExportedCRDs(ctx, cfg, hc, c)
+	crds.spawn = m.goroutines.Go
 	s := &Session{
 		Connection: connection, Hash: hash, Namespace: namespace, ConfinedTo: confinedTo,
-		Config: cfg, Direct: direct, Client: c, Discovery: dc, CRDs: NewExportedCRDs(ctx, cfg, hc, c),
+		Config: cfg, Direct: direct, Client: c, Discovery: dc, CRDs: crds,
 		HTTPClient: hc, DirectHTTPClient: directHC, token: token,
+		spawn: m.goroutines.Go, shutdown: m.ctx.Done(),
 		cluster: cl, ctx: ctx, cancel: cancel, stopped: make(chan struct{}),
 	}
-	go s.closeConnectionsWhenStopped(rt, tracked)
+	if !s.spawn(func() { s.closeConnectionsWhenStopped(rt, tracked) }) {
+		// Born after the Manager stopped: nothing may stay open.
+		cancel()
+		utilnet.CloseIdleConnectionsFor(rt)
+	}
 	return s, nil
 }
 
@@ -466,7 +532,8 @@ const connectionsCloseGrace = 5 * time.Second
 
 // closeConnectionsWhenStopped closes the session's provider connections
 // once it has stopped and its cache with it: the idle ones at once, every
-// one left after connectionsCloseGrace.
+// one left after connectionsCloseGrace — or at once when the Manager
+// stops.
 func (s *Session) closeConnectionsWhenStopped(rt http.RoundTripper, tracked *conns) {
 	<-s.ctx.Done()
 	if s.started.Load() {
@@ -475,6 +542,9 @@ func (s *Session) closeConnectionsWhenStopped(rt http.RoundTripper, tracked *con
 	utilnet.CloseIdleConnectionsFor(rt)
 	timer := time.NewTimer(connectionsCloseGrace)
 	defer timer.Stop()
-	<-timer.C
+	select {
+	case <-timer.C:
+	case <-s.shutdown:
+	}
 	tracked.closeAll()
 }

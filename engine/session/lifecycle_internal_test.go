@@ -1,0 +1,78 @@
+package session
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/kbind/kbind/engine/heartbeat"
+	"github.com/kbind/kbind/engine/test/testenv"
+)
+
+// Start, once its context ends, stops everything the Manager runs for a
+// live Connection — its session's cache, the exported-CRD watch, the
+// heartbeat — and returns only after their goroutines have exited;
+// nothing starts after it.
+func TestStartStopsEverythingAndWaits(t *testing.T) {
+	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	m := NewManager(context.Background(), Options{Scheme: clientgoscheme.Scheme, QPS: 50, Burst: 100, Timeout: 10 * time.Second})
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+
+	s, _, err := m.Prepare("p", "hash", "", "", "", cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Publish(s)
+	if _, err := s.Cache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Activate()
+	if !s.WaitForCacheSync(ctx) {
+		t.Fatal("the session's cache did not sync")
+	}
+	m.WatchExports(s, time.Minute)
+	m.RunHeartbeat(s, heartbeat.For("p", "consumer-uid", "default"), time.Hour)
+	select {
+	case <-m.HealthChanges():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the heartbeat did not report")
+	}
+	if h, _ := m.Health("p"); h.Heartbeat.Err != nil {
+		t.Fatalf("heartbeat: %v", h.Heartbeat.Err)
+	}
+
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Start = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Start did not return after its context ended")
+	}
+	select {
+	case <-s.stopped:
+	default:
+		t.Error("Start returned while the session's cache runs")
+	}
+	if !s.Stopped() {
+		t.Error("the session was not stopped")
+	}
+	if m.goroutines.Go(func() {}) {
+		t.Error("a goroutine started after Start returned")
+	}
+	// A session prepared after the Manager stopped is stopped from birth.
+	late, _, err := m.Prepare("q", "hash", "", "", "", cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !late.Stopped() {
+		t.Error("a session prepared after Start returned is running")
+	}
+}
