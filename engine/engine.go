@@ -6,12 +6,11 @@
 // # Lifecycle
 //
 // The long-running parts of the engine are added to the manager, as
-// controllers or manager.Runnables, and run as long as the manager does
-// (the provider sessions and heartbeats aside, see below): mgr.Start
-// returning (SIGTERM cancels the konnector's context) means nothing of the
-// engine runs any more. Runnables that write to a cluster need leader
-// election (they run only in the elected konnector); the others run in
-// every replica.
+// controllers or manager.Runnables, and run as long as the manager does:
+// mgr.Start returning (SIGTERM cancels the konnector's context) means
+// nothing of the engine runs any more. Runnables that write to a cluster
+// need leader election (they run only in the elected konnector); the
+// others run in every replica.
 //
 // controller-runtime stops its runnables group by group, each group as a
 // whole and waiting for it (manager/runnable_group.go,
@@ -23,13 +22,16 @@
 //     their wake-ups are dropped, which costs nothing: what they would wake
 //     is stopping too.
 //  2. The leader-election group, together: the controllers (Connection,
-//     kubeconfig Secret, ClusterBinding, Binding), the syncer Registry,
+//     kubeconfig Secret, ClusterBinding, Binding), the provider sessions
+//     (session.Manager, with the heartbeats and export watches it owns:
+//     it stops them and waits for their goroutines), the syncer Registry,
 //     which stops every Syncer and waits for it (its workers, its provider
 //     Events forwarder), and the related Copier, which stops every related
 //     informer and waits for it. They stop in no order among themselves, so
 //     each is safe against the others: a binding reconcile that runs while
-//     they stop starts no Syncer (Registry.StopAll) and no informer
-//     (the Copier's goroutines refuse new ones).
+//     they stop starts no Syncer (Registry.StopAll), no informer (the
+//     Copier's goroutines refuse new ones) and no live session (one built
+//     then is stopped from birth).
 //  3. The caches, the consumer informers the Syncers' handlers were on:
 //     only now, so that no Syncer sees its informer go while it runs.
 //  4. The webhook and HTTP servers (metrics, probes), last, so that the
@@ -39,10 +41,9 @@
 // default): mgr.Start returns an error naming the grace period if a group
 // has not stopped by then, and the process exits anyway.
 //
-// The provider sessions (session.Manager) and the Connection heartbeats
-// still end with the context passed to Setup (in the konnector the same
-// as mgr.Start's); a Syncer also ends with its session, and is waited for
-// by the Registry either way.
+// A Syncer runs on its provider session and ends with it too; the
+// Registry waits for it either way. Nothing waits for the context passed
+// to Setup to end (the sessions stop early if it does, as before).
 //
 // Requirement ids in comments (such as SYNC-R2) refer to docs/requirements.md.
 package engine
@@ -122,6 +123,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 		Scheme: providerScheme, UserAgent: "kbind-konnector",
 		DisableCompression: opts.DisableProviderCompression,
 	})
+	if err := mgr.Add(sessions); err != nil {
+		return nil, fmt.Errorf("adding the provider sessions: %w", err)
+	}
 	local, err := identity.NewReader(mgr.GetConfig())
 	if err != nil {
 		return nil, fmt.Errorf("consumer identity reader: %w", err)
