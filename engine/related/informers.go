@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/goroutines"
 )
 
 // side is a cluster: the consumer or the provider.
@@ -66,7 +67,7 @@ type pool struct {
 	ctx  context.Context
 	// goroutines runs the informers (the Copier's, which it waits for when
 	// it stops).
-	goroutines *goroutines
+	goroutines *goroutines.Group
 	// informers is guarded by Copier.mu.
 	informers map[key]*informer
 }

@@ -12,8 +12,9 @@
 // kbind's labels. Informers are shared between bindings, reference-counted,
 // and stopped when no binding needs them; a provider's die with its
 // session, and all of them when the Copier stops (Start: it is the
-// manager.Runnable that bounds their lifetime). Nothing is listed per reconcile, and a source or copy that
-// could not be read is never taken for absent. A pass never waits for an
+// manager.Runnable that bounds their lifetime). Nothing is listed per
+// reconcile, and a source or copy that could not be read is never taken
+// for absent. A pass never waits for an
 // informer to list (the first list re-queues the binding), and the
 // bindings of one consumer namespace hold at most a budget of source
 // informers (Options.WatchesPerNamespace): one namespace can neither slow
@@ -56,6 +57,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/fieldpath"
+	"github.com/kbind/kbind/engine/internal/goroutines"
 	"github.com/kbind/kbind/engine/internal/namespace"
 	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/isolation"
@@ -146,7 +148,7 @@ type Copier struct {
 	// goroutines are those the copier started, which stop waits for.
 	life       context.Context
 	cancel     context.CancelFunc
-	goroutines *goroutines
+	goroutines *goroutines.Group
 
 	mu        sync.Mutex
 	providers map[*session.Session]*pool
@@ -198,7 +200,7 @@ func newCopier(ctx context.Context, opts Options, cs kubernetes.Interface) *Copi
 		opts.WatchesPerNamespace = DefaultWatchesPerNamespace
 	}
 	life, cancel := context.WithCancel(log.IntoContext(ctx, log.FromContext(ctx).WithName("related")))
-	g := &goroutines{}
+	g := &goroutines.Group{}
 	c := &Copier{
 		opts: opts, denied: DeniedNamespaces(opts.SecretNamespaces), life: life, cancel: cancel, goroutines: g,
 		consumer:  &pool{side: consumerSide, cs: cs, ctx: life, goroutines: g, informers: map[key]*informer{}},
