@@ -3,6 +3,48 @@
 // Options, configures its manager's cache with ConfigureCache and calls
 // Setup.
 //
+// # Lifecycle
+//
+// The long-running parts of the engine are added to the manager, as
+// controllers or manager.Runnables, and run as long as the manager does:
+// mgr.Start returning (SIGTERM cancels the konnector's context) means
+// nothing of the engine runs any more. Runnables that write to a cluster
+// need leader election (they run only in the elected konnector); the
+// others run in every replica.
+//
+// controller-runtime stops its runnables group by group, each group as a
+// whole and waiting for it (manager/runnable_group.go,
+// engageStopProcedure), in this order:
+//
+//  1. The runnables that need no leader election: the binding wake-ups
+//     (wake.Coalescer; see wakeups.go) and the result metric sources
+//     (metricSources). Producers of wake-ups keep running for a moment and
+//     their wake-ups are dropped, which costs nothing: what they would wake
+//     is stopping too.
+//  2. The leader-election group, together: the controllers (Connection,
+//     kubeconfig Secret, ClusterBinding, Binding), the provider sessions
+//     (session.Manager, with the heartbeats and export watches it owns:
+//     it stops them and waits for their goroutines), the syncer Registry,
+//     which stops every Syncer and waits for it (its workers, its provider
+//     Events forwarder), and the related Copier, which stops every related
+//     informer and waits for it. They stop in no order among themselves, so
+//     each is safe against the others: a binding reconcile that runs while
+//     they stop starts no Syncer (Registry.StopAll), no informer (the
+//     Copier's goroutines refuse new ones) and no live session (one built
+//     then is stopped from birth).
+//  3. The caches, the consumer informers the Syncers' handlers were on:
+//     only now, so that no Syncer sees its informer go while it runs.
+//  4. The webhook and HTTP servers (metrics, probes), last, so that the
+//     probes and a last scrape answer while the rest stops.
+//
+// All of it within the manager's GracefulShutdownTimeout (30 s by
+// default): mgr.Start returns an error naming the grace period if a group
+// has not stopped by then, and the process exits anyway.
+//
+// A Syncer runs on its provider session and ends with it too; the
+// Registry waits for it either way. Nothing waits for the context passed
+// to Setup to end (the sessions stop early if it does, as before).
+//
 // Requirement ids in comments (such as SYNC-R2) refer to docs/requirements.md.
 package engine
 
@@ -10,20 +52,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -32,7 +68,6 @@ import (
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/slim"
-	"github.com/kbind/kbind/engine/metrics"
 	"github.com/kbind/kbind/engine/related"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
@@ -88,6 +123,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 		Scheme: providerScheme, UserAgent: "kbind-konnector",
 		DisableCompression: opts.DisableProviderCompression,
 	})
+	if err := mgr.Add(sessions); err != nil {
+		return nil, fmt.Errorf("adding the provider sessions: %w", err)
+	}
 	local, err := identity.NewReader(mgr.GetConfig())
 	if err != nil {
 		return nil, fmt.Errorf("consumer identity reader: %w", err)
@@ -112,19 +150,19 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	if err := (&connection.SecretReconciler{Client: mgr.GetClient(), SecretNamespaces: opts.SecretNamespaces}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the kubeconfig Secret controller: %w", err)
 	}
-	triggers := newTriggers(ctx, 2)
-	results := syncer.NewResults(triggers.fire)
-	// A new or stopped provider session (credential rotation, Ready lost)
-	// re-checks the Connection's bindings at once, so syncers restart on the
-	// new session without waiting for the resync.
-	sessions.Subscribe(func(connection string) { triggers.fire(connection, schema.GroupKind{}) })
-	context.AfterFunc(ctx, metrics.AddConflictSource(results))
-	context.AfterFunc(ctx, metrics.AddObjectSource(results))
+	wakeups := newWakeups(2)
+	if err := mgr.Add(wakeups.bindings); err != nil {
+		return nil, fmt.Errorf("adding the binding wake-ups: %w", err)
+	}
+	results := syncer.NewResults(wakeups.resultsChanged)
+	sessions.Subscribe(wakeups.sessionChanged)
+	if err := mgr.Add(metricSources{results: results}); err != nil {
+		return nil, fmt.Errorf("adding the result metrics: %w", err)
+	}
 	registry := &syncer.Registry{
 		Consumer: mgr.GetClient(), Cache: mgr.GetCache(), Sessions: sessions,
-		Events: mgr.GetEventRecorder("kbind-konnector"), Results: results, Workers: opts.Workers, Base: ctx,
-		// Bindings report Synced=True once their syncers actually sync.
-		Notify: func(connection string) { triggers.fire(connection, schema.GroupKind{}) },
+		Events: mgr.GetEventRecorder("kbind-konnector"), Results: results, Workers: opts.Workers,
+		Notify: wakeups.syncerChanged,
 	}
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
@@ -133,68 +171,27 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	copier, err := related.NewCopier(ctx, related.Options{
 		Consumer: mgr.GetConfig(), ConsumerClient: direct, ConsumerCache: mgr.GetCache(), Events: mgr.GetEventRecorder("kbind-konnector"),
 		SecretNamespaces: opts.SecretNamespaces, WatchesPerNamespace: opts.RelatedWatchesPerNamespace,
-		// Related informer events re-check the Connection's bindings
-		// (SYNC-R2: changes arrive through watches, not the resync).
-		Trigger: func(c string) { triggers.fire(c, schema.GroupKind{}) },
+		Trigger: wakeups.relatedChanged,
 	})
 	if err != nil {
 		return nil, err
 	}
-	// An object deleted with the Orphan policy keeps the related copies
-	// made for it (relatedResources[].reference).
-	registry.ReleaseOrphaned = func(ctx context.Context, sess *session.Session, t syncer.Target, owner *unstructured.Unstructured) (bool, error) {
-		return copier.ReleaseOrphaned(ctx, sess, t.ClusterUID, t.Isolation, owner)
+	if err := mgr.Add(copier); err != nil {
+		return nil, fmt.Errorf("adding the related copier: %w", err)
+	}
+	registry.ReleaseOrphaned = releaseOrphanedThrough(copier)
+	if err := mgr.Add(registry); err != nil {
+		return nil, fmt.Errorf("adding the syncer registry: %w", err)
 	}
 	for i, namespaced := range []bool{false, true} {
 		if err := (&binding.Reconciler{
 			Client: mgr.GetClient(), Sessions: sessions, Installer: installer,
 			Namespaced: namespaced, Resync: opts.BindingResync,
-			Syncers: registry, Results: results, Triggers: triggers.channels[i],
+			Syncers: registry, Results: results, Triggers: wakeups.bindingTriggers(i),
 			Related: copier, Events: mgr.GetEventRecorder("kbind-konnector"),
 		}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the binding controllers: %w", err)
 		}
 	}
 	return &Engine{Sessions: sessions}, nil
-}
-
-// triggers fan instance-result changes out to the binding controllers, at
-// most once a second per Connection, so that a burst of object results
-// costs a handful of binding reconciles, not one each.
-type triggers struct {
-	ctx      context.Context
-	channels []chan event.GenericEvent
-	mu       sync.Mutex
-	pending  map[string]bool
-}
-
-func newTriggers(ctx context.Context, n int) *triggers {
-	t := &triggers{ctx: ctx, pending: map[string]bool{}}
-	for i := 0; i < n; i++ {
-		t.channels = append(t.channels, make(chan event.GenericEvent, 128))
-	}
-	return t
-}
-
-func (t *triggers) fire(connection string, _ schema.GroupKind) {
-	t.mu.Lock()
-	if t.pending[connection] {
-		t.mu.Unlock()
-		return
-	}
-	t.pending[connection] = true
-	t.mu.Unlock()
-	time.AfterFunc(time.Second, func() {
-		t.mu.Lock()
-		delete(t.pending, connection)
-		t.mu.Unlock()
-		obj := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: connection}}
-		for _, ch := range t.channels {
-			select {
-			case ch <- event.GenericEvent{Object: obj}:
-			case <-t.ctx.Done():
-				return
-			}
-		}
-	})
 }

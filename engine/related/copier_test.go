@@ -2,6 +2,7 @@ package related
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -23,8 +24,8 @@ func testCopier(t *testing.T) (*Copier, *events.FakeRecorder, chan string) {
 	t.Cleanup(cancel)
 	recorder := events.NewFakeRecorder(16)
 	triggered := make(chan string, 64)
-	c := newCopier(Options{Events: recorder, SecretNamespaces: []string{"kbind"}, WatchesPerNamespace: 3, Trigger: func(conn string) { triggered <- conn }},
-		&pool{side: consumerSide, cs: fake.NewClientset(), ctx: ctx, informers: map[key]*informer{}})
+	c := newCopier(ctx, Options{Events: recorder, SecretNamespaces: []string{"kbind"}, WatchesPerNamespace: 3, Trigger: func(conn string) { triggered <- conn }},
+		fake.NewClientset())
 	return c, recorder, triggered
 }
 
@@ -158,5 +159,38 @@ func TestWatchBudgetPerNamespace(t *testing.T) {
 	}
 	if len(c.namespaces) != 0 || len(c.sources) != 0 || len(c.namespaceOf) != 0 || len(c.consumer.informers) != 0 {
 		t.Errorf("state left: %v %v %v %d informers", c.namespaces, c.sources, c.namespaceOf, len(c.consumer.informers))
+	}
+}
+
+// TestStartStopsInformers: when the manager stops the Copier (Start's
+// context ends), Start returns only after its informers' goroutines have,
+// and a pass racing the shutdown starts none: its informers read as
+// stopped, never as listed.
+func TestStartStopsInformers(t *testing.T) {
+	c, _, _ := testCopier(t)
+	secrets := key{resource: kbindv1alpha1.RelatedResourceSecrets, namespace: "team-a", labels: "app=db"}
+	running, _ := c.use(Binding{UID: "b1", Connection: "one"}, []ref{{c.consumer, secrets}}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Start(ctx) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return after its context ended")
+	}
+	if _, err := running[ref{c.consumer, secrets}].state(); !errors.Is(err, errStopped) {
+		t.Errorf("a running informer after the stop: state %v, want errStopped", err)
+	}
+	configmaps := key{resource: kbindv1alpha1.RelatedResourceConfigMaps, namespace: "team-a", labels: "app=db"}
+	late, _ := c.use(Binding{UID: "b2", Connection: "two"}, []ref{{c.consumer, configmaps}}, nil)
+	if _, err := late[ref{c.consumer, configmaps}].state(); !errors.Is(err, errStopped) {
+		t.Errorf("an informer started after the stop: state %v, want errStopped", err)
+	}
+	if c.goroutines.Go(func() {}) {
+		t.Error("the stopped Copier still starts goroutines")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/goroutines"
 )
 
 // side is a cluster: the consumer or the provider.
@@ -59,11 +60,14 @@ func (k key) String() string {
 }
 
 // pool holds the informers of one cluster: the consumer's live as long as
-// the engine, a provider's as long as its session.
+// the Copier, a provider's as long as its session (at most the Copier).
 type pool struct {
 	side side
 	cs   kubernetes.Interface
 	ctx  context.Context
+	// goroutines runs the informers (the Copier's, which it waits for when
+	// it stops).
+	goroutines *goroutines.Group
 	// informers is guarded by Copier.mu.
 	informers map[key]*informer
 }
@@ -109,8 +113,9 @@ func (i *informer) state() (synced bool, err error) {
 	return i.inf.HasSynced(), i.err
 }
 
-// errStopped is the state of an informer whose pool stopped (its provider
-// session ended) while it was in use.
+// errStopped is the state of an informer whose pool stopped while it was
+// in use: its provider session ended (or the Copier stopped, at shutdown,
+// when nothing reads it any more).
 var errStopped = errors.New("stopped (the provider session ended)")
 
 // ErrNotReadYet is the state of an informer whose first list has not
@@ -181,12 +186,14 @@ func newInformer(p *pool, k key, transform toolscache.TransformFunc, fire func(*
 		UpdateFunc: func(any, any) { handler() },
 		DeleteFunc: func(any) { handler() },
 	})
-	go i.inf.RunWithContext(ctx)
-	go func() {
+	// Once the Copier stops these do not start: the informer reads as
+	// stopped (its context is done), never as listed.
+	p.goroutines.Go(func() { i.inf.RunWithContext(ctx) })
+	p.goroutines.Go(func() {
 		if toolscache.WaitForCacheSync(ctx.Done(), i.inf.HasSynced) {
 			handler()
 		}
-	}()
+	})
 	logger.V(1).Info("Started a related informer")
 	return i
 }

@@ -11,8 +11,10 @@
 // binding's namespace for a Binding), copies through informers selected by
 // kbind's labels. Informers are shared between bindings, reference-counted,
 // and stopped when no binding needs them; a provider's die with its
-// session. Nothing is listed per reconcile, and a source or copy that
-// could not be read is never taken for absent. A pass never waits for an
+// session, and all of them when the Copier stops (Start: it is the
+// manager.Runnable that bounds their lifetime). Nothing is listed per
+// reconcile, and a source or copy that could not be read is never taken
+// for absent. A pass never waits for an
 // informer to list (the first list re-queues the binding), and the
 // bindings of one consumer namespace hold at most a budget of source
 // informers (Options.WatchesPerNamespace): one namespace can neither slow
@@ -55,6 +57,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/fieldpath"
+	"github.com/kbind/kbind/engine/internal/goroutines"
 	"github.com/kbind/kbind/engine/internal/namespace"
 	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/isolation"
@@ -141,6 +144,11 @@ type Copier struct {
 	denied    map[string]bool
 	transform func(any) (any, error)
 	consumer  *pool
+	// life bounds every informer of the copier, cancelled by stop;
+	// goroutines are those the copier started, which stop waits for.
+	life       context.Context
+	cancel     context.CancelFunc
+	goroutines *goroutines.Group
 
 	mu        sync.Mutex
 	providers map[*session.Session]*pool
@@ -173,23 +181,29 @@ type providedCopies struct {
 	names      []string
 }
 
-// NewCopier returns a Copier whose consumer informers live as long as ctx.
+// NewCopier returns a Copier whose informers run until it is stopped: add
+// it to the manager (Start). ctx gives them its values (the logger), not
+// its lifetime.
 func NewCopier(ctx context.Context, opts Options) (*Copier, error) {
 	cs, err := kubernetes.NewForConfig(opts.Consumer)
 	if err != nil {
 		return nil, fmt.Errorf("related: consumer client: %w", err)
 	}
-	return newCopier(opts, &pool{side: consumerSide, cs: cs, ctx: log.IntoContext(ctx, log.FromContext(ctx).WithName("related")), informers: map[key]*informer{}}), nil
+	return newCopier(context.WithoutCancel(ctx), opts, cs), nil
 }
 
 // newCopier completes opts with defaults and returns a Copier whose
-// consumer informers live in consumer.
-func newCopier(opts Options, consumer *pool) *Copier {
+// consumer informers read through cs and run until ctx ends or the Copier
+// stops.
+func newCopier(ctx context.Context, opts Options, cs kubernetes.Interface) *Copier {
 	if opts.WatchesPerNamespace <= 0 {
 		opts.WatchesPerNamespace = DefaultWatchesPerNamespace
 	}
+	life, cancel := context.WithCancel(log.IntoContext(ctx, log.FromContext(ctx).WithName("related")))
+	g := &goroutines.Group{}
 	c := &Copier{
-		opts: opts, denied: DeniedNamespaces(opts.SecretNamespaces), consumer: consumer,
+		opts: opts, denied: DeniedNamespaces(opts.SecretNamespaces), life: life, cancel: cancel, goroutines: g,
+		consumer:  &pool{side: consumerSide, cs: cs, ctx: life, goroutines: g, informers: map[key]*informer{}},
 		providers: map[*session.Session]*pool{}, held: map[string]map[ref]bool{}, sources: map[string]map[ref]bool{},
 		namespaces: map[string]map[ref]int{}, namespaceOf: map[string]string{}, waiting: map[string]map[string]string{},
 		reported: map[string]map[string]bool{}, provided: map[string]providedCopies{},
@@ -227,7 +241,7 @@ type Result struct {
 }
 
 // providerPool returns the session's pool, creating it; it is dropped,
-// its informers stopped, when the session stops.
+// its informers stopped, when the session or the Copier stops.
 func (c *Copier) providerPool(s *session.Session) (*pool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -237,19 +251,30 @@ func (c *Copier) providerPool(s *session.Session) (*pool, error) {
 	if s.Context().Err() != nil {
 		return nil, fmt.Errorf("the provider session of Connection %s has stopped", s.Connection)
 	}
+	if c.life.Err() != nil {
+		return nil, errCopierStopped
+	}
 	cs, err := kubernetes.NewForConfigAndClient(s.Config, s.HTTPClient)
 	if err != nil {
 		return nil, fmt.Errorf("provider client: %w", err)
 	}
-	p := &pool{side: providerSide, cs: cs, ctx: log.IntoContext(s.Context(), log.FromContext(s.Context()).WithName("related")), informers: map[key]*informer{}}
-	c.providers[s] = p
-	go func() {
-		<-s.Done()
+	ctx, cancel := context.WithCancel(log.IntoContext(s.Context(), log.FromContext(s.Context()).WithName("related")))
+	p := &pool{side: providerSide, cs: cs, ctx: ctx, goroutines: c.goroutines, informers: map[key]*informer{}}
+	if !c.goroutines.Go(func() {
+		select {
+		case <-s.Done():
+		case <-c.life.Done():
+		}
+		cancel()
 		c.mu.Lock()
 		delete(c.providers, s)
-		p.informers = map[key]*informer{} // their contexts ended with the session
+		p.informers = map[key]*informer{} // their contexts ended with the pool's
 		c.mu.Unlock()
-	}()
+	}) {
+		cancel()
+		return nil, errCopierStopped
+	}
+	c.providers[s] = p
 	return p, nil
 }
 

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"sync"
 )
 
 // Lifecycle: the Manager is a controller-runtime manager.Runnable. Start
@@ -26,42 +25,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	case <-m.ctx.Done():
 	}
 	m.cancel()
-	m.goroutines.closeAndWait()
+	m.goroutines.CloseAndWait()
 	return nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: true, the
 // Manager writes heartbeat Leases on the providers (see Lifecycle above).
 func (m *Manager) NeedLeaderElection() bool { return true }
-
-// goroutines are the goroutines a Manager started, so that it can wait
-// for all of them once it stops.
-type goroutines struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// Go runs fn in a tracked goroutine and reports whether it did: once
-// closeAndWait has been called nothing starts any more.
-func (g *goroutines) Go(fn func()) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return false
-	}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		fn()
-	}()
-	return true
-}
-
-// closeAndWait refuses new goroutines and waits for the running ones.
-func (g *goroutines) closeAndWait() {
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
-	g.wg.Wait()
-}

@@ -47,6 +47,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/identity"
+	"github.com/kbind/kbind/engine/internal/goroutines"
 	"github.com/kbind/kbind/engine/internal/slim"
 )
 
@@ -222,7 +223,7 @@ type Manager struct {
 	// (Start, once its context ends).
 	ctx        context.Context
 	cancel     context.CancelFunc
-	goroutines goroutines
+	goroutines goroutines.Group
 	// changes carries HealthChanges.
 	changes chan event.TypedGenericEvent[*kbindv1alpha1.Connection]
 

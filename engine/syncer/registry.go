@@ -34,7 +34,11 @@ import (
 // provider session) and stopping them as bindings, CRDs and Connections
 // change.
 //
-// Locking: mu guards syncers, failures, used and backoff. It is never held
+// It is a manager.Runnable (Start): when the manager stops it, it stops
+// every Syncer and starts none any more.
+//
+// Locking: mu guards syncers, failures, used, backoff, restarts and
+// stopped. It is never held
 // across a call that blocks on the network or on a Syncer (resolve,
 // scopeOf, Stop, the informer removals of Forget): Reconcile takes its
 // decision under mu from the state it reads there, releases it to act, and
@@ -52,8 +56,6 @@ type Registry struct {
 	// EventLimiter bounds the provider Events every Syncer forwards
 	// together; nil: providerevents.DefaultLimits.
 	EventLimiter *providerevents.Limiter
-	// Base bounds every Syncer's lifetime.
-	Base context.Context
 	// Notify, when set, is called with the Connection's name when one of
 	// its Syncers has started syncing, or is due for a restart after it
 	// failed (the bindings report it and reconcile).
@@ -68,6 +70,11 @@ type Registry struct {
 	// used records, per API, the kinds whose informers the registry made
 	// the caches start (consumer and provider), so Forget can stop them.
 	used map[string]map[usedInformer]bool
+	// restarts are the pending wake-ups of failed Syncers, by API, due
+	// when their restart backoff runs out; StopAll cancels them.
+	restarts map[string]*time.Timer
+	// stopped is set by StopAll: no Syncer starts any more.
+	stopped bool
 
 	// started, when set (tests), sees every Syncer the registry starts.
 	started func(*Syncer)
@@ -461,6 +468,10 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 	want := ok && !scope.empty()
 	for {
 		r.mu.Lock()
+		if r.stopped {
+			r.mu.Unlock()
+			return nil // the manager is stopping: start nothing
+		}
 		if r.syncers == nil {
 			r.syncers = map[string]*Syncer{}
 		}
@@ -545,13 +556,13 @@ func (r *Registry) newSyncer(crdName string, api API) *Syncer {
 		},
 		OnFailed: func(err error) {
 			r.mu.Lock()
+			defer r.mu.Unlock()
 			if r.failures == nil {
 				r.failures = map[string]failure{}
 			}
 			delay := r.restartBackoff().When(crdName)
 			r.failures[crdName] = failure{err: err, retryAt: time.Now().Add(delay)}
-			r.mu.Unlock()
-			time.AfterFunc(delay, func() { r.notify(api.Connection) })
+			r.scheduleRestartLocked(crdName, api.Connection, delay)
 		},
 	})
 }
@@ -615,11 +626,49 @@ func (r *Registry) Running(crdName string) bool {
 	return ok && s.Ready()
 }
 
-// StopAll stops every Syncer (shutdown).
+// scheduleRestartLocked wakes the Connection's bindings once the restart
+// backoff of a failed Syncer has run out, so that they restart it; mu is
+// held. Nothing is scheduled once the registry has stopped.
+func (r *Registry) scheduleRestartLocked(crdName, connection string, delay time.Duration) {
+	if r.stopped {
+		return
+	}
+	if r.restarts == nil {
+		r.restarts = map[string]*time.Timer{}
+	}
+	if prev := r.restarts[crdName]; prev != nil {
+		prev.Stop()
+	}
+	r.restarts[crdName] = time.AfterFunc(delay, func() { r.notify(connection) })
+}
+
+// Start runs the registry as a manager.Runnable: it blocks until ctx ends,
+// then stops every Syncer and waits for them (StopAll). Syncers are
+// started by Reconcile, not here: Start only bounds their lifetime by the
+// manager's.
+func (r *Registry) Start(ctx context.Context) error {
+	<-ctx.Done()
+	r.StopAll()
+	return nil
+}
+
+// NeedLeaderElection is true: Syncers write to both clusters, so they run
+// only in the elected konnector (they are started from the binding
+// controllers, which run only there too).
+func (r *Registry) NeedLeaderElection() bool { return true }
+
+// StopAll stops every Syncer and waits until they have, cancels the
+// pending restarts, and makes Reconcile start nothing from then on
+// (shutdown).
 func (r *Registry) StopAll() {
 	r.mu.Lock()
+	r.stopped = true
 	syncers := r.syncers
 	r.syncers = nil
+	for _, t := range r.restarts {
+		t.Stop()
+	}
+	r.restarts = nil
 	r.mu.Unlock()
 	for _, s := range syncers {
 		s.Stop()

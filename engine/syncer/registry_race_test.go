@@ -92,7 +92,7 @@ func TestReconcileRaceLeavesOneSyncer(t *testing.T) {
 
 	var mu sync.Mutex
 	var all []*Syncer
-	r := &Registry{Consumer: consumer, Cache: blockingCache{}, Sessions: sessions, Results: NewResults(nil), Base: ctx,
+	r := &Registry{Consumer: consumer, Cache: blockingCache{}, Sessions: sessions, Results: NewResults(nil),
 		started: func(s *Syncer) { mu.Lock(); all = append(all, s); mu.Unlock() }}
 	var wg sync.WaitGroup
 	for g := 0; g < 16; g++ {

@@ -14,6 +14,59 @@
 // deleting bindings leave.
 //
 // Requirement ids in comments (such as SYNC-D) refer to docs/requirements.md.
+//
+// # Why the Syncer runs its own queue and workers
+//
+// A Syncer could instead be a controller-runtime controller, built with
+// controller.NewTypedUnmanaged and fed by two source.Kind sources, one on
+// the consumer manager's cache and one on its provider session's cache,
+// for controller-runtime's standard workqueue and reconcile metrics. This
+// was evaluated (issue #33) and not adopted, for these reasons:
+//
+//   - Metric series, bounded today, would grow with every restart. A
+//     Syncer restarts on every credential rotation, storage version change
+//     and failure; a controller cannot be started twice, so each restart
+//     is a new controller, whose name must be unique per (Connection, API,
+//     generation): controller-runtime never releases a name, and its
+//     per-controller series (controller_runtime_reconcile_* and the
+//     queue's workqueue_*, labelled by that name) are never deleted. The
+//     queue's metrics could be aggregated through a custom NewQueue, the
+//     reconcile metrics cannot. Even without restarts a controller costs
+//     89 series per (Connection, API) where the Syncer's queue costs 35:
+//     at 100 Connections × 50 APIs about 689,000 series instead of
+//     419,000 (docs/metrics.md, "Series count"), plus 89 per Syncer
+//     restart, for good.
+//   - source.Kind never removes its event handler: once a controller
+//     stops, its handlers stay on the shared consumer informer (and their
+//     client-go listener goroutines with them) for as long as the cache
+//     runs — one more after every restart. A Syncer removes its handlers
+//     when it stops.
+//   - A side that refuses the list: the Syncer waits for its informers
+//     itself, probes each side's access while they do not sync, and fails
+//     with an AccessRefused the bindings report (Registry.Refused,
+//     kbind_syncer_ready 0, restart backoff 1 s to a minute). A controller
+//     waits CacheSyncTimeout (2 minutes by default) for its sources and
+//     then fails with a generic "failed to wait for caches to sync", which
+//     says neither which side nor what was refused.
+//   - The event handlers are not plain enqueuers, so nothing would be
+//     saved: provider events end the apply de-duplication (applied),
+//     record the deletions release waits for, map a provider
+//     key back to its consumer key (origins, markers), and both sides
+//     stamp the first observation of a change for the end-to-end latency
+//     (consumerChanges, providerChanges), which processNext takes before a
+//     sync and puts back when it must be retried. These would be the same
+//     functions as custom handlers, and SetScope, which re-queues every
+//     consumer object, would need a third source (a channel) to reach the
+//     controller's queue.
+//   - controller-runtime's default queue is now its priority queue, with
+//     another rate limiter (5 ms to 1000 s per item) and another order;
+//     keeping today's (100 ms to 2 minutes) means configuring both away.
+//
+// The queue is client-go's rate-limited workqueue, named
+// "<connection>/<Kind.group>": its workqueue_* series exist today, one set
+// per (Connection, API) and reused across restarts. `make bench` could not
+// decide this (the change was not made); revisit if controller-runtime lets
+// a controller's metrics be labelled by the caller and its name be freed.
 package syncer
 
 import (

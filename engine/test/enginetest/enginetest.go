@@ -199,7 +199,9 @@ func (env *Env) runEngineWith(consumer *rest.Config, eo engine.Options) (cancel 
 		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if eng, err = engine.Setup(ctx, mgr, eo); err != nil {
+	// Setup's context never ends: cancelling the manager's must stop the
+	// whole engine on its own (engine.TestShutdownLeavesNoGoroutine).
+	if eng, err = engine.Setup(context.Background(), mgr, eo); err != nil {
 		cancel()
 		return nil, nil, nil, err
 	}
