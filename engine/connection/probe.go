@@ -24,7 +24,7 @@ import (
 // was learned is recorded with the session layer (RecordProbe), which
 // owns it between reconciles.
 func (r *Reconciler) probe(ctx context.Context, conn *kbindv1alpha1.Connection, sess *session.Session, parsed *kubeconfig.Parsed, obs *observation) time.Duration {
-	localUID, err := r.localUID.read(ctx, r.LocalIdentity)
+	localUID, err := r.localUID.read(ctx, r.LocalIdentity, conn.Name)
 	if err != nil {
 		obs.probed = true
 		obs.identityErr = fmt.Errorf("consumer: %w", err)

@@ -299,7 +299,7 @@ func (r *Reconciler) connect(ctx context.Context, conn *kbindv1alpha1.Connection
 		return nil, 0
 	}
 	obs.insecure = parsed.Insecure
-	localUID, _ := r.localUID.read(ctx, r.LocalIdentity) // "" (unknown yet) caches everything; probe reports the error
+	localUID, _ := r.localUID.read(ctx, r.LocalIdentity, conn.Name) // "" (unknown yet) caches everything; probe reports the error
 	confinedTo := isolation.For(conn.Spec.IsolationOf()).ConfinedTo()
 	sess, published, err := r.Sessions.Prepare(conn.Name, parsed.Hash, parsed.Namespace, localUID, confinedTo, parsed.Config)
 	if err != nil {

@@ -53,26 +53,34 @@ func (p *perConnection[V]) delete(name string) {
 
 // consumerUID is the consumer cluster's identity, read once it is first
 // needed and kept: it does not change under a running konnector.
+// forConnection is what a Connection's provider sees of it.
 type consumerUID struct {
 	mu  sync.Mutex
 	uid string
 }
 
-// read returns the identity, reading it through reader until a read
-// succeeds.
-func (c *consumerUID) read(ctx context.Context, reader *identity.Reader) (string, error) {
+// read returns the identity connection presents to its provider, reading
+// the cluster's through reader until a read succeeds.
+func (c *consumerUID) read(ctx context.Context, reader *identity.Reader, connection string) (string, error) {
 	c.mu.Lock()
 	uid := c.uid
 	c.mu.Unlock()
-	if uid != "" {
-		return uid, nil
+	if uid == "" {
+		var err error
+		if uid, err = reader.ClusterUID(ctx); err != nil {
+			return "", err
+		}
+		c.mu.Lock()
+		c.uid = uid
+		c.mu.Unlock()
 	}
-	uid, err := reader.ClusterUID(ctx)
-	if err != nil {
-		return "", err
-	}
-	c.mu.Lock()
-	c.uid = uid
-	c.mu.Unlock()
-	return uid, nil
+	return consumerIdentity(uid, connection), nil
 }
+
+// consumerIdentity is the identity connection presents to its provider
+// (CONN-3): the consumer cluster's own, the same for every Connection. A
+// konnector built with the kbindbench tag (identity_bench.go, make bench
+// only) derives one per Connection instead, so that one consumer cluster
+// stands for many consumers in the provider-scale bench. It is a seam for
+// the bench, not an option: no flag or setting reaches it.
+var consumerIdentity = func(clusterUID, _ string) string { return clusterUID }

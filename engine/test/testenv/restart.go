@@ -137,6 +137,13 @@ func (c *Cluster) waitServing(comp Component, done chan struct{}) error {
 	return nil
 }
 
+// PID is the process id of one running component of the control plane
+// (the bench reads its CPU time and memory from /proc).
+func (c *Cluster) PID(comp Component) (int, error) {
+	pid, _, err := c.findProcess(comp)
+	return pid, err
+}
+
 // findProcess finds the component's process: a child of this process (or
 // one StartComponent started) running the component's binary on this
 // cluster's directory (etcd: --data-dir; kube-apiserver: --cert-dir).

@@ -1,0 +1,26 @@
+//go:build kbindbench
+
+package connection
+
+import (
+	"crypto/sha256"
+	"fmt"
+)
+
+// The provider-scale bench (make bench --consumers, docs/bench.md) runs
+// many consumers against one provider from a few consumer clusters: a
+// konnector built with the kbindbench tag gives each Connection an identity
+// of its own, derived from the cluster's and the Connection's name, so
+// that the provider sees as many distinct consumers (Leases, consumer
+// labels, the backend's reaping) as there are Connections.
+func init() { consumerIdentity = perConnectionIdentity }
+
+// perConnectionIdentity is UUID-shaped, stable across restarts, and
+// distinct per (cluster, Connection); "" while the cluster's is unknown.
+func perConnectionIdentity(clusterUID, connection string) string {
+	if clusterUID == "" {
+		return ""
+	}
+	s := sha256.Sum256([]byte(clusterUID + "/" + connection))
+	return fmt.Sprintf("%x-%x-%x-%x-%x", s[0:4], s[4:6], s[6:8], s[8:10], s[10:16])
+}
