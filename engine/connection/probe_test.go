@@ -61,3 +61,26 @@ func TestDiscoveryDue(t *testing.T) {
 		})
 	}
 }
+
+func TestSpread(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    time.Duration
+		f    [2]float64
+		r    float64
+		want time.Duration
+	}{
+		{"retry, earliest", 8 * time.Second, retrySpread, 0, 6 * time.Second},
+		{"retry, latest is never past the cap", MaxProbeBackoff, retrySpread, 0.9999999, MaxProbeBackoff},
+		{"discovery, earliest is never early", 5 * time.Minute, discoverySpread, 0, 5 * time.Minute},
+		{"discovery, latest", 5 * time.Minute, discoverySpread, 0.9999999, 6 * time.Minute},
+		{"zero stays zero", 0, retrySpread, 0.5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := spread(tc.d, tc.f, tc.r)
+			if diff := got - tc.want; diff < -time.Millisecond || diff > time.Millisecond {
+				t.Errorf("spread(%v, %v, %v) = %v, want %v", tc.d, tc.f, tc.r, got, tc.want)
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -111,6 +112,24 @@ func (r *Reconciler) validate() error {
 // healed after a minute's outage wait another minute). While it lasts,
 // one identity read per retry is all a broken Connection costs.
 const MaxProbeBackoff = 10 * time.Second
+
+// Spreads of the requeues, so that Connections that fail or start
+// together (a provider API server restart fails all of a konnector's
+// Connections, and a thousand konnectors', in the same second) do not
+// probe the provider in lockstep ever after. A retry comes up to a
+// quarter early, never late: a healed provider is still noticed within
+// MaxProbeBackoff. A discovery pass comes up to a fifth late, never early
+// (an early reconcile would find the pass not yet due and requeue for the
+// rest, spreading nothing).
+var (
+	retrySpread     = [2]float64{0.75, 1}
+	discoverySpread = [2]float64{1, 1.2}
+)
+
+// spread scales d by a factor in [f[0], f[1]) chosen by r in [0, 1).
+func spread(d time.Duration, f [2]float64, r float64) time.Duration {
+	return time.Duration(float64(d) * (f[0] + (f[1]-f[0])*r))
+}
 
 // probeBackoff is the per-Connection retry: 1 s, doubling, capped at
 // MaxProbeBackoff; forgotten after a successful discovery.
@@ -242,11 +261,11 @@ func (r *Reconciler) requeueAfter(name string, d decision, creds credentialView,
 	switch d.requeue {
 	case requeueDiscovery:
 		r.backoff.Forget(name)
-		after = next
+		after = spread(next, discoverySpread, rand.Float64())
 	case requeueSecret:
 		after = r.DiscoveryInterval
 	default:
-		after = r.backoff.When(name)
+		after = spread(r.backoff.When(name), retrySpread, rand.Float64())
 	}
 	if due := credentialsDue(creds, r.ExpiryWarning, time.Now()); due > 0 && due < after {
 		after = due

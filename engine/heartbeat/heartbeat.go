@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -267,9 +268,25 @@ func Run(ctx context.Context, c client.Client, l Lease, interval, timeout time.D
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(interval):
+		case <-time.After(Jittered(interval, rand.Float64())):
 		}
 	}
+}
+
+// JitterFactor spreads renewals: each wait is the interval give or take
+// this fraction of it. Connections started together (a konnector's start,
+// a provider restart that failed every renewal at once) would otherwise
+// renew in the same second for as long as they run; with it a thousand
+// Connections of a 30 s interval renew about 33 times a second rather
+// than a thousand times every 30 s. The mean wait stays the interval, so
+// an idle Connection's request rate does not change, and the longest wait
+// (1.1 × 30 s) stays well inside DurationSeconds.
+const JitterFactor = 0.1
+
+// Jittered is the wait before the next renewal for r drawn uniformly from
+// [0, 1): interval × (1 − JitterFactor + 2·JitterFactor·r).
+func Jittered(interval time.Duration, r float64) time.Duration {
+	return time.Duration(float64(interval) * (1 - JitterFactor + 2*JitterFactor*r))
 }
 
 func renew(ctx context.Context, r *Renewer, timeout time.Duration) error {

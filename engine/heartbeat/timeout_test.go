@@ -63,3 +63,29 @@ type timeoutError struct{}
 func (timeoutError) Error() string   { return "net/http: TLS handshake timeout" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
+
+func TestJittered(t *testing.T) {
+	for _, tc := range []struct {
+		r    float64
+		want time.Duration
+	}{
+		{0, 27 * time.Second},
+		{0.5, 30 * time.Second},
+		{0.999999999, 33 * time.Second},
+	} {
+		got := heartbeat.Jittered(30*time.Second, tc.r)
+		if d := got - tc.want; d < -time.Millisecond || d > time.Millisecond {
+			t.Errorf("Jittered(30s, %v) = %v, want %v", tc.r, got, tc.want)
+		}
+	}
+	// The mean over many draws is the interval: an idle Connection's
+	// request rate is unchanged.
+	var sum time.Duration
+	const n = 10000
+	for i := range n {
+		sum += heartbeat.Jittered(30*time.Second, (float64(i)+0.5)/n)
+	}
+	if mean := sum / n; mean < 29900*time.Millisecond || mean > 30100*time.Millisecond {
+		t.Errorf("mean wait %v, want 30s", mean)
+	}
+}
