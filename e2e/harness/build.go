@@ -14,7 +14,13 @@ import (
 // Build compiles the Go package pkg (an import path, e.g.
 // github.com/kbind/kbind/konnector/cmd/konnector) into bin.
 func Build(ctx context.Context, bin, pkg string) error {
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
+	return BuildTagged(ctx, bin, pkg, "")
+}
+
+// BuildTagged is Build with build tags (comma-separated; none when empty),
+// e.g. kbindbench for the konnector of the provider-scale bench.
+func BuildTagged(ctx context.Context, bin, pkg, tags string) error {
+	out, err := exec.CommandContext(ctx, "go", "build", "-tags", tags, "-o", bin, pkg).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("building %s: %v\n%s", pkg, err, out)
 	}

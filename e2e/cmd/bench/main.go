@@ -8,6 +8,7 @@
 //	make bench BENCH_FLAGS="--n 1000"        # one size
 //	make bench BENCH_FLAGS="--json out.json" # the table as JSON too
 //	make bench BENCH_FLAGS="--isolation Namespace" # an isolated Connection
+//	make bench BENCH_FLAGS="--consumers 10,100,1000" # the provider's cost per consumer
 package main
 
 import (
@@ -182,11 +183,26 @@ func main() {
 	flag.BoolVar(&withMetadata, "metadata", false, "give every object two labels and an annotation, and the binding spec.metadata copying every label and annotation up (the cost of metadata sync)")
 	memLimit := flag.String("gomemlimit", "", "run the konnector with this GOMEMLIMIT (e.g. 460MiB, what it sets itself in a container limited to 512Mi)")
 	profiles := flag.String("profiles", "", "keep a heap profile of the konnector of each run in this directory (heap-n<N>.pb.gz, for go tool pprof)")
+	var co consumersOptions
+	flag.StringVar(&co.sizes, "consumers", "", "provider-scale mode: connect this many consumers to one provider, in steps (e.g. 10,100,1000), and print the provider's cost per consumer instead of the sync table")
+	flag.IntVar(&co.perCluster, "consumers-per-cluster", 100, "with --consumers: consumers sharing one consumer cluster and konnector (and APIs the provider exports)")
+	flag.IntVar(&co.objects, "consumer-objects", 3, "with --consumers: objects each consumer creates")
+	flag.DurationVar(&co.herdDown, "herd-down", 40*time.Second, "with --consumers: restart the provider API server for this long with every consumer connected, and measure the recovery (0: no restart)")
+	flag.StringVar(&co.konnector, "konnector-bench", "bin/konnector-bench", "with --consumers: the konnector built with -tags kbindbench (one identity per Connection)")
+	flag.StringVar(&co.plugin, "plugin", "bin/kubectl-kbind", "with --consumers: kubectl-kbind, which grants each consumer")
 	mode := flag.String("isolation", "None", "the Connection's isolation mode: None, Namespace (provider namespace "+benchTenant+") or Prefixed (prefix "+benchPrefix+")")
 	flag.Parse()
 	if *apis < 1 || extraConnections < 1 {
 		fmt.Fprintln(os.Stderr, "bench: --apis and --connections must be at least 1")
 		os.Exit(2)
+	}
+	if co.sizes != "" {
+		co.idle, co.fsync, co.keep, co.jsonOut = *idle, *fsync, *keep, *jsonOut
+		if err := runConsumers(co); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	}
 	gvrs = apiGVRs(*apis)
 	iso, err := isolationFor(*mode)

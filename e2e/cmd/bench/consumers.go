@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kbind/kbind/e2e/scale"
+)
+
+// consumersOptions are the flags of the provider-scale mode (--consumers).
+type consumersOptions struct {
+	sizes      string
+	perCluster int
+	objects    int
+	idle       time.Duration
+	herdDown   time.Duration
+	konnector  string
+	plugin     string
+	fsync      bool
+	keep       string
+	jsonOut    string
+}
+
+// runConsumers connects consumers to one provider in steps (each size of
+// --consumers), measures the provider's cost per idle consumer at each,
+// then restarts the provider API server with the largest number connected
+// (--herd-down > 0) and measures the recovery.
+func runConsumers(o consumersOptions) error {
+	ctx := context.Background()
+	dir, err := o.keep, os.MkdirAll(o.keep, 0o755)
+	if o.keep == "" {
+		dir, err = os.MkdirTemp("", "kbind-bench-consumers-")
+		defer func() { _ = os.RemoveAll(dir) }()
+	}
+	if err != nil {
+		return err
+	}
+	var sizes []int
+	for _, s := range strings.Split(o.sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || (len(sizes) > 0 && n <= sizes[len(sizes)-1]) {
+			return fmt.Errorf("bad --consumers %q: increasing numbers, at least 1", o.sizes)
+		}
+		sizes = append(sizes, n)
+	}
+	opts := scale.Options{Dir: dir, PerCluster: o.perCluster, Objects: o.objects, Konnector: o.konnector, Plugin: o.plugin,
+		Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }}
+	if !o.fsync {
+		opts.EtcdArgs = map[string][]string{"unsafe-no-fsync": {"true"}}
+	}
+	env, err := scale.Start(opts)
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	base, err := env.Base(ctx, o.idle)
+	if err != nil {
+		return err
+	}
+	var rows []scale.Row
+	for _, n := range sizes {
+		start := time.Now()
+		if err := env.Grow(ctx, n); err != nil {
+			return fmt.Errorf("connecting %d consumers: %w", n, err)
+		}
+		fmt.Fprintf(os.Stderr, "bench: %d consumers connected and synced (%.0f s); idle window %s\n", n, time.Since(start).Seconds(), o.idle)
+		r, err := env.Measure(ctx, base, o.idle)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	var herd *scale.Herd
+	if o.herdDown > 0 {
+		h, err := env.RestartHerd(ctx, o.herdDown, 15*time.Minute)
+		if err != nil {
+			return err
+		}
+		herd = &h
+	}
+	printConsumers(rows, herd, base, o)
+	if o.jsonOut != "" {
+		data, _ := json.MarshalIndent(map[string]any{"consumers": rows, "herd": herd, "baseline": base}, "", "  ")
+		return os.WriteFile(o.jsonOut, data, 0o644)
+	}
+	return nil
+}
+
+func printConsumers(rows []scale.Row, herd *scale.Herd, base scale.Baseline, o consumersOptions) {
+	fmt.Printf("\nOne provider, many consumers: Namespace isolation, one API and %d objects each, %d consumers per consumer cluster (one konnector each), idle window %s, etcd fsync %v\n",
+		o.objects, o.perCluster, o.idle, o.fsync)
+	fmt.Printf("provider before any consumer: API server %.0f MiB RSS, %.0f millicores idle; etcd %.0f keys, %.1f MiB\n",
+		base.APIServerRSS, base.APIServerCPURate*1000, base.EtcdKeys, base.EtcdBytes/(1<<20))
+	fmt.Println("per consumer, beyond that:")
+	fmt.Printf("%6s %8s %8s %11s %11s %10s %9s %9s %9s %9s %8s | %8s %9s %9s %8s\n",
+		"N", "clusters", "watches", "kon req/m", "api req/m", "events/m", "api mCPU", "api KiB", "etcd mCPU", "etcd keys", "etcd KiB",
+		"watches", "api MiB", "api mCPU", "etcd MiB")
+	for _, r := range rows {
+		fmt.Printf("%6d %8d %8.2f %11.2f %11.2f %10.2f %9.2f %9.0f %9.2f %9.1f %8.1f | %8.0f %9.0f %9.0f %8.1f\n",
+			r.Consumers, r.Clusters, r.Watches, r.KonnectorRequestsMin, r.APIServerRequestsMin, r.WatchEventsMin,
+			r.APIServerMilliCPU, r.APIServerKiB, r.EtcdMilliCPU, r.EtcdKeys, r.EtcdKiB,
+			r.TotalWatches, r.TotalAPIServerRSSMiB, r.TotalAPIServerMilliCPU, r.TotalEtcdMiB)
+	}
+	if herd != nil {
+		fmt.Printf("\nprovider API server restart with %d consumers: down %.0f s (up to %d Connections not Ready); every Connection Ready and every change made meanwhile synced %.1f s after it served again; %.0f requests (%.0f LIST, %.0f WATCH), peak %.0f/s, mean %.0f/s, %.0f answered 429\n",
+			herd.Consumers, herd.DownS, herd.NotReady, herd.RecoveredS, herd.Requests, herd.Lists, herd.WatchStarts, herd.PeakRPS, herd.MeanRPS, herd.Throttled)
+	}
+}

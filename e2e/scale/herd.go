@@ -1,0 +1,119 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/test/testenv"
+)
+
+// Herd is a provider API server restart with every consumer connected.
+type Herd struct {
+	Consumers int     `json:"consumers"`
+	DownS     float64 `json:"down_s"`
+	// NotReady is the most Connections seen not Ready while the API
+	// server was down.
+	NotReady int `json:"not_ready_max"`
+	// RecoveredS is from the API server serving again until every
+	// Connection is Ready and every change made while it was down (one
+	// new object per consumer) is on the provider.
+	RecoveredS float64 `json:"recovered_s"`
+	// Requests the API server answered until then, their peak and mean
+	// rate per second, and how many were answered 429.
+	Requests  float64 `json:"requests"`
+	PeakRPS   float64 `json:"peak_rps"`
+	MeanRPS   float64 `json:"mean_rps"`
+	Throttled float64 `json:"throttled"`
+	// Lists and WatchStarts are the LIST and WATCH requests among them:
+	// lists mean informers listed again rather than resumed their watches.
+	Lists       float64 `json:"lists"`
+	WatchStarts float64 `json:"watch_starts"`
+}
+
+// RestartHerd stops the provider API server for down, creating one object
+// per consumer meanwhile, starts it again and measures the recovery.
+func (e *Env) RestartHerd(ctx context.Context, down time.Duration, timeout time.Duration) (Herd, error) {
+	h := Herd{Consumers: e.consumers}
+	if err := e.Provider.StopComponent(testenv.APIServer); err != nil {
+		return h, err
+	}
+	stopped := time.Now()
+	if err := e.createObjects(ctx, 0, e.consumers, "pending"); err != nil {
+		return h, err
+	}
+	for time.Since(stopped) < down {
+		if n, err := e.notReady(ctx); err == nil {
+			h.NotReady = max(h.NotReady, n)
+		}
+		if err := sleep(ctx, min(2*time.Second, down-time.Since(stopped))); err != nil {
+			return h, err
+		}
+	}
+	h.DownS = time.Since(stopped).Seconds()
+	if err := e.Provider.StartComponent(testenv.APIServer); err != nil {
+		return h, err
+	}
+	serving := time.Now()
+	e.opts.Logf("provider API server serving again after %.0f s down; waiting for %d consumers", h.DownS, e.consumers)
+	var last Sample
+	err := poll(ctx, timeout, func() (bool, error) {
+		if s, err := e.Sample(ctx); err == nil {
+			if !last.At.IsZero() {
+				h.PeakRPS = max(h.PeakRPS, (s.Requests-last.Requests)/s.At.Sub(last.At).Seconds())
+			}
+			last = s
+		}
+		if n, err := e.notReady(ctx); err != nil || n > 0 {
+			return false, nil //nolint:nilerr // a consumer cluster busy: poll again
+		}
+		counts, err := e.providerCounts(ctx)
+		if err != nil {
+			return false, nil //nolint:nilerr // the provider still starting: poll again
+		}
+		for i := range e.consumers {
+			if counts["kbind-"+Consumer(i)] < e.opts.Objects+1 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	h.RecoveredS = time.Since(serving).Seconds()
+	if err != nil {
+		return h, fmt.Errorf("recovery after the provider API server restart: %w", err)
+	}
+	if s, err := e.Sample(ctx); err == nil {
+		last = s
+	}
+	// The restarted API server counts from 0.
+	h.Requests, h.Throttled, h.Lists, h.WatchStarts = last.Requests, last.Throttled, last.Lists, last.WatchStarts
+	h.MeanRPS = h.Requests / last.At.Sub(serving).Seconds()
+	return h, nil
+}
+
+// notReady counts the Connections on every consumer cluster whose Ready
+// condition is not True.
+func (e *Env) notReady(ctx context.Context) (int, error) {
+	n := 0
+	for _, c := range e.clusters {
+		list, err := c.clients.dyn.Resource(kbindv1alpha1.GroupVersion.WithResource("connections")).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err
+		}
+		for _, item := range list.Items {
+			conn := &kbindv1alpha1.Connection{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, conn); err != nil {
+				return 0, err
+			}
+			if !meta.IsStatusConditionTrue(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady)) {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
