@@ -74,6 +74,9 @@ func runConsumers(o consumersOptions) error {
 			return err
 		}
 		rows = append(rows, r)
+		// Each row as soon as it is measured: the largest N takes long.
+		data, _ := json.Marshal(r)
+		fmt.Fprintf(os.Stderr, "bench: row %s\n", data)
 	}
 	var herd *scale.Herd
 	if o.herdDown > 0 {
