@@ -25,7 +25,8 @@ type Herd struct {
 	// new object per consumer) is on the provider.
 	RecoveredS float64 `json:"recovered_s"`
 	// Requests the API server answered until then, their peak and mean
-	// rate per second, and how many were answered 429.
+	// rate per second, and how many were answered 429: the konnectors',
+	// the bench's own left out.
 	Requests  float64 `json:"requests"`
 	PeakRPS   float64 `json:"peak_rps"`
 	MeanRPS   float64 `json:"mean_rps"`
@@ -60,38 +61,55 @@ func (e *Env) RestartHerd(ctx context.Context, down time.Duration, timeout time.
 		return h, err
 	}
 	serving := time.Now()
+	benchAtStart := Sample{BenchRequests: float64(e.provider.requests.Load()), BenchLists: float64(e.provider.lists.Load()),
+		BenchThrottled: float64(e.provider.throttled.Load())}
 	e.opts.Logf("provider API server serving again after %.0f s down; waiting for %d consumers", h.DownS, e.consumers)
 	var last Sample
-	err := poll(ctx, timeout, func() (bool, error) {
-		if s, err := e.Sample(ctx); err == nil {
-			if !last.At.IsZero() {
-				h.PeakRPS = max(h.PeakRPS, (s.Requests-last.Requests)/s.At.Sub(last.At).Seconds())
-			}
-			last = s
-		}
-		if n, err := e.notReady(ctx); err != nil || n > 0 {
-			return false, nil //nolint:nilerr // a consumer cluster busy: poll again
-		}
-		counts, err := e.providerCounts(ctx)
+	sample := func() {
+		s, err := e.Sample(ctx)
 		if err != nil {
-			return false, nil //nolint:nilerr // the provider still starting: poll again
+			return // not serving metrics yet
 		}
-		for i := range e.consumers {
-			if counts["kbind-"+Consumer(i)] < e.opts.Objects+1 {
-				return false, nil
-			}
+		if !last.At.IsZero() {
+			h.PeakRPS = max(h.PeakRPS, serverRequests(last, s)/s.At.Sub(last.At).Seconds())
 		}
-		return true, nil
+		last = s
+	}
+	// First every Connection Ready, read on the consumer clusters only;
+	// then the objects on the provider, one list per exported API and
+	// poll, every 2 s: the bench's own load stays small next to what it
+	// measures, and is subtracted from it.
+	err := poll(ctx, timeout, func() (bool, error) {
+		sample()
+		n, err := e.notReady(ctx)
+		return err == nil && n == 0, nil
 	})
+	if err == nil {
+		err = pollEvery(ctx, 2*time.Second, timeout, func() (bool, error) {
+			sample()
+			counts, err := e.providerCounts(ctx)
+			if err != nil {
+				return false, nil //nolint:nilerr // poll again
+			}
+			for i := range e.consumers {
+				if counts["kbind-"+Consumer(i)] < e.opts.Objects+1 {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	}
 	h.RecoveredS = time.Since(serving).Seconds()
 	if err != nil {
 		return h, fmt.Errorf("recovery after the provider API server restart: %w", err)
 	}
-	if s, err := e.Sample(ctx); err == nil {
-		last = s
-	}
-	// The restarted API server counts from 0.
-	h.Requests, h.Throttled, h.Lists, h.WatchStarts = last.Requests, last.Throttled, last.Lists, last.WatchStarts
+	sample()
+	// The restarted API server counts from 0; the bench's own requests
+	// since it served are left out.
+	h.Requests = last.Requests - (last.BenchRequests - benchAtStart.BenchRequests)
+	h.Lists = last.Lists - (last.BenchLists - benchAtStart.BenchLists)
+	h.Throttled = last.Throttled - (last.BenchThrottled - benchAtStart.BenchThrottled)
+	h.WatchStarts = last.WatchStarts
 	h.MeanRPS = h.Requests / last.At.Sub(serving).Seconds()
 	return h, nil
 }

@@ -56,7 +56,7 @@ func (e *Env) Base(ctx context.Context, idle time.Duration) (Baseline, error) {
 	return Baseline{Sample: last,
 		APIServerCPURate: (last.APIServerCPU - first.APIServerCPU) / secs,
 		EtcdCPURate:      (last.EtcdCPU - first.EtcdCPU) / secs,
-		RequestRate:      (last.Requests - first.Requests) / secs,
+		RequestRate:      serverRequests(first, last) / secs,
 	}, nil
 }
 
@@ -87,7 +87,7 @@ func row(n, clusters int, base Baseline, first, last Sample) Row {
 		Consumers: n, Clusters: clusters, IdleS: secs,
 		Watches:                per(last.Watches - base.Watches),
 		KonnectorRequestsMin:   per((last.KonnectorRequests - first.KonnectorRequests) / secs * 60),
-		APIServerRequestsMin:   per(((last.Requests-first.Requests)/secs - base.RequestRate) * 60),
+		APIServerRequestsMin:   per((serverRequests(first, last)/secs - base.RequestRate) * 60),
 		WatchEventsMin:         per((last.WatchEvents - first.WatchEvents) / secs * 60),
 		APIServerMilliCPU:      per(apiCPU * 1000),
 		APIServerKiB:           per((last.APIServerRSS - base.APIServerRSS) * 1024),
@@ -100,6 +100,12 @@ func row(n, clusters int, base Baseline, first, last Sample) Row {
 		TotalEtcdKeys:          last.EtcdKeys,
 		TotalEtcdMiB:           last.EtcdBytes / (1 << 20),
 	}
+}
+
+// serverRequests are the requests the API server counted between two
+// samples, less the bench's own.
+func serverRequests(first, last Sample) float64 {
+	return (last.Requests - first.Requests) - (last.BenchRequests - first.BenchRequests)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

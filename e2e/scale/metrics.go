@@ -40,6 +40,10 @@ type Sample struct {
 	// KonnectorRequests are the konnectors' requests to the provider
 	// (their rest_client_requests_total for its host), summed.
 	KonnectorRequests float64
+	// BenchRequests, BenchLists and BenchThrottled are the bench's own
+	// requests to the provider so far (this sample's metrics read
+	// included), its LISTs and its answers of 429.
+	BenchRequests, BenchLists, BenchThrottled float64
 }
 
 // Sample reads the provider's processes and metrics, and the konnectors'.
@@ -53,6 +57,7 @@ func (e *Env) Sample(ctx context.Context) (Sample, error) {
 		return s, err
 	}
 	raw, err := e.provider.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	s.BenchRequests, s.BenchLists, s.BenchThrottled = float64(e.provider.requests.Load()), float64(e.provider.lists.Load()), float64(e.provider.throttled.Load())
 	if err != nil {
 		return s, fmt.Errorf("reading the provider API server's metrics: %w", err)
 	}

@@ -24,11 +24,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,20 +85,46 @@ type Env struct {
 type clients struct {
 	cs  kubernetes.Interface
 	dyn dynamic.Interface
+	// requests and lists count the bench's own requests, which the
+	// figures of the API server it talks to leave out.
+	requests, lists, throttled atomic.Int64
+}
+
+// counting counts the requests of a client, its LISTs (GETs of the
+// exported APIs: the bench lists them only) and its answers of 429.
+type counting struct {
+	next http.RoundTripper
+	c    *clients
+}
+
+func (t counting) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return resp, err // never answered: the API server did not count it
+	}
+	t.c.requests.Add(1)
+	if req.Method == http.MethodGet && strings.HasPrefix(req.URL.Path, "/apis/"+Group+"/") {
+		t.c.lists.Add(1)
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		t.c.throttled.Add(1)
+	}
+	return resp, nil
 }
 
 func newClients(cfg *rest.Config) (*clients, error) {
+	c := &clients{}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 500, 1000
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return counting{next: rt, c: c} })
+	var err error
+	if c.cs, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
+	if c.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
-	return &clients{cs: cs, dyn: dyn}, nil
+	return c, nil
 }
 
 // consumerCluster is one consumer control plane and its konnector.
@@ -381,7 +409,7 @@ func (e *Env) providerCounts(ctx context.Context) (map[string]int, error) {
 // default under Namespace isolation).
 func (e *Env) waitProviderObjects(ctx context.Context, n, per int, timeout time.Duration) error {
 	var missing int
-	err := poll(ctx, timeout, func() (bool, error) {
+	err := pollEvery(ctx, 2*time.Second, timeout, func() (bool, error) {
 		counts, err := e.providerCounts(ctx)
 		if err != nil {
 			return false, nil //nolint:nilerr // the provider may be restarting: poll again
@@ -400,9 +428,15 @@ func (e *Env) waitProviderObjects(ctx context.Context, n, per int, timeout time.
 
 // poll calls cond every 500 ms until it is true, it errs, or timeout.
 func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
+	return pollEvery(ctx, 500*time.Millisecond, timeout, cond)
+}
+
+// pollEvery calls cond every interval until it is true, it errs, or
+// timeout.
+func pollEvery(ctx context.Context, interval, timeout time.Duration, cond func() (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(500 * time.Millisecond)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		ok, err := cond()
