@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -32,14 +33,32 @@ func BuildTagged(ctx context.Context, bin, pkg, tags string) error {
 // import path) into a temporary directory, runs the tests and removes the
 // directory. A build failure ends the test binary before any test runs.
 func RunWithBinaries(m *testing.M, bins map[*string]string) {
+	tagged := map[*string]Binary{}
+	for path, pkg := range bins {
+		tagged[path] = Binary{Pkg: pkg}
+	}
+	RunWithTaggedBinaries(m, tagged)
+}
+
+// Binary is a Go package to build, with build tags (comma-separated).
+type Binary struct {
+	Pkg, Tags string
+}
+
+// RunWithTaggedBinaries is RunWithBinaries with build tags per binary
+// (e2e/scale's konnector is built with kbindbench).
+func RunWithTaggedBinaries(m *testing.M, bins map[*string]Binary) {
 	dir, err := os.MkdirTemp("", "kbind-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for path, pkg := range bins {
-		*path = filepath.Join(dir, filepath.Base(pkg))
-		if err := Build(context.Background(), *path, pkg); err != nil {
+	for path, b := range bins {
+		*path = filepath.Join(dir, filepath.Base(b.Pkg))
+		if b.Tags != "" {
+			*path += "-" + strings.ReplaceAll(b.Tags, ",", "-")
+		}
+		if err := BuildTagged(context.Background(), *path, b.Pkg, b.Tags); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			_ = os.RemoveAll(dir)
 			os.Exit(1)

@@ -41,14 +41,7 @@ type Row struct {
 // Base samples the provider over an idle window before any consumer
 // connects.
 func (e *Env) Base(ctx context.Context, idle time.Duration) (Baseline, error) {
-	first, err := e.Sample(ctx)
-	if err != nil {
-		return Baseline{}, err
-	}
-	if err := sleep(ctx, idle); err != nil {
-		return Baseline{}, err
-	}
-	last, err := e.Sample(ctx)
+	first, last, err := e.window(ctx, idle)
 	if err != nil {
 		return Baseline{}, err
 	}
@@ -63,18 +56,23 @@ func (e *Env) Base(ctx context.Context, idle time.Duration) (Baseline, error) {
 // Measure samples the provider over an idle window with the consumers
 // connected now and returns the cost per consumer beyond base.
 func (e *Env) Measure(ctx context.Context, base Baseline, idle time.Duration) (Row, error) {
-	first, err := e.Sample(ctx)
-	if err != nil {
-		return Row{}, err
-	}
-	if err := sleep(ctx, idle); err != nil {
-		return Row{}, err
-	}
-	last, err := e.Sample(ctx)
+	first, last, err := e.window(ctx, idle)
 	if err != nil {
 		return Row{}, err
 	}
 	return row(e.consumers, len(e.clusters), base, first, last), nil
+}
+
+// window samples the provider at both ends of an idle window.
+func (e *Env) window(ctx context.Context, idle time.Duration) (first, last Sample, err error) {
+	if first, err = e.Sample(ctx); err != nil {
+		return first, last, err
+	}
+	if err = sleep(ctx, idle); err != nil {
+		return first, last, err
+	}
+	last, err = e.Sample(ctx)
+	return first, last, err
 }
 
 // row is the arithmetic of Measure: rates over [first, last], levels at

@@ -2,8 +2,6 @@ package scale
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -16,26 +14,10 @@ import (
 var konnectorBin, pluginBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kbind-scale-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	konnectorBin, pluginBin = dir+"/konnector-bench", dir+"/kubectl-kbind"
-	ctx := context.Background()
-	for _, b := range []struct{ bin, pkg, tags string }{
-		{konnectorBin, "github.com/kbind/kbind/konnector/cmd/konnector", "kbindbench"},
-		{pluginBin, "github.com/kbind/kbind/cli/cmd/kubectl-kbind", ""},
-	} {
-		if err := harness.BuildTagged(ctx, b.bin, b.pkg, b.tags); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			_ = os.RemoveAll(dir)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	harness.RunWithTaggedBinaries(m, map[*string]harness.Binary{
+		&konnectorBin: {Pkg: "github.com/kbind/kbind/konnector/cmd/konnector", Tags: "kbindbench"},
+		&pluginBin:    {Pkg: "github.com/kbind/kbind/cli/cmd/kubectl-kbind"},
+	})
 }
 
 // TestCostPerConsumerDoesNotDependOnN: what one consumer costs the
