@@ -48,7 +48,7 @@ func TestCompression(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		m := session.NewManager(ctx, session.Options{Scheme: clientgoscheme.Scheme, QPS: 50, Burst: 100, Timeout: 10 * time.Second, DisableCompression: disable})
-		runningSession(ctx, t, m, cfg)
+		session.RunningSession(ctx, t, m, cfg)
 		m.Stop("p")
 		cancel()
 		compressed, responses := seen.compressed.Load(), seen.responses.Load()

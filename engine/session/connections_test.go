@@ -53,7 +53,7 @@ func TestStoppedSessionClosesItsConnections(t *testing.T) {
 	cfg.Dial = d.DialContext
 	ctx := context.Background()
 	m := session.NewManager(ctx, session.Options{Scheme: clientgoscheme.Scheme, QPS: 50, Burst: 100, Timeout: 10 * time.Second})
-	s := runningSession(ctx, t, m, cfg)
+	s := session.RunningSession(ctx, t, m, cfg)
 	err := s.Client.List(ctx, &corev1.ConfigMapList{})
 	if err != nil {
 		t.Fatal(err)
@@ -73,23 +73,4 @@ func TestStoppedSessionClosesItsConnections(t *testing.T) {
 	if err != nil {
 		t.Errorf("%d connections still open after the session stopped", d.open.Load())
 	}
-}
-
-// runningSession prepares and publishes a session "p" from cfg, starts its
-// cache with a Namespace informer and waits until it has synced.
-func runningSession(ctx context.Context, t *testing.T, m *session.Manager, cfg *rest.Config) *session.Session {
-	t.Helper()
-	s, _, err := m.Prepare("p", "hash", "", "", "", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Publish(s)
-	if _, err := s.Cache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
-		t.Fatal(err)
-	}
-	s.Activate()
-	if !s.WaitForCacheSync(ctx) {
-		t.Fatal("the session's cache did not sync")
-	}
-	return s
 }

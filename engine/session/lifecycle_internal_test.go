@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kbind/kbind/engine/heartbeat"
@@ -24,18 +23,7 @@ func TestStartStopsEverythingAndWaits(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- m.Start(ctx) }()
 
-	s, _, err := m.Prepare("p", "hash", "", "", "", cluster.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Publish(s)
-	if _, err := s.Cache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
-		t.Fatal(err)
-	}
-	s.Activate()
-	if !s.WaitForCacheSync(ctx) {
-		t.Fatal("the session's cache did not sync")
-	}
+	s := RunningSession(ctx, t, m, cluster.Config)
 	m.WatchExports(s, time.Minute)
 	m.RunHeartbeat(s, heartbeat.For("p", "consumer-uid", "default"), time.Hour)
 	select {
