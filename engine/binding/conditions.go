@@ -88,6 +88,10 @@ func desiredConditions(o observation) []patch.Condition {
 		notReady = append(notReady, fmt.Sprintf("cluster-scoped, which Connection %q cannot confine to a namespace under %s (bind it through a Connection with isolation None or Prefixed): %s", o.connection, o.isolation, strings.Join(o.unconfinable, ", ")))
 		reason = kbindv1alpha1.ReasonAPINotExported
 	}
+	if len(o.projection) > 0 {
+		notReady = append(notReady, "projection refused: "+strings.Join(o.projection, "; "))
+		reason = kbindv1alpha1.ReasonProjectionRefused
+	}
 	if len(o.overlapped) > 0 {
 		notReady = append(notReady, fmt.Sprintf("already covered by a ClusterBinding, which takes precedence: %s", strings.Join(o.overlapped, ", ")))
 	}
@@ -107,7 +111,7 @@ func desiredConditions(o observation) []patch.Condition {
 	if len(notReady) > 0 {
 		add(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, reason, strings.Join(notReady, "; "))
 		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
-			fmt.Sprintf("%d of %d API(s) installed", max(installed, 0), len(o.bound)-len(o.unbinding)+len(o.notExported)+len(o.clusterScoped)+len(o.unconfinable)+len(o.overlapped)))
+			fmt.Sprintf("%d of %d API(s) installed", max(installed, 0), len(o.bound)-len(o.unbinding)+len(o.notExported)+len(o.clusterScoped)+len(o.unconfinable)+len(o.overlapped)+len(o.projection)))
 		return out
 	}
 	add(kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, fmt.Sprintf("%d API(s) bound", len(o.bound)))

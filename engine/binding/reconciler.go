@@ -160,13 +160,13 @@ func setStatus(b binding, o *observation, failed error) {
 // no longer lists are unbound by unbindRemoved as always.)
 func stillListed(spec *kbindv1alpha1.BindingSpec, before *kbindv1alpha1.BindingStatus) []kbindv1alpha1.BoundAPI {
 	listed := map[string]bool{}
-	for _, a := range spec.APIs {
-		listed[a.Name] = true
+	for _, name := range spec.ConsumerNames() {
+		listed[name] = true
 	}
 	var out []kbindv1alpha1.BoundAPI
 	for _, a := range before.BoundAPIs {
 		if listed[a.Name] {
-			out = append(out, kbindv1alpha1.BoundAPI{Name: a.Name, CRDHash: a.CRDHash})
+			out = append(out, kbindv1alpha1.BoundAPI{Name: a.Name, ProviderAPI: a.ProviderAPI, CRDHash: a.CRDHash})
 		}
 	}
 	return out
@@ -176,8 +176,8 @@ func stillListed(spec *kbindv1alpha1.BindingSpec, before *kbindv1alpha1.BindingS
 // binding lists or listed, and fills in per-API instance counts.
 func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kbindv1alpha1.BindingStatus, o *observation) error {
 	apis := map[string]bool{}
-	for _, a := range b.spec.APIs {
-		apis[a.Name] = true
+	for _, name := range b.spec.ConsumerNames() {
+		apis[name] = true
 	}
 	for _, a := range before.BoundAPIs {
 		apis[a.Name] = true
@@ -232,8 +232,8 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 // release instead of forgetting it.
 func (r *Reconciler) unbindRemoved(ctx context.Context, b binding, before *kbindv1alpha1.BindingStatus, o *observation) error {
 	listed := map[string]bool{}
-	for _, a := range b.spec.APIs {
-		listed[a.Name] = true
+	for _, name := range b.spec.ConsumerNames() {
+		listed[name] = true
 	}
 	for _, entry := range before.BoundAPIs {
 		if listed[entry.Name] {
@@ -326,6 +326,9 @@ type observation struct {
 	// reducedVersions says, per API, why its consumer CRD serves fewer
 	// versions than the provider (a conversion webhook).
 	reducedVersions []string
+	// projection lists the entries whose projection is refused (a
+	// collision, a reserved group), with why; they are not bound.
+	projection []string
 }
 
 // readConnection reads the binding's Connection and its session; a
@@ -383,9 +386,17 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 	}
 	discoverer := &kbindschema.Discoverer{Client: o.session.CRDs, Discovery: o.session.Discovery}
 	iso := isolation.For(o.conn.Spec.IsolationOf())
+	claimed := map[string]string{} // consumer API → the entry (provider API) that has it
 	for _, api := range b.spec.APIs {
 		export, ok := exports[api.Name]
+		consumer := api.ConsumerName()
 		switch {
+		case claimed[consumer] != "":
+			o.projection = append(o.projection, fmt.Sprintf("%s and %s are both listed as the consumer API %s: project one of them onto another group or kind", claimed[consumer], api.Name, consumer))
+			continue
+		case kbindschema.ProjectionProblem(api, o.conn.Spec.Schema.PullPolicy) != "":
+			o.projection = append(o.projection, kbindschema.ProjectionProblem(api, o.conn.Spec.Schema.PullPolicy))
+			continue
 		case !ok:
 			o.notExported = append(o.notExported, api.Name)
 			continue
@@ -396,17 +407,24 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 			o.unconfinable = append(o.unconfinable, api.Name)
 			continue
 		case r.Namespaced:
-			covering, err := r.coveringClusterBindings(ctx, api.Name)
+			covering, err := r.coveringClusterBindings(ctx, consumer)
 			if err != nil {
 				return err
 			}
 			if len(covering) > 0 {
-				o.overlapped = append(o.overlapped, fmt.Sprintf("%s (ClusterBinding %s)", api.Name, strings.Join(covering, ", ")))
+				o.overlapped = append(o.overlapped, fmt.Sprintf("%s (ClusterBinding %s)", consumer, strings.Join(covering, ", ")))
 				continue
 			}
 		}
-		entry := kbindv1alpha1.BoundAPI{Name: api.Name}
-		outcome, ok := r.deliver(ctx, b, o, discoverer, o.conn, export)
+		claimed[consumer] = api.Name
+		entry := kbindv1alpha1.BoundAPI{Name: consumer}
+		if api.Projected() {
+			entry.ProviderAPI = api.Name
+		}
+		outcome, ok := r.deliver(ctx, b, o, discoverer, api, export)
+		if outcome.Collision {
+			continue // never this entry's CRD: nothing of it to remember
+		}
 		if ok {
 			entry.CRDHash = outcome.Hash
 		}
@@ -419,7 +437,8 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 // deliver computes and installs one API's consumer CRD, recording what
 // went wrong in o. A ClusterBinding takes over kbind's CRD of another
 // Connection that only namespaced Bindings hold (BIND-3).
-func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *kbindschema.Discoverer, conn *kbindv1alpha1.Connection, export kbindv1alpha1.ExportedAPI) (kbindschema.Outcome, bool) {
+func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *kbindschema.Discoverer, api kbindv1alpha1.APIReference, export kbindv1alpha1.ExportedAPI) (kbindschema.Outcome, bool) {
+	conn, consumer := o.conn, api.ConsumerName()
 	var desired *apiextensionsv1.CustomResourceDefinition
 	if conn.Spec.Schema.PullPolicy != kbindv1alpha1.PullPolicyNone {
 		var err error
@@ -436,20 +455,24 @@ func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *
 			o.problems = append(o.problems, fmt.Sprintf("reading the provider schema of %s: %v", export.Name, err))
 			return kbindschema.Outcome{}, false
 		}
+		desired = kbindschema.Project(desired, api, conn.Name)
 	}
 	from := ""
 	if !r.Namespaced {
 		var err error
-		if from, err = r.heldByBindingsOnly(ctx, conn.Name, export.Name); err != nil {
+		if from, err = r.heldByBindingsOnly(ctx, conn.Name, consumer); err != nil {
 			o.problems = append(o.problems, err.Error())
 			return kbindschema.Outcome{}, false
 		}
 	}
-	outcome, err := r.Installer.EnsureTakingOver(ctx, conn, export.Name, desired, from)
+	outcome, err := r.Installer.EnsureTakingOver(ctx, conn, consumer, desired, from)
 	if outcome.TookOverFrom != "" {
-		r.announceTakeOver(ctx, b, conn, export.Name, outcome.TookOverFrom)
+		r.announceTakeOver(ctx, b, conn, api, outcome.TookOverFrom)
 	}
 	switch {
+	case outcome.Collision:
+		o.projection = append(o.projection, outcome.Problem)
+		return outcome, false
 	case err != nil:
 		o.problems = append(o.problems, err.Error())
 		return outcome, false
@@ -457,7 +480,7 @@ func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *
 		o.problems = append(o.problems, outcome.Problem)
 		return outcome, false
 	case !outcome.Established:
-		o.pending = append(o.pending, fmt.Sprintf("CRD %s is not established yet", export.Name))
+		o.pending = append(o.pending, fmt.Sprintf("CRD %s is not established yet", consumer))
 	}
 	return outcome, true
 }
@@ -506,7 +529,8 @@ func (r *Reconciler) heldByBindingsOnly(ctx context.Context, connection, api str
 // where the provider copies it made through from are: they stay (kbind
 // deletes a copy only by draining it through the Connection that made it,
 // and the objects now sync through another).
-func (r *Reconciler) announceTakeOver(ctx context.Context, b binding, conn *kbindv1alpha1.Connection, api, from string) {
+func (r *Reconciler) announceTakeOver(ctx context.Context, b binding, conn *kbindv1alpha1.Connection, ref kbindv1alpha1.APIReference, from string) {
+	api := ref.ConsumerName()
 	if r.Events == nil {
 		return
 	}
@@ -527,12 +551,12 @@ func (r *Reconciler) announceTakeOver(ctx context.Context, b binding, conn *kbin
 			"ClusterBinding %q binds %s through Connection %q and took over its consumer CRD from Connection %q, which only namespaced Bindings held: "+
 				"the objects of namespace %s sync through %q from now on, and this Binding waits (a ClusterBinding takes precedence). "+
 				"The provider copies this Binding made through %q stay on that Connection's provider, untouched: %s",
-			b.obj.GetName(), api, conn.Name, from, nb.GetNamespace(), conn.Name, from, findCopies(api, nb.GetNamespace(), fromConn))
+			b.obj.GetName(), api, conn.Name, from, nb.GetNamespace(), conn.Name, from, findCopies(ref.Name, nb.GetNamespace(), fromConn))
 	}
 }
 
-// findCopies says how to list on the provider the copies a Binding in
-// namespace made through conn (nil when it is gone).
+// findCopies says how to list on the provider the copies of the provider
+// API api a Binding in namespace made through conn (nil when it is gone).
 func findCopies(api, namespace string, conn *kbindv1alpha1.Connection) string {
 	if conn == nil || conn.Status.LocalClusterUID == "" {
 		return fmt.Sprintf("list %s on the provider labelled %s=<this cluster's UID>", api, kbindv1alpha1.ConsumerClusterUIDLabel)
@@ -628,8 +652,8 @@ func (r *Reconciler) drain(ctx context.Context, b binding) (int, error) {
 // API removed from the list that has not finished unbinding), sorted.
 func apisOf(b binding) []string {
 	set := map[string]bool{}
-	for _, a := range b.spec.APIs {
-		set[a.Name] = true
+	for _, name := range b.spec.ConsumerNames() {
+		set[name] = true
 	}
 	for _, a := range b.status.BoundAPIs {
 		set[a.Name] = true

@@ -152,14 +152,16 @@ func (r *Reconciler) relatedOwners(ctx context.Context, b binding, o *observatio
 		if !referenced[a.Name] {
 			continue
 		}
-		owner := related.OwnerAPI{}
+		// reference.api names the entry by the provider's name; the objects
+		// are the consumer API's.
+		owner, consumer := related.OwnerAPI{}, a.ConsumerName()
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if bound[a.Name] && r.Client.Get(ctx, client.ObjectKey{Name: a.Name}, crd) == nil {
+		if bound[consumer] && r.Client.Get(ctx, client.ObjectKey{Name: consumer}, crd) == nil {
 			if gvk, ok := kbindschema.StorageGVK(crd); ok {
 				owner.GVK = gvk
 			}
 			owner.Namespaced = crd.Spec.Scope == apiextensionsv1.NamespaceScoped
-			owner.Ready = owner.GVK.Kind != "" && r.Syncers.Running(a.Name)
+			owner.Ready = owner.GVK.Kind != "" && r.Syncers.Running(consumer)
 		}
 		out[a.Name] = owner
 	}

@@ -38,11 +38,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingAPI, func(o client.Object) []string { return []string{o.GetName()} })))
 	if r.Namespaced {
 		b = b.Watches(&kbindv1alpha1.ClusterBinding{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingAPI, func(o client.Object) []string {
-			var names []string
-			for _, a := range o.(kbindv1alpha1.BindingObject).BindingSpec().APIs {
-				names = append(names, a.Name)
-			}
-			return names
+			return o.(kbindv1alpha1.BindingObject).BindingSpec().ConsumerNames()
 		})))
 	}
 	if r.Namespaced {

@@ -17,8 +17,9 @@ const (
 	// BindingConnection indexes ClusterBindings and Bindings by
 	// spec.connectionRef.name.
 	BindingConnection = "spec.connectionRef.name"
-	// BindingAPI indexes ClusterBindings and Bindings by each
-	// spec.apis[].name.
+	// BindingAPI indexes ClusterBindings and Bindings by the consumer API
+	// of each spec.apis[] entry (its name, or its projection's:
+	// APIReference.ConsumerName).
 	BindingAPI = "spec.apis.name"
 	// ConnectionSecret indexes Connections by "<namespace>/<name>" of their
 	// kubeconfig Secret.
@@ -41,12 +42,7 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 		if !ok {
 			return nil
 		}
-		apis := b.BindingSpec().APIs
-		names := make([]string, 0, len(apis))
-		for _, a := range apis {
-			names = append(names, a.Name)
-		}
-		return names
+		return b.BindingSpec().ConsumerNames()
 	}
 	for _, obj := range []client.Object{&kbindv1alpha1.ClusterBinding{}, &kbindv1alpha1.Binding{}} {
 		if err := indexer.IndexField(ctx, obj, BindingConnection, byConnection); err != nil {

@@ -54,6 +54,9 @@ type Outcome struct {
 	// TookOverFrom names the Connection the CRD was taken over from by
 	// this call (EnsureTakingOver), "" otherwise.
 	TookOverFrom string
+	// Collision is set with Problem when the CRD serves another provider
+	// API, or the same one projected otherwise (see Collision).
+	Collision bool
 }
 
 // Installer applies schema decisions to consumer CRDs and remembers, per
@@ -87,6 +90,10 @@ func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 			return Outcome{}, fmt.Errorf("reading consumer CRD %s: %w", name, err)
 		}
 		existing = nil
+	}
+	if problem := Collision(existing, desired); problem != "" {
+		i.record(conn.Name, name, false)
+		return Outcome{Problem: problem, Collision: true}, nil
 	}
 	d, takeOver := DecideTakeOver(existing, desired, name, conn.Name, takeOverFrom, conn.Spec.Schema)
 	if !takeOver {

@@ -49,8 +49,8 @@ func (s *Syncer) probeAccess(ctx context.Context) error {
 	if s.session.ConfinedTo != "" && s.target.Namespaced {
 		opts = append(opts, client.InNamespace(s.session.ConfinedTo))
 	}
-	if err := s.session.Client.List(ctx, s.newList(), append(opts, client.Limit(1))...); apierrors.IsForbidden(err) {
-		return &AccessRefused{Group: s.target.GVK.Group, Kind: s.target.GVK.Kind, Namespace: s.session.ConfinedTo}
+	if err := s.session.Client.List(ctx, s.newProviderList(), append(opts, client.Limit(1))...); apierrors.IsForbidden(err) {
+		return &AccessRefused{Group: s.target.ProviderGVK.Group, Kind: s.target.ProviderGVK.Kind, Namespace: s.session.ConfinedTo}
 	}
 	return nil
 }

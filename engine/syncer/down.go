@@ -117,7 +117,7 @@ func (s *Syncer) runForwarder(want bool) {
 	switch {
 	case want && s.forwarder == nil && s.ctx.Err() == nil:
 		f, err := providerevents.New(providerevents.Options{
-			Connection: s.target.Connection, GroupKind: s.target.GVK.GroupKind(),
+			Connection: s.target.Connection, GroupKind: s.target.ProviderGVK.GroupKind(),
 			Provider: s.session.Config, ProviderHTTPClient: s.session.HTTPClient, Namespace: s.session.ConfinedTo,
 			Consumer: s.consumer, ConsumerCache: s.ccache,
 			Resolve: s.resolveEvent, Limiter: s.limiter,

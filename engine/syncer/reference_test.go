@@ -16,7 +16,10 @@ func TestReferences(t *testing.T) {
 		return kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromProvider,
 			Reference: &kbindv1alpha1.RelatedResourceReference{API: api, FieldPath: path}}
 	}
-	spec := kbindv1alpha1.BindingSpec{RelatedResources: []kbindv1alpha1.RelatedResource{
+	spec := kbindv1alpha1.BindingSpec{APIs: []kbindv1alpha1.APIReference{
+		{Name: "widgets.example.org"},
+		{Name: "gadgets.example.org", Projection: &kbindv1alpha1.Projection{Group: "acme.io", Kind: "AcmeGadget"}},
+	}, RelatedResources: []kbindv1alpha1.RelatedResource{
 		ref("widgets.example.org", ".spec.secretRef.name"),
 		{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromProvider, Selector: kbindv1alpha1.RelatedResourceSelector{Names: []string{"x"}}},
 		ref("gadgets.example.org", ".spec.other.name"),
@@ -31,6 +34,14 @@ func TestReferences(t *testing.T) {
 	}
 	if got := References(spec, "other.example.org"); got != nil {
 		t.Errorf("an API no entry reads: %v", got)
+	}
+	// A projected API is found by its consumer name; reference.api names
+	// the entry by the provider's.
+	if got := References(spec, "acmegadgets.acme.io"); !reflect.DeepEqual(got, []fieldpath.Path{{"spec", "other", "name"}}) {
+		t.Errorf("a projected API: %v", got)
+	}
+	if got := References(spec, "gadgets.example.org"); got != nil {
+		t.Errorf("a projected API by its provider name: %v", got)
 	}
 }
 

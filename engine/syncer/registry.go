@@ -107,13 +107,16 @@ type usedInformer struct {
 	session *session.Session // nil: the consumer cache
 }
 
-func (r *Registry) recordInformer(crdName string, gvk schema.GroupVersionKind, sess *session.Session) {
+// recordInformer records the consumer informer of an API.
+func (r *Registry) recordInformer(crdName string, gvk schema.GroupVersionKind) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.recordInformerLocked(crdName, gvk, sess)
+	r.recordInformerLocked(crdName, gvk, nil, schema.GroupVersionKind{})
 }
 
-func (r *Registry) recordInformerLocked(crdName string, gvk schema.GroupVersionKind, sess *session.Session) {
+// recordInformerLocked records the informers of an API: the consumer's at
+// gvk and, with a session, the provider's at providerGVK; mu is held.
+func (r *Registry) recordInformerLocked(crdName string, gvk schema.GroupVersionKind, sess *session.Session, providerGVK schema.GroupVersionKind) {
 	if r.used == nil {
 		r.used = map[string]map[usedInformer]bool{}
 	}
@@ -131,7 +134,7 @@ func (r *Registry) recordInformerLocked(crdName string, gvk schema.GroupVersionK
 	}
 	r.used[crdName][usedInformer{gvk: gvk}] = true
 	if sess != nil {
-		r.used[crdName][usedInformer{gvk: gvk, session: sess}] = true
+		r.used[crdName][usedInformer{gvk: providerGVK, session: sess}] = true
 	}
 }
 
@@ -151,7 +154,7 @@ func (r *Registry) Forget(ctx context.Context, crdName, connection string) {
 	if current != nil {
 		current.Stop()
 	}
-	r.removeInformers(ctx, crdName, used)
+	r.removeInformers(ctx, used)
 	for inf := range used {
 		r.Results.drop(connection, inf.gvk.GroupKind())
 	}
@@ -185,11 +188,15 @@ func (r *Registry) takeSessionInformersLocked(crdName string, sess *session.Sess
 
 // removeInformers stops informers the registry made the caches start for
 // an API, except one recorded again meanwhile (a Syncer started since uses
-// it).
-func (r *Registry) removeInformers(ctx context.Context, crdName string, informers map[usedInformer]bool) {
+// it) or used by another API (a provider API projected onto two consumer
+// APIs has one provider informer).
+func (r *Registry) removeInformers(ctx context.Context, informers map[usedInformer]bool) {
 	for inf := range informers {
 		r.mu.Lock()
-		inUse := r.used[crdName][inf]
+		inUse := false
+		for _, used := range r.used {
+			inUse = inUse || used[inf]
+		}
 		r.mu.Unlock()
 		if inUse {
 			continue
@@ -230,7 +237,7 @@ const cacheSyncTimeout = 15 * time.Second
 // left retrying a gone API.
 func (r *Registry) listConsumer(ctx context.Context, crdName string, gvk schema.GroupVersionKind, namespace string, allNamespaces bool,
 	opts ...client.ListOption) (*unstructured.UnstructuredList, error) {
-	r.recordInformer(crdName, gvk, nil)
+	r.recordInformer(crdName, gvk)
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if !allNamespaces {
@@ -278,11 +285,17 @@ func (r *Registry) Refused(crdName string) string {
 
 // API is what the registry needs to know about a bound API.
 type API struct {
-	CRD        string
-	Connection string
-	Target     Target
-	Session    *session.Session
-	Conn       *kbindv1alpha1.Connection
+	// CRD is the consumer CRD's name, the consumer API's "<plural>.<group>".
+	CRD string
+	// ProviderAPI is the provider's "<plural>.<group>" (CRD unless the API
+	// is projected).
+	ProviderAPI string
+	Connection  string
+	Target      Target
+	Session     *session.Session
+	Conn        *kbindv1alpha1.Connection
+	// crd is the consumer CRD read by resolve.
+	crd *apiextensionsv1.CustomResourceDefinition
 }
 
 // resolve reads the consumer CRD, its Connection and session. ok is false
@@ -313,14 +326,15 @@ func (r *Registry) resolve(ctx context.Context, crdName string) (API, bool, erro
 		return API{}, false, nil
 	}
 	return API{
-		CRD: crdName, Connection: connName, Session: sess, Conn: conn,
+		CRD: crdName, ProviderAPI: kbindschema.ProviderAPI(crd), Connection: connName, Session: sess, Conn: conn, crd: crd,
 		Target: Target{
-			Connection: connName,
-			GVK:        schema.GroupVersionKind{Group: crd.Spec.Group, Version: version.Name, Kind: crd.Spec.Names.Kind},
-			Namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
-			HasStatus:  version.Subresources != nil && version.Subresources.Status != nil,
-			ClusterUID: conn.Status.LocalClusterUID,
-			Isolation:  isolation.For(conn.Spec.IsolationOf()),
+			Connection:  connName,
+			GVK:         schema.GroupVersionKind{Group: crd.Spec.Group, Version: version.Name, Kind: crd.Spec.Names.Kind},
+			ProviderGVK: kbindschema.ProviderGVK(crd, version.Name),
+			Namespaced:  crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
+			HasStatus:   version.Subresources != nil && version.Subresources.Status != nil,
+			ClusterUID:  conn.Status.LocalClusterUID,
+			Isolation:   isolation.For(conn.Spec.IsolationOf()),
 		},
 	}, true, nil
 }
@@ -370,7 +384,7 @@ func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 		return scope, fmt.Errorf("the bindings of %s: %w", api.CRD, err)
 	}
 	for _, cb := range cbs {
-		if mine(cb, api.Connection) && !scope.Cluster {
+		if mine(cb, api) && !scope.Cluster {
 			scope.Cluster, scope.ClusterPolicy = true, policyOf(*cb.BindingSpec(), api.CRD)
 		}
 	}
@@ -382,7 +396,7 @@ func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 		return scope, fmt.Errorf("the bindings of %s: %w", api.CRD, err)
 	}
 	for _, b := range bs {
-		if _, taken := scope.Namespaces[b.GetNamespace()]; !mine(b, api.Connection) || taken {
+		if _, taken := scope.Namespaces[b.GetNamespace()]; !mine(b, api) || taken {
 			continue
 		}
 		d, err := admission.Admits(ctx, r.Consumer, api.Conn, b.GetNamespace())
@@ -396,10 +410,16 @@ func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 	return scope, nil
 }
 
-// mine reports whether b is a live binding through the Connection named
-// connection (a deleting one drains instead).
-func mine(b kbindv1alpha1.BindingObject, connection string) bool {
-	return b.BindingSpec().ConnectionRef.Name == connection && b.GetDeletionTimestamp().IsZero()
+// mine reports whether b is a live binding through the API's Connection
+// (a deleting one drains instead) whose entry for the API is the one its
+// consumer CRD serves (another entry, projecting another provider API onto
+// the same consumer name, is refused: Collision).
+func mine(b kbindv1alpha1.BindingObject, api API) bool {
+	if b.BindingSpec().ConnectionRef.Name != api.Connection || !b.GetDeletionTimestamp().IsZero() {
+		return false
+	}
+	entry, ok := b.BindingSpec().APIFor(api.CRD)
+	return ok && (api.crd == nil || kbindschema.Serves(entry, api.crd))
 }
 
 func policyOf(spec kbindv1alpha1.BindingSpec, crd string) Policy {
@@ -495,6 +515,9 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 				// The storage version changed: the next Syncer watches the
 				// new version, and nothing reads the old one any more.
 				stale = r.takeInformersLocked(crdName, current.target.GVK)
+				for inf := range r.takeInformersLocked(crdName, current.target.ProviderGVK) {
+					stale[inf] = true
+				}
 			case want && current.target.Connection != api.Target.Connection:
 				// Another Connection supplies the API now (a ClusterBinding
 				// took its CRD over, BIND-3): the old one's provider watch
@@ -503,14 +526,14 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 			}
 			r.mu.Unlock()
 			current.Stop()
-			r.removeInformers(ctx, crdName, stale)
+			r.removeInformers(ctx, stale)
 			log.FromContext(ctx).Info("Stopped syncer", "crd", crdName)
 		case stepRescope:
 			r.mu.Unlock()
 			current.SetScope(ctx, scope)
 			return nil
 		case stepStart:
-			r.recordInformerLocked(crdName, api.Target.GVK, api.Session)
+			r.recordInformerLocked(crdName, api.Target.GVK, api.Session, api.Target.ProviderGVK)
 			logger := log.FromContext(ctx).WithValues("crd", crdName, "connection", api.Connection)
 			s := r.newSyncer(crdName, api)
 			s.scope = scope
@@ -676,13 +699,16 @@ func (r *Registry) StopAll() {
 }
 
 // References are the field paths of the binding's relatedResources entries
-// that name related objects through the objects of API crd, each once, in
+// that name related objects through the objects of consumer API crd (the
+// entry of spec.apis it is the consumer API of), each once, in
 // order; an entry whose path does not parse names nothing.
 func References(spec kbindv1alpha1.BindingSpec, crd string) []fieldpath.Path {
 	var out []fieldpath.Path
 	seen := map[string]bool{}
+	// reference.api names the entry of spec.apis by the provider's name.
+	entry, listed := spec.APIFor(crd)
 	for _, e := range spec.RelatedResources {
-		if e.Reference == nil || e.Reference.API != crd || seen[e.Reference.FieldPath] {
+		if !listed || e.Reference == nil || e.Reference.API != entry.Name || seen[e.Reference.FieldPath] {
 			continue
 		}
 		p, err := fieldpath.Parse(e.Reference.FieldPath)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -167,7 +168,7 @@ func TestForgetDropsResults(t *testing.T) {
 	target := Target{Connection: "p", GVK: schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Widget"}}
 	results.set(target, types.NamespacedName{Namespace: "a", Name: "w"}, Result{State: StateSynced})
 	r := &Registry{Cache: blockingCache{}, Results: results}
-	r.recordInformer("widgets.example.org", target.GVK, nil)
+	r.recordInformer("widgets.example.org", target.GVK)
 	r.Cache = removingCache{}
 	r.Forget(context.Background(), "widgets.example.org", "p")
 	if s := results.Summarize("p", target.GVK.GroupKind(), "", true); s.Synced != 0 {
@@ -189,8 +190,8 @@ func TestTakeInformersOfOneVersion(t *testing.T) {
 	v2 := v1.GroupKind().WithVersion("v2")
 	r := &Registry{}
 	sess := &session.Session{}
-	r.recordInformerLocked("widgets.example.org", v1, sess) // consumer and provider
-	r.recordInformerLocked("widgets.example.org", v2, nil)
+	r.recordInformerLocked("widgets.example.org", v1, sess, v1) // consumer and provider
+	r.recordInformerLocked("widgets.example.org", v2, nil, schema.GroupVersionKind{})
 	taken := r.takeInformersLocked("widgets.example.org", v1)
 	if len(taken) != 2 || !taken[usedInformer{gvk: v1}] || !taken[usedInformer{gvk: v1, session: sess}] {
 		t.Errorf("taken %v, want the v1 informers on both sides", taken)
@@ -215,7 +216,7 @@ func TestRecordForgetsStoppedSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Registry{}
-	r.recordInformerLocked("widgets.example.org", gvk, old)
+	r.recordInformerLocked("widgets.example.org", gvk, old, gvk)
 	// New credentials: a new candidate replaces (and stops) the old one.
 	newer, _, err := m.Prepare("p", "hash-2", "", "", "", cfg)
 	if err != nil {
@@ -224,10 +225,37 @@ func TestRecordForgetsStoppedSessions(t *testing.T) {
 	if !old.Stopped() || newer.Stopped() {
 		t.Fatalf("stopped: old %v, newer %v; want true, false", old.Stopped(), newer.Stopped())
 	}
-	r.recordInformerLocked("widgets.example.org", gvk, newer)
+	r.recordInformerLocked("widgets.example.org", gvk, newer, gvk)
 	want := map[usedInformer]bool{{gvk: gvk}: true, {gvk: gvk, session: newer}: true}
 	if got := r.used["widgets.example.org"]; !maps.Equal(got, want) {
 		t.Errorf("recorded %v, want the consumer's and the new session's informer only", got)
 	}
 	m.Stop("p")
+}
+
+// A provider API projected onto a second consumer API has one provider
+// informer for both: forgetting one API keeps it while the other uses it.
+func TestForgetKeepsASharedProviderInformer(t *testing.T) {
+	provider := schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Widget"}
+	projected := schema.GroupVersionKind{Group: "acme.io", Version: "v1", Kind: "AcmeWidget"}
+	sess := &session.Session{}
+	removed := &recordingCache{}
+	r := &Registry{Cache: removed, Results: NewResults(nil)}
+	r.recordInformerLocked("widgets.example.org", provider, sess, provider)
+	r.recordInformerLocked("acmewidgets.acme.io", projected, sess, provider)
+	r.Forget(context.Background(), "acmewidgets.acme.io", "p")
+	if want := []schema.GroupVersionKind{projected}; !slices.Equal(removed.gvks, want) {
+		t.Errorf("removed %v, want only the projected consumer informer %v", removed.gvks, want)
+	}
+}
+
+// recordingCache records the informers removed from it.
+type recordingCache struct {
+	cache.Cache
+	gvks []schema.GroupVersionKind
+}
+
+func (c *recordingCache) RemoveInformer(_ context.Context, obj client.Object) error {
+	c.gvks = append(c.gvks, obj.GetObjectKind().GroupVersionKind())
+	return nil
 }

@@ -180,7 +180,7 @@ func (r *releaser) deleteCopy(ctx context.Context, cobj, pobj *unstructured.Unst
 		uid := pobj.GetUID()
 		if err := r.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 			if apierrors.IsForbidden(err) {
-				_, ferr := r.failed(cobj, err, "delete", r.target.GVK.Kind+" "+client.ObjectKeyFromObject(pobj).String())
+				_, ferr := r.failed(cobj, err, "delete", r.target.ProviderGVK.Kind+" "+client.ObjectKeyFromObject(pobj).String())
 				return requeue, ferr
 			}
 			return done, fmt.Errorf("deleting the provider copy: %w", err)
@@ -221,7 +221,7 @@ func (r *releaser) providerCopy(ctx context.Context, key types.NamespacedName) (
 	if err != nil {
 		return nil, false, nil
 	}
-	pobj := r.newObject()
+	pobj := r.newProviderObject()
 	if err := r.session.Client.Get(ctx, pkey, pobj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil

@@ -137,7 +137,7 @@ func TestLeftScope(t *testing.T) {
 // finalizer until the copy is gone, and releases it at once for Orphan, a
 // foreign copy or no copy.
 func TestRelease(t *testing.T) {
-	target := Target{Connection: "p", GVK: widgetGVK, Namespaced: true, ClusterUID: "cluster"}
+	target := Target{Connection: "p", GVK: widgetGVK, ProviderGVK: widgetGVK, Namespaced: true, ClusterUID: "cluster"}
 	orphan := map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyOrphan}
 	copyOf := func(objectUID types.UID) *unstructured.Unstructured {
 		return widget("ns", "w", "p1", map[string]string{

@@ -34,10 +34,18 @@ type reporter struct {
 	events  recorder.EventRecorder
 }
 
-// newObject returns an empty object of the API.
+// newObject returns an empty object of the consumer API.
 func (rp reporter) newObject() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(rp.target.GVK)
+	return u
+}
+
+// newProviderObject returns an empty object of the provider API (another
+// group and kind when the API is projected).
+func (rp reporter) newProviderObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(rp.target.ProviderGVK)
 	return u
 }
 
@@ -73,9 +81,9 @@ func (rp reporter) refusal(verb, resource, ns string) string {
 		return verb + " " + resource
 	}
 	if ns != "" {
-		return fmt.Sprintf("%s %s in namespace %s", verb, rp.target.GVK.Kind, ns)
+		return fmt.Sprintf("%s %s in namespace %s", verb, rp.target.ProviderGVK.Kind, ns)
 	}
-	return verb + " " + rp.target.GVK.Kind
+	return verb + " " + rp.target.ProviderGVK.Kind
 }
 
 // providerNamespace is the provider namespace of a consumer object's copy

@@ -189,7 +189,7 @@ func afterConsumerWrite(err error) (outcome, error) {
 
 // providerGet reads the provider copy from the session cache.
 func (s *Syncer) providerGet(ctx context.Context, key types.NamespacedName) (*unstructured.Unstructured, bool, error) {
-	pobj := s.newObject()
+	pobj := s.newProviderObject()
 	if err := s.session.Cache().Get(ctx, key, pobj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil

@@ -105,8 +105,12 @@ type ReleaseOrphanedFunc func(ctx context.Context, sess *session.Session, target
 // Target describes one synced API.
 type Target struct {
 	Connection string
-	GVK        schema.GroupVersionKind
-	Namespaced bool
+	// GVK is the consumer API's group, storage version and kind.
+	GVK schema.GroupVersionKind
+	// ProviderGVK is the provider's: the same as GVK unless the API is
+	// projected (docs/shaping.md#projection).
+	ProviderGVK schema.GroupVersionKind
+	Namespaced  bool
 	// HasStatus: the consumer CRD has the status subresource.
 	HasStatus bool
 	// ClusterUID is the consumer cluster's identity (ownership marker 1).
@@ -288,9 +292,17 @@ func (s *Syncer) currentScope() Scope {
 	return s.scope
 }
 
-func (s *Syncer) newList() *unstructured.UnstructuredList {
+// newList returns an empty list of the consumer API.
+func (s *Syncer) newList() *unstructured.UnstructuredList { return listOf(s.target.GVK) }
+
+// newProviderList returns an empty list of the provider API.
+func (s *Syncer) newProviderList() *unstructured.UnstructuredList {
+	return listOf(s.target.ProviderGVK)
+}
+
+func listOf(gvk schema.GroupVersionKind) *unstructured.UnstructuredList {
 	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(s.target.GVK.GroupVersion().WithKind(s.target.GVK.Kind + "List"))
+	l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	return l
 }
 
@@ -371,7 +383,7 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = cinf.RemoveEventHandler(creg) }()
-	pinf, err := s.session.Cache().GetInformer(ctx, s.newObject(), cache.BlockUntilSynced(false))
+	pinf, err := s.session.Cache().GetInformer(ctx, s.newProviderObject(), cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("provider informer: %w", err)
 	}

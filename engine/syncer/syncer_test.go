@@ -53,6 +53,8 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("noticeds", "noticed", "Noticed", "noticed.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("laggeds", "lagged", "Lagged", "lagged.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("measureds", "measured", "Measured", "measured.example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("databases", "database", "Database", "internal.corp", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("regions", "region", "Region", "internal.corp", apiextensionsv1.ClusterScoped, true),
 	)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

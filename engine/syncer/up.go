@@ -117,7 +117,7 @@ func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstruct
 		if !exists && apierrors.IsConflict(err) {
 			return nil, done, fmt.Errorf("the provider copy exists but is not in the cache yet: %w", err)
 		}
-		out, err := s.failed(cobj, err, "apply", s.target.GVK.Kind+" "+pkey.String())
+		out, err := s.failed(cobj, err, "apply", s.target.ProviderGVK.Kind+" "+pkey.String())
 		return nil, out, err
 	}
 	now := time.Now()
@@ -131,7 +131,7 @@ func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstruct
 // the origin markers), the labels and annotations the binding selects, and
 // spec — nothing else.
 func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured, pkey types.NamespacedName, policy Policy) *unstructured.Unstructured {
-	u := s.newObject()
+	u := s.newProviderObject()
 	u.SetNamespace(pkey.Namespace)
 	u.SetName(pkey.Name)
 	policy.Metadata.Stamp(u, cobj)

@@ -64,14 +64,68 @@ type ConnectionReference struct {
 	Name string `json:"name"`
 }
 
-// APIReference names one exported API.
+// APIReference names one exported API, and how it appears on the
+// consumer. The projection is immutable: a different projection is a new
+// entry (docs/shaping.md#projection).
+// +kubebuilder:validation:XValidation:rule="has(self.projection) == has(oldSelf.projection) && (!has(self.projection) || self.projection == oldSelf.projection)",message="projection is immutable: the consumer API it names holds the objects; remove this entry (it unbinds) and add a new one"
 type APIReference struct {
-	// Name is "<plural>.<group>", for example "widgets.example.org" — not a
-	// Kind, a version or a URL.
+	// Name is the provider's "<plural>.<group>", for example
+	// "widgets.example.org" — not a Kind, a version or a URL.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+
+	// Projection makes the API appear on the consumer under another group,
+	// kind and names; unset, the consumer API is the provider's.
+	// +optional
+	Projection *Projection `json:"projection,omitempty"`
+}
+
+// Projection is how a provider API appears on the consumer: its consumer
+// CRD is "<plural>.<group>" with the provider's versions, schemas,
+// subresources and printer columns (docs/shaping.md#projection).
+type Projection struct {
+	// Group of the consumer API; default: the provider's. A Kubernetes
+	// group (k8s.io, kubernetes.io and their subdomains) and kbind's own
+	// (kbind.io and its subdomains) are refused.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)+$')",message="group must be a DNS subdomain with at least one dot, such as acme.io"
+	// +kubebuilder:validation:XValidation:rule="!(self in ['k8s.io', 'kubernetes.io', 'kbind.io'] || self.endsWith('.k8s.io') || self.endsWith('.kubernetes.io') || self.endsWith('.kbind.io'))",message="group is reserved: Kubernetes' own groups (k8s.io, kubernetes.io and their subdomains) and kbind's (kbind.io) cannot hold a projected API"
+	Group string `json:"group,omitempty"`
+
+	// Kind of the consumer API; default: the provider's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Z][A-Za-z0-9]*$')",message="kind must be CamelCase letters and digits starting with an upper-case letter, such as AcmeWidget"
+	Kind string `json:"kind,omitempty"`
+
+	// Plural resource name of the consumer API; default: the kind in lower
+	// case with "s" appended when a kind is given, else the provider's.
+	// The singular is the kind in lower case and the list kind the kind
+	// with "List" appended.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="plural must be a lower-case DNS label, such as acmewidgets"
+	Plural string `json:"plural,omitempty"`
+
+	// ShortNames of the consumer API; default: none (the provider's could
+	// clash with a consumer API's).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	ShortNames []string `json:"shortNames,omitempty"`
+
+	// Categories of the consumer API (such as "all"); default: none.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Categories []string `json:"categories,omitempty"`
 }
 
 // RelatedResourceSelector selects related objects. At least one of
@@ -231,8 +285,13 @@ type InstanceCounts struct {
 
 // BoundAPI is the state of one bound API.
 type BoundAPI struct {
-	// Name is "<plural>.<group>".
+	// Name is the consumer API's "<plural>.<group>": the provider's, or
+	// the projection's.
 	Name string `json:"name"`
+	// ProviderAPI is the provider's "<plural>.<group>" when the API is
+	// projected (it differs from name); empty otherwise.
+	// +optional
+	ProviderAPI string `json:"providerAPI,omitempty"`
 	// CRDHash is the consumer CRD's schema hash.
 	// +optional
 	CRDHash string `json:"crdHash,omitempty"`

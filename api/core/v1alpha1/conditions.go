@@ -75,6 +75,10 @@ const (
 	ReasonExpiresSoon Reason = "ExpiresSoon"
 	// ReasonExpired: the credential in use has expired.
 	ReasonExpired Reason = "Expired"
+	// ReasonProjectionRefused: an entry's projection cannot be installed —
+	// its consumer API collides with another bound API or an existing CRD,
+	// or its group is reserved (Ready=False, docs/shaping.md#projection).
+	ReasonProjectionRefused Reason = "ProjectionRefused"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
@@ -95,5 +99,5 @@ var Reasons = []Reason{
 	ReasonAsExpected, ReasonPending, ReasonSecretNotFound, ReasonClusterIdentityChanged,
 	ReasonAPINotExported, ReasonForeignObjectExists, ReasonOwnedByAnother,
 	ReasonForbidden, ReasonDrainingBindings, ReasonConversionWebhook,
-	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired,
+	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused,
 }

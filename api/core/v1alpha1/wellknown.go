@@ -59,6 +59,13 @@ const (
 	// desired consumer CRD spec.
 	SchemaHashAnnotation = "core.kbind.io/schema-hash"
 
+	// ProviderAPIAnnotation and ProviderKindAnnotation are on a projected
+	// consumer CRD (docs/shaping.md#projection): the provider's
+	// "<plural>.<group>" and kind its objects sync to. A consumer CRD
+	// without them is the provider's API under its own name.
+	ProviderAPIAnnotation  = "core.kbind.io/provider-api"
+	ProviderKindAnnotation = "core.kbind.io/provider-kind"
+
 	// ConsumerClusterUIDAnnotation is ownership marker 1: the consumer's
 	// localClusterUID.
 	ConsumerClusterUIDAnnotation = "core.kbind.io/consumer-cluster-uid"

@@ -13,6 +13,8 @@ func TestWellKnownSpelling(t *testing.T) {
 		{ConsumerClusterUIDLabel, "core.kbind.io/consumer-cluster-uid"},
 		{ConnectionAnnotation, "core.kbind.io/connection"},
 		{SchemaHashAnnotation, "core.kbind.io/schema-hash"},
+		{ProviderAPIAnnotation, "core.kbind.io/provider-api"},
+		{ProviderKindAnnotation, "core.kbind.io/provider-kind"},
 		{ConsumerClusterUIDAnnotation, "core.kbind.io/consumer-cluster-uid"},
 		{ConsumerObjectUIDAnnotation, "core.kbind.io/consumer-object-uid"},
 		{RelatedBindingAnnotation, "core.kbind.io/related-binding"},

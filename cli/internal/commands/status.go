@@ -72,7 +72,7 @@ func statusTables(w *tabwriter.Writer, conns []doctor.ConnectionSummary) {
 				fmt.Fprintf(w, "%s\t%s\t%s\t-\t\t\t\t\t\n", c.Name, name, withReason(b.Ready, b.Reason))
 			}
 			for _, a := range b.APIs {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", c.Name, name, withReason(b.Ready, b.Reason), a.Name, a.Total, a.Synced, a.Pending, a.Failed, a.Conflicts)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", c.Name, name, withReason(b.Ready, b.Reason), apiName(a), a.Total, a.Synced, a.Pending, a.Failed, a.Conflicts)
 			}
 		}
 	}
@@ -83,4 +83,13 @@ func withReason(status, reason string) string {
 		return status
 	}
 	return strings.Join([]string{status, "(" + reason + ")"}, " ")
+}
+
+// apiName is the consumer API, and the provider's it is projected from:
+// "acmewidgets.acme.io←widgets.example.org".
+func apiName(a doctor.APISummary) string {
+	if a.Provider == "" {
+		return a.Name
+	}
+	return a.Name + "←" + a.Provider
 }

@@ -368,6 +368,10 @@ type ConsumerCRD struct {
 	// core.kbind.io/connection annotation.
 	Managed    bool
 	Connection string
+	// ProviderAPI is the provider API its objects sync to: the
+	// core.kbind.io/provider-api annotation of a projected CRD, else its
+	// own name.
+	ProviderAPI string
 }
 
 // bindingContext is what a binding is checked against.
@@ -408,7 +412,7 @@ func checkBinding(b BindingState, bc bindingContext, now time.Time, stuckAfter t
 		return append(out, notAdmittedFinding(b, conn, *bc.Admission, cmd))
 	}
 	for i, api := range b.Spec.APIs {
-		out = append(out, checkBindingAPI(b, i, api.Name, bc, cmd)...)
+		out = append(out, checkBindingAPI(b, i, api, bc, cmd)...)
 	}
 	if len(out) > 0 || bc.ConnBroken {
 		return out
@@ -420,8 +424,8 @@ func checkBinding(b BindingState, bc bindingContext, now time.Time, stuckAfter t
 // the provider exports it (once discovery ran), that its scope fits the
 // binding and the Connection, its consumer CRD (unless the Connection is
 // broken) and, for a Binding, a ClusterBinding that binds it too.
-func checkBindingAPI(b BindingState, i int, name string, bc bindingContext, cmd Commands) []Finding {
-	conn, obj := bc.Conn, b.object()
+func checkBindingAPI(b BindingState, i int, api kbindv1alpha1.APIReference, bc bindingContext, cmd Commands) []Finding {
+	conn, obj, name, consumer := bc.Conn, b.object(), api.Name, api.ConsumerName()
 	field := fmt.Sprintf("spec.apis[%d].name", i)
 	if !wellFormedAPIName(name) {
 		fix := fmt.Sprintf("%s patch %s %s --type=json -p '[{\"op\":\"replace\",\"path\":\"/spec/apis/%d/name\",\"value\":\"%s\"}]'",
@@ -442,12 +446,14 @@ func checkBindingAPI(b BindingState, i int, name string, bc bindingContext, cmd 
 		out = append(out, *f)
 	}
 	if exp != nil && !bc.ConnBroken {
-		if f := consumerCRDFinding(b, name, field, conn, bc.ConsumerCRDs, cmd); f != nil {
+		if f := consumerCRDFinding(b, consumer, field, conn, bc.ConsumerCRDs, cmd); f != nil {
+			out = append(out, *f)
+		} else if f := projectionFinding(b, api, field, bc.ConsumerCRDs, cmd); f != nil {
 			out = append(out, *f)
 		}
 	}
 	if b.Kind == "Binding" {
-		out = append(out, overlapFindings(b, name, field, bc.ClusterBindings, cmd)...)
+		out = append(out, overlapFindings(b, consumer, field, bc.ClusterBindings, cmd)...)
 	}
 	return out
 }
@@ -485,11 +491,11 @@ func exportFinding(b BindingState, name, field string, exp *kbindv1alpha1.Export
 }
 
 // overlapFindings warns of each ClusterBinding of the same Connection that
-// binds the API name too: it takes precedence over the Binding b.
+// binds the consumer API name too: it takes precedence over the Binding b.
 func overlapFindings(b BindingState, name, field string, clusterBindings []BindingState, cmd Commands) []Finding {
 	var out []Finding
 	for _, cb := range clusterBindings {
-		if cb.Spec.ConnectionRef.Name == b.Spec.ConnectionRef.Name && slices.ContainsFunc(cb.Spec.APIs, func(a kbindv1alpha1.APIReference) bool { return a.Name == name }) {
+		if cb.Spec.ConnectionRef.Name == b.Spec.ConnectionRef.Name && slices.Contains(cb.Spec.ConsumerNames(), name) {
 			out = append(out, Finding{
 				Check: "binding.overlap", Severity: SeverityWarning, Object: b.object(), Field: field,
 				Problem: fmt.Sprintf("ClusterBinding %s already binds %s: it takes precedence, and this Binding waits until it goes", cb.Meta.Name, name),
@@ -595,6 +601,25 @@ func consumerCRDFinding(b BindingState, api, field string, conn *kbindv1alpha1.C
 		return nil
 	}
 	return &f
+}
+
+// projectionFinding: the consumer CRD of the entry's consumer API serves
+// another provider API (another binding binds or projects it there), so
+// the entry is refused (docs/shaping.md#rules).
+func projectionFinding(b BindingState, api kbindv1alpha1.APIReference, field string, crds map[string]ConsumerCRD, cmd Commands) *Finding {
+	consumer := api.ConsumerName()
+	crd, read := crds[consumer]
+	if !read || !crd.Found || crd.ProviderAPI == "" || crd.ProviderAPI == api.Name {
+		return nil
+	}
+	return &Finding{
+		Check: "binding.projection", Severity: SeverityError, Object: b.object(), Field: field,
+		Problem:  fmt.Sprintf("the consumer API %s serves the provider's %s, and this entry binds %s there: it is refused (ProjectionRefused)", consumer, crd.ProviderAPI, api.Name),
+		Evidence: conditionEvidence(b.Status.Conditions, kbindv1alpha1.ConditionReady),
+		Fix: fmt.Sprintf("# remove the entry and add it again with a projection onto another group or kind:\n%s edit %s %s",
+			cmd.Consumer, b.resource(), b.Meta.Name),
+		Doc: "docs/troubleshooting.md#the-binding-says-projectionrefused",
+	}
 }
 
 // wellFormedAPIName: <plural>.<group>, lowercase, no slash.

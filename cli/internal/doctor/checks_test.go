@@ -159,6 +159,8 @@ func TestCheckBinding(t *testing.T) {
 		Message: "widgets.example.org is served at v1 only, not at v1alpha1"}}
 	failed := cb("w", "widgets.example.org")
 	failed.Status.BoundAPIs = []kbindv1alpha1.BoundAPI{{Name: "widgets.example.org", Instances: &kbindv1alpha1.InstanceCounts{Total: 3, Synced: 1, Failed: 2}}}
+	projectedCB := cb("w", "widgets.example.org")
+	projectedCB.Spec.APIs[0].Projection = &kbindv1alpha1.Projection{Group: "acme.io", Kind: "AcmeWidget"}
 	cases := []struct {
 		name   string
 		b      BindingState
@@ -198,6 +200,12 @@ func TestCheckBinding(t *testing.T) {
 			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Managed: true, Connection: "provider"}}},
 		{"another Connection's CRD", cb("w", "widgets.example.org"), &conn, false, nil, []string{"binding.consumerCRD"}, "never taken over",
 			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "other"}}},
+		{"the consumer API serves another provider API: projection refused", cb("w", "widgets.example.org"), &conn, false, nil, []string{"binding.projection"}, "edit clusterbinding w",
+			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "provider", ProviderAPI: "gadgets.example.org"}}},
+		{"a projected entry is checked at its consumer CRD", projectedCB, &conn, false, nil, []string{"binding.consumerCRD"}, "jsonpath='{.status.conditions}'",
+			map[string]ConsumerCRD{"acmewidgets.acme.io": {Found: true, Managed: true, Connection: "provider", ProviderAPI: "widgets.example.org"}}},
+		{"a projected entry at its own CRD", projectedCB, &conn, false, nil, []string{}, "",
+			map[string]ConsumerCRD{"acmewidgets.acme.io": {Found: true, Established: true, Managed: true, Connection: "provider", ProviderAPI: "widgets.example.org"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

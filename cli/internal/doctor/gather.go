@@ -168,25 +168,29 @@ func connectionOf(b BindingState, conns []kbindv1alpha1.Connection, probes map[s
 // name) into crds; a failed read is reported as unchecked.
 func readConsumerCRDs(ctx context.Context, c client.Client, b BindingState, crds map[string]ConsumerCRD, r *Report) {
 	for _, api := range b.Spec.APIs {
-		if _, done := crds[api.Name]; done || !wellFormedAPIName(api.Name) {
+		name := api.ConsumerName()
+		if _, done := crds[name]; done || !wellFormedAPIName(name) {
 			continue
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		err := c.Get(ctx, client.ObjectKey{Name: api.Name}, crd)
+		err := c.Get(ctx, client.ObjectKey{Name: name}, crd)
 		switch {
 		case apierrors.IsNotFound(err):
-			crds[api.Name] = ConsumerCRD{}
+			crds[name] = ConsumerCRD{}
 		case err != nil:
-			r.Unchecked = append(r.Unchecked, fmt.Sprintf("consumer CRD %s: %s", api.Name, consumerReadError(err)))
+			r.Unchecked = append(r.Unchecked, fmt.Sprintf("consumer CRD %s: %s", name, consumerReadError(err)))
 		default:
 			state := ConsumerCRD{Found: true, Managed: crd.Labels[kbindv1alpha1.ManagedLabel] == kbindv1alpha1.ManagedLabelValue,
-				Connection: crd.Annotations[kbindv1alpha1.ConnectionAnnotation]}
+				Connection: crd.Annotations[kbindv1alpha1.ConnectionAnnotation], ProviderAPI: crd.Annotations[kbindv1alpha1.ProviderAPIAnnotation]}
+			if state.ProviderAPI == "" {
+				state.ProviderAPI = name
+			}
 			for _, cond := range crd.Status.Conditions {
 				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
 					state.Established = true
 				}
 			}
-			crds[api.Name] = state
+			crds[name] = state
 		}
 	}
 }

@@ -37,7 +37,10 @@ type BindingSummary struct {
 
 // APISummary is one API of a binding with its instance counts.
 type APISummary struct {
+	// Name is the consumer API ("<plural>.<group>"); Provider the
+	// provider's when the API is projected onto another name.
 	Name      string `json:"name"`
+	Provider  string `json:"provider,omitempty"`
 	Total     int32  `json:"total"`
 	Synced    int32  `json:"synced"`
 	Pending   int32  `json:"pending"`
@@ -68,9 +71,12 @@ func Status(ctx context.Context, c client.Client, timeout time.Duration, now tim
 			bs := BindingSummary{Kind: b.Kind, Namespace: b.Meta.Namespace, Name: b.Meta.Name, APIs: []APISummary{}}
 			bs.Ready, bs.Reason = readiness(b.Status.Conditions)
 			for _, api := range b.Spec.APIs {
-				as := APISummary{Name: api.Name}
+				as := APISummary{Name: api.ConsumerName()}
+				if as.Name != api.Name {
+					as.Provider = api.Name
+				}
 				for _, bound := range b.Status.BoundAPIs {
-					if bound.Name != api.Name {
+					if bound.Name != as.Name {
 						continue
 					}
 					as.Conflicts = bound.ConflictCount

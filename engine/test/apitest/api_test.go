@@ -123,6 +123,36 @@ spec:
   providerEvents: Drop`,
 		fragments: []string{`spec.providerEvents`, `Unsupported value: "Drop"`, `"Forward", "Ignore"`},
 	}, {
+		name: "projection onto a Kubernetes group",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: NAME}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org, projection: {group: apps.k8s.io, kind: Deployment}}]`,
+		fragments: []string{`spec.apis[0].projection.group`, `group is reserved`},
+	}, {
+		name: "projection onto kbind's group",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: NAME, namespace: default}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org, projection: {group: core.kbind.io}}]`,
+		fragments: []string{`spec.apis[0].projection.group`, `group is reserved`},
+	}, {
+		name: "projection onto a group without a dot, a lower-case kind, a bad plural",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: NAME}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org, projection: {group: apps, kind: widget, plural: Widgets}}]`,
+		fragments: []string{`group must be a DNS subdomain with at least one dot`, `kind must be CamelCase`, `plural must be a lower-case DNS label`},
+	}, {
 		name: "invalid schema.source enum",
 		manifest: `
 apiVersion: core.kbind.io/v1alpha1
@@ -590,6 +620,44 @@ func TestConnectionRefImmutable(t *testing.T) {
 	changed.Spec.APIs = append(changed.Spec.APIs, kbindv1alpha1.APIReference{Name: "gadgets.example.org"})
 	if err := c.Update(ctx, changed); err != nil {
 		t.Fatalf("updating apis: %v", err)
+	}
+}
+
+// A projection is immutable: changing, adding or removing it on an entry
+// is refused (a different projection is a new entry); the entry can be
+// removed and another added.
+func TestProjectionImmutable(t *testing.T) {
+	ctx := context.Background()
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("projected")}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "one"}, APIs: []kbindv1alpha1.APIReference{
+			{Name: "widgets.example.org", Projection: &kbindv1alpha1.Projection{Group: "acme.io", Kind: "AcmeWidget"}},
+			{Name: "gadgets.example.org"},
+		}}}
+	if err := c.Create(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(*kbindv1alpha1.ClusterBinding){
+		"changed": func(b *kbindv1alpha1.ClusterBinding) { b.Spec.APIs[0].Projection.Kind = "Other" },
+		"removed": func(b *kbindv1alpha1.ClusterBinding) { b.Spec.APIs[0].Projection = nil },
+		"added": func(b *kbindv1alpha1.ClusterBinding) {
+			b.Spec.APIs[1].Projection = &kbindv1alpha1.Projection{Group: "acme.io"}
+		},
+	} {
+		changed := cb.DeepCopy()
+		mutate(changed)
+		if err := c.Update(ctx, changed); err == nil || !strings.Contains(err.Error(), "projection is immutable") {
+			t.Errorf("projection %s: %v, want refused as immutable", name, err)
+		}
+	}
+	changed := cb.DeepCopy()
+	changed.Spec.APIs = []kbindv1alpha1.APIReference{{Name: "gadgets.example.org", Projection: &kbindv1alpha1.Projection{Group: "acme.io"}}}
+	if err := c.Update(ctx, changed); err == nil {
+		t.Error("replacing an entry by the same provider API with a projection was allowed: the list is keyed by name, so it is the same entry")
+	}
+	changed = cb.DeepCopy()
+	changed.Spec.APIs = changed.Spec.APIs[:1]
+	if err := c.Update(ctx, changed); err != nil {
+		t.Fatalf("removing an entry: %v", err)
 	}
 }
 

@@ -1,0 +1,190 @@
+package syncer_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/test/enginetest"
+)
+
+var (
+	databaseGVK     = schema.GroupVersionKind{Group: "internal.corp", Version: "v1alpha1", Kind: "Database"}
+	regionGVK       = schema.GroupVersionKind{Group: "internal.corp", Version: "v1alpha1", Kind: "Region"}
+	acmeDatabaseGVK = schema.GroupVersionKind{Group: "acme.io", Version: "v1alpha1", Kind: "AcmeDatabase"}
+	acmeRegionGVK   = schema.GroupVersionKind{Group: "acme.io", Version: "v1alpha1", Kind: "AcmeRegion"}
+	// widgets.example.org projected a second time, next to the plain
+	// binding of TestMain: two consumer APIs from one provider API.
+	copiedWidgetGVK = schema.GroupVersionKind{Group: "copy.example.org", Version: "v1alpha1", Kind: "Widget"}
+)
+
+func projected(name string, p kbindv1alpha1.Projection) kbindv1alpha1.APIReference {
+	return kbindv1alpha1.APIReference{Name: name, Projection: &p}
+}
+
+// TestProjection: a namespaced and a cluster-scoped provider API appear on
+// the consumer under another group and kind; spec goes up to the
+// provider's kind, status and provider Events come down to the consumer's,
+// deletion removes the provider copy, and the provider's widgets are
+// bound a second time under another group next to their plain binding.
+func TestProjection(t *testing.T) {
+	ctx := context.Background()
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "projection"}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"},
+		APIs: []kbindv1alpha1.APIReference{
+			projected("databases.internal.corp", kbindv1alpha1.Projection{Group: "acme.io", Kind: "AcmeDatabase", ShortNames: []string{"adb"}}),
+			projected("regions.internal.corp", kbindv1alpha1.Projection{Group: "acme.io", Kind: "AcmeRegion"}),
+			projected("widgets.example.org", kbindv1alpha1.Projection{Group: "copy.example.org"}),
+		}}}
+	if err := env.Consumer.Create(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
+		t.Fatal(err)
+	}
+	wantBound := map[string]string{"acmedatabases.acme.io": "databases.internal.corp", "acmeregions.acme.io": "regions.internal.corp", "widgets.copy.example.org": "widgets.example.org"}
+	for _, b := range cb.Status.BoundAPIs {
+		if wantBound[b.Name] != b.ProviderAPI {
+			t.Errorf("status.boundAPIs has %s ← %q, want ← %q", b.Name, b.ProviderAPI, wantBound[b.Name])
+		}
+	}
+
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := env.Consumer.Get(ctx, client.ObjectKey{Name: "acmedatabases.acme.io"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if n := crd.Spec.Names; n.Kind != "AcmeDatabase" || n.ListKind != "AcmeDatabaseList" || n.Singular != "acmedatabase" || fmt.Sprint(n.ShortNames) != "[adb]" {
+		t.Errorf("consumer CRD names %+v", n)
+	}
+	if crd.Annotations[kbindv1alpha1.ProviderAPIAnnotation] != "databases.internal.corp" || crd.Annotations[kbindv1alpha1.ProviderKindAnnotation] != "Database" {
+		t.Errorf("consumer CRD annotations %v", crd.Annotations)
+	}
+
+	// Spec up: an AcmeDatabase becomes a provider Database.
+	db := create(t, env.Consumer, object(acmeDatabaseGVK, "projection-a", "orders", map[string]any{"size": int64(3)}))
+	pcopy := waitCopy(t, databaseGVK, "projection-a", "orders", func(u *unstructured.Unstructured) error {
+		if specOf(u) != "map[size:3]" {
+			return fmt.Errorf("spec %s", specOf(u))
+		}
+		return nil
+	})
+	if pcopy.GetAnnotations()[kbindv1alpha1.ConsumerObjectUIDAnnotation] != string(db.GetUID()) {
+		t.Errorf("provider copy markers %v", pcopy.GetAnnotations())
+	}
+
+	// Status down.
+	if err := unstructured.SetNestedField(pcopy.Object, "Provisioned", "status", "phase"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Provider.Status().Update(ctx, pcopy); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "the provider's status on the AcmeDatabase", func() error {
+		u, _ := get(t, env.Consumer, acmeDatabaseGVK, "projection-a", "orders")
+		if phase, _, _ := unstructured.NestedString(u.Object, "status", "phase"); phase != "Provisioned" {
+			return fmt.Errorf("status %v", u.Object["status"])
+		}
+		return nil
+	})
+
+	// A provider Event on the Database shows on the AcmeDatabase.
+	pe := recordOn(t, pcopy, "orders.quota", "ProvisioningFailed", "quota exceeded")
+	if got := waitForwarded(t, db, pe, 1); got.InvolvedObject.Kind != "AcmeDatabase" || got.InvolvedObject.APIVersion != "acme.io/v1alpha1" {
+		t.Errorf("the consumer Event is about %s %s, want AcmeDatabase acme.io/v1alpha1", got.InvolvedObject.APIVersion, got.InvolvedObject.Kind)
+	}
+
+	// Cluster-scoped.
+	create(t, env.Consumer, object(acmeRegionGVK, "", "eu-west", map[string]any{"zone": "a"}))
+	waitCopy(t, regionGVK, "", "eu-west", nil)
+
+	// The same provider API under a second consumer API: its own objects
+	// sync to the same provider kind.
+	create(t, env.Consumer, object(copiedWidgetGVK, "projection-a", "copied", map[string]any{"size": int64(1)}))
+	waitCopy(t, widgetGVK, "projection-a", "copied", nil)
+	create(t, env.Consumer, object(widgetGVK, "projection-a", "plain", map[string]any{"size": int64(2)}))
+	waitCopy(t, widgetGVK, "projection-a", "plain", nil)
+
+	// Deletion removes the provider copies.
+	for _, o := range []struct {
+		consumer, provider schema.GroupVersionKind
+		ns, name           string
+	}{{acmeDatabaseGVK, databaseGVK, "projection-a", "orders"}, {acmeRegionGVK, regionGVK, "", "eu-west"}, {copiedWidgetGVK, widgetGVK, "projection-a", "copied"}} {
+		u, _ := get(t, env.Consumer, o.consumer, o.ns, o.name)
+		if err := env.Consumer.Delete(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, env.Provider, o.provider, o.ns, o.name)
+		waitGone(t, env.Consumer, o.consumer, o.ns, o.name)
+	}
+	// The plain widget is untouched by the projected API's deletions.
+	if _, ok := get(t, env.Provider, widgetGVK, "projection-a", "plain"); !ok {
+		t.Error("the plain widget's provider copy went with the projected API's objects")
+	}
+}
+
+// TestProjectionRefused: a projection onto a consumer API another entry
+// serves, or onto a CRD kbind did not create, is refused with
+// ProjectionRefused naming the collision, and the API it collides with
+// keeps syncing.
+func TestProjectionRefused(t *testing.T) {
+	ctx := context.Background()
+	first := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "projection-first"}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"},
+		APIs:          []kbindv1alpha1.APIReference{projected("keepers.example.org", kbindv1alpha1.Projection{Group: "collide.example.org", Kind: "Held"})}}}
+	if err := env.Consumer.Create(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitCondition(t, env.Consumer, first, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+
+	foreign := enginetest.CRD("foreigns", "foreign", "Foreign", "collide.example.org", apiextensionsv1.NamespaceScoped, false)
+	if err := env.Consumer.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	second := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "projection-second"}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"},
+		APIs: []kbindv1alpha1.APIReference{
+			// Another provider API onto the first's consumer API.
+			projected("narrows.example.org", kbindv1alpha1.Projection{Group: "collide.example.org", Kind: "Held"}),
+			// Onto a CRD kbind did not create.
+			projected("labelleds.example.org", kbindv1alpha1.Projection{Group: "collide.example.org", Kind: "Foreign"}),
+		}}}
+	if err := env.Consumer.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitCondition(t, env.Consumer, second, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonProjectionRefused,
+		"helds.collide.example.org collides: CRD helds.collide.example.org serves the provider's keepers.example.org",
+		"foreigns.collide.example.org collides with the CRD foreigns.collide.example.org, which kbind did not create")
+
+	// The first binding's API is untouched and keeps syncing; the CRD kbind
+	// did not create is untouched.
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := env.Consumer.Get(ctx, client.ObjectKey{Name: "helds.collide.example.org"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if crd.Annotations[kbindv1alpha1.ProviderAPIAnnotation] != "keepers.example.org" {
+		t.Errorf("the first binding's CRD now serves %q", crd.Annotations[kbindv1alpha1.ProviderAPIAnnotation])
+	}
+	heldGVK := schema.GroupVersionKind{Group: "collide.example.org", Version: "v1alpha1", Kind: "Held"}
+	create(t, env.Consumer, object(heldGVK, "projection-b", "h1", map[string]any{"size": int64(1)}))
+	waitCopy(t, schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Keeper"}, "projection-b", "h1", nil)
+	if _, ok := get(t, env.Provider, schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Narrow"}, "projection-b", "h1"); ok {
+		t.Error("the refused entry's provider API got a copy")
+	}
+	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil || foreign.Labels[kbindv1alpha1.ManagedLabel] != "" {
+		t.Errorf("the CRD kbind did not create was changed: %v %v", err, foreign.Labels)
+	}
+	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(second), second); err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Status.BoundAPIs) != 0 {
+		t.Errorf("refused entries in status.boundAPIs: %+v", second.Status.BoundAPIs)
+	}
+}
