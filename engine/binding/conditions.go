@@ -92,6 +92,10 @@ func desiredConditions(o observation) []patch.Condition {
 		notReady = append(notReady, "projection refused: "+strings.Join(o.projection, "; "))
 		reason = kbindv1alpha1.ReasonProjectionRefused
 	}
+	if len(o.invalidFilters) > 0 {
+		notReady = append(notReady, "a selector does not parse, so nothing of this binding syncs (and nothing is released) until it is fixed: "+strings.Join(o.invalidFilters, "; "))
+		reason = kbindv1alpha1.ReasonInvalidFilter
+	}
 	if len(o.overlapped) > 0 {
 		notReady = append(notReady, fmt.Sprintf("already covered by a ClusterBinding, which takes precedence: %s", strings.Join(o.overlapped, ", ")))
 	}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -203,7 +204,7 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 		}
 		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
 		sum := r.Results.Summarize(o.connection, gk, b.obj.GetNamespace(), !r.Namespaced)
-		total, err := r.countObjects(ctx, crd, b.obj.GetNamespace())
+		total, err := r.countObjects(ctx, b.spec, crd, b.obj.GetNamespace())
 		if err != nil {
 			return err
 		}
@@ -262,11 +263,15 @@ func (r *Reconciler) unbindRemoved(ctx context.Context, b binding, before *kbind
 	return nil
 }
 
-// countObjects counts the consumer objects of a CRD in the binding's scope,
-// from the cache.
-func (r *Reconciler) countObjects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, namespace string) (int32, error) {
+// countObjects counts the consumer objects of a CRD in the binding's scope
+// that its filters select, from the cache.
+func (r *Reconciler) countObjects(ctx context.Context, spec *kbindv1alpha1.BindingSpec, crd *apiextensionsv1.CustomResourceDefinition, namespace string) (int32, error) {
 	gvk, _ := kbindschema.StorageGVK(crd)
-	return r.Syncers.Count(ctx, crd.Name, gvk, namespace, !r.Namespaced)
+	objects, namespaces, err := syncer.Filters(*spec, crd.Name)
+	if err != nil {
+		return 0, nil // the binding reports it (Filters); nothing of it syncs
+	}
+	return r.Syncers.Count(ctx, crd.Name, gvk, namespace, !r.Namespaced, objects, namespaces)
 }
 
 // forgetUnbound releases what the engine holds for an API (syncer,
@@ -329,6 +334,9 @@ type observation struct {
 	// projection lists the entries whose projection is refused (a
 	// collision, a reserved group), with why; they are not bound.
 	projection []string
+	// invalidFilters lists the selectors that do not parse: the binding
+	// gives its syncers no scope (nothing syncs, nothing is released).
+	invalidFilters []string
 }
 
 // readConnection reads the binding's Connection and its session; a
@@ -429,6 +437,9 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 			entry.CRDHash = outcome.Hash
 		}
 		o.bound = append(o.bound, entry)
+		if _, _, err := syncer.Filters(*b.spec, consumer); err != nil && !slices.Contains(o.invalidFilters, err.Error()) {
+			o.invalidFilters = append(o.invalidFilters, err.Error())
+		}
 	}
 	sort.Slice(o.bound, func(i, j int) bool { return o.bound[i].Name < o.bound[j].Name })
 	return nil

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -214,14 +215,42 @@ func (r *Registry) removeInformers(ctx context.Context, informers map[usedInform
 }
 
 // Count counts the consumer objects of an API in one namespace, or in all,
-// from the consumer cache — the informer its Syncer uses, no second one.
-func (r *Registry) Count(ctx context.Context, crdName string, gvk schema.GroupVersionKind, namespace string, allNamespaces bool) (int32, error) {
+// that the binding's filters select (objects and namespaces, nil: every
+// one), from the consumer cache — the informer its Syncer uses, no second
+// one.
+func (r *Registry) Count(ctx context.Context, crdName string, gvk schema.GroupVersionKind, namespace string, allNamespaces bool,
+	objects, namespaces labels.Selector) (int32, error) {
 	// Only the number is needed: the cached objects are not copied.
-	list, err := r.listConsumer(ctx, crdName, gvk, namespace, allNamespaces, client.UnsafeDisableDeepCopy)
+	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
+	if objects != nil {
+		opts = append(opts, client.MatchingLabelsSelector{Selector: objects})
+	}
+	list, err := r.listConsumer(ctx, crdName, gvk, namespace, allNamespaces, opts...)
 	if err != nil {
 		return 0, fmt.Errorf("counting %s: %w", crdName, err)
 	}
-	return int32(len(list.Items)), nil
+	if namespaces == nil {
+		return int32(len(list.Items)), nil
+	}
+	selected := map[string]bool{}
+	n := int32(0)
+	for i := range list.Items {
+		ns := list.Items[i].GetNamespace()
+		in, known := selected[ns]
+		if !known {
+			meta := &metav1.PartialObjectMetadata{}
+			meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+			if err := r.Cache.Get(ctx, client.ObjectKey{Name: ns}, meta); client.IgnoreNotFound(err) != nil {
+				return 0, fmt.Errorf("counting %s: reading namespace %s: %w", crdName, ns, err)
+			}
+			in = namespaces.Matches(labels.Set(meta.Labels))
+			selected[ns] = in
+		}
+		if in {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // cacheSyncTimeout bounds how long a reconcile waits for a consumer
@@ -384,9 +413,16 @@ func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 		return scope, fmt.Errorf("the bindings of %s: %w", api.CRD, err)
 	}
 	for _, cb := range cbs {
-		if mine(cb, api) && !scope.Cluster {
-			scope.Cluster, scope.ClusterPolicy = true, policyOf(*cb.BindingSpec(), api.CRD)
+		if !mine(cb, api) || scope.Cluster {
+			continue
 		}
+		p, err := policyOf(*cb.BindingSpec(), api.CRD)
+		if err != nil {
+			// The binding says so (Filters); its objects wait, untouched.
+			log.FromContext(ctx).V(1).Info("A ClusterBinding gives no scope: its filters do not parse", "binding", cb.GetName(), "error", err.Error())
+			continue
+		}
+		scope.Cluster, scope.ClusterPolicy = true, p
 	}
 	if scope.Cluster || !api.Target.Namespaced {
 		return scope, nil
@@ -403,9 +439,15 @@ func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
 		if err != nil {
 			return scope, err
 		}
-		if d.Admitted {
-			scope.Namespaces[b.GetNamespace()] = policyOf(*b.BindingSpec(), api.CRD)
+		if !d.Admitted {
+			continue
 		}
+		p, err := policyOf(*b.BindingSpec(), api.CRD)
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("A Binding gives no scope: its filters do not parse", "binding", b.GetNamespace()+"/"+b.GetName(), "error", err.Error())
+			continue
+		}
+		scope.Namespaces[b.GetNamespace()] = p
 	}
 	return scope, nil
 }
@@ -422,7 +464,9 @@ func mine(b kbindv1alpha1.BindingObject, api API) bool {
 	return ok && (api.crd == nil || kbindschema.Serves(entry, api.crd))
 }
 
-func policyOf(spec kbindv1alpha1.BindingSpec, crd string) Policy {
+// policyOf is how a binding syncs the objects of consumer API crd; an
+// error when its filters do not parse (Filters says so on the binding).
+func policyOf(spec kbindv1alpha1.BindingSpec, crd string) (Policy, error) {
 	p := Policy{Conflict: spec.ConflictPolicy, References: References(spec, crd),
 		ForwardEvents: spec.ProviderEvents != kbindv1alpha1.ProviderEventsIgnore}
 	if p.Conflict == "" {
@@ -431,7 +475,29 @@ func policyOf(spec kbindv1alpha1.BindingSpec, crd string) Policy {
 	if m := spec.Metadata; m != nil {
 		p.Metadata = MetadataRules{Labels: m.Labels, Annotations: m.Annotations}
 	}
-	return p
+	var err error
+	if p.Objects, p.Namespaces, err = Filters(spec, crd); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
+}
+
+// Filters are the selectors a binding filters the objects of consumer API
+// crd with: the entry's objectSelector and the spec's namespaceSelector,
+// each nil when unset (docs/shaping.md#filters). An error names the
+// selector that does not parse.
+func Filters(spec kbindv1alpha1.BindingSpec, crd string) (objects, namespaces labels.Selector, err error) {
+	if entry, ok := spec.APIFor(crd); ok && entry.ObjectSelector != nil {
+		if objects, err = metav1.LabelSelectorAsSelector(entry.ObjectSelector); err != nil {
+			return nil, nil, fmt.Errorf("the objectSelector of %s: %w", entry.Name, err)
+		}
+	}
+	if spec.NamespaceSelector != nil {
+		if namespaces, err = metav1.LabelSelectorAsSelector(spec.NamespaceSelector); err != nil {
+			return nil, nil, fmt.Errorf("the namespaceSelector: %w", err)
+		}
+	}
+	return objects, namespaces, nil
 }
 
 func (s Scope) empty() bool { return !s.Cluster && len(s.Namespaces) == 0 }

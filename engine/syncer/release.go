@@ -21,6 +21,11 @@
 //	  confirmAbsence, deletions                                                                cache is confirmed absent by a provider GET,
 //	                                                                                           unless the informer reported that very copy
 //	                                                                                           (UID) deleted
+//	  also for an object the       syncer/sync.go (readConsumer as release, for an object that   the filters are applied to what the cache
+//	  binding's filters no longer    sets deselected)          still holds the finalizer       holds; a failed read of the namespace's
+//	  select (docs/shaping.md)                                                                 labels is an error, never "not selected";
+//	                                                                                           a selector that does not parse gives no
+//	                                                                                           scope at all (nothing released)
 //	releaser.releaseOrphaned       syncer/release.go           (Orphan policy) the related     runs before the finalizer goes; related
 //	  -> related ReleaseOrphaned   related/reference.go        copies' owner markers (patch,   copies selected by owner label (and the
 //	                                                           nothing deleted)                consumer-cluster label on the provider)

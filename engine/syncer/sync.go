@@ -11,9 +11,12 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -51,6 +54,9 @@ type objectSync struct {
 	// Filled in by readConsumer.
 	cobj   *unstructured.Unstructured // the consumer object
 	policy Policy                     // how its binding syncs it
+	// deselected: the binding's filters no longer select the object,
+	// which holds the finalizer: it is released (releaseDeleting).
+	deselected bool
 	// Filled in by place.
 	pkey types.NamespacedName // its copy's provider key
 	// Filled in by readProvider (from the session cache), and by applySpec
@@ -108,7 +114,35 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 		s.results.forget(s.target, o.key)
 		return done, nil
 	}
+	selected, err := s.selected(ctx, o.policy, o.cobj)
+	if err != nil {
+		return done, err
+	}
+	if !selected {
+		if !controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer) {
+			// Never synced, or released: no finalizer, no write.
+			s.results.forget(s.target, o.key)
+			return done, nil
+		}
+		o.deselected = true
+	}
 	return next, nil
+}
+
+// selected applies the binding's filters to the consumer object; the
+// namespace's labels come from the consumer cache (metadata only). A
+// failed read is an error, never "not selected": deselecting releases.
+func (s *Syncer) selected(ctx context.Context, policy Policy, cobj *unstructured.Unstructured) (bool, error) {
+	var nsLabels map[string]string
+	if policy.Namespaces != nil && cobj.GetNamespace() != "" {
+		ns := &metav1.PartialObjectMetadata{}
+		ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+		if err := s.ccache.Get(ctx, client.ObjectKey{Name: cobj.GetNamespace()}, ns); err != nil {
+			return false, fmt.Errorf("reading the labels of namespace %s for the binding's namespaceSelector: %w", cobj.GetNamespace(), err)
+		}
+		nsLabels = ns.Labels
+	}
+	return policy.selects(nsLabels, cobj.GetLabels()), nil
 }
 
 // place maps the consumer object to its provider key under the
@@ -133,10 +167,11 @@ func (s *Syncer) readProvider(ctx context.Context, o *objectSync) (outcome, erro
 	return next, nil
 }
 
-// releaseDeleting hands a deleting consumer object to the releaser
-// (release.go); the sync ends there.
+// releaseDeleting hands a deleting consumer object, or one the binding's
+// filters no longer select, to the releaser (release.go); the sync ends
+// there.
 func (s *Syncer) releaseDeleting(ctx context.Context, o *objectSync) (outcome, error) {
-	if o.cobj.GetDeletionTimestamp().IsZero() {
+	if o.cobj.GetDeletionTimestamp().IsZero() && !o.deselected {
 		return next, nil
 	}
 	return s.releaser.releaseDeleted(ctx, o.cobj, o.policy, o.pobj, o.exists)

@@ -72,6 +72,7 @@ package syncer
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,6 +81,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -142,6 +144,20 @@ type Policy struct {
 	References []fieldpath.Path
 	// ForwardEvents re-emits the provider's Events on the consumer objects.
 	ForwardEvents bool
+	// Objects selects the objects that sync by their labels (the entry's
+	// objectSelector); nil: every object.
+	Objects labels.Selector
+	// Namespaces selects the namespaces whose objects sync by the
+	// namespaces' labels (a ClusterBinding's namespaceSelector); nil:
+	// every namespace.
+	Namespaces labels.Selector
+}
+
+// selects reports whether the policy's filters select an object with
+// labels objLabels in a namespace with labels nsLabels (docs/shaping.md#filters).
+func (p Policy) selects(nsLabels, objLabels map[string]string) bool {
+	return (p.Objects == nil || p.Objects.Matches(labels.Set(objLabels))) &&
+		(p.Namespaces == nil || p.Namespaces.Matches(labels.Set(nsLabels)))
 }
 
 // covers returns whether namespace is in scope and its policy.
@@ -153,6 +169,10 @@ func (s Scope) covers(namespace string) (Policy, bool) {
 	p, ok := s.Namespaces[namespace]
 	return p, ok
 }
+
+// selectsNamespaces reports whether the scope filters namespaces by their
+// labels (a ClusterBinding's namespaceSelector).
+func (s Scope) selectsNamespaces() bool { return s.Cluster && s.ClusterPolicy.Namespaces != nil }
 
 // forwardsEvents reports whether any binding of the scope forwards the
 // provider's Events.
@@ -275,7 +295,10 @@ func (s *Syncer) Session() *session.Session { return s.session }
 // so that objects entering scope sync at once.
 func (s *Syncer) SetScope(ctx context.Context, scope Scope) {
 	s.mu.Lock()
-	changed := !equality.Semantic.DeepEqual(s.scope, scope)
+	// reflect, not equality.Semantic: the latter compares label selectors
+	// by calling String on them, and an unset one is nil. Scopes come from
+	// one builder (scopeOf), so nil and empty never differ by accident.
+	changed := !reflect.DeepEqual(s.scope, scope)
 	s.scope = scope
 	s.mu.Unlock()
 	if changed {
@@ -399,6 +422,15 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 		if _, err := s.session.Cache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
 			return fmt.Errorf("provider namespace informer: %w", err)
 		}
+	}
+	// A consumer namespace relabelled may enter or leave a
+	// namespaceSelector: its objects are looked at again.
+	if s.target.Namespaced {
+		remove, err := s.watchNamespaceLabels(ctx)
+		if err != nil {
+			return err
+		}
+		defer remove()
 	}
 	if err := s.waitForSync(ctx, creg.HasSynced, preg.HasSynced); err != nil {
 		return err
@@ -528,6 +560,42 @@ func originOf(iso isolation.Mapping, clusterUID string, pkey types.NamespacedNam
 		return types.NamespacedName{}, false
 	}
 	return key, true
+}
+
+// watchNamespaceLabels re-queues the objects of a consumer namespace whose
+// labels change while the scope selects namespaces (the consumer cache's
+// metadata-only Namespace informer, which the bindings use too).
+func (s *Syncer) watchNamespaceLabels(ctx context.Context) (remove func(), err error) {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	inf, err := s.ccache.GetInformer(ctx, ns, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("consumer namespace informer: %w", err)
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(oldObj, newObj any) {
+		before, okBefore := oldObj.(*metav1.PartialObjectMetadata)
+		after, okAfter := newObj.(*metav1.PartialObjectMetadata)
+		if !okBefore || !okAfter || equality.Semantic.DeepEqual(before.Labels, after.Labels) || !s.currentScope().selectsNamespaces() {
+			return
+		}
+		s.enqueueNamespace(ctx, after.Name)
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = inf.RemoveEventHandler(reg) }, nil
+}
+
+// enqueueNamespace queues every consumer object of one namespace.
+func (s *Syncer) enqueueNamespace(ctx context.Context, namespace string) {
+	list := s.newList()
+	if err := s.ccache.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "Listing consumer objects of a relabelled namespace from the cache", "namespace", namespace)
+		return
+	}
+	for i := range list.Items {
+		s.queue.Add(client.ObjectKeyFromObject(&list.Items[i]))
+	}
 }
 
 func (s *Syncer) enqueueAll(ctx context.Context) {

@@ -55,12 +55,17 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("measureds", "measured", "Measured", "measured.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("databases", "database", "Database", "internal.corp", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("regions", "region", "Region", "internal.corp", apiextensionsv1.ClusterScoped, true),
+		enginetest.CRD("filtereds", "filtered", "Filtered", "filter.example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("nsfiltereds", "nsfiltered", "NsFiltered", "filter.example.org", apiextensionsv1.NamespaceScoped, true),
 	)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := setup()
+	if code != 0 && os.Getenv("KBIND_DEBUG_LOGS") != "" {
+		fmt.Fprintln(os.Stderr, env.Logs.String())
+	}
 	if code == 0 {
 		code = m.Run()
 	}

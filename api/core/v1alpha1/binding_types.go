@@ -80,6 +80,16 @@ type APIReference struct {
 	// kind and names; unset, the consumer API is the provider's.
 	// +optional
 	Projection *Projection `json:"projection,omitempty"`
+
+	// ObjectSelector selects the consumer objects of the API that sync, by
+	// their labels; unset, every object in the binding's scope does. An
+	// object that stops matching is released as if the API were removed
+	// from the binding: its provider copy is deleted (kept with the
+	// core.kbind.io/deletion-policy: Orphan annotation) and the finalizer
+	// goes; it syncs again when it matches again
+	// (docs/shaping.md#filters).
+	// +optional
+	ObjectSelector *metav1.LabelSelector `json:"objectSelector,omitempty"`
 }
 
 // Projection is how a provider API appears on the consumer: its consumer
@@ -240,6 +250,14 @@ type BindingSpec struct {
 	// +optional
 	Metadata *MetadataSync `json:"metadata,omitempty"`
 
+	// NamespaceSelector (ClusterBindings only) selects the consumer
+	// namespaces whose objects sync, by the namespaces' labels; unset,
+	// every namespace. Objects of a namespace that stops matching are
+	// released like objects leaving an objectSelector
+	// (docs/shaping.md#filters).
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
 	// ProviderEvents: Forward (the default) re-emits the Events the
 	// provider records on each object's provider copy on the consumer
 	// object, so that kubectl describe shows why the provider's controller
@@ -368,6 +386,7 @@ type ClusterBindingList struct {
 
 // Binding binds namespaced APIs of a Connection for its own namespace only.
 //
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.namespaceSelector)",message="spec.namespaceSelector is for ClusterBindings: a Binding covers its own namespace only"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,categories=kbind

@@ -79,6 +79,10 @@ const (
 	// its consumer API collides with another bound API or an existing CRD,
 	// or its group is reserved (Ready=False, docs/shaping.md#projection).
 	ReasonProjectionRefused Reason = "ProjectionRefused"
+	// ReasonInvalidFilter: an entry's objectSelector or the
+	// namespaceSelector does not parse; nothing the binding covers syncs,
+	// and nothing is released (Ready=False, docs/shaping.md#filters).
+	ReasonInvalidFilter Reason = "InvalidFilter"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
@@ -99,5 +103,5 @@ var Reasons = []Reason{
 	ReasonAsExpected, ReasonPending, ReasonSecretNotFound, ReasonClusterIdentityChanged,
 	ReasonAPINotExported, ReasonForeignObjectExists, ReasonOwnedByAnother,
 	ReasonForbidden, ReasonDrainingBindings, ReasonConversionWebhook,
-	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused,
+	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused, ReasonInvalidFilter,
 }

@@ -133,6 +133,17 @@ spec:
   apis: [{name: widgets.example.org, projection: {group: apps.k8s.io, kind: Deployment}}]`,
 		fragments: []string{`spec.apis[0].projection.group`, `group is reserved`},
 	}, {
+		name: "namespaceSelector on a Binding",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: NAME, namespace: default}
+spec:
+  connectionRef: {name: provider}
+  namespaceSelector: {matchLabels: {a: b}}
+  apis: [{name: widgets.example.org}]`,
+		fragments: []string{`spec.namespaceSelector is for ClusterBindings`},
+	}, {
 		name: "projection onto kbind's group",
 		manifest: `
 apiVersion: core.kbind.io/v1alpha1
