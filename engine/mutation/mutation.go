@@ -1,0 +1,259 @@
+package mutation
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/interpreter"
+)
+
+// Direction of a rule list.
+type Direction string
+
+const (
+	// Up rules shape the provider copy of a consumer object: object is the
+	// consumer object, paths are confined to .spec.
+	Up Direction = "up"
+	// Down rules shape the status going down to the consumer: object is the
+	// provider object, consumer the current consumer object, paths are
+	// confined to .status.
+	Down Direction = "down"
+)
+
+// Rule sets the field at Path to the value of Expression, or removes it
+// (Delete). Exactly one of Expression and Delete is given.
+type Rule struct {
+	Path       string
+	Expression string
+	Delete     bool
+}
+
+// RuleError is what went wrong with one rule, at Compile or at Apply. Its
+// message names the rule as the binding spells it,
+// "mutations.up[2] (.spec.tenant): ...".
+type RuleError struct {
+	Direction Direction
+	// Index is the rule's position in its list.
+	Index int
+	// Path is the rule's path as written.
+	Path string
+	// Err is what is wrong, in words an operator can act on.
+	Err error
+}
+
+// Error implements error.
+func (e *RuleError) Error() string {
+	return fmt.Sprintf("%s (%s): %v", ruleName(e.Direction, e.Index), e.Path, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *RuleError) Unwrap() error { return e.Err }
+
+// ruleName is a rule's place in the binding, "mutations.up[2]".
+func ruleName(dir Direction, index int) string {
+	return fmt.Sprintf("mutations.%s[%d]", dir, index)
+}
+
+// Program is a compiled rule list. It is immutable and safe for concurrent
+// use; the zero of *Program (nil) applies no rules.
+type Program struct {
+	dir   Direction
+	steps []step
+	// budget is what all rules together may cost on one object
+	// (RuntimeCostBudget; tests lower it).
+	budget uint64
+}
+
+// step is one compiled rule.
+type step struct {
+	index int
+	rule  Rule
+	// fields is the parsed path, root included.
+	fields []string
+	// prog evaluates the expression; nil for a delete.
+	prog cel.Program
+	// reads is what the expression reads of consumer (down only).
+	reads []readPath
+}
+
+// fail wraps err as this rule's RuleError.
+func (s step) fail(dir Direction, err error) *RuleError {
+	return &RuleError{Direction: dir, Index: s.index, Path: s.rule.Path, Err: err}
+}
+
+// Compile validates and compiles a rule list once (per binding generation).
+// Every problem with a rule is a *RuleError naming the first rule at fault;
+// an unknown direction is a caller's mistake and a plain error.
+//
+// A rule is refused when its path is outside the direction's grammar (see
+// parsePath), when it has both or neither of Expression and Delete, when
+// its expression does not compile in the API server's CEL environment (an
+// up rule has no consumer), when its estimated cost exceeds
+// StaticCostLimit, or, for down rules, when it reads a consumer field a down
+// rule writes (see consumerReads).
+func Compile(dir Direction, rules []Rule) (*Program, error) {
+	if dir != Up && dir != Down {
+		return nil, fmt.Errorf("mutation: unknown direction %q (want %q or %q)", dir, Up, Down)
+	}
+	envByDir, err := envs()
+	if err != nil {
+		return nil, fmt.Errorf("mutation: %w", err)
+	}
+	steps := make([]step, 0, len(rules))
+	for i, r := range rules {
+		s, err := compileRule(envByDir[dir], dir, i, r)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, s)
+	}
+	if err := loopError(dir, steps); err != nil {
+		return nil, err
+	}
+	return &Program{dir: dir, steps: steps, budget: RuntimeCostBudget}, nil
+}
+
+// compileRule validates and compiles one rule.
+func compileRule(env *cel.Env, dir Direction, index int, r Rule) (step, error) {
+	s := step{index: index, rule: r}
+	fields, err := parsePath(dir, r.Path)
+	if err != nil {
+		return s, s.fail(dir, err)
+	}
+	s.fields = fields
+	hasExpr := strings.TrimSpace(r.Expression) != ""
+	switch {
+	case hasExpr && r.Delete:
+		return s, s.fail(dir, errors.New("a rule has either an expression or delete: true, not both"))
+	case !hasExpr && !r.Delete:
+		return s, s.fail(dir, errors.New("a rule needs an expression (the value to set) or delete: true"))
+	case r.Delete:
+		return s, nil
+	}
+	checked, err := compileExpression(env, dir, r.Expression)
+	if err != nil {
+		return s, s.fail(dir, err)
+	}
+	if s.prog, err = env.Program(checked, programOptions()...); err != nil {
+		return s, s.fail(dir, fmt.Errorf("building the program: %w", err))
+	}
+	if dir == Down {
+		s.reads = consumerReads(checked.NativeRep())
+	}
+	return s, nil
+}
+
+// compileExpression parses and type-checks an expression and checks its
+// estimated cost.
+func compileExpression(env *cel.Env, dir Direction, expr string) (*cel.Ast, error) {
+	checked, issues := env.Compile(expr)
+	if issues != nil && issues.Err() != nil {
+		msg := issues.Err().Error()
+		if dir == Up && strings.Contains(msg, "undeclared reference to '"+consumerVar+"'") {
+			msg += " (consumer exists only in down rules; in an up rule the consumer object is object)"
+		}
+		return nil, fmt.Errorf("expression does not compile: %s", msg)
+	}
+	cost, err := env.EstimateCost(checked, costEstimator())
+	if err != nil {
+		return nil, fmt.Errorf("estimating the expression's cost: %w", err)
+	}
+	if cost.Max > StaticCostLimit {
+		return nil, fmt.Errorf("the expression's estimated cost %d exceeds the limit of %d (the API server's for one CRD validation rule): it could take over a second on the largest object a cluster stores; loop over fewer lists (nested loops multiply)",
+			cost.Max, StaticCostLimit)
+	}
+	return checked, nil
+}
+
+// Apply runs the program. For Up, object is the consumer object and target
+// the outgoing provider copy; for Down, object is the provider object,
+// consumer the current consumer object and target the object carrying the
+// status down. All are unstructured content; only target is changed.
+//
+// Rules run in order and every expression sees the same object and
+// consumer (not the target as earlier rules left it). Setting creates
+// missing intermediate objects; setting below a field that is not an
+// object is an error; deleting an absent field is not. Apply is all or
+// nothing: on any error target is left exactly as it was, and the error is
+// a *RuleError (an expression that fails on this object, a cost limit, a
+// value JSON cannot hold). Maps nested in target are never modified in
+// place, only replaced, so target may share them with object.
+func (p *Program) Apply(target, object, consumer map[string]any) error {
+	if p == nil || len(p.steps) == 0 {
+		return nil
+	}
+	if target == nil {
+		return p.steps[0].fail(p.dir, errors.New("there is no target object to write to"))
+	}
+	vars := map[string]any{objectVar: object}
+	if p.dir == Down {
+		vars[consumerVar] = consumer
+	}
+	d := newDraft(target)
+	budget := &costBudget{total: p.budget, left: p.budget}
+	for _, s := range p.steps {
+		if err := p.run(s, d, vars, budget); err != nil {
+			return err
+		}
+	}
+	d.commit(target)
+	return nil
+}
+
+// run applies one rule to the draft, charging its cost to budget.
+func (p *Program) run(s step, d *draft, vars map[string]any, budget *costBudget) error {
+	if s.rule.Delete {
+		d.remove(s.fields)
+		return nil
+	}
+	value, err := evaluate(s.prog, vars, budget)
+	if err != nil {
+		return s.fail(p.dir, err)
+	}
+	if err := d.set(s.fields, value); err != nil {
+		return s.fail(p.dir, err)
+	}
+	return nil
+}
+
+// evaluate runs an expression, charges its actual cost to budget and
+// converts the result.
+func evaluate(prog cel.Program, vars map[string]any, budget *costBudget) (any, error) {
+	val, details, err := prog.Eval(vars)
+	if err != nil {
+		return nil, evalError(err)
+	}
+	if err := budget.charge(details.ActualCost()); err != nil {
+		return nil, err
+	}
+	return toJSON(val)
+}
+
+// costBudget is what the rules may still cost on one object.
+type costBudget struct {
+	total, left uint64
+}
+
+// charge takes one evaluation's actual cost (nil when not tracked) from the
+// budget.
+func (b *costBudget) charge(cost *uint64) error {
+	if cost == nil {
+		return nil
+	}
+	if *cost > b.left {
+		return fmt.Errorf("the rules together exceeded the runtime cost budget of %d for one object (the API server's for all validation rules of one custom resource)", b.total)
+	}
+	b.left -= *cost
+	return nil
+}
+
+// evalError words an evaluation failure.
+func evalError(err error) error {
+	var cancelled interpreter.EvalCancelledError
+	if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
+		return fmt.Errorf("the expression exceeded the runtime cost limit of %d for one evaluation (the API server's for one CEL expression): %w", PerCallCostLimit, err)
+	}
+	return fmt.Errorf("the expression failed on this object: %w", err)
+}

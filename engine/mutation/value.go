@@ -1,0 +1,109 @@
+package mutation
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+)
+
+// toJSON converts an expression's result into the values of unstructured
+// content: map[string]any, []any, string, int64, float64, bool and nil.
+// The result is always a fresh copy: a value taken from object (an
+// expression returning object.spec) shares nothing with it afterwards.
+//
+// Timestamps and durations become the strings CEL's string() makes of them
+// (RFC 3339, and seconds such as "1.5s"), a quantity its canonical string
+// (as Kubernetes objects hold quantities). Everything JSON cannot hold is
+// refused with the type's name: bytes, NaN and infinities, uints above the
+// int64 range, map keys that are not strings, optionals (unwrap them with
+// orValue()), and the other Kubernetes library types (IP, CIDR, URL,
+// semver: turn them into strings first).
+func toJSON(v ref.Val) (any, error) {
+	switch v := v.(type) {
+	case types.Null:
+		return nil, nil
+	case types.Bool:
+		return bool(v), nil
+	case types.Int:
+		return int64(v), nil
+	case types.Uint:
+		if uint64(v) > math.MaxInt64 {
+			return nil, fmt.Errorf("the uint %d is larger than the largest integer JSON objects hold here (int64)", uint64(v))
+		}
+		return int64(v), nil
+	case types.Double:
+		f := float64(v)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, errors.New("the expression returned NaN or an infinity, which JSON cannot hold")
+		}
+		return f, nil
+	case types.String:
+		return string(v), nil
+	case types.Timestamp, types.Duration:
+		if s, ok := v.ConvertToType(types.StringType).(types.String); ok {
+			return string(s), nil
+		}
+		return nil, unsupported(v)
+	case apiservercel.Quantity:
+		if v.Quantity == nil {
+			return nil, unsupported(v)
+		}
+		return v.String(), nil
+	case traits.Mapper:
+		return mapToJSON(v)
+	case traits.Lister:
+		return listToJSON(v)
+	default:
+		return nil, unsupported(v)
+	}
+}
+
+// unsupported words why a value cannot be written.
+func unsupported(v ref.Val) error {
+	name := v.Type().TypeName()
+	switch v.(type) {
+	case *types.Optional:
+		return errors.New("the expression returned an optional; unwrap it with .orValue(default) or .value()")
+	case types.Bytes:
+		return errors.New("the expression returned bytes, which a JSON field cannot hold; convert it with string()")
+	}
+	return fmt.Errorf("the expression returned a %s, which a JSON field cannot hold; turn it into a string, number, boolean, list or map first", name)
+}
+
+// listToJSON converts a CEL list.
+func listToJSON(l traits.Lister) ([]any, error) {
+	out := make([]any, 0, int(l.Size().(types.Int)))
+	it := l.Iterator()
+	for i := 0; it.HasNext() == types.True; i++ {
+		e, err := toJSON(it.Next())
+		if err != nil {
+			return nil, fmt.Errorf("item %d: %w", i, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// mapToJSON converts a CEL map whose keys are strings.
+func mapToJSON(m traits.Mapper) (map[string]any, error) {
+	out := make(map[string]any, int(m.Size().(types.Int)))
+	it := m.Iterator()
+	for it.HasNext() == types.True {
+		k := it.Next()
+		key, ok := k.(types.String)
+		if !ok {
+			return nil, fmt.Errorf("a map key is a %s; JSON object keys are strings", k.Type().TypeName())
+		}
+		e, err := toJSON(m.Get(k))
+		if err != nil {
+			return nil, fmt.Errorf("key %q: %w", string(key), err)
+		}
+		out[string(key)] = e
+	}
+	return out, nil
+}
