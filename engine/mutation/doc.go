@@ -66,6 +66,7 @@
 // quantities become their strings; bytes, NaN, optionals, non-string map
 // keys and the other library types (IP, CIDR, URL, semver) are refused.
 //
-// Cost: BenchmarkApply (one set rule on a small object) measures about
-// TODO ns/op on the development machine.
+// Cost: BenchmarkApply (one set rule on a small object) measured 2,700 to
+// 3,500 ns/op, 1,592 B and 18 allocations per op, on the shared 2-core
+// development machine (6,000 to 12,000 ns/op while it was busier).
 package mutation
