@@ -77,7 +77,7 @@ func unsupported(v ref.Val) error {
 
 // listToJSON converts a CEL list.
 func listToJSON(l traits.Lister) ([]any, error) {
-	out := make([]any, 0, int(l.Size().(types.Int)))
+	out := make([]any, 0, sizeHint(l))
 	it := l.Iterator()
 	for i := 0; it.HasNext() == types.True; i++ {
 		e, err := toJSON(it.Next())
@@ -91,7 +91,7 @@ func listToJSON(l traits.Lister) ([]any, error) {
 
 // mapToJSON converts a CEL map whose keys are strings.
 func mapToJSON(m traits.Mapper) (map[string]any, error) {
-	out := make(map[string]any, int(m.Size().(types.Int)))
+	out := make(map[string]any, sizeHint(m))
 	it := m.Iterator()
 	for it.HasNext() == types.True {
 		k := it.Next()
@@ -106,4 +106,10 @@ func mapToJSON(m traits.Mapper) (map[string]any, error) {
 		out[string(key)] = e
 	}
 	return out, nil
+}
+
+// sizeHint is a container's size when it reports one as an int.
+func sizeHint(c traits.Sizer) int {
+	n, _ := c.Size().(types.Int)
+	return max(int(n), 0)
 }
