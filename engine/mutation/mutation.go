@@ -87,12 +87,12 @@ func (s step) fail(dir Direction, err error) *RuleError {
 // Every problem with a rule is a *RuleError naming the first rule at fault;
 // an unknown direction is a caller's mistake and a plain error.
 //
-// A rule is refused when its path is outside the direction's grammar (see
-// parsePath), when it has both or neither of Expression and Delete, when
-// its expression does not compile in the API server's CEL environment (an
-// up rule has no consumer), when its estimated cost exceeds
-// StaticCostLimit, or, for down rules, when it reads a consumer field a down
-// rule writes (see consumerReads).
+// A rule is refused when its path is outside the direction's grammar, when
+// it has both or neither of Expression and Delete, when its expression does
+// not compile in the API server's CEL environment (an up rule has no
+// consumer), when its estimated cost exceeds StaticCostLimit, or, for down
+// rules, when it reads a consumer field a down rule writes (see "Loops" in
+// the package doc).
 func Compile(dir Direction, rules []Rule) (*Program, error) {
 	if dir != Up && dir != Down {
 		return nil, fmt.Errorf("mutation: unknown direction %q (want %q or %q)", dir, Up, Down)
