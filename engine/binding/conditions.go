@@ -96,6 +96,10 @@ func desiredConditions(o observation) []patch.Condition {
 		notReady = append(notReady, "a selector does not parse, so nothing of this binding syncs (and nothing is released) until it is fixed: "+strings.Join(o.invalidFilters, "; "))
 		reason = kbindv1alpha1.ReasonInvalidFilter
 	}
+	if len(o.invalidMutations) > 0 {
+		notReady = append(notReady, "a mutation rule does not compile, so nothing of this binding syncs (and nothing is released) until it is fixed: "+strings.Join(o.invalidMutations, "; "))
+		reason = kbindv1alpha1.ReasonInvalidMutation
+	}
 	if len(o.overlapped) > 0 {
 		notReady = append(notReady, fmt.Sprintf("already covered by a ClusterBinding, which takes precedence: %s", strings.Join(o.overlapped, ", ")))
 	}

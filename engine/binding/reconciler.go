@@ -334,9 +334,10 @@ type observation struct {
 	// projection lists the entries whose projection is refused (a
 	// collision, a reserved group), with why; they are not bound.
 	projection []string
-	// invalidFilters lists the selectors that do not parse: the binding
+	// invalidFilters lists the selectors that do not parse, and
+	// invalidMutations the mutation rules that do not compile: the binding
 	// gives its syncers no scope (nothing syncs, nothing is released).
-	invalidFilters []string
+	invalidFilters, invalidMutations []string
 }
 
 // readConnection reads the binding's Connection and its session; a
@@ -439,6 +440,9 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 		o.bound = append(o.bound, entry)
 		if _, _, err := syncer.Filters(*b.spec, consumer); err != nil && !slices.Contains(o.invalidFilters, err.Error()) {
 			o.invalidFilters = append(o.invalidFilters, err.Error())
+		}
+		if _, _, err := syncer.Mutations(*b.spec, consumer); err != nil {
+			o.invalidMutations = append(o.invalidMutations, err.Error())
 		}
 	}
 	sort.Slice(o.bound, func(i, j int) bool { return o.bound[i].Name < o.bound[j].Name })

@@ -22,6 +22,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/metrics"
+	"github.com/kbind/kbind/engine/mutation"
 	"github.com/kbind/kbind/engine/ownership"
 	"github.com/kbind/kbind/engine/providerevents"
 )
@@ -32,10 +33,21 @@ import (
 // itself: it is written by a patch of status alone, guarded by the
 // resourceVersion, so a consumer edit made meanwhile is never overwritten
 // (the conflict is retried).
-func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstructured, seen *changes) error {
+func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstructured, down *mutation.Program, seen *changes) error {
 	pstatus, ok := pobj.Object["status"]
 	if !ok {
 		return nil
+	}
+	if down != nil {
+		// The down rules shape the status going down; their paths are
+		// confined to .status. A rule failing on this object writes
+		// nothing.
+		shaped := map[string]any{"status": pstatus}
+		if err := down.Apply(shaped, pobj.Object, cobj.Object); err != nil {
+			s.mutationFailed(cobj, err)
+			return nil
+		}
+		pstatus = shaped["status"]
 	}
 	if equality.Semantic.DeepEqual(cobj.Object["status"], pstatus) {
 		return nil

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -58,5 +59,33 @@ func TestFiltersInvalid(t *testing.T) {
 		if _, err := policyOf(spec, "widgets.example.org"); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: %v, want an error naming it", name, err)
 		}
+	}
+}
+
+// statusDown hands the down rules the provider status the session cache
+// holds: shaping it must never change the cached object.
+func TestDownRulesLeaveTheCachedStatus(t *testing.T) {
+	spec := kbindv1alpha1.BindingSpec{APIs: []kbindv1alpha1.APIReference{{Name: "widgets.example.org", Mutations: &kbindv1alpha1.Mutations{
+		Down: []kbindv1alpha1.MutationRule{{Path: ".status.nested.ready", Expression: "true"}, {Path: ".status.phase", Delete: true}},
+	}}}}
+	_, down, err := Mutations(spec, "widgets.example.org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := map[string]any{"phase": "Up", "nested": map[string]any{"x": int64(1)}}
+	pobj := map[string]any{"status": cached}
+	shaped := map[string]any{"status": cached}
+	if err := down.Apply(shaped, pobj, map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(cached) != "map[nested:map[x:1] phase:Up]" {
+		t.Errorf("the cached status changed: %v", cached)
+	}
+	if fmt.Sprint(shaped["status"]) != "map[nested:map[ready:true x:1]]" {
+		t.Errorf("shaped %v", shaped["status"])
+	}
+	// The same rules compile once.
+	if _, again, _ := Mutations(spec, "widgets.example.org"); again != down {
+		t.Error("the same rules compiled twice")
 	}
 }

@@ -465,7 +465,8 @@ func mine(b kbindv1alpha1.BindingObject, api API) bool {
 }
 
 // policyOf is how a binding syncs the objects of consumer API crd; an
-// error when its filters do not parse (Filters says so on the binding).
+// error when its filters do not parse or its mutations do not compile (the
+// binding says so).
 func policyOf(spec kbindv1alpha1.BindingSpec, crd string) (Policy, error) {
 	p := Policy{Conflict: spec.ConflictPolicy, References: References(spec, crd),
 		ForwardEvents: spec.ProviderEvents != kbindv1alpha1.ProviderEventsIgnore}
@@ -477,6 +478,9 @@ func policyOf(spec kbindv1alpha1.BindingSpec, crd string) (Policy, error) {
 	}
 	var err error
 	if p.Objects, p.Namespaces, err = Filters(spec, crd); err != nil {
+		return Policy{}, err
+	}
+	if p.Up, p.Down, err = Mutations(spec, crd); err != nil {
 		return Policy{}, err
 	}
 	return p, nil

@@ -21,6 +21,7 @@ import (
 // Event reasons on consumer objects (beyond the condition reasons).
 const (
 	eventProviderRejected = "ProviderRejected"
+	eventMutationFailed   = "MutationFailed"
 	eventSynced           = "Synced"
 )
 
@@ -94,6 +95,16 @@ func (rp reporter) providerNamespace(cobj *unstructured.Unstructured) string {
 		return ""
 	}
 	return pkey.Namespace
+}
+
+// mutationFailed records a mutation rule failing on one consumer object (a
+// runtime error: no such field, a type error, the cost budget): failed,
+// with a Warning Event naming the rule and its path; nothing is written.
+func (rp reporter) mutationFailed(cobj *unstructured.Unstructured, err error) {
+	res := Result{State: StateFailed, Message: fmt.Sprintf("not synced: %v", err)}
+	if rp.results.set(rp.target, client.ObjectKeyFromObject(cobj), res) {
+		rp.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventMutationFailed, "Sync", "%s", res.Message)
+	}
 }
 
 // unplaceable records a consumer object the Connection's isolation has no

@@ -199,7 +199,7 @@ func (s *Syncer) waitTerminating(_ context.Context, o *objectSync) (outcome, err
 
 // syncStatus copies the provider status down (SYNC-2).
 func (s *Syncer) syncStatus(ctx context.Context, o *objectSync) (outcome, error) {
-	return afterConsumerWrite(s.statusDown(ctx, o.cobj, o.pobj, o.seen))
+	return afterConsumerWrite(s.statusDown(ctx, o.cobj, o.pobj, o.policy.Down, o.seen))
 }
 
 // resolveConflict clears the conflict annotation of an object that syncs

@@ -95,6 +95,7 @@ import (
 	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/metrics"
+	"github.com/kbind/kbind/engine/mutation"
 	"github.com/kbind/kbind/engine/providerevents"
 	"github.com/kbind/kbind/engine/session"
 )
@@ -151,6 +152,8 @@ type Policy struct {
 	// namespaces' labels (a ClusterBinding's namespaceSelector); nil:
 	// every namespace.
 	Namespaces labels.Selector
+	// Up and Down are the entry's compiled mutation rules; nil: none.
+	Up, Down *mutation.Program
 }
 
 // selects reports whether the policy's filters select an object with

@@ -57,6 +57,8 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("regions", "region", "Region", "internal.corp", apiextensionsv1.ClusterScoped, true),
 		enginetest.CRD("filtereds", "filtered", "Filtered", "filter.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("nsfiltereds", "nsfiltered", "NsFiltered", "filter.example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("mutateds", "mutated", "Mutated", "mutate.example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("badmutateds", "badmutated", "BadMutated", "mutate.example.org", apiextensionsv1.NamespaceScoped, true),
 	)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

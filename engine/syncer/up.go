@@ -71,7 +71,13 @@ func (s *Syncer) ensureNamespace(ctx context.Context, o *objectSync) (outcome, e
 // date, or the same copy was applied a moment ago and the provider
 // informer has not reported it yet (its event brings the object back).
 func (s *Syncer) applySpec(ctx context.Context, o *objectSync) (outcome, error) {
-	desired := s.desiredCopy(o.cobj, o.pkey, o.policy)
+	desired, err := s.desiredCopy(o.cobj, o.pkey, o.policy)
+	if err != nil {
+		// A rule failing on this object: nothing is written; the object's
+		// next change brings it back.
+		s.mutationFailed(o.cobj, err)
+		return done, nil
+	}
 	if o.exists && upToDate(o.pobj, desired) {
 		return next, nil
 	}
@@ -129,8 +135,9 @@ func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstruct
 // desiredCopy is what kbind applies (SYNC-1): identity (the provider key
 // pkey), the managed label, the ownership markers (and, under isolation,
 // the origin markers), the labels and annotations the binding selects, and
-// spec — nothing else.
-func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured, pkey types.NamespacedName, policy Policy) *unstructured.Unstructured {
+// spec — nothing else — shaped by the up mutations (an error: a rule
+// failed on this object).
+func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured, pkey types.NamespacedName, policy Policy) (*unstructured.Unstructured, error) {
 	u := s.newProviderObject()
 	u.SetNamespace(pkey.Namespace)
 	u.SetName(pkey.Name)
@@ -140,7 +147,14 @@ func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured, pkey types.Namespa
 		u.Object["spec"] = runtime.DeepCopyJSONValue(spec)
 	}
 	mapReferences(u, cobj.GetNamespace(), policy.References, s.target.Isolation)
-	return u
+	if policy.Up != nil {
+		// The rules' paths are confined to .spec: markers, name and
+		// namespace stay kbind's.
+		if err := policy.Up.Apply(u.Object, cobj.Object, nil); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
 }
 
 // mapReferences makes each reference field of the provider copy u name

@@ -90,6 +90,55 @@ type APIReference struct {
 	// (docs/shaping.md#filters).
 	// +optional
 	ObjectSelector *metav1.LabelSelector `json:"objectSelector,omitempty"`
+
+	// Mutations change fields on the way: up (of the provider copy's
+	// spec) and down (of the status written to the consumer object).
+	// They shape data; they enforce nothing against the consumer
+	// (docs/shaping.md#mutations).
+	// +optional
+	Mutations *Mutations `json:"mutations,omitempty"`
+}
+
+// Mutations are ordered rules applied to each object of one bound API.
+// An up rule's path must be under .spec and a down rule's under .status:
+// the binding says InvalidMutation otherwise.
+type Mutations struct {
+	// Up rules shape the provider copy of each consumer object; their
+	// paths are under .spec and their expressions see object, the
+	// consumer object.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Up []MutationRule `json:"up,omitempty"`
+	// Down rules shape the status written to each consumer object; their
+	// paths are under .status and their expressions see object, the
+	// provider object, and consumer, the consumer object.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Down []MutationRule `json:"down,omitempty"`
+}
+
+// MutationRule sets the field at path to the value of a CEL expression,
+// or deletes it.
+// +kubebuilder:validation:XValidation:rule="has(self.expression) != (has(self.delete) && self.delete)",message="give exactly one of expression and delete: true"
+type MutationRule struct {
+	// Path is a dotted path of field names: under .spec for up rules, under
+	// .status for down rules (never .metadata: kbind's markers, the name
+	// and the namespace are kbind's).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[.](spec|status)([.][A-Za-z_][A-Za-z0-9_-]*)+$`
+	Path string `json:"path"`
+	// Expression is a CEL expression (the Kubernetes API server's CEL
+	// environment and cost limits) whose value the field is set to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Expression string `json:"expression,omitempty"`
+	// Delete removes the field.
+	// +optional
+	Delete bool `json:"delete,omitempty"`
 }
 
 // Projection is how a provider API appears on the consumer: its consumer

@@ -83,6 +83,11 @@ const (
 	// namespaceSelector does not parse; nothing the binding covers syncs,
 	// and nothing is released (Ready=False, docs/shaping.md#filters).
 	ReasonInvalidFilter Reason = "InvalidFilter"
+	// ReasonInvalidMutation: a mutation rule does not compile (a CEL error,
+	// a path outside .spec or .status, a down rule reading a field a down
+	// rule writes); nothing the binding covers syncs, and nothing is
+	// released (Ready=False, docs/shaping.md#mutations).
+	ReasonInvalidMutation Reason = "InvalidMutation"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
@@ -103,5 +108,5 @@ var Reasons = []Reason{
 	ReasonAsExpected, ReasonPending, ReasonSecretNotFound, ReasonClusterIdentityChanged,
 	ReasonAPINotExported, ReasonForeignObjectExists, ReasonOwnedByAnother,
 	ReasonForbidden, ReasonDrainingBindings, ReasonConversionWebhook,
-	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused, ReasonInvalidFilter,
+	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused, ReasonInvalidFilter, ReasonInvalidMutation,
 }

@@ -49,15 +49,16 @@ func TestWellKnownSpelling(t *testing.T) {
 	}
 	for _, want := range []Reason{"AsExpected", "Pending", "SecretNotFound", "ClusterIdentityChanged",
 		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings", "ConversionWebhook",
-		"RenewalFailed", "ExpiresSoon", "Expired"} {
+		"RenewalFailed", "ExpiresSoon", "Expired", "ProjectionRefused", "InvalidFilter", "InvalidMutation"} {
 		if !reasons[want] {
 			t.Errorf("reason %s missing", want)
 		}
 	}
-	// The spec's 9, ConversionWebhook (docs/bindings.md#conditions) and the
-	// credential reasons (docs/connections.md#credentials).
-	if len(reasons) != 13 {
-		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook and the 3 credential reasons", len(reasons))
+	// The spec's 9, ConversionWebhook (docs/bindings.md#conditions), the
+	// credential reasons (docs/connections.md#credentials) and the shaping
+	// reasons (docs/shaping.md).
+	if len(reasons) != 16 {
+		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential and the 3 shaping reasons", len(reasons))
 	}
 	types := map[ConditionType]bool{}
 	for _, ct := range append(append([]ConditionType{}, ConnectionConditionTypes...), BindingConditionTypes...) {

@@ -180,6 +180,7 @@ func main() {
 	keep := flag.String("keep", "", "keep the logs (konnector, API servers, etcds) in this directory")
 	apis := flag.Int("apis", 2, "bound APIs (CRDs) the objects are spread over")
 	flag.IntVar(&extraConnections, "connections", 1, "Connections to the provider: the bench's own and, beyond 1, idle ones (each with its own Secret and Namespace isolation namespace), all counted in startup and the idle provider requests")
+	flag.BoolVar(&withShaping, "shaping", false, "bind every API projected onto the group "+shapedGroup+" with one up mutation rule (.spec.tenant from the namespace): the cost of API shaping")
 	flag.BoolVar(&withMetadata, "metadata", false, "give every object two labels and an annotation, and the binding spec.metadata copying every label and annotation up (the cost of metadata sync)")
 	memLimit := flag.String("gomemlimit", "", "run the konnector with this GOMEMLIMIT (e.g. 460MiB, what it sets itself in a container limited to 512Mi)")
 	profiles := flag.String("profiles", "", "keep a heap profile of the konnector of each run in this directory (heap-n<N>.pb.gz, for go tool pprof)")
@@ -319,6 +320,10 @@ spec:
 `
 	for _, g := range gvrs {
 		manifest += "  - name: " + g.Resource + "." + g.Group + "\n"
+		if withShaping {
+			manifest += "    projection: {group: " + shapedGroup + "}\n" +
+				"    mutations: {up: [{path: .spec.tenant, expression: object.metadata.namespace}]}\n"
+		}
 	}
 	if withMetadata {
 		manifest += "  metadata: {labels: [\"*\"], annotations: [\"*\"]}\n"
@@ -516,6 +521,21 @@ var extraConnections = 1
 // binding copies up.
 var withMetadata bool
 
+// withShaping is --shaping: every API is projected onto shapedGroup (same
+// kind and plural) and has one up mutation rule.
+var withShaping bool
+
+const shapedGroup = "shaped.bench.example.org"
+
+// onConsumer is the consumer API of a bench API: itself, or its
+// projection with --shaping.
+func onConsumer(g schema.GroupVersionResource) schema.GroupVersionResource {
+	if withShaping {
+		g.Group = shapedGroup
+	}
+	return g
+}
+
 func object(gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": gvr.GroupVersion().String(),
@@ -598,9 +618,11 @@ func forEach(keys []key, rate float64, fn func(key) error) (map[string]time.Time
 }
 
 // createAll creates the objects of keys through c.
-func createAll(ctx context.Context, c dynamic.Interface, keys []key, rate float64) (map[string]time.Time, error) {
+// createAll creates the objects of keys through c, each at the API gvr
+// maps its bench API to (onConsumer on the consumer).
+func createAll(ctx context.Context, c dynamic.Interface, gvr func(schema.GroupVersionResource) schema.GroupVersionResource, keys []key, rate float64) (map[string]time.Time, error) {
 	return forEach(keys, rate, func(k key) error {
-		_, err := c.Resource(k.gvr).Namespace(k.ns).Create(ctx, object(k.gvr, k.ns, k.name), metav1.CreateOptions{})
+		_, err := c.Resource(gvr(k.gvr)).Namespace(k.ns).Create(ctx, object(gvr(k.gvr), k.ns, k.name), metav1.CreateOptions{})
 		return err
 	})
 }
@@ -651,6 +673,9 @@ func (b *bench) countWrites(ctx context.Context) (*recorder, error) {
 	rec := newRecorder()
 	for _, c := range []dynamic.Interface{b.consumer, b.provider} {
 		for _, g := range gvrs {
+			if c == b.consumer {
+				g = onConsumer(g)
+			}
 			if err := rec.watch(ctx, c, g, func(watch.EventType, *unstructured.Unstructured) bool { return false }); err != nil {
 				return nil, err
 			}
@@ -735,7 +760,7 @@ func (b *bench) watchSpecUp(ctx context.Context, prefix string) (*recorder, erro
 // saw every copy on the provider: the throughput and the spec-up latency.
 func (b *bench) specUp(ctx context.Context, up *recorder, prefix string, keys []key, timeout time.Duration, r *Run) error {
 	start := time.Now()
-	created, err := createAll(ctx, b.consumer, keys, b.rate)
+	created, err := createAll(ctx, b.consumer, onConsumer, keys, b.rate)
 	if err != nil {
 		return err
 	}
@@ -753,7 +778,7 @@ func (b *bench) specUp(ctx context.Context, up *recorder, prefix string, keys []
 func (b *bench) statusDown(ctx, wctx context.Context, prefix string, keys []key, timeout time.Duration, r *Run) error {
 	down := newRecorder()
 	for _, g := range gvrs {
-		if err := down.watch(wctx, b.consumer, g, func(_ watch.EventType, u *unstructured.Unstructured) bool {
+		if err := down.watch(wctx, b.consumer, onConsumer(g), func(_ watch.EventType, u *unstructured.Unstructured) bool {
 			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
 			return strings.HasPrefix(u.GetNamespace(), prefix+"-") && phase == "Ready"
 		}); err != nil {
@@ -784,7 +809,7 @@ func (b *bench) limit(ctx context.Context, prefix string, r *Run) error {
 		return err
 	}
 	limitStart := time.Now()
-	if _, err := createAll(ctx, b.providerLimited, keysFor("limit-"+prefix, r.N), 0); err != nil {
+	if _, err := createAll(ctx, b.providerLimited, func(g schema.GroupVersionResource) schema.GroupVersionResource { return g }, keysFor("limit-"+prefix, r.N), 0); err != nil {
 		return err
 	}
 	r.LimitPerS = float64(r.N) / time.Since(limitStart).Seconds()
@@ -842,7 +867,7 @@ func (b *bench) restart(wctx context.Context, r *Run) error {
 	r.RestartSyncedS = -1
 	if err := waitFor(2*time.Minute, "the restarted konnector synced", func() bool {
 		b.sampleRSS()
-		ready, depth, err := syncedState(b.metricsAddr, gvrs[0].Group)
+		ready, depth, err := syncedState(b.metricsAddr, onConsumer(gvrs[0]).Group)
 		return err == nil && ready == len(gvrs) && depth == 0
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: N=%d: no restart time: %v\n", r.N, err)
@@ -865,7 +890,7 @@ func (b *bench) deletion(ctx context.Context, prefix string, timeout time.Durati
 			// timeout (it goes on deleting): the same call again finishes
 			// the rest.
 			if err := retryOnServerTimeout(func() error {
-				return b.consumer.Resource(g).Namespace(fmt.Sprintf("%s-%d", prefix, i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+				return b.consumer.Resource(onConsumer(g)).Namespace(fmt.Sprintf("%s-%d", prefix, i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 			}); err != nil {
 				return err
 			}
@@ -876,7 +901,7 @@ func (b *bench) deletion(ctx context.Context, prefix string, timeout time.Durati
 		total := 0
 		for _, g := range gvrs {
 			for i := 0; i < namespaces; i++ {
-				l, err := b.consumer.Resource(g).Namespace(fmt.Sprintf("%s-%d", prefix, i)).List(ctx, metav1.ListOptions{})
+				l, err := b.consumer.Resource(onConsumer(g)).Namespace(fmt.Sprintf("%s-%d", prefix, i)).List(ctx, metav1.ListOptions{})
 				if err != nil {
 					return false
 				}
@@ -899,6 +924,9 @@ func printTable(runs []Run, qps float32, burst, workers int, rate float64, fsync
 	meta := "off"
 	if withMetadata {
 		meta = "on (2 labels, 1 annotation per object)"
+	}
+	if withShaping {
+		meta += ", shaping on (a projection and an up mutation rule per API)"
 	}
 	fmt.Printf("\nkbind bench: provider QPS %.0f, burst %d, %d workers per API, 10 namespaces, %d APIs, %d Connection(s), %s, isolation %s, metadata sync %s\n",
 		qps, burst, workers, len(gvrs), extraConnections, disk, iso.Mode, meta)

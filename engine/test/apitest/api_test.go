@@ -144,6 +144,21 @@ spec:
   apis: [{name: widgets.example.org}]`,
 		fragments: []string{`spec.namespaceSelector is for ClusterBindings`},
 	}, {
+		name: "a mutation of .metadata, and a rule with both expression and delete",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: NAME}
+spec:
+  connectionRef: {name: provider}
+  apis:
+  - name: widgets.example.org
+    mutations:
+      up:
+      - {path: .metadata.labels.owner, expression: "'x'"}
+      - {path: .spec.a, expression: "'x'", delete: true}`,
+		fragments: []string{`spec.apis[0].mutations.up[0].path`, `should match`, `give exactly one of expression and delete: true`},
+	}, {
 		name: "projection onto kbind's group",
 		manifest: `
 apiVersion: core.kbind.io/v1alpha1

@@ -1,0 +1,71 @@
+package syncer
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/mutation"
+)
+
+// Mutations are the compiled mutation rules of the entry of spec.apis
+// whose consumer API is crd, nil when it has none (docs/shaping.md#mutations).
+// An error is the first rule that does not compile, naming it.
+func Mutations(spec kbindv1alpha1.BindingSpec, crd string) (up, down *mutation.Program, err error) {
+	entry, ok := spec.APIFor(crd)
+	if !ok || entry.Mutations == nil {
+		return nil, nil, nil
+	}
+	if up, err = compiled(mutation.Up, entry.Mutations.Up); err != nil {
+		return nil, nil, fmt.Errorf("the mutations of %s: %w", entry.Name, err)
+	}
+	if down, err = compiled(mutation.Down, entry.Mutations.Down); err != nil {
+		return nil, nil, fmt.Errorf("the mutations of %s: %w", entry.Name, err)
+	}
+	return up, down, nil
+}
+
+// programs caches compiled rule lists by their text: a binding's policy is
+// computed at every scope check, and CEL compiles in milliseconds. The same
+// rules give the same *Program, so an unchanged binding leaves its Syncers'
+// scope unchanged (a new Program re-queues every object, as it should).
+var programs = struct {
+	sync.Mutex
+	byText map[string]*mutation.Program
+}{byText: map[string]*mutation.Program{}}
+
+// maxPrograms bounds the cache; it is emptied when full (a binding edited
+// that often recompiles, nothing else).
+const maxPrograms = 1024
+
+func compiled(dir mutation.Direction, rules []kbindv1alpha1.MutationRule) (*mutation.Program, error) {
+	if len(rules) == 0 {
+		return nil, nil
+	}
+	text, err := json.Marshal(rules)
+	if err != nil {
+		return nil, err
+	}
+	key := string(dir) + string(text)
+	programs.Lock()
+	p, ok := programs.byText[key]
+	programs.Unlock()
+	if ok {
+		return p, nil
+	}
+	in := make([]mutation.Rule, 0, len(rules))
+	for _, r := range rules {
+		in = append(in, mutation.Rule{Path: r.Path, Expression: r.Expression, Delete: r.Delete})
+	}
+	if p, err = mutation.Compile(dir, in); err != nil {
+		return nil, err
+	}
+	programs.Lock()
+	if len(programs.byText) >= maxPrograms {
+		programs.byText = map[string]*mutation.Program{}
+	}
+	programs.byText[key] = p
+	programs.Unlock()
+	return p, nil
+}
