@@ -271,3 +271,52 @@ func TestReferenceFailedReadNeverDeletes(t *testing.T) {
 	waitAbsent(t, env.Consumer, secretObj(nsName, "t1-conn"))
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
 }
+
+// TestReferenceOfAProjectedAPI: reference entries name a projected API by
+// the provider's name (as spec.apis does) and read the field from the
+// objects of its consumer API: a Secret an AcmeThing names comes down from
+// the provider, a ConfigMap it names goes up, and both go with it.
+func TestReferenceOfAProjectedAPI(t *testing.T) {
+	ctx := context.Background()
+	const nsName = "ref-p"
+	connectWith(t, "refs-proj", env.Pair.Provider.Kubeconfig, nil)
+	ns(t, env.Provider, nsName)
+	mustCreate(t, env.Provider, secret(nsName, "t1-conn", nil, "from the provider"))
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: "t1-settings"}, Data: map[string]string{"mode": "fast"}})
+	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: "refs"}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "refs-proj"},
+		APIs: []kbindv1alpha1.APIReference{{Name: "things.example.org",
+			Projection: &kbindv1alpha1.Projection{Group: "acme.example.com", Kind: "AcmeThing"}}},
+		RelatedResources: []kbindv1alpha1.RelatedResource{
+			byReference(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, "things.example.org", ".spec.secretRef.name"),
+			byReference(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "things.example.org", ".spec.configRef.name"),
+		},
+	}}
+	mustCreate(t, env.Consumer, b)
+	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+
+	t1 := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"secretRef": map[string]any{"name": "t1-conn"}, "configRef": map[string]any{"name": "t1-settings"}}}}
+	t1.SetAPIVersion("acme.example.com/v1alpha1")
+	t1.SetKind("AcmeThing")
+	t1.SetNamespace(nsName)
+	t1.SetName("t1")
+	mustCreate(t, env.Consumer, t1)
+	waitSecret(t, env.Consumer, nsName, "t1-conn", ownedBy(t1, "from the provider"))
+	enginetest.Eventually(t, "the ConfigMap t1-settings on the provider", func() error {
+		cm := &corev1.ConfigMap{}
+		if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: nsName, Name: "t1-settings"}, cm); err != nil {
+			return err
+		}
+		if cm.Data["mode"] != "fast" || cm.Labels[kbindv1alpha1.RelatedOwnerLabel] != string(t1.GetUID()) {
+			return fmt.Errorf("copy %v labels %v", cm.Data, cm.Labels)
+		}
+		return nil
+	})
+
+	if err := env.Consumer.Delete(ctx, t1); err != nil {
+		t.Fatal(err)
+	}
+	waitAbsent(t, env.Consumer, secretObj(nsName, "t1-conn"))
+	waitAbsent(t, env.Provider, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: "t1-settings"}})
+}
