@@ -403,8 +403,8 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 		case claimed[consumer] != "":
 			o.projection = append(o.projection, fmt.Sprintf("%s and %s are both listed as the consumer API %s: project one of them onto another group or kind", claimed[consumer], api.Name, consumer))
 			continue
-		case kbindschema.ProjectionProblem(api, o.conn.Spec.Schema.PullPolicy) != "":
-			o.projection = append(o.projection, kbindschema.ProjectionProblem(api, o.conn.Spec.Schema.PullPolicy))
+		case kbindschema.ProjectionProblem(api, r.Namespaced, o.conn.Spec.Schema.PullPolicy) != "":
+			o.projection = append(o.projection, kbindschema.ProjectionProblem(api, r.Namespaced, o.conn.Spec.Schema.PullPolicy))
 			continue
 		case !ok:
 			o.notExported = append(o.notExported, api.Name)

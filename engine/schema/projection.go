@@ -148,13 +148,19 @@ func nonNil(s []string) []string {
 var reservedGroups = []string{"k8s.io", "kubernetes.io", "kbind.io"}
 
 // ProjectionProblem is why an entry's projection cannot be installed, ""
-// when it can: a reserved group (the CRD validation refuses it too; this
-// also covers objects admitted before), or pullPolicy None (kbind never
-// installs a CRD then, and a projected CRD is kbind's by construction).
-func ProjectionProblem(ref kbindv1alpha1.APIReference, pull kbindv1alpha1.PullPolicy) string {
+// when it can: in a namespaced Binding (a projection names a cluster-wide
+// consumer API: a namespace's user could otherwise squat API names a
+// cluster admin's ClusterBinding needs), a reserved group (the CRD
+// validation refuses both too; this also covers objects admitted before),
+// or pullPolicy None (kbind never installs a CRD then, and a projected CRD
+// is kbind's by construction).
+func ProjectionProblem(ref kbindv1alpha1.APIReference, namespaced bool, pull kbindv1alpha1.PullPolicy) string {
 	p := ref.Projection
 	if p == nil {
 		return ""
+	}
+	if namespaced {
+		return fmt.Sprintf("%s has a projection, and a Binding cannot project: the consumer API's name is cluster-wide, a cluster admin's to choose in a ClusterBinding", ref.Name)
 	}
 	group := p.Group // "": the provider's own group, not checked
 	for _, reserved := range reservedGroups {

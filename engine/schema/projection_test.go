@@ -136,23 +136,26 @@ func TestProjectionProblem(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		ref  kbindv1alpha1.APIReference
-		pull kbindv1alpha1.PullPolicy
-		want string
+		ref        kbindv1alpha1.APIReference
+		pull       kbindv1alpha1.PullPolicy
+		want       string
+		namespaced bool
 	}{
-		{"no projection", kbindv1alpha1.APIReference{Name: "widgets.example.org"}, kbindv1alpha1.PullPolicyNone, ""},
-		{"a custom group", ref("acme.io"), kbindv1alpha1.PullPolicyBound, ""},
-		{"the provider's group", ref(""), kbindv1alpha1.PullPolicyBound, ""},
-		{"apps.k8s.io", ref("apps.k8s.io"), kbindv1alpha1.PullPolicyBound, "reserved"},
-		{"k8s.io", ref("k8s.io"), kbindv1alpha1.PullPolicyBound, "reserved"},
-		{"networking.kubernetes.io", ref("networking.kubernetes.io"), kbindv1alpha1.PullPolicyBound, "reserved"},
-		{"core.kbind.io", ref("core.kbind.io"), kbindv1alpha1.PullPolicyAll, "reserved"},
-		{"cluster.x-k8s.io is not Kubernetes'", ref("cluster.x-k8s.io"), kbindv1alpha1.PullPolicyBound, ""},
-		{"a built-in group without a dot", ref("apps"), kbindv1alpha1.PullPolicyBound, "needs a dot"},
-		{"pullPolicy None", ref("acme.io"), kbindv1alpha1.PullPolicyNone, "pullPolicy is None"},
+		{"no projection", kbindv1alpha1.APIReference{Name: "widgets.example.org"}, kbindv1alpha1.PullPolicyNone, "", false},
+		{"a custom group", ref("acme.io"), kbindv1alpha1.PullPolicyBound, "", false},
+		{"the provider's group", ref(""), kbindv1alpha1.PullPolicyBound, "", false},
+		{"apps.k8s.io", ref("apps.k8s.io"), kbindv1alpha1.PullPolicyBound, "reserved", false},
+		{"k8s.io", ref("k8s.io"), kbindv1alpha1.PullPolicyBound, "reserved", false},
+		{"networking.kubernetes.io", ref("networking.kubernetes.io"), kbindv1alpha1.PullPolicyBound, "reserved", false},
+		{"core.kbind.io", ref("core.kbind.io"), kbindv1alpha1.PullPolicyAll, "reserved", false},
+		{"cluster.x-k8s.io is not Kubernetes'", ref("cluster.x-k8s.io"), kbindv1alpha1.PullPolicyBound, "", false},
+		{"a built-in group without a dot", ref("apps"), kbindv1alpha1.PullPolicyBound, "needs a dot", false},
+		{"pullPolicy None", ref("acme.io"), kbindv1alpha1.PullPolicyNone, "pullPolicy is None", false},
+		{"a Binding cannot project", ref("acme.io"), kbindv1alpha1.PullPolicyBound, "a Binding cannot project", true},
+		{"a Binding without a projection", kbindv1alpha1.APIReference{Name: "widgets.example.org"}, kbindv1alpha1.PullPolicyBound, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ProjectionProblem(tc.ref, tc.pull)
+			got := ProjectionProblem(tc.ref, tc.namespaced, tc.pull)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Errorf("ProjectionProblem = %q, want %q", got, tc.want)
 			}

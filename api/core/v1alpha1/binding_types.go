@@ -78,6 +78,7 @@ type APIReference struct {
 
 	// Projection makes the API appear on the consumer under another group,
 	// kind and names; unset, the consumer API is the provider's.
+	// ClusterBindings only: the consumer API's name is cluster-wide.
 	// +optional
 	Projection *Projection `json:"projection,omitempty"`
 
@@ -436,6 +437,7 @@ type ClusterBindingList struct {
 // Binding binds namespaced APIs of a Connection for its own namespace only.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.namespaceSelector)",message="spec.namespaceSelector is for ClusterBindings: a Binding covers its own namespace only"
+// +kubebuilder:validation:XValidation:rule="self.spec.apis.all(a, !has(a.projection))",message="a projection names a cluster-wide consumer API, which is a cluster admin's to choose: project the API in a ClusterBinding"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,categories=kbind

@@ -162,12 +162,23 @@ spec:
 		name: "projection onto kbind's group",
 		manifest: `
 apiVersion: core.kbind.io/v1alpha1
-kind: Binding
-metadata: {name: NAME, namespace: default}
+kind: ClusterBinding
+metadata: {name: NAME}
 spec:
   connectionRef: {name: provider}
   apis: [{name: widgets.example.org, projection: {group: core.kbind.io}}]`,
 		fragments: []string{`spec.apis[0].projection.group`, `group is reserved`},
+	}, {
+		// A namespace's user squatting a cluster-wide consumer API name.
+		name: "projection in a Binding",
+		manifest: `
+apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: NAME, namespace: default}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org, projection: {group: acme.io, kind: Squatter}}]`,
+		fragments: []string{`a projection names a cluster-wide consumer API`},
 	}, {
 		name: "projection onto a group without a dot, a lower-case kind, a bad plural",
 		manifest: `
