@@ -135,7 +135,7 @@ func TestProjectionProblem(t *testing.T) {
 		return kbindv1alpha1.APIReference{Name: "widgets.example.org", Projection: &kbindv1alpha1.Projection{Group: group, Kind: "AcmeWidget"}}
 	}
 	for _, tc := range []struct {
-		name string
+		name       string
 		ref        kbindv1alpha1.APIReference
 		pull       kbindv1alpha1.PullPolicy
 		want       string

@@ -80,6 +80,17 @@ func TestProjection(t *testing.T) {
 		t.Errorf("provider copy markers %v", pcopy.GetAnnotations())
 	}
 
+	// A spec update goes up too.
+	if err := env.Consumer.Patch(ctx, db, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"size":4}}`))); err != nil {
+		t.Fatal(err)
+	}
+	pcopy = waitCopy(t, databaseGVK, "projection-a", "orders", func(u *unstructured.Unstructured) error {
+		if specOf(u) != "map[size:4]" {
+			return fmt.Errorf("spec %s", specOf(u))
+		}
+		return nil
+	})
+
 	// Status down.
 	if err := unstructured.SetNestedField(pcopy.Object, "Provisioned", "status", "phase"); err != nil {
 		t.Fatal(err)
