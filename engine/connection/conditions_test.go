@@ -137,7 +137,7 @@ func TestDesiredAutoBinding(t *testing.T) {
 	conn.Status.ExportedAPIs = []kbindv1alpha1.ExportedAPI{{Name: "a.x"}, {Name: "b.x"}}
 	cb := desiredAutoBinding(conn)
 	if cb.Name != "p" || cb.Labels[kbindv1alpha1.ManagedLabel] != "true" || cb.Spec.ConflictPolicy != kbindv1alpha1.ConflictPolicyFail ||
-		fmt.Sprint(cb.Spec.APIs) != "[{a.x} {b.x}]" || cb.Spec.ConnectionRef.Name != "p" {
+		fmt.Sprint(cb.Spec.ConsumerNames()) != "[a.x b.x]" || cb.Spec.ConnectionRef.Name != "p" {
 		t.Errorf("%+v", cb)
 	}
 }

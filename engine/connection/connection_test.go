@@ -581,7 +581,7 @@ func TestAutoBind(t *testing.T) {
 	conn := getConnection(t, "auto")
 	if !metav1.IsControlledBy(cb, conn) || cb.Labels[kbindv1alpha1.ManagedLabel] != "true" ||
 		cb.Spec.ConnectionRef.Name != "auto" || cb.Spec.ConflictPolicy != kbindv1alpha1.ConflictPolicyFail ||
-		fmt.Sprint(cb.Spec.APIs) != "[{widgets.example.org}]" {
+		fmt.Sprint(cb.Spec.ConsumerNames()) != "[widgets.example.org]" || cb.Spec.APIs[0].Projection != nil {
 		t.Errorf("autoBind ClusterBinding %+v", cb)
 	}
 

@@ -275,7 +275,8 @@ func TestReferenceFailedReadNeverDeletes(t *testing.T) {
 // TestReferenceOfAProjectedAPI: reference entries name a projected API by
 // the provider's name (as spec.apis does) and read the field from the
 // objects of its consumer API: a Secret an AcmeThing names comes down from
-// the provider, a ConfigMap it names goes up, and both go with it.
+// the provider, a ConfigMap it names goes up, and both go with it. (A
+// ClusterBinding: only ClusterBindings project.)
 func TestReferenceOfAProjectedAPI(t *testing.T) {
 	ctx := context.Background()
 	const nsName = "ref-p"
@@ -283,7 +284,7 @@ func TestReferenceOfAProjectedAPI(t *testing.T) {
 	ns(t, env.Provider, nsName)
 	mustCreate(t, env.Provider, secret(nsName, "t1-conn", nil, "from the provider"))
 	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: "t1-settings"}, Data: map[string]string{"mode": "fast"}})
-	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: "refs"}, Spec: kbindv1alpha1.BindingSpec{
+	b := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "refs-projected"}, Spec: kbindv1alpha1.BindingSpec{
 		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "refs-proj"},
 		APIs: []kbindv1alpha1.APIReference{{Name: "things.example.org",
 			Projection: &kbindv1alpha1.Projection{Group: "acme.example.com", Kind: "AcmeThing"}}},
