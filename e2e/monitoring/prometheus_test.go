@@ -312,6 +312,10 @@ spec:
 	// Meanwhile statuses change again on the provider: the status-down
 	// latency series exists by now, so its rate shows them.
 	r.writeStatus("Resized", "w1", "w2", "w3")
+	// And a spec changes on the consumer, for the spec-up latency panel:
+	// the objects created at setup were synced before Prometheus had two
+	// samples of that series, so their rate alone may show nothing.
+	r.kubectl(ckc, "patch", "widget", "-n", "team", "w2", "--type=merge", "-p", `{"spec":{"size":2}}`)
 	healed = time.Now()
 	r.kubectl(pkc, "delete", "widget", "-n", "team", "foreign")
 	r.kubectl(pkc, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "kbind-test-refuse-sync")
