@@ -184,8 +184,10 @@ func readState(ctx context.Context, c client.Client) sample {
 	}
 	if cond := meta.FindStatusCondition(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady)); cond != nil {
 		s.ready, s.readyReason = cond.Status == metav1.ConditionTrue, cond.Reason
-		if !s.ready && s.message == "" {
-			s.message = cond.Message
+		// Both messages: the fault may be named by Ready alone (a deleted
+		// Secret: Connected only says it waits for one).
+		if !s.ready && cond.Message != s.message {
+			s.message = strings.TrimPrefix(s.message+"; "+cond.Message, "; ")
 		}
 	}
 	b := &kbindv1alpha1.ClusterBinding{}
