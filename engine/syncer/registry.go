@@ -238,12 +238,11 @@ func (r *Registry) Count(ctx context.Context, crdName string, gvk schema.GroupVe
 		ns := list.Items[i].GetNamespace()
 		in, known := selected[ns]
 		if !known {
-			meta := &metav1.PartialObjectMetadata{}
-			meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-			if err := r.Cache.Get(ctx, client.ObjectKey{Name: ns}, meta); client.IgnoreNotFound(err) != nil {
+			nsLabels, err := namespaceLabels(ctx, r.Cache, ns)
+			if client.IgnoreNotFound(err) != nil {
 				return 0, fmt.Errorf("counting %s: reading namespace %s: %w", crdName, ns, err)
 			}
-			in = namespaces.Matches(labels.Set(meta.Labels))
+			in = namespaces.Matches(labels.Set(nsLabels))
 			selected[ns] = in
 		}
 		if in {

@@ -135,14 +135,23 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 func (s *Syncer) selected(ctx context.Context, policy Policy, cobj *unstructured.Unstructured) (bool, error) {
 	var nsLabels map[string]string
 	if policy.Namespaces != nil && cobj.GetNamespace() != "" {
-		ns := &metav1.PartialObjectMetadata{}
-		ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-		if err := s.ccache.Get(ctx, client.ObjectKey{Name: cobj.GetNamespace()}, ns); err != nil {
+		var err error
+		if nsLabels, err = namespaceLabels(ctx, s.ccache, cobj.GetNamespace()); err != nil {
 			return false, fmt.Errorf("reading the labels of namespace %s for the binding's namespaceSelector: %w", cobj.GetNamespace(), err)
 		}
-		nsLabels = ns.Labels
 	}
 	return policy.selects(nsLabels, cobj.GetLabels()), nil
+}
+
+// namespaceLabels reads a consumer namespace's labels from the cache's
+// metadata-only Namespace informer (the one the bindings use).
+func namespaceLabels(ctx context.Context, c client.Reader, name string) (map[string]string, error) {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return nil, err
+	}
+	return ns.Labels, nil
 }
 
 // place maps the consumer object to its provider key under the
