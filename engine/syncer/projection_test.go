@@ -166,13 +166,16 @@ func TestProjectionRefused(t *testing.T) {
 			projected("narrows.example.org", kbindv1alpha1.Projection{Group: "collide.example.org", Kind: "Held"}),
 			// Onto a CRD kbind did not create.
 			projected("labelleds.example.org", kbindv1alpha1.Projection{Group: "collide.example.org", Kind: "Foreign"}),
+			// Onto the consumer API another entry of this binding names.
+			projected("guardeds.example.org", kbindv1alpha1.Projection{Group: "collide.example.org", Kind: "Foreign"}),
 		}}}
 	if err := env.Consumer.Create(ctx, second); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.WaitCondition(t, env.Consumer, second, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonProjectionRefused,
 		"helds.collide.example.org collides: CRD helds.collide.example.org serves the provider's keepers.example.org",
-		"foreigns.collide.example.org collides with the CRD foreigns.collide.example.org, which kbind did not create")
+		"foreigns.collide.example.org collides with the CRD foreigns.collide.example.org, which kbind did not create",
+		"labelleds.example.org and guardeds.example.org are both listed as the consumer API foreigns.collide.example.org")
 
 	// The first binding's API is untouched and keeps syncing; the CRD kbind
 	// did not create is untouched.
