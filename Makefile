@@ -174,16 +174,30 @@ test-images: base-image ## Build both images on the local base and run each char
 	  cd e2e && KBIND_TEST_IMAGES=1 KBIND_IMAGE_REGISTRY=$(REGISTRY) KBIND_IMAGE_TAG=$(VERSION) \
 	  $(GO) test -count=1 -timeout 20m -v -run . ./images/...
 
+# make release: VERSION given on the command line or in the environment
+# is the release; without one an untagged build is 0.0.0-dev+<short sha>.
+# A tagged HEAD (v<version>) must be released as its tag's version.
+RELEASE_VERSION = $(if $(filter command line environment environment override,$(origin VERSION)),$(VERSION),0.0.0-dev+$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown))
+RELEASE_TAG = $(shell git tag --points-at HEAD 2>/dev/null | grep -E '^v[0-9]' | sort -V | tail -1)
+# Every timestamp of the release: the commit's time unless given.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 1)
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+# Where the krew manifest says the plugin archives are downloaded from.
+KREW_BASE_URL ?= https://github.com/kbind/kbind/releases/download/v$(RELEASE_VERSION)
+# The images' base: the local stand-in built from files (hack/base-image),
+# or an OCI image layout holding the published base, pinned by digest
+# (RELEASE_BASE_LAYOUT=dir RELEASE_BASE_DIGEST=sha256:...; docs/releasing.md).
+RELEASE_BASE_LAYOUT ?=
+RELEASE_BASE_DIGEST ?=
 
-.PHONY: dist
-dist: ## Release archives of the kubectl-kbind plugin per platform (DIST_PLATFORMS) and SHA256SUMS in dist/.
-	@rm -rf dist && mkdir -p dist
-	@for p in $(DIST_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; ext=; if [ $$os = windows ]; then ext=.exe; fi; \
-	  d=dist/kubectl-kbind_$${os}_$${arch}; mkdir -p $$d; echo "go build kubectl-kbind for $$os/$$arch"; \
-	  (cd cli && CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o ../$$d/kubectl-kbind$$ext ./cmd/kubectl-kbind) || exit 1; \
-	  cp README.md docs/cli.md $$d/ && tar -C $$d -czf $$d.tar.gz . && rm -rf $$d; done
-	@cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+.PHONY: release
+release: ## Build release VERSION=x.y.z (default 0.0.0-dev+<sha>) into dist/: images (OCI archives, digests), charts, plugin archives, krew manifest, SBOMs, changelog, SHA256SUMS (docs/releasing.md).
+	@work=$$(mktemp -d); trap 'rm -rf "$$work"' EXIT; \
+	  if [ -n "$(RELEASE_BASE_LAYOUT)" ]; then base="--base-layout $(abspath $(RELEASE_BASE_LAYOUT)) --base-digest $(RELEASE_BASE_DIGEST)"; \
+	  else hack/base-image/build.sh --rootfs "$$work/rootfs" >/dev/null; base="--base-rootfs $$work/rootfs"; fi; \
+	  cd tools/release && GOWORK=off $(GO) run . --repo ../.. --out ../../dist --version '$(RELEASE_VERSION)' --tag '$(RELEASE_TAG)' \
+	    --revision '$(REVISION)' --source-date-epoch '$(SOURCE_DATE_EPOCH)' --registry '$(REGISTRY)' --arch '$(ARCH)' \
+	    --platforms '$(DIST_PLATFORMS)' --krew-base-url '$(KREW_BASE_URL)' $$base
 
 .PHONY: clean
 clean: ## Remove build outputs (the control plane cache stays).

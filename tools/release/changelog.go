@@ -1,0 +1,30 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// changelogSection returns the section of CHANGELOG.md for version: the
+// lines from its "## <version>" heading (anything may follow the version
+// on that line, e.g. a date) to the next "## " heading. A development
+// build (a pre-release starting with "dev") takes the "## Unreleased"
+// section. A release without a section of its own is refused: what it
+// changes must be written down before it ships.
+func changelogSection(changelog, version string) (string, error) {
+	heading := version
+	if strings.Contains(version, "-dev") {
+		heading = "Unreleased"
+	}
+	start := regexp.MustCompile(`(?m)^## \[?` + regexp.QuoteMeta(heading) + `\]?(\s|$)`)
+	loc := start.FindStringIndex(changelog)
+	if loc == nil {
+		return "", fmt.Errorf("CHANGELOG.md has no section \"## %s\": write what %s changes before releasing it", heading, version)
+	}
+	rest := changelog[loc[0]:]
+	if next := regexp.MustCompile(`(?m)^## `).FindAllStringIndex(rest, 2); len(next) == 2 {
+		rest = rest[:next[1][0]]
+	}
+	return strings.TrimRight(rest, "\n") + "\n", nil
+}
