@@ -33,11 +33,17 @@ fmt: ## gofmt every module.
 	gofmt -w $(MODULES) tools/controlplane
 
 .PHONY: verify
-verify: generate lint ## Regenerate and fail on any diff; gofmt, golangci-lint (go vet among its linters), go mod tidy on every module.
+verify: generate lint ## Regenerate and fail on any diff; gofmt, golangci-lint (go vet among its linters), go mod tidy on every module; the api compatibility gate.
 	@if [ -n "$$(git status --porcelain -- api charts)" ]; then \
 	  echo "generated files are out of date; run 'make generate' and commit:"; git status --porcelain -- api charts; git --no-pager diff --stat -- api charts; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod/go.sum of $$m are not tidy; run 'cd $$m && go mod tidy'"; exit 1; }; done
-	@for m in tools/controlplane/etcd tools/controlplane/kubernetes tools/golangci-lint tools/prometheus; do (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "$$m is not tidy; run 'cd $$m && GOWORK=off go mod tidy'"; exit 1; }; done
+	@for m in tools/controlplane/etcd tools/controlplane/kubernetes tools/golangci-lint tools/prometheus tools/apicompat; do (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "$$m is not tidy; run 'cd $$m && GOWORK=off go mod tidy'"; exit 1; }; done
+	@lint=$$(tools/golangci-lint/build.sh); echo "golangci-lint ./tools/apicompat/..."; cd tools/apicompat && GOWORK=off $$lint run --allow-parallel-runners --config ../../.golangci.yml ./...
+	@$(MAKE) --no-print-directory api-compat
+
+.PHONY: api-compat
+api-compat: ## The api module's compatibility gate: its Go API and CRD schemas against the baseline release (docs/versioning.md#the-compatibility-gate).
+	@cd tools/apicompat && GOWORK=off $(GO) run . -C ../..
 
 .PHONY: lint
 lint: ## Static checks: gofmt, and golangci-lint (pinned in tools/golangci-lint, see .golangci.yml) on every module.
@@ -102,6 +108,7 @@ test: build-all build ## Every module's tests (unit, envtest), a brief `make fuz
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
 	  echo "control plane binaries: $$assets"; \
 	  for m in $(UNIT_MODULES); do echo "== go test ./$$m/..."; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done
+	@echo "== go test ./tools/apicompat/..."; cd tools/apicompat && GOWORK=off $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) FUZZMINIMIZETIME=0
 	@$(MAKE) --no-print-directory e2e
 	@echo "== quickstart --check"; assets=$$(tools/controlplane/build.sh); KUBEBUILDER_ASSETS=$$assets bin/quickstart --check

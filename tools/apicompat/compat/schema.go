@@ -10,21 +10,21 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
-// CompareCRDs compares the baseline's CRDs (old) with the working tree's
-// (new), both keyed by CRD name, and returns the changes ordered by CRD name.
+// CompareCRDs compares the baseline's CRDs (before) with the working tree's
+// (after), both keyed by CRD name, and returns the changes ordered by CRD name.
 // A CRD that is gone loses every version it served.
-func CompareCRDs(old, new map[string]*apiextensionsv1.CustomResourceDefinition) []Change {
+func CompareCRDs(before, after map[string]*apiextensionsv1.CustomResourceDefinition) []Change {
 	var changes []Change
-	for _, name := range sortedKeys(old) {
-		n, ok := new[name]
+	for _, name := range sortedKeys(before) {
+		n, ok := after[name]
 		if !ok {
 			n = &apiextensionsv1.CustomResourceDefinition{}
 			n.Name = name
 		}
-		changes = append(changes, CompareCRD(old[name], n)...)
+		changes = append(changes, CompareCRD(before[name], n)...)
 	}
-	for _, name := range sortedKeys(new) {
-		if _, ok := old[name]; !ok {
+	for _, name := range sortedKeys(after) {
+		if _, ok := before[name]; !ok {
 			changes = append(changes, Change{Message: name + ": CRD added"})
 		}
 	}
@@ -33,28 +33,28 @@ func CompareCRDs(old, new map[string]*apiextensionsv1.CustomResourceDefinition) 
 
 // CompareCRD compares one CRD's versions: a served version that is gone or no
 // longer served is breaking, and so is any breaking change of the
-// openAPIV3Schema of a version both have (see compareSchema).
-func CompareCRD(old, new *apiextensionsv1.CustomResourceDefinition) []Change {
+// openAPIV3Schema of a version both have (see schemaWalker.compare).
+func CompareCRD(before, after *apiextensionsv1.CustomResourceDefinition) []Change {
 	var changes []Change
-	for _, ov := range old.Spec.Versions {
-		prefix := old.Name + " " + ov.Name
-		nv := findVersion(new, ov.Name)
+	for _, bv := range before.Spec.Versions {
+		prefix := before.Name + " " + bv.Name
+		av := findVersion(after, bv.Name)
 		switch {
-		case nv == nil && ov.Served:
+		case av == nil && bv.Served:
 			changes = append(changes, Change{Message: prefix + ": served version removed", Breaking: true})
 			continue
-		case nv == nil:
+		case av == nil:
 			continue
-		case ov.Served && !nv.Served:
+		case bv.Served && !av.Served:
 			changes = append(changes, Change{Message: prefix + ": no longer served", Breaking: true})
 		}
 		w := &schemaWalker{prefix: prefix}
-		w.compare("", versionSchema(ov), versionSchema(*nv))
+		w.compare("", versionSchema(bv), versionSchema(*av))
 		changes = append(changes, w.changes...)
 	}
-	for _, nv := range new.Spec.Versions {
-		if findVersion(old, nv.Name) == nil {
-			changes = append(changes, Change{Message: new.Name + " " + nv.Name + ": version added"})
+	for _, av := range after.Spec.Versions {
+		if findVersion(before, av.Name) == nil {
+			changes = append(changes, Change{Message: after.Name + " " + av.Name + ": version added"})
 		}
 	}
 	return changes
@@ -77,62 +77,62 @@ func (w *schemaWalker) add(path string, breaking bool, format string, args ...an
 
 // compare walks properties, items and additionalProperties. Breaking: a
 // schema that is gone, a changed type, a newly required property, an enum
-// that lost a value or appeared. A new subtree is reported once, where it
+// that lost a value or appeared. A after subtree is reported once, where it
 // starts, and not walked: nothing below it existed before.
-func (w *schemaWalker) compare(path string, old, new *apiextensionsv1.JSONSchemaProps) {
+func (w *schemaWalker) compare(path string, before, after *apiextensionsv1.JSONSchemaProps) {
 	switch {
-	case old == nil && new == nil:
+	case before == nil && after == nil:
 		return
-	case old == nil:
+	case before == nil:
 		w.add(path, false, "added")
 		return
-	case new == nil:
+	case after == nil:
 		w.add(path, true, "removed")
 		return
-	case old.Type != new.Type:
-		w.add(path, true, "type changed from %s to %s", typeName(old.Type), typeName(new.Type))
+	case before.Type != after.Type:
+		w.add(path, true, "type changed from %s to %s", typeName(before.Type), typeName(after.Type))
 		return
 	}
-	w.compareEnum(path, old.Enum, new.Enum)
-	w.compareRequired(path, old.Required, new.Required)
-	for _, name := range unionKeys(old.Properties, new.Properties) {
-		w.compare(path+"."+name, property(old.Properties, name), property(new.Properties, name))
+	w.compareEnum(path, before.Enum, after.Enum)
+	w.compareRequired(path, before.Required, after.Required)
+	for _, name := range unionKeys(before.Properties, after.Properties) {
+		w.compare(path+"."+name, property(before.Properties, name), property(after.Properties, name))
 	}
-	w.compare(path+"[*]", itemsSchema(old.Items), itemsSchema(new.Items))
-	w.compare(path+"{*}", additionalSchema(old.AdditionalProperties), additionalSchema(new.AdditionalProperties))
+	w.compare(path+"[*]", itemsSchema(before.Items), itemsSchema(after.Items))
+	w.compare(path+"{*}", additionalSchema(before.AdditionalProperties), additionalSchema(after.AdditionalProperties))
 }
 
-func (w *schemaWalker) compareEnum(path string, old, new []apiextensionsv1.JSON) {
-	oldValues, newValues := enumValues(old), enumValues(new)
+func (w *schemaWalker) compareEnum(path string, before, after []apiextensionsv1.JSON) {
+	beforeValues, afterValues := enumValues(before), enumValues(after)
 	switch {
-	case len(new) == 0:
-		if len(old) > 0 {
+	case len(after) == 0:
+		if len(before) > 0 {
 			w.add(path, false, "enum removed (any value allowed)")
 		}
-	case len(old) == 0:
-		w.add(path, true, "enum added (only %s allowed)", strings.Join(newValues, ", "))
+	case len(before) == 0:
+		w.add(path, true, "enum added (only %s allowed)", strings.Join(afterValues, ", "))
 	default:
-		for _, v := range oldValues {
-			if !slices.Contains(newValues, v) {
+		for _, v := range beforeValues {
+			if !slices.Contains(afterValues, v) {
 				w.add(path, true, "enum value %s removed", v)
 			}
 		}
-		for _, v := range newValues {
-			if !slices.Contains(oldValues, v) {
+		for _, v := range afterValues {
+			if !slices.Contains(beforeValues, v) {
 				w.add(path, false, "enum value %s added", v)
 			}
 		}
 	}
 }
 
-func (w *schemaWalker) compareRequired(path string, old, new []string) {
-	for _, name := range new {
-		if !slices.Contains(old, name) {
+func (w *schemaWalker) compareRequired(path string, before, after []string) {
+	for _, name := range after {
+		if !slices.Contains(before, name) {
 			w.add(path+"."+name, true, "newly required")
 		}
 	}
-	for _, name := range old {
-		if !slices.Contains(new, name) {
+	for _, name := range before {
+		if !slices.Contains(after, name) {
 			w.add(path+"."+name, false, "no longer required")
 		}
 	}

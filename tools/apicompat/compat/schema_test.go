@@ -233,9 +233,9 @@ func TestCompareCRD(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			old := decodeCRD(t, baseCRD)
-			new := old.DeepCopy()
-			tc.edit(new)
-			breaking, compatible := split(CompareCRD(old, new))
+			after := old.DeepCopy()
+			tc.edit(after)
+			breaking, compatible := split(CompareCRD(old, after))
 			if !slices.Equal(breaking, tc.breaking) {
 				t.Errorf("breaking:\n got %q\nwant %q", breaking, tc.breaking)
 			}
@@ -251,8 +251,8 @@ func TestCompareCRDs(t *testing.T) {
 	other := conn.DeepCopy()
 	other.Name = "bindings.core.kbind.io"
 	old := map[string]*apiextensionsv1.CustomResourceDefinition{conn.Name: conn}
-	new := map[string]*apiextensionsv1.CustomResourceDefinition{other.Name: other}
-	breaking, compatible := split(CompareCRDs(old, new))
+	after := map[string]*apiextensionsv1.CustomResourceDefinition{other.Name: other}
+	breaking, compatible := split(CompareCRDs(old, after))
 	if want := []string{"connections.core.kbind.io v1alpha1: served version removed"}; !slices.Equal(breaking, want) {
 		t.Errorf("a removed CRD: breaking %q, want %q", breaking, want)
 	}
