@@ -128,6 +128,13 @@ func TestGateUnmodifiedPasses(t *testing.T) {
 	if !strings.Contains(out, commit[:12]+" (hack/api-compat/baseline;") {
 		t.Errorf("the output does not name the baseline commit %s from the baseline file", commit)
 	}
+
+	// An added exported name is compatible: printed, and the gate passes.
+	writeRepoFile(t, repo, "api/core/v1alpha1/added.go", "package v1alpha1\n\n// AddedForTest is new.\nconst AddedForTest = 1\n")
+	ok, out = runTool(t, repo)
+	if !ok || !strings.Contains(out, "  + go: ./core/v1alpha1.AddedForTest: added\n") {
+		t.Errorf("an added constant: want a pass listing it as a compatible change")
+	}
 }
 
 func TestGateFailsOnRemovedGoField(t *testing.T) {
@@ -214,7 +221,12 @@ func TestResolveBaseline(t *testing.T) {
 	shallow := filepath.Join(t.TempDir(), "shallow")
 	mustGit(t, repo, "clone", "-q", "--depth=1", "file://"+repo, shallow)
 	writeRepoFile(t, shallow, "baseline", first+"\n")
-	if _, err := resolveBaseline(shallow, "baseline"); err == nil || !strings.Contains(err.Error(), "git fetch --unshallow") {
+	if _, err := resolveBaseline(shallow, "baseline"); err == nil || !strings.Contains(err.Error(), "is not in this clone: it is a shallow clone; run `git fetch --unshallow --tags`") {
+		t.Errorf("a shallow clone without the baseline commit: got %v, want an error saying so and to run git fetch --unshallow", err)
+	}
+	// Even with the commit present, a shallow clone may hide release tags.
+	writeRepoFile(t, shallow, "baseline", head+"\n")
+	if _, err := resolveBaseline(shallow, "baseline"); err == nil || !strings.Contains(err.Error(), "this is a shallow clone") {
 		t.Errorf("a shallow clone: got %v, want an error saying to run git fetch --unshallow", err)
 	}
 }
