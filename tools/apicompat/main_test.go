@@ -34,7 +34,7 @@ func newRepo(t *testing.T) (repo, commit string) {
 	}
 	mustGit(t, repo, "init", "-q")
 	mustGit(t, repo, "add", "api")
-	mustGit(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-q", "-m", "baseline")
+	mustGit(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "baseline")
 	commit = mustGit(t, repo, "rev-parse", "HEAD")
 	writeRepoFile(t, repo, "hack/api-compat/baseline", "# the baseline\n"+commit+"\n")
 	writeRepoFile(t, repo, "hack/api-compat/exceptions.yaml", "exceptions: []\n")
@@ -187,7 +187,7 @@ func TestResolveBaseline(t *testing.T) {
 	commit := func(msg string) string {
 		writeRepoFile(t, repo, "f", msg)
 		mustGit(t, repo, "add", "f")
-		mustGit(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-q", "-m", msg)
+		mustGit(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "commit.gpgsign=false", "commit", "-q", "-m", msg)
 		return mustGit(t, repo, "rev-parse", "HEAD")
 	}
 	first, second, head := commit("one"), commit("two"), commit("three")
@@ -198,7 +198,7 @@ func TestResolveBaseline(t *testing.T) {
 		t.Errorf("no tag: got %+v, %v; want the file's %s", b, err, first)
 	}
 	mustGit(t, repo, "tag", "v0.1.0", first)
-	mustGit(t, repo, "tag", "-a", "-m", "v0.2.0", "v0.2.0", second)
+	mustGit(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "tag.gpgsign=false", "tag", "-a", "-m", "v0.2.0", "v0.2.0", second)
 	mustGit(t, repo, "tag", "v0.3.0", head)
 	mustGit(t, repo, "tag", "not-a-release", head)
 	if b, err := resolve(); err != nil || b.commit != second || b.source != "release tag v0.2.0" {
