@@ -6,6 +6,10 @@ SHELL := /usr/bin/env bash
 MODULES := api flagconfig engine konnector backend cli e2e tools
 # Modules that hold Go packages (tools only pins `go tool` dependencies).
 CODE_MODULES := api flagconfig engine konnector backend cli e2e
+# Tools with code of their own, modules outside go.work (GOWORK=off: their
+# dependencies never mix with kbind's): formatted, linted, tidied and
+# tested like the modules above.
+TOOL_MODULES := tools/apicompat tools/release
 BINARIES := konnector backend
 GO ?= go
 # Test timeout per module; the e2e suites are the long ones.
@@ -30,15 +34,14 @@ generate: ## Generate deepcopy code and CRD YAML from the API types.
 
 .PHONY: fmt
 fmt: ## gofmt every module.
-	gofmt -w $(MODULES) tools/controlplane
+	gofmt -w $(MODULES) tools/controlplane $(TOOL_MODULES)
 
 .PHONY: verify
 verify: generate lint ## Regenerate and fail on any diff; gofmt, golangci-lint (go vet among its linters), go mod tidy on every module; the api compatibility gate.
 	@if [ -n "$$(git status --porcelain -- api charts)" ]; then \
 	  echo "generated files are out of date; run 'make generate' and commit:"; git status --porcelain -- api charts; git --no-pager diff --stat -- api charts; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod/go.sum of $$m are not tidy; run 'cd $$m && go mod tidy'"; exit 1; }; done
-	@for m in tools/controlplane/etcd tools/controlplane/kubernetes tools/golangci-lint tools/prometheus tools/apicompat; do (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "$$m is not tidy; run 'cd $$m && GOWORK=off go mod tidy'"; exit 1; }; done
-	@lint=$$(tools/golangci-lint/build.sh); echo "golangci-lint ./tools/apicompat/..."; cd tools/apicompat && GOWORK=off $$lint run --allow-parallel-runners --config ../../.golangci.yml ./...
+	@for m in tools/controlplane/etcd tools/controlplane/kubernetes tools/golangci-lint tools/prometheus $(TOOL_MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "$$m is not tidy; run 'cd $$m && GOWORK=off go mod tidy'"; exit 1; }; done
 	@$(MAKE) --no-print-directory api-compat
 
 .PHONY: api-compat
@@ -47,9 +50,10 @@ api-compat: ## The api module's compatibility gate: its Go API and CRD schemas a
 
 .PHONY: lint
 lint: ## Static checks: gofmt, and golangci-lint (pinned in tools/golangci-lint, see .golangci.yml) on every module.
-	@unformatted=$$(gofmt -l $(MODULES) tools/controlplane); if [ -n "$$unformatted" ]; then \
+	@unformatted=$$(gofmt -l $(MODULES) tools/controlplane $(TOOL_MODULES)); if [ -n "$$unformatted" ]; then \
 	  echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
-	@lint=$$(tools/golangci-lint/build.sh); for m in $(CODE_MODULES); do echo "golangci-lint ./$$m/..."; (cd $$m && $$lint run ./...); done
+	@lint=$$(tools/golangci-lint/build.sh); for m in $(CODE_MODULES); do echo "golangci-lint ./$$m/..."; (cd $$m && $$lint run ./...); done; \
+	  for m in $(TOOL_MODULES); do echo "golangci-lint ./$$m/..."; (cd $$m && GOWORK=off $$lint run --config ../../.golangci.yml ./...); done
 
 # The release version: the charts' appVersion, which is also the images' tag
 # (a chart test keeps the two charts' appVersions equal). REVISION is the
@@ -108,7 +112,7 @@ test: build-all build ## Every module's tests (unit, envtest), a brief `make fuz
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
 	  echo "control plane binaries: $$assets"; \
 	  for m in $(UNIT_MODULES); do echo "== go test ./$$m/..."; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done
-	@echo "== go test ./tools/apicompat/..."; cd tools/apicompat && GOWORK=off $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+	@for m in $(TOOL_MODULES); do echo "== go test ./$$m/..."; (cd $$m && GOWORK=off $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) FUZZMINIMIZETIME=0
 	@$(MAKE) --no-print-directory e2e
 	@echo "== quickstart --check"; assets=$$(tools/controlplane/build.sh); KUBEBUILDER_ASSETS=$$assets bin/quickstart --check
