@@ -50,14 +50,24 @@ func localBase(rootfs, arch string, mtime time.Time) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the base root file system %s: %w", rootfs, err)
 	}
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	return appendLayer(img, entries, mtime, "kbind: hack/base-image (CA certificates, passwd, group, /tmp, /home/nonroot)", func(cf *v1.ConfigFile) {
+		cf.OS, cf.Architecture = "linux", arch
+		cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}
+		cf.Config.User = fmt.Sprintf("%d:%d", nonroot, nonroot)
+		cf.Config.WorkingDir = "/home/nonroot"
+	})
+}
+
+// appendLayer adds a layer of entries to img, recorded in its history as
+// createdBy, and edits a copy of its configuration.
+func appendLayer(img v1.Image, entries []entry, mtime time.Time, createdBy string, edit func(*v1.ConfigFile)) (v1.Image, error) {
 	layer, err := layerFromEntries(entries, mtime)
 	if err != nil {
 		return nil, err
 	}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, MediaType: types.OCILayer,
-		History: v1.History{Created: v1.Time{Time: mtime}, CreatedBy: "kbind: hack/base-image (CA certificates, passwd, group, /tmp, /home/nonroot)"}})
+		History: v1.History{Created: v1.Time{Time: mtime}, CreatedBy: createdBy}})
 	if err != nil {
 		return nil, err
 	}
@@ -66,10 +76,7 @@ func localBase(rootfs, arch string, mtime time.Time) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", arch
-	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}
-	cf.Config.User = fmt.Sprintf("%d:%d", nonroot, nonroot)
-	cf.Config.WorkingDir = "/home/nonroot"
+	edit(cf)
 	return mutate.ConfigFile(img, cf)
 }
 
@@ -113,39 +120,26 @@ func buildImage(base v1.Image, im image, binaryFile, version, revision string, m
 	if err != nil {
 		return nil, err
 	}
-	layer, err := layerFromEntries([]entry{{name: im.name, mode: 0o755, data: data}}, mtime)
-	if err != nil {
-		return nil, err
-	}
-	img, err := mutate.Append(base, mutate.Addendum{Layer: layer, MediaType: types.OCILayer,
-		History: v1.History{Created: v1.Time{Time: mtime}, CreatedBy: "kbind: COPY " + im.name + " /" + im.name}})
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.Created = v1.Time{Time: mtime}
-	cf.Config.User = fmt.Sprintf("%d:%d", nonroot, nonroot)
-	cf.Config.Entrypoint, cf.Config.Cmd = []string{"/" + im.name}, nil
-	labels := map[string]string{}
-	for k, v := range cf.Config.Labels {
-		labels[k] = v
-	}
-	for k, v := range map[string]string{
-		"org.opencontainers.image.title":         im.title,
-		"org.opencontainers.image.description":   im.description,
-		"org.opencontainers.image.source":        "https://github.com/kbind/kbind",
-		"org.opencontainers.image.documentation": "https://github.com/kbind/kbind/blob/main/" + im.docs,
-		"org.opencontainers.image.version":       version,
-		"org.opencontainers.image.revision":      revision,
-	} {
-		labels[k] = v
-	}
-	cf.Config.Labels = labels
-	return mutate.ConfigFile(img, cf)
+	return appendLayer(base, []entry{{name: im.name, mode: 0o755, data: data}}, mtime, "kbind: COPY "+im.name+" /"+im.name, func(cf *v1.ConfigFile) {
+		cf.Created = v1.Time{Time: mtime}
+		cf.Config.User = fmt.Sprintf("%d:%d", nonroot, nonroot)
+		cf.Config.Entrypoint, cf.Config.Cmd = []string{"/" + im.name}, nil
+		labels := map[string]string{}
+		for k, v := range cf.Config.Labels {
+			labels[k] = v
+		}
+		for k, v := range map[string]string{
+			"org.opencontainers.image.title":         im.title,
+			"org.opencontainers.image.description":   im.description,
+			"org.opencontainers.image.source":        "https://github.com/kbind/kbind",
+			"org.opencontainers.image.documentation": "https://github.com/kbind/kbind/blob/main/" + im.docs,
+			"org.opencontainers.image.version":       version,
+			"org.opencontainers.image.revision":      revision,
+		} {
+			labels[k] = v
+		}
+		cf.Config.Labels = labels
+	})
 }
 
 // writeOCIArchive writes img as a tar of an OCI image layout whose index
