@@ -121,7 +121,7 @@ test: build-all build ## Every module's tests (unit, envtest), a brief `make fuz
 e2e: ## The e2e module but the fault suite: e2e-framework suites, binary, chart, backend and alert-rule (promtool) tests (KBIND_E2E_CLUSTERS=local|kind|auto, E2E_FLAGS=-run ...).
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
 	  echo "== go test ./e2e/... (clusters: $${KBIND_E2E_CLUSTERS:-auto})"; \
-	  cd e2e && $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -skip '^$(MONITORING_TEST)$$' $(E2E_FLAGS) $$($(GO) list ./... | grep -v '/e2e/faults$$')
+	  cd e2e && $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -skip '^$(MONITORING_TEST)$$' $(E2E_FLAGS) $$($(GO) list ./... | grep -v -e '/e2e/faults$$' -e '/e2e/upgrade$$')
 
 # The real-Prometheus test runs apart (make test-monitoring, in .ci/run):
 # make e2e skips it, and runs the rest of e2e/monitoring.
@@ -144,6 +144,14 @@ test-faults: ## The fault suite (e2e/faults): provider unreachable, resets, late
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
 	  echo "== go test ./e2e/faults"; \
 	  cd e2e && $(GO) test -count=1 -v -timeout $(FAULTS_TIMEOUT) $(FAULTS_FLAGS) ./faults/
+
+UPGRADE_TIMEOUT ?= 20m
+
+.PHONY: test-upgrade
+test-upgrade: ## The upgrade test (e2e/upgrade): the previous release's konnector and CRDs sync 1000 objects with related Secrets and Events under Namespace isolation, then CRDs and binary are upgraded to this tree's; every object still synced, none re-created, no write beyond e2e/upgrade/exceptions.yaml, deletions complete.
+	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
+	  echo "== go test ./e2e/upgrade"; \
+	  cd e2e && $(GO) test -count=1 -v -timeout $(UPGRADE_TIMEOUT) ./upgrade/
 
 BENCH_FLAGS ?=
 

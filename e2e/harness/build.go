@@ -94,3 +94,45 @@ func FreeAddr(t testing.TB) string {
 	}
 	return addr
 }
+
+// BuildAt builds the Go package dir (relative to the repository root,
+// e.g. ./konnector/cmd/konnector) of the repository at repo as it was at
+// commit rev into bin, and returns the directory holding that commit's
+// tree (its api/crds, say), which the caller removes. The tree is taken
+// with git archive, so the commit must be in the clone; the build uses the
+// commit's own go.work and go.sum files.
+func BuildAt(ctx context.Context, repo, rev, dir, bin string) (string, error) {
+	tree, err := os.MkdirTemp("", "kbind-at-")
+	if err != nil {
+		return "", err
+	}
+	archive := exec.CommandContext(ctx, "git", "-C", repo, "archive", "--format=tar", rev)
+	extract := exec.CommandContext(ctx, "tar", "-x", "-C", tree)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	extract.Stdin = pipe
+	var archiveErr strings.Builder
+	archive.Stderr = &archiveErr
+	if err := extract.Start(); err != nil {
+		return "", err
+	}
+	if err := archive.Run(); err != nil {
+		_ = extract.Wait()
+		_ = os.RemoveAll(tree)
+		return "", fmt.Errorf("git archive %s (is the commit in this clone? a shallow clone needs git fetch --unshallow): %v: %s", rev, err, archiveErr.String())
+	}
+	if err := extract.Wait(); err != nil {
+		_ = os.RemoveAll(tree)
+		return "", fmt.Errorf("extracting %s: %w", rev, err)
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, dir)
+	build.Dir = tree
+	build.Env = append(os.Environ(), "GOWORK=", "GOFLAGS=", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(tree)
+		return "", fmt.Errorf("building %s at %s: %v\n%s", dir, rev, err, out)
+	}
+	return tree, nil
+}

@@ -27,6 +27,10 @@ type PairOptions struct {
 	// ConsumerCRDs are installed on the consumer; the core.kbind.io CRDs
 	// always are.
 	ConsumerCRDs []*apiextensionsv1.CustomResourceDefinition
+	// KbindCRDs, when set, are the core.kbind.io CRDs the consumer gets
+	// instead of this tree's (an upgrade test starts from an earlier
+	// release's).
+	KbindCRDs []*apiextensionsv1.CustomResourceDefinition
 	// ProviderCRDs are installed on the provider.
 	ProviderCRDs []*apiextensionsv1.CustomResourceDefinition
 	// ConsumerAPIServerArgs and ProviderAPIServerArgs are extra
@@ -68,7 +72,8 @@ func StartPair(opts PairOptions) (*Pair, error) {
 		providerDone <- result{c, err}
 	}()
 	consumer, consumerErr := StartCluster(ConsumerContext, ClusterOptions{
-		Dir: opts.Dir, CRDs: opts.ConsumerCRDs, InstallKbindCRDs: true, APIServerArgs: opts.ConsumerAPIServerArgs, EtcdArgs: opts.EtcdArgs,
+		Dir: opts.Dir, CRDs: append(append([]*apiextensionsv1.CustomResourceDefinition(nil), opts.ConsumerCRDs...), opts.KbindCRDs...),
+		InstallKbindCRDs: opts.KbindCRDs == nil, APIServerArgs: opts.ConsumerAPIServerArgs, EtcdArgs: opts.EtcdArgs,
 	})
 	provider := <-providerDone
 	if err := errors.Join(consumerErr, provider.err); err != nil {

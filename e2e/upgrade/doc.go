@@ -1,0 +1,14 @@
+// Package upgrade holds the upgrade test (make test-upgrade, in .ci/run):
+// a konnector of the previous release and its core.kbind.io CRDs sync
+// objects of two APIs with related Secrets and provider Events under
+// Namespace isolation; then the CRDs and the binary are upgraded to this
+// tree's, as helm upgrade applies them, and the test requires every object
+// still synced, no provider copy re-created, no object written by the
+// upgrade beyond the intended one-time changes in exceptions.yaml, the
+// Connection Ready again quickly, and a change still synced. Then the same
+// for a downgrade (the previous release's CRDs and binary, as helm
+// rollback applies them) and the upgrade again; at the end every deletion
+// completes behind its finalizer. Until a release is tagged, "the previous release"
+// is the api compatibility gate's baseline commit
+// (hack/api-compat/baseline), built from this clone's history.
+package upgrade
