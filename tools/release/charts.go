@@ -8,8 +8,8 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 )
 
-// charts are the Helm charts a release packages (charts/<name>).
-var charts = []string{"konnector", "backend", "consumer-access"}
+// chartNames are the Helm charts a release packages (charts/<name>).
+var chartNames = []string{"konnector", "backend", "consumer-access"}
 
 // packageChart runs what `helm package --version V --app-version A` runs
 // (Helm v4, pinned in go.mod) with every file time the release's, so the

@@ -26,7 +26,7 @@ type image struct {
 	name, title, description, docs string
 }
 
-var images = []image{
+var kbindImages = []image{
 	{"konnector", "kbind konnector", "kbind's agent: syncs the APIs a provider cluster exports into the consumer cluster it runs in.", "docs/installation.md"},
 	{"backend", "kbind backend", "kbind's optional provider-side backend: reports and reaps what stale consumers left behind.", "docs/backend.md"},
 }

@@ -173,7 +173,7 @@ func (r *releaser) plugin(ctx context.Context) error {
 
 // charts packages every chart with the release's version and image tag.
 func (r *releaser) charts(context.Context) error {
-	for _, c := range charts {
+	for _, c := range chartNames {
 		file, err := packageChart(filepath.Join(r.repo, "charts", c), filepath.Join(r.out, "charts"), r.version, imageTag(r.version), r.epoch)
 		if err != nil {
 			return err
@@ -195,7 +195,7 @@ func (r *releaser) images(ctx context.Context) error {
 		return err
 	}
 	var digests []string
-	for _, im := range images {
+	for _, im := range kbindImages {
 		b := binary{name: im.name, module: im.name, pkg: "./cmd/" + im.name, goos: "linux", goarch: r.arch}
 		file, err := r.build(ctx, b)
 		if err != nil {
