@@ -365,20 +365,6 @@ func writeManifest(t *testing.T, manifest string) string {
 // prints its log if the test failed.
 func startKonnector(t *testing.T, kubeconfig string, args ...string) {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), "konnector.log")
-	k, err := harness.NewProcess(konnectorBin, logPath, append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
+	harness.StartProcessT(t, konnectorBin, filepath.Join(t.TempDir(), "konnector.log"), append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
 		"--discovery-interval", "2s", "--heartbeat-interval", "2s"}, args...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		k.Stop(context.Background())
-		if t.Failed() {
-			log, _ := os.ReadFile(logPath)
-			t.Logf("konnector log:\n%s", log)
-		}
-	})
 }

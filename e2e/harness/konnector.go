@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -221,4 +223,30 @@ func LoopbackAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// StartProcessT is NewProcess and Start for a test: bin runs with args,
+// its output appended to logPath, until the test ends; when the test
+// failed, the log's path and its last 200 lines are logged.
+func StartProcessT(t testing.TB, bin, logPath string, args ...string) *Process {
+	t.Helper()
+	k, err := NewProcess(bin, logPath, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		k.Stop(context.Background())
+		if t.Failed() {
+			data, _ := os.ReadFile(logPath)
+			lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+			if len(lines) > 200 {
+				lines = lines[len(lines)-200:]
+			}
+			t.Logf("%s's log (%s), its end:\n%s", filepath.Base(bin), logPath, strings.Join(lines, "\n"))
+		}
+	})
+	return k
 }

@@ -267,21 +267,8 @@ func apply(t *testing.T, pair *testenv.Pair, manifest string) {
 
 func startKonnector(t *testing.T, bin string, pair *testenv.Pair, name string) *harness.Process {
 	t.Helper()
-	k, err := harness.NewProcess(bin, filepath.Join(pair.Dir, name+"-konnector.log"),
+	return harness.StartProcessT(t, bin, filepath.Join(pair.Dir, name+"-konnector.log"),
 		"--kubeconfig", pair.Consumer.KubeconfigPath, "--namespace", "kbind", "--metrics-bind-address", "0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		k.Stop(context.Background())
-		if t.Failed() {
-			t.Logf("the %s konnector's log: %s", name, k.LogPath())
-		}
-	})
-	return k
 }
 
 // waitReady waits for the Connection and the ClusterBinding to be Ready
