@@ -103,6 +103,16 @@ func desiredConditions(o observation) []patch.Condition {
 	if len(o.overlapped) > 0 {
 		notReady = append(notReady, fmt.Sprintf("already covered by a ClusterBinding, which takes precedence: %s", strings.Join(o.overlapped, ", ")))
 	}
+	if len(o.overlapping) > 0 {
+		notReady = append(notReady, "could claim the same objects as an earlier binding through another Connection, so none of them route through this one "+
+			"(make the namespaceSelectors or objectSelectors disjoint, or delete one binding): "+strings.Join(o.overlapping, "; "))
+		reason = kbindv1alpha1.ReasonOverlappingBinding
+	}
+	if len(o.incompatible) > 0 {
+		notReady = append(notReady, "the provider's schema is not compatible with the consumer CRD another Connection supplies, so nothing of it syncs through this one: "+
+			strings.Join(o.incompatible, "; "))
+		reason = kbindv1alpha1.ReasonSchemaIncompatible
+	}
 	if len(o.forbidden) > 0 {
 		notReady = append(notReady, "the provider refuses a schema read: "+strings.Join(o.forbidden, "; "))
 		if reason == kbindv1alpha1.ReasonPending {
@@ -115,11 +125,11 @@ func desiredConditions(o observation) []patch.Condition {
 		notReady = append(notReady, "unbinding APIs no longer listed, waiting for their objects to release the provider copies: "+strings.Join(o.unbinding, ", "))
 	}
 
-	installed := len(o.bound) - len(o.unbinding) - len(o.problems) - len(o.pending) - len(o.forbidden)
+	installed := len(o.bound) - len(o.unbinding) - len(o.problems) - len(o.pending) - len(o.forbidden) - len(o.incompatible)
 	if len(notReady) > 0 {
 		add(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, reason, strings.Join(notReady, "; "))
 		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
-			fmt.Sprintf("%d of %d API(s) installed", max(installed, 0), len(o.bound)-len(o.unbinding)+len(o.notExported)+len(o.clusterScoped)+len(o.unconfinable)+len(o.overlapped)+len(o.projection)))
+			fmt.Sprintf("%d of %d API(s) installed", max(installed, 0), len(o.bound)-len(o.unbinding)+len(o.notExported)+len(o.clusterScoped)+len(o.unconfinable)+len(o.overlapped)+len(o.overlapping)+len(o.projection)))
 		return out
 	}
 	add(kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, fmt.Sprintf("%d API(s) bound", len(o.bound)))

@@ -36,6 +36,7 @@ import (
 	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/related"
+	"github.com/kbind/kbind/engine/routing"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
 	"github.com/kbind/kbind/engine/syncer"
@@ -191,12 +192,16 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 	for i := range o.bound {
 		entry := &o.bound[i]
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Name: entry.Name}, crd); err != nil || !r.Syncers.Running(entry.Name) {
+		rt := syncer.Route{CRD: entry.Name, Connection: o.connection}
+		if slices.Contains(o.unrouted, entry.Name) {
+			continue // refused or incompatible: the conditions say why
+		}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: entry.Name}, crd); err != nil || !r.Syncers.Running(rt) {
 			what := entry.Name
-			if refused := r.Syncers.Refused(entry.Name); refused != "" {
+			if refused := r.Syncers.Refused(rt); refused != "" {
 				o.accessRefused = append(o.accessRefused, entry.Name+": "+refused)
 			}
-			if failed := r.Syncers.LastError(entry.Name); failed != "" {
+			if failed := r.Syncers.LastError(rt); failed != "" {
 				what += " (last attempt failed: " + failed + "; retrying with backoff)"
 			}
 			o.notSyncing = append(o.notSyncing, what)
@@ -204,7 +209,7 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 		}
 		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
 		sum := r.Results.Summarize(o.connection, gk, b.obj.GetNamespace(), !r.Namespaced)
-		total, err := r.countObjects(ctx, b.spec, crd, b.obj.GetNamespace())
+		total, err := r.countObjects(ctx, rt, b.spec, crd, b.obj.GetNamespace())
 		if err != nil {
 			return err
 		}
@@ -265,19 +270,20 @@ func (r *Reconciler) unbindRemoved(ctx context.Context, b binding, before *kbind
 
 // countObjects counts the consumer objects of a CRD in the binding's scope
 // that its filters select, from the cache.
-func (r *Reconciler) countObjects(ctx context.Context, spec *kbindv1alpha1.BindingSpec, crd *apiextensionsv1.CustomResourceDefinition, namespace string) (int32, error) {
+func (r *Reconciler) countObjects(ctx context.Context, rt syncer.Route, spec *kbindv1alpha1.BindingSpec, crd *apiextensionsv1.CustomResourceDefinition, namespace string) (int32, error) {
 	gvk, _ := kbindschema.StorageGVK(crd)
 	objects, namespaces, err := syncer.Filters(*spec, crd.Name)
 	if err != nil {
 		return 0, nil // the binding reports it (Filters); nothing of it syncs
 	}
-	return r.Syncers.Count(ctx, crd.Name, gvk, namespace, !r.Namespaced, objects, namespaces)
+	return r.Syncers.Count(ctx, rt, gvk, namespace, !r.Namespaced, objects, namespaces)
 }
 
-// forgetUnbound releases what the engine holds for an API (syncer,
-// results, informers) once no binding at all lists it any more.
+// forgetUnbound releases what the engine holds for an API's route through
+// the binding's Connection (syncer, results, informers) once no binding
+// through that Connection lists it any more.
 func (r *Reconciler) forgetUnbound(ctx context.Context, b binding, api string) error {
-	others, err := r.otherBindingsOf(ctx, api, b.obj)
+	others, err := r.otherBindingsOf(ctx, api, b.obj, b.spec.ConnectionRef.Name)
 	if err != nil || others > 0 {
 		return err
 	}
@@ -338,6 +344,12 @@ type observation struct {
 	// invalidMutations the mutation rules that do not compile: the binding
 	// gives its syncers no scope (nothing syncs, nothing is released).
 	invalidFilters, invalidMutations []string
+	// overlapping names, per API, the earlier binding through another
+	// Connection that could claim the same objects; incompatible, per API,
+	// the first difference between this Connection's provider schema and
+	// the consumer CRD another Connection supplies. unrouted lists both
+	// kinds of API: nothing of them syncs through this binding.
+	overlapping, incompatible, unrouted []string
 }
 
 // readConnection reads the binding's Connection and its session; a
@@ -416,7 +428,7 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 			o.unconfinable = append(o.unconfinable, api.Name)
 			continue
 		case r.Namespaced:
-			covering, err := r.coveringClusterBindings(ctx, consumer)
+			covering, err := r.coveringClusterBindings(ctx, consumer, b.obj.GetNamespace())
 			if err != nil {
 				return err
 			}
@@ -424,6 +436,15 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 				o.overlapped = append(o.overlapped, fmt.Sprintf("%s (ClusterBinding %s)", consumer, strings.Join(covering, ", ")))
 				continue
 			}
+		}
+		earlier, err := r.overlappingEarlier(ctx, b, consumer)
+		if err != nil {
+			return err
+		}
+		if earlier != "" {
+			o.overlapping = append(o.overlapping, fmt.Sprintf("%s (%s)", consumer, earlier))
+			o.unrouted = append(o.unrouted, consumer)
+			continue
 		}
 		claimed[consumer] = api.Name
 		entry := kbindv1alpha1.BoundAPI{Name: consumer}
@@ -454,8 +475,13 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 // Connection that only namespaced Bindings hold (BIND-3).
 func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *kbindschema.Discoverer, api kbindv1alpha1.APIReference, export kbindv1alpha1.ExportedAPI) (kbindschema.Outcome, bool) {
 	conn, consumer := o.conn, api.ConsumerName()
+	owner, err := r.schemaOwner(ctx, consumer)
+	if err != nil {
+		o.problems = append(o.problems, err.Error())
+		return kbindschema.Outcome{}, false
+	}
 	var desired *apiextensionsv1.CustomResourceDefinition
-	if conn.Spec.Schema.PullPolicy != kbindv1alpha1.PullPolicyNone {
+	if conn.Spec.Schema.PullPolicy != kbindv1alpha1.PullPolicyNone || (owner != "" && owner != conn.Name) {
 		var err error
 		var reduced string
 		desired, reduced, err = kbindschema.Desired(ctx, d, conn, export)
@@ -480,6 +506,9 @@ func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *
 			return kbindschema.Outcome{}, false
 		}
 	}
+	if owner != "" && owner != conn.Name && from == "" {
+		return r.joinRoute(ctx, o, api, owner, desired)
+	}
 	outcome, err := r.Installer.EnsureTakingOver(ctx, conn, consumer, desired, from)
 	if outcome.TookOverFrom != "" {
 		r.announceTakeOver(ctx, b, conn, api, outcome.TookOverFrom)
@@ -495,6 +524,54 @@ func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *
 		o.problems = append(o.problems, outcome.Problem)
 		return outcome, false
 	case !outcome.Established:
+		o.pending = append(o.pending, fmt.Sprintf("CRD %s is not established yet", consumer))
+	}
+	return outcome, true
+}
+
+// schemaOwner is the Connection the consumer CRD of api is stamped for,
+// its schema owner; "" when there is no such CRD or it carries no stamp.
+func (r *Reconciler) schemaOwner(ctx context.Context, api string) (string, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: api}, crd); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("reading consumer CRD %s: %w", api, err)
+	}
+	return crd.Annotations[kbindv1alpha1.ConnectionAnnotation], nil
+}
+
+// joinRoute makes the binding's Connection a second route of an API whose
+// consumer CRD another Connection, owner, supplies
+// (docs/bindings.md#one-api-several-providers): the CRD is never written
+// for it; the Connection's provider schema (desired, the consumer CRD it
+// would install) must be compatible with the CRD — else the binding says
+// which difference comes first, and nothing syncs through it. The
+// verdict is handed to the syncers, which start the route only once it is
+// compatible, and re-checked at every reconcile: a provider schema that
+// changes into an incompatible one stops the route.
+func (r *Reconciler) joinRoute(ctx context.Context, o *observation, api kbindv1alpha1.APIReference, owner string,
+	desired *apiextensionsv1.CustomResourceDefinition) (kbindschema.Outcome, bool) {
+	consumer := api.ConsumerName()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: consumer}, crd); err != nil {
+		o.problems = append(o.problems, fmt.Sprintf("reading consumer CRD %s: %v", consumer, err))
+		return kbindschema.Outcome{}, false
+	}
+	if problem := kbindschema.Collision(crd, desired); problem != "" {
+		o.projection = append(o.projection, problem)
+		return kbindschema.Outcome{Collision: true, Problem: problem}, false
+	}
+	why := kbindschema.Incompatibility(crd, desired, owner, o.conn.Name)
+	r.Syncers.SetCompatible(consumer, o.conn.Name, why == "")
+	if why != "" {
+		o.incompatible = append(o.incompatible, fmt.Sprintf("%s: %s", consumer, why))
+		o.unrouted = append(o.unrouted, consumer)
+		return kbindschema.Outcome{}, false
+	}
+	outcome := kbindschema.Outcome{Hash: crd.Annotations[kbindv1alpha1.SchemaHashAnnotation], Established: kbindschema.Established(crd)}
+	if !outcome.Established {
 		o.pending = append(o.pending, fmt.Sprintf("CRD %s is not established yet", consumer))
 	}
 	return outcome, true
@@ -540,7 +617,7 @@ func (r *Reconciler) heldByBindingsOnly(ctx context.Context, connection, api str
 }
 
 // announceTakeOver tells each Binding through Connection from that lists
-// api, with a Warning Event, that the ClusterBinding took the API over and
+// api in a namespace the ClusterBinding covers, with a Warning Event, that the ClusterBinding took the API over and
 // where the provider copies it made through from are: they stay (kbind
 // deletes a copy only by draining it through the Connection that made it,
 // and the objects now sync through another).
@@ -560,6 +637,11 @@ func (r *Reconciler) announceTakeOver(ctx context.Context, b binding, conn *kbin
 	}
 	for _, nb := range bs {
 		if nb.BindingSpec().ConnectionRef.Name != from {
+			continue
+		}
+		// A Binding in a namespace the ClusterBinding does not select keeps
+		// syncing through from, a second route of the API.
+		if covers, err := syncer.CoversNamespace(ctx, r.Client, b.spec, nb.GetNamespace()); err != nil || !covers {
 			continue
 		}
 		r.Events.Eventf(nb, b.obj, corev1.EventTypeWarning, "ProviderCopiesLeft", "TakeOver",
@@ -585,18 +667,61 @@ func findCopies(api, namespace string, conn *kbindv1alpha1.Connection) string {
 		api, iso.Namespace(namespace), selector, conn.Name)
 }
 
-func (r *Reconciler) coveringClusterBindings(ctx context.Context, api string) ([]string, error) {
+// coveringClusterBindings names the live ClusterBindings of api that
+// cover namespace — their namespaceSelector selects it, or they have none
+// — and that no earlier binding through another Connection refuses: they
+// take precedence over a Binding there (BIND-2).
+func (r *Reconciler) coveringClusterBindings(ctx context.Context, api, namespace string) ([]string, error) {
 	cbs, err := index.ListBindings(ctx, r.Client, index.ClusterBindings, client.MatchingFields{index.BindingAPI: api})
 	if err != nil {
 		return nil, fmt.Errorf("the bindings of %s: %w", api, err)
 	}
+	refused, err := r.refusals(ctx, api)
+	if err != nil {
+		return nil, err
+	}
 	var names []string
 	for _, cb := range cbs {
-		if cb.GetDeletionTimestamp().IsZero() {
+		if _, no := refused[syncer.RoutingKey(cb)]; no || !cb.GetDeletionTimestamp().IsZero() {
+			continue
+		}
+		covers, err := syncer.CoversNamespace(ctx, r.Client, cb.BindingSpec(), namespace)
+		if err != nil {
+			return nil, err
+		}
+		if covers {
 			names = append(names, cb.GetName())
 		}
 	}
 	return names, nil
+}
+
+// refusals decides which bindings of api an earlier binding through
+// another Connection refuses (syncer.Refusals), from every binding that
+// lists it.
+func (r *Reconciler) refusals(ctx context.Context, api string) (map[routing.ClaimKey]string, error) {
+	all, err := index.ListBindings(ctx, r.Client, index.AllBindings, client.MatchingFields{index.BindingAPI: api})
+	if err != nil {
+		return nil, fmt.Errorf("the bindings of %s: %w", api, err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: api}, crd); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading consumer CRD %s: %w", api, err)
+		}
+		crd = nil
+	}
+	return syncer.Refusals(api, crd, all), nil
+}
+
+// overlappingEarlier names the earlier binding through another Connection
+// that refuses this one's entry for api, "" when none does.
+func (r *Reconciler) overlappingEarlier(ctx context.Context, b binding, api string) (string, error) {
+	refused, err := r.refusals(ctx, api)
+	if err != nil {
+		return "", err
+	}
+	return refused[syncer.RoutingKey(b.obj)], nil
 }
 
 // finalize unbinds (SCHEMA-6): a ClusterBinding that is the last binding
@@ -702,7 +827,7 @@ func (r *Reconciler) unbindCRD(ctx context.Context, b binding, api string) error
 	if conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyAll {
 		return nil
 	}
-	others, err := r.otherBindingsOf(ctx, api, b.obj)
+	others, err := r.otherBindingsOf(ctx, api, b.obj, "")
 	if err != nil || others > 0 {
 		return err
 	}
@@ -725,15 +850,15 @@ func (r *Reconciler) unbindCRD(ctx context.Context, b binding, api string) error
 }
 
 // otherBindingsOf counts the bindings other than self — a ClusterBinding
-// or a Binding — that list api.
-func (r *Reconciler) otherBindingsOf(ctx context.Context, api string, self client.Object) (int, error) {
+// or a Binding — that list api, through connection when it is not "".
+func (r *Reconciler) otherBindingsOf(ctx context.Context, api string, self client.Object, connection string) (int, error) {
 	all, err := index.ListBindings(ctx, r.Client, index.AllBindings, client.MatchingFields{index.BindingAPI: api})
 	if err != nil {
 		return 0, fmt.Errorf("the bindings of %s: %w", api, err)
 	}
 	n := 0
 	for _, other := range all {
-		if other.GetUID() != self.GetUID() {
+		if other.GetUID() != self.GetUID() && (connection == "" || other.BindingSpec().ConnectionRef.Name == connection) {
 			n++
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kbind/kbind/engine/related"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
+	"github.com/kbind/kbind/engine/syncer"
 )
 
 // reconcileRelated copies the binding's related resources (SYNC-R), or,
@@ -161,7 +162,13 @@ func (r *Reconciler) relatedOwners(ctx context.Context, b binding, o *observatio
 				owner.GVK = gvk
 			}
 			owner.Namespaced = crd.Spec.Scope == apiextensionsv1.NamespaceScoped
-			owner.Ready = owner.GVK.Kind != "" && r.Syncers.Running(consumer)
+			owner.Ready = owner.GVK.Kind != "" && r.Syncers.Running(syncer.Route{CRD: consumer, Connection: b.spec.ConnectionRef.Name})
+			// Only the objects the binding's filters select are its: with
+			// one API from several providers, the others' objects (and what
+			// they name) belong to other Connections.
+			objects, namespaces, err := syncer.Filters(*b.spec, consumer)
+			owner.Objects, owner.Namespaces = objects, namespaces
+			owner.Ready = owner.Ready && err == nil
 		}
 		out[a.Name] = owner
 	}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -34,6 +35,11 @@ type OwnerAPI struct {
 	// syncer runs (its informer has synced). Until then the entry waits
 	// and its copies stay.
 	Ready bool
+	// Objects and Namespaces are the binding's filters (the entry's
+	// objectSelector, a ClusterBinding's namespaceSelector; nil: every
+	// one): only the objects they select name related objects
+	// (docs/shaping.md#filters, docs/bindings.md#one-api-several-providers).
+	Objects, Namespaces labels.Selector
 }
 
 // referencePlan is what a reference entry reads: the objects of one bound
@@ -142,16 +148,11 @@ func (r *syncRun) resolveReferences(ctx context.Context, plans []entryPlan) {
 		if rp == nil || p.skip != "" || rp.pending {
 			continue
 		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(rp.owner.GVK.GroupVersion().WithKind(rp.owner.GVK.Kind + "List"))
-		if err := r.c.opts.ConsumerCache.List(ctx, list, client.InNamespace(r.b.Namespace)); err != nil {
+		owners, err := r.selectedOwners(ctx, rp.owner)
+		if err != nil {
 			rp.pending = true
 			r.failures = append(r.failures, fmt.Errorf("reading the %s objects relatedResources[%d] refers through: %w", rp.api, p.index, err))
 			continue
-		}
-		owners := make([]*unstructured.Unstructured, 0, len(list.Items))
-		for j := range list.Items {
-			owners = append(owners, &list.Items[j])
 		}
 		refs, problems := referralsOf(owners, rp.path, p.entry.Direction, p.entry.Resource, r.b.Isolation, r.c.denied)
 		rp.referrals = refs
@@ -167,6 +168,44 @@ func (r *syncRun) resolveReferences(ctx context.Context, plans []entryPlan) {
 			}
 		}
 	}
+}
+
+// selectedOwners reads, from the consumer cache, the objects of owner in
+// the binding's namespace (every one for a ClusterBinding) that its
+// filters select; the namespaces' labels come from the cache's
+// metadata-only Namespace informer.
+func (r *syncRun) selectedOwners(ctx context.Context, owner OwnerAPI) ([]*unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(owner.GVK.GroupVersion().WithKind(owner.GVK.Kind + "List"))
+	opts := []client.ListOption{client.InNamespace(r.b.Namespace)}
+	if owner.Objects != nil {
+		opts = append(opts, client.MatchingLabelsSelector{Selector: owner.Objects})
+	}
+	if err := r.c.opts.ConsumerCache.List(ctx, list, opts...); err != nil {
+		return nil, err
+	}
+	selected := map[string]bool{}
+	owners := make([]*unstructured.Unstructured, 0, len(list.Items))
+	for j := range list.Items {
+		ns := list.Items[j].GetNamespace()
+		if owner.Namespaces != nil && ns != "" {
+			in, known := selected[ns]
+			if !known {
+				meta := &metav1.PartialObjectMetadata{}
+				meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+				if err := r.c.opts.ConsumerCache.Get(ctx, client.ObjectKey{Name: ns}, meta); client.IgnoreNotFound(err) != nil {
+					return nil, fmt.Errorf("reading the labels of namespace %s: %w", ns, err)
+				}
+				in = owner.Namespaces.Matches(labels.Set(meta.Labels))
+				selected[ns] = in
+			}
+			if !in {
+				continue
+			}
+		}
+		owners = append(owners, &list.Items[j])
+	}
+	return owners, nil
 }
 
 // copyReferences copies what the owners of a reference entry name. The

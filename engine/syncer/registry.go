@@ -2,7 +2,10 @@ package syncer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +29,7 @@ import (
 	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/providerevents"
+	"github.com/kbind/kbind/engine/routing"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
 )
@@ -65,15 +69,20 @@ type Registry struct {
 	ReleaseOrphaned ReleaseOrphanedFunc
 
 	mu       sync.Mutex
-	syncers  map[string]*Syncer
-	failures map[string]failure
-	backoff  workqueue.TypedRateLimiter[string]
-	// used records, per API, the kinds whose informers the registry made
+	syncers  map[Route]*Syncer
+	failures map[Route]failure
+	backoff  workqueue.TypedRateLimiter[Route]
+	// used records, per route, the kinds whose informers the registry made
 	// the caches start (consumer and provider), so Forget can stop them.
-	used map[string]map[usedInformer]bool
-	// restarts are the pending wake-ups of failed Syncers, by API, due
+	used map[Route]map[usedInformer]bool
+	// restarts are the pending wake-ups of failed Syncers, by route, due
 	// when their restart backoff runs out; StopAll cancels them.
-	restarts map[string]*time.Timer
+	restarts map[Route]*time.Timer
+	// compatible records, per route through a Connection other than the
+	// consumer CRD's schema owner, whether that Connection's provider
+	// schema is compatible with the CRD (the binding reconciler checks it,
+	// SetCompatible); a route not recorded does not sync yet.
+	compatible map[Route]bool
 	// stopped is set by StopAll: no Syncer starts any more.
 	stopped bool
 
@@ -81,7 +90,19 @@ type Registry struct {
 	started func(*Syncer)
 }
 
-// failure is the last start failure of an API's Syncer and when it may be
+// Route is one consumer API served through one Connection: the registry
+// runs a Syncer per route. An API has one route per Connection whose
+// bindings list it (docs/bindings.md#one-api-several-providers).
+type Route struct {
+	// CRD is the consumer CRD's name.
+	CRD string
+	// Connection names the Connection.
+	Connection string
+}
+
+func (r Route) String() string { return r.CRD + " through Connection " + r.Connection }
+
+// failure is the last start failure of a route's Syncer and when it may be
 // started again.
 type failure struct {
 	err     error
@@ -91,8 +112,8 @@ type failure struct {
 // newRestartBackoff is how long a failed Syncer waits before it is started
 // again: 1s after the first failure, doubling, at most a minute; reset once
 // it syncs.
-func newRestartBackoff() workqueue.TypedRateLimiter[string] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)
+func newRestartBackoff() workqueue.TypedRateLimiter[Route] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[Route](time.Second, time.Minute)
 }
 
 func (r *Registry) notify(connection string) {
@@ -108,49 +129,52 @@ type usedInformer struct {
 	session *session.Session // nil: the consumer cache
 }
 
-// recordInformer records the consumer informer of an API.
-func (r *Registry) recordInformer(crdName string, gvk schema.GroupVersionKind) {
+// recordInformer records the consumer informer of a route.
+func (r *Registry) recordInformer(rt Route, gvk schema.GroupVersionKind) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.recordInformerLocked(crdName, gvk, nil, schema.GroupVersionKind{})
+	r.recordInformerLocked(rt, gvk, nil, schema.GroupVersionKind{})
 }
 
-// recordInformerLocked records the informers of an API: the consumer's at
+// recordInformerLocked records the informers of a route: the consumer's at
 // gvk and, with a session, the provider's at providerGVK; mu is held.
-func (r *Registry) recordInformerLocked(crdName string, gvk schema.GroupVersionKind, sess *session.Session, providerGVK schema.GroupVersionKind) {
+func (r *Registry) recordInformerLocked(rt Route, gvk schema.GroupVersionKind, sess *session.Session, providerGVK schema.GroupVersionKind) {
 	if r.used == nil {
-		r.used = map[string]map[usedInformer]bool{}
+		r.used = map[Route]map[usedInformer]bool{}
 	}
-	if r.used[crdName] == nil {
-		r.used[crdName] = map[usedInformer]bool{}
+	if r.used[rt] == nil {
+		r.used[rt] = map[usedInformer]bool{}
 	}
 	// A stopped session's cache stopped its informers; recording it any
 	// longer would keep the session — its caches, clients and REST mapper
 	// — alive after every credential rotation (measured: ~200 rotations,
 	// +120 MiB).
-	for inf := range r.used[crdName] {
+	for inf := range r.used[rt] {
 		if inf.session != nil && inf.session.Stopped() {
-			delete(r.used[crdName], inf)
+			delete(r.used[rt], inf)
 		}
 	}
-	r.used[crdName][usedInformer{gvk: gvk}] = true
+	r.used[rt][usedInformer{gvk: gvk}] = true
 	if sess != nil {
-		r.used[crdName][usedInformer{gvk: providerGVK, session: sess}] = true
+		r.used[rt][usedInformer{gvk: providerGVK, session: sess}] = true
 	}
 }
 
-// Forget releases everything held for an API no binding lists any more:
-// its Syncer, its per-object results, and the informers started for it on
-// the consumer and provider caches (so that unbound APIs cost nothing, and
-// a deleted CRD leaves no watch retrying forever).
+// Forget releases everything held for an API's route through connection
+// once no binding through connection lists the API any more: its Syncer,
+// its per-object results, and the informers started for it on the
+// consumer and provider caches that no other route uses (so that unbound
+// APIs cost nothing, and a deleted CRD leaves no watch retrying forever).
 func (r *Registry) Forget(ctx context.Context, crdName, connection string) {
+	rt := Route{CRD: crdName, Connection: connection}
 	r.mu.Lock()
-	current := r.syncers[crdName]
-	delete(r.syncers, crdName)
-	delete(r.failures, crdName)
-	r.restartBackoff().Forget(crdName)
-	used := r.used[crdName]
-	delete(r.used, crdName)
+	current := r.syncers[rt]
+	delete(r.syncers, rt)
+	delete(r.failures, rt)
+	delete(r.compatible, rt)
+	r.restartBackoff().Forget(rt)
+	used := r.used[rt]
+	delete(r.used, rt)
 	r.mu.Unlock()
 	if current != nil {
 		current.Stop()
@@ -161,14 +185,32 @@ func (r *Registry) Forget(ctx context.Context, crdName, connection string) {
 	}
 }
 
+// SetCompatible records whether the provider schema of connection, which
+// is not the schema owner of the consumer CRD crdName, is compatible with
+// that CRD: only then does the route sync.
+func (r *Registry) SetCompatible(crdName, connection string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.compatible == nil {
+		r.compatible = map[Route]bool{}
+	}
+	r.compatible[Route{CRD: crdName, Connection: connection}] = ok
+}
+
+func (r *Registry) isCompatible(rt Route) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.compatible[rt]
+}
+
 // takeInformersLocked removes from the record the informers of an API at
 // gvk (on every cache) and returns them; mu is held.
-func (r *Registry) takeInformersLocked(crdName string, gvk schema.GroupVersionKind) map[usedInformer]bool {
+func (r *Registry) takeInformersLocked(rt Route, gvk schema.GroupVersionKind) map[usedInformer]bool {
 	taken := map[usedInformer]bool{}
-	for inf := range r.used[crdName] {
+	for inf := range r.used[rt] {
 		if inf.gvk == gvk {
 			taken[inf] = true
-			delete(r.used[crdName], inf)
+			delete(r.used[rt], inf)
 		}
 	}
 	return taken
@@ -176,12 +218,12 @@ func (r *Registry) takeInformersLocked(crdName string, gvk schema.GroupVersionKi
 
 // takeSessionInformersLocked removes from the record the informers of an
 // API on one provider session's cache and returns them; mu is held.
-func (r *Registry) takeSessionInformersLocked(crdName string, sess *session.Session) map[usedInformer]bool {
+func (r *Registry) takeSessionInformersLocked(rt Route, sess *session.Session) map[usedInformer]bool {
 	taken := map[usedInformer]bool{}
-	for inf := range r.used[crdName] {
+	for inf := range r.used[rt] {
 		if inf.session != nil && inf.session == sess {
 			taken[inf] = true
-			delete(r.used[crdName], inf)
+			delete(r.used[rt], inf)
 		}
 	}
 	return taken
@@ -218,14 +260,15 @@ func (r *Registry) removeInformers(ctx context.Context, informers map[usedInform
 // that the binding's filters select (objects and namespaces, nil: every
 // one), from the consumer cache — the informer its Syncer uses, no second
 // one.
-func (r *Registry) Count(ctx context.Context, crdName string, gvk schema.GroupVersionKind, namespace string, allNamespaces bool,
+func (r *Registry) Count(ctx context.Context, rt Route, gvk schema.GroupVersionKind, namespace string, allNamespaces bool,
 	objects, namespaces labels.Selector) (int32, error) {
+	crdName := rt.CRD
 	// Only the number is needed: the cached objects are not copied.
 	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
 	if objects != nil {
 		opts = append(opts, client.MatchingLabelsSelector{Selector: objects})
 	}
-	list, err := r.listConsumer(ctx, crdName, gvk, namespace, allNamespaces, opts...)
+	list, err := r.listConsumer(ctx, rt, gvk, namespace, allNamespaces, opts...)
 	if err != nil {
 		return 0, fmt.Errorf("counting %s: %w", crdName, err)
 	}
@@ -263,9 +306,9 @@ const cacheSyncTimeout = 15 * time.Second
 // that waited for it would block its controller for good. Such an
 // informer is removed again unless a Syncer uses it, so that no watch is
 // left retrying a gone API.
-func (r *Registry) listConsumer(ctx context.Context, crdName string, gvk schema.GroupVersionKind, namespace string, allNamespaces bool,
+func (r *Registry) listConsumer(ctx context.Context, rt Route, gvk schema.GroupVersionKind, namespace string, allNamespaces bool,
 	opts ...client.ListOption) (*unstructured.UnstructuredList, error) {
-	r.recordInformer(crdName, gvk)
+	r.recordInformer(rt, gvk)
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if !allNamespaces {
@@ -278,7 +321,10 @@ func (r *Registry) listConsumer(ctx context.Context, crdName string, gvk schema.
 		return list, err
 	}
 	r.mu.Lock()
-	_, syncing := r.syncers[crdName]
+	syncing := false
+	for running := range r.syncers {
+		syncing = syncing || running.CRD == rt.CRD
+	}
 	r.mu.Unlock()
 	if !syncing {
 		obj := &unstructured.Unstructured{}
@@ -288,24 +334,24 @@ func (r *Registry) listConsumer(ctx context.Context, crdName string, gvk schema.
 	return nil, fmt.Errorf("the consumer cache did not sync within %s (is the API still served?): %w", cacheSyncTimeout, err)
 }
 
-// LastError is the error the API's Syncer last failed with, "" when it
+// LastError is the error the route's Syncer last failed with, "" when it
 // runs or has not failed since it last synced.
-func (r *Registry) LastError(crdName string) string {
+func (r *Registry) LastError(rt Route) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f, ok := r.failures[crdName]; ok {
+	if f, ok := r.failures[rt]; ok {
 		return f.err.Error()
 	}
 	return ""
 }
 
-// Refused is the access refusal the API's Syncer last failed with (a side
-// refuses the konnector the list of the API: see AccessRefused), "" when
-// it failed otherwise or not at all.
-func (r *Registry) Refused(crdName string) string {
+// Refused is the access refusal the route's Syncer last failed with (a
+// side refuses the konnector the list of the API: see AccessRefused), ""
+// when it failed otherwise or not at all.
+func (r *Registry) Refused(rt Route) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f, ok := r.failures[crdName]; ok {
+	if f, ok := r.failures[rt]; ok {
 		return Refusal(f.err)
 	}
 	return ""
@@ -326,37 +372,39 @@ type API struct {
 	crd *apiextensionsv1.CustomResourceDefinition
 }
 
-// resolve reads the consumer CRD, its Connection and session. ok is false
-// when the API cannot sync now (no CRD, not established, Connection not
-// Ready, no session).
-func (r *Registry) resolve(ctx context.Context, crdName string) (API, bool, error) {
+// resolve reads the consumer CRD and, for the route through connection,
+// that Connection and its session. ok is false when the route cannot sync
+// now (no CRD, not established, Connection not Ready, no session, or — for
+// a Connection other than the CRD's schema owner, when compatible is
+// asked for — its provider schema not found compatible).
+func (r *Registry) resolve(ctx context.Context, rt Route, compatible bool) (API, bool, error) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := r.Consumer.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
+	if err := r.Consumer.Get(ctx, client.ObjectKey{Name: rt.CRD}, crd); err != nil {
 		return API{}, false, client.IgnoreNotFound(err)
 	}
-	connName := crd.Annotations[kbindv1alpha1.ConnectionAnnotation]
-	if connName == "" || !established(crd) {
-		return API{}, false, nil
+	owner := crd.Annotations[kbindv1alpha1.ConnectionAnnotation]
+	if owner == "" || !established(crd) || (compatible && rt.Connection != owner && !r.isCompatible(rt)) {
+		return API{crd: crd}, false, nil
 	}
 	conn := &kbindv1alpha1.Connection{}
-	if err := r.Consumer.Get(ctx, client.ObjectKey{Name: connName}, conn); err != nil {
-		return API{}, false, client.IgnoreNotFound(err)
+	if err := r.Consumer.Get(ctx, client.ObjectKey{Name: rt.Connection}, conn); err != nil {
+		return API{crd: crd}, false, client.IgnoreNotFound(err)
 	}
 	if !ConnectionUsable(conn) {
-		return API{}, false, nil
+		return API{crd: crd}, false, nil
 	}
-	sess, ok := r.Sessions.Get(connName)
+	sess, ok := r.Sessions.Get(rt.Connection)
 	if !ok {
-		return API{}, false, nil
+		return API{crd: crd}, false, nil
 	}
 	version := kbindschema.StorageVersion(crd)
 	if version == nil {
-		return API{}, false, nil
+		return API{crd: crd}, false, nil
 	}
 	return API{
-		CRD: crdName, ProviderAPI: kbindschema.ProviderAPI(crd), Connection: connName, Session: sess, Conn: conn, crd: crd,
+		CRD: rt.CRD, ProviderAPI: kbindschema.ProviderAPI(crd), Connection: rt.Connection, Session: sess, Conn: conn, crd: crd,
 		Target: Target{
-			Connection:  connName,
+			Connection:  rt.Connection,
 			GVK:         schema.GroupVersionKind{Group: crd.Spec.Group, Version: version.Name, Kind: crd.Spec.Names.Kind},
 			ProviderGVK: kbindschema.ProviderGVK(crd, version.Name),
 			Namespaced:  crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
@@ -397,70 +445,208 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	return false
 }
 
-// scopeOf computes the scope the live bindings of the Connection give an
-// API: ClusterBindings first, then Bindings of namespaced APIs in the
-// namespaces the Connection admits (BIND-3). Deleting bindings are
-// excluded (they drain), and so are Bindings the Connection does not
-// admit: nothing of theirs is synced, and their objects, no longer in
-// scope, keep their finalizers and provider copies until they are admitted
-// again or deleted.
-func (r *Registry) scopeOf(ctx context.Context, api API) (Scope, error) {
-	scope := Scope{Namespaces: map[string]Policy{}}
-	byAPI := client.MatchingFields{index.BindingAPI: api.CRD}
+// scopesOf computes, for every Connection whose live bindings list the
+// consumer API crd, the scope they claim (docs/bindings.md#one-api-several-providers):
+//
+//   - a ClusterBinding claims the namespaces its namespaceSelector selects
+//     (every one without), and cluster-scoped objects; the first one per
+//     Connection gives that Connection's cluster policy;
+//   - a Binding claims its namespace when no ClusterBinding of the API
+//     (through any Connection) covers it — a ClusterBinding takes
+//     precedence (BIND-2) — and its Connection admits it (BIND-3);
+//   - bindings through different Connections that could both claim one
+//     object are refused, the later one (routing.Refusals), and claim
+//     nothing; deleting bindings drain and claim nothing.
+//
+// Claims come from the bindings alone, never from a Connection's health or
+// schema compatibility, so that another route never takes an object over
+// because a provider is unreachable. Each scope lists the others' as
+// Elsewhere. A binding whose filters do not parse claims everything it
+// could, selecting nothing itself: nothing of it syncs and nothing it
+// could cover is released (the binding says so).
+func (r *Registry) scopesOf(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (map[string]Scope, error) {
+	byAPI := client.MatchingFields{index.BindingAPI: crd.Name}
 	cbs, err := index.ListBindings(ctx, r.Consumer, index.ClusterBindings, byAPI)
 	if err != nil {
-		return scope, fmt.Errorf("the bindings of %s: %w", api.CRD, err)
+		return nil, fmt.Errorf("the bindings of %s: %w", crd.Name, err)
 	}
+	var bs []kbindv1alpha1.BindingObject
+	if crd.Spec.Scope == apiextensionsv1.NamespaceScoped {
+		if bs, err = index.ListBindings(ctx, r.Consumer, index.Bindings, byAPI); err != nil {
+			return nil, fmt.Errorf("the bindings of %s: %w", crd.Name, err)
+		}
+	}
+	refused := Refusals(crd.Name, crd, append(append([]kbindv1alpha1.BindingObject{}, cbs...), bs...))
+	// own are the scopes the Connections' Syncers sync; claimed what each
+	// claims for the others' Elsewhere, where a binding whose filters do
+	// not parse claims everything it could.
+	own, claimed := map[string]Scope{}, map[string]Scope{}
+	var covering []labels.Selector // the live ClusterBindings' namespace selectors (nil: every namespace)
 	for _, cb := range cbs {
-		if !mine(cb, api) || scope.Cluster {
+		if !claims(cb, crd, refused) {
 			continue
 		}
-		p, err := policyOf(*cb.BindingSpec(), api.CRD)
+		covering = append(covering, coverage(*cb.BindingSpec()))
+		p, err := policyOf(*cb.BindingSpec(), crd.Name)
 		if err != nil {
 			// The binding says so (Filters); its objects wait, untouched.
 			log.FromContext(ctx).V(1).Info("A ClusterBinding gives no scope: its filters do not parse", "binding", cb.GetName(), "error", err.Error())
-			continue
 		}
-		scope.Cluster, scope.ClusterPolicy = true, p
+		addClaim(own, claimed, cb.BindingSpec().ConnectionRef.Name, "", p, err == nil)
 	}
-	if scope.Cluster || !api.Target.Namespaced {
-		return scope, nil
+	if err := r.addBindingClaims(ctx, crd, bs, refused, covering, own, claimed); err != nil {
+		return nil, err
 	}
-	bs, err := index.ListBindings(ctx, r.Consumer, index.Bindings, byAPI)
-	if err != nil {
-		return scope, fmt.Errorf("the bindings of %s: %w", api.CRD, err)
-	}
-	for _, b := range bs {
-		if _, taken := scope.Namespaces[b.GetNamespace()]; !mine(b, api) || taken {
-			continue
-		}
-		d, err := admission.Admits(ctx, r.Consumer, api.Conn, b.GetNamespace())
-		if err != nil {
-			return scope, err
-		}
-		if !d.Admitted {
-			continue
-		}
-		p, err := policyOf(*b.BindingSpec(), api.CRD)
-		if err != nil {
-			log.FromContext(ctx).V(1).Info("A Binding gives no scope: its filters do not parse", "binding", b.GetNamespace()+"/"+b.GetName(), "error", err.Error())
-			continue
-		}
-		scope.Namespaces[b.GetNamespace()] = p
-	}
-	return scope, nil
+	return withElsewhere(own, claimed), nil
 }
 
-// mine reports whether b is a live binding through the API's Connection
-// (a deleting one drains instead) whose entry for the API is the one its
-// consumer CRD serves (another entry, projecting another provider API onto
-// the same consumer name, is refused: Collision).
-func mine(b kbindv1alpha1.BindingObject, api API) bool {
-	if b.BindingSpec().ConnectionRef.Name != api.Connection || !b.GetDeletionTimestamp().IsZero() {
+// addBindingClaims adds the claims of the namespaced Bindings bs of the
+// consumer API crd: a Binding claims its namespace when no ClusterBinding
+// covers it (covering) and its Connection admits it.
+func (r *Registry) addBindingClaims(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, bs []kbindv1alpha1.BindingObject,
+	refused map[routing.ClaimKey]string, covering []labels.Selector, own, claimed map[string]Scope) error {
+	for _, b := range bs {
+		if !claims(b, crd, refused) {
+			continue
+		}
+		conn, ns := b.BindingSpec().ConnectionRef.Name, b.GetNamespace()
+		covered, err := coveredByClusterBinding(ctx, r.Cache, covering, ns)
+		if err != nil {
+			return err
+		}
+		if covered {
+			continue
+		}
+		admitted, err := r.admits(ctx, conn, ns)
+		if err != nil {
+			return err
+		}
+		if !admitted {
+			continue
+		}
+		p, err := policyOf(*b.BindingSpec(), crd.Name)
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("A Binding gives no scope: its filters do not parse", "binding", ns+"/"+b.GetName(), "error", err.Error())
+		}
+		addClaim(own, claimed, conn, ns, p, err == nil)
+	}
+	return nil
+}
+
+// withElsewhere gives each Connection's own scope the claims of the
+// others, in a stable order (a scope that did not change compares equal).
+func withElsewhere(own, claimed map[string]Scope) map[string]Scope {
+	for conn := range claimed {
+		sc, ok := own[conn]
+		if !ok {
+			sc = Scope{Namespaces: map[string]Policy{}}
+		}
+		for _, other := range slices.Sorted(maps.Keys(claimed)) {
+			if other != conn {
+				osc := claimed[other]
+				osc.Connection = other
+				sc.Elsewhere = append(sc.Elsewhere, osc)
+			}
+		}
+		own[conn] = sc
+	}
+	return own
+}
+
+// addClaim adds a binding's claim — on namespace, or cluster-wide when ""
+// — through conn with policy p: to the Connection's own scope when its
+// filters parse (valid), and to what it claims for the others either way
+// (a binding whose filters do not parse claims everything it could).
+// The first claim of a namespace, or cluster-wide, per Connection wins.
+func addClaim(own, claimed map[string]Scope, conn, namespace string, p Policy, valid bool) {
+	if valid {
+		addTo(own, conn, namespace, p)
+	} else {
+		p = Policy{}
+	}
+	addTo(claimed, conn, namespace, p)
+}
+
+func addTo(scopes map[string]Scope, conn, namespace string, p Policy) {
+	sc, ok := scopes[conn]
+	if !ok {
+		sc = Scope{Namespaces: map[string]Policy{}}
+	}
+	switch {
+	case namespace != "":
+		if _, taken := sc.Namespaces[namespace]; !taken {
+			sc.Namespaces[namespace] = p
+		}
+	case !sc.Cluster:
+		sc.Cluster, sc.ClusterPolicy = true, p
+	}
+	scopes[conn] = sc
+}
+
+// admits reports whether connection admits Bindings in namespace (BIND-3);
+// a Connection that cannot be read admits them — a claim, never a
+// release: its route does not sync anyway.
+func (r *Registry) admits(ctx context.Context, connection, namespace string) (bool, error) {
+	conn := &kbindv1alpha1.Connection{}
+	if err := r.Consumer.Get(ctx, client.ObjectKey{Name: connection}, conn); err != nil {
+		return true, client.IgnoreNotFound(err)
+	}
+	d, err := admission.Admits(ctx, r.Consumer, conn, namespace)
+	return d.Admitted, err
+}
+
+// coverage is the namespaces a ClusterBinding covers for precedence: its
+// namespaceSelector, nil (every namespace) when unset or when it does not
+// parse — a binding that says nothing clearly claims everything it might.
+func coverage(spec kbindv1alpha1.BindingSpec) labels.Selector {
+	if spec.NamespaceSelector == nil {
+		return nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(spec.NamespaceSelector)
+	if err != nil {
+		return nil
+	}
+	return sel
+}
+
+// coveredByClusterBinding reports whether one of the ClusterBindings'
+// namespace selectors (nil: every namespace) covers namespace, whose
+// labels come from the consumer cache. A namespace that cannot be found
+// is covered by selector-less ones only; a failed read is an error.
+func coveredByClusterBinding(ctx context.Context, c client.Reader, selectors []labels.Selector, namespace string) (bool, error) {
+	var nsLabels map[string]string
+	read := false
+	for _, sel := range selectors {
+		if sel == nil {
+			return true, nil
+		}
+		if !read {
+			var err error
+			if nsLabels, err = namespaceLabels(ctx, c, namespace); client.IgnoreNotFound(err) != nil {
+				return false, fmt.Errorf("reading the labels of namespace %s: %w", namespace, err)
+			}
+			read = true
+		}
+		if sel.Matches(labels.Set(nsLabels)) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// claims reports whether b is a live binding whose entry for the consumer
+// API crd is the one the CRD serves (another entry, projecting another
+// provider API onto the same consumer name, is refused: Collision), and
+// that no earlier binding through another Connection refuses (refused).
+func claims(b kbindv1alpha1.BindingObject, crd *apiextensionsv1.CustomResourceDefinition, refused map[routing.ClaimKey]string) bool {
+	if !b.GetDeletionTimestamp().IsZero() {
 		return false
 	}
-	entry, ok := b.BindingSpec().APIFor(api.CRD)
-	return ok && (api.crd == nil || kbindschema.Serves(entry, api.crd))
+	if _, no := refused[RoutingKey(b)]; no {
+		return false
+	}
+	entry, ok := b.BindingSpec().APIFor(crd.Name)
+	return ok && kbindschema.Serves(entry, crd)
 }
 
 // policyOf is how a binding syncs the objects of consumer API crd; an
@@ -536,23 +722,52 @@ func nextStep(current *Syncer, want bool, api API, backoffPending bool) step {
 	}
 }
 
-// Reconcile makes the Syncer of the API named by its consumer CRD match
-// the current bindings, CRD and Connection. Concurrent calls for one API
-// (the ClusterBinding and Binding controllers) are safe: every decision is
-// taken under the lock on the registry's current state, and after stopping
-// a Syncer (which happens unlocked) the state is read again — another call
-// may have started one meanwhile, which is then kept or replaced, never
-// overwritten and left running.
+// Reconcile makes the Syncers of the API named by its consumer CRD — one
+// per route, a Connection whose bindings claim some of its objects — match
+// the current bindings, CRD and Connections.
 func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
-	api, ok, err := r.resolve(ctx, crdName)
-	if err != nil {
-		return err
-	}
-	var scope Scope
-	if ok {
-		if scope, err = r.scopeOf(ctx, api); err != nil {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	scopes := map[string]Scope{}
+	switch err := r.Consumer.Get(ctx, client.ObjectKey{Name: crdName}, crd); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("reading consumer CRD %s: %w", crdName, err)
+	default:
+		if scopes, err = r.scopesOf(ctx, crd); err != nil {
 			return err
 		}
+	}
+	connections := map[string]bool{}
+	for conn := range scopes {
+		connections[conn] = true
+	}
+	r.mu.Lock()
+	for rt := range r.syncers {
+		if rt.CRD == crdName {
+			connections[rt.Connection] = true
+		}
+	}
+	r.mu.Unlock()
+	var errs []error
+	for _, conn := range slices.Sorted(maps.Keys(connections)) {
+		if err := r.reconcileRoute(ctx, Route{CRD: crdName, Connection: conn}, scopes[conn]); err != nil {
+			errs = append(errs, fmt.Errorf("the route through Connection %s: %w", conn, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reconcileRoute makes the Syncer of one route match its scope, CRD and
+// Connection. Concurrent calls for one route (the ClusterBinding and
+// Binding controllers) are safe: every decision is taken under the lock
+// on the registry's current state, and after stopping a Syncer (which
+// happens unlocked) the state is read again — another call may have
+// started one meanwhile, which is then kept or replaced, never
+// overwritten and left running.
+func (r *Registry) reconcileRoute(ctx context.Context, rt Route, scope Scope) error {
+	api, ok, err := r.resolve(ctx, rt, true)
+	if err != nil {
+		return err
 	}
 	want := ok && !scope.empty()
 	for {
@@ -562,52 +777,53 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 			return nil // the manager is stopping: start nothing
 		}
 		if r.syncers == nil {
-			r.syncers = map[string]*Syncer{}
+			r.syncers = map[Route]*Syncer{}
 		}
-		current := r.syncers[crdName]
-		f, failed := r.failures[crdName]
+		current := r.syncers[rt]
+		f, failed := r.failures[rt]
 		switch nextStep(current, want, api, failed && time.Now().Before(f.retryAt)) {
 		case stepWait, stepDone:
 			r.mu.Unlock()
 			return nil
 		case stepForget:
-			delete(r.syncers, crdName)
+			delete(r.syncers, rt)
 			r.mu.Unlock()
 			// A failed Syncer kept kbind_syncer_ready at 0; a restart sets
 			// it again, and an API no longer bound has none.
 			current.forgetReadyMetric()
 		case stepStop:
-			delete(r.syncers, crdName)
+			delete(r.syncers, rt)
 			var stale map[usedInformer]bool
 			switch {
-			case want && current.target.GVK != api.Target.GVK:
+			case !want:
+				// Nothing of the route syncs (its bindings are covered by a
+				// ClusterBinding through another Connection, BIND-3, or its
+				// Connection is not usable): its provider watch goes, its
+				// session stays for its other APIs.
+				stale = r.takeSessionInformersLocked(rt, current.session)
+			case current.target.GVK != api.Target.GVK:
 				// The storage version changed: the next Syncer watches the
 				// new version, and nothing reads the old one any more.
-				stale = r.takeInformersLocked(crdName, current.target.GVK)
-				for inf := range r.takeInformersLocked(crdName, current.target.ProviderGVK) {
+				stale = r.takeInformersLocked(rt, current.target.GVK)
+				for inf := range r.takeInformersLocked(rt, current.target.ProviderGVK) {
 					stale[inf] = true
 				}
-			case want && current.target.Connection != api.Target.Connection:
-				// Another Connection supplies the API now (a ClusterBinding
-				// took its CRD over, BIND-3): the old one's provider watch
-				// goes, its session stays for its other APIs.
-				stale = r.takeSessionInformersLocked(crdName, current.session)
 			}
 			r.mu.Unlock()
 			current.Stop()
 			r.removeInformers(ctx, stale)
-			log.FromContext(ctx).Info("Stopped syncer", "crd", crdName)
+			log.FromContext(ctx).Info("Stopped syncer", "crd", rt.CRD, "connection", rt.Connection)
 		case stepRescope:
 			r.mu.Unlock()
 			current.SetScope(ctx, scope)
 			return nil
 		case stepStart:
-			r.recordInformerLocked(crdName, api.Target.GVK, api.Session, api.Target.ProviderGVK)
-			logger := log.FromContext(ctx).WithValues("crd", crdName, "connection", api.Connection)
-			s := r.newSyncer(crdName, api)
+			r.recordInformerLocked(rt, api.Target.GVK, api.Session, api.Target.ProviderGVK)
+			logger := log.FromContext(ctx).WithValues("crd", rt.CRD, "connection", rt.Connection)
+			s := r.newSyncer(rt, api)
 			s.scope = scope
 			s.prepare(log.IntoContext(api.Session.Context(), logger))
-			r.syncers[crdName] = s
+			r.syncers[rt] = s
 			r.mu.Unlock()
 			if r.started != nil {
 				r.started(s)
@@ -622,16 +838,16 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 }
 
 // restartBackoff returns the restart rate limiter; mu is held.
-func (r *Registry) restartBackoff() workqueue.TypedRateLimiter[string] {
+func (r *Registry) restartBackoff() workqueue.TypedRateLimiter[Route] {
 	if r.backoff == nil {
 		r.backoff = newRestartBackoff()
 	}
 	return r.backoff
 }
 
-// newSyncer builds the Syncer of an API, reporting its readiness and
+// newSyncer builds the Syncer of a route, reporting its readiness and
 // failures back to the registry; mu is held.
-func (r *Registry) newSyncer(crdName string, api API) *Syncer {
+func (r *Registry) newSyncer(rt Route, api API) *Syncer {
 	if r.EventLimiter == nil {
 		r.EventLimiter = providerevents.NewLimiter(providerevents.DefaultLimits)
 	}
@@ -641,8 +857,8 @@ func (r *Registry) newSyncer(crdName string, api API) *Syncer {
 		Events: r.Events, Results: r.Results, Workers: r.Workers, EventLimiter: limiter, ReleaseOrphaned: r.ReleaseOrphaned,
 		OnReady: func() {
 			r.mu.Lock()
-			delete(r.failures, crdName)
-			r.restartBackoff().Forget(crdName)
+			delete(r.failures, rt)
+			r.restartBackoff().Forget(rt)
 			r.mu.Unlock()
 			r.notify(api.Connection)
 		},
@@ -650,49 +866,66 @@ func (r *Registry) newSyncer(crdName string, api API) *Syncer {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if r.failures == nil {
-				r.failures = map[string]failure{}
+				r.failures = map[Route]failure{}
 			}
-			delay := r.restartBackoff().When(crdName)
-			r.failures[crdName] = failure{err: err, retryAt: time.Now().Add(delay)}
-			r.scheduleRestartLocked(crdName, api.Connection, delay)
+			delay := r.restartBackoff().When(rt)
+			r.failures[rt] = failure{err: err, retryAt: time.Now().Add(delay)}
+			r.scheduleRestartLocked(rt, delay)
 		},
 	})
 }
 
 // Drain releases the consumer objects of an API that a deleting binding
-// covered and no live binding still covers (SYNC-D): owned provider copies
-// are deleted and the finalizer released once they are gone. It returns
-// how many objects still wait. With no provider session the objects wait
+// through connection covered and that no live binding still claims
+// (SYNC-D): owned provider copies are deleted and the finalizer released
+// once they are gone. It returns how many objects still wait. An object
+// another Connection's binding claims now is left to that route and keeps
+// its finalizer (its copy on this Connection's provider stays, as after a
+// takeover, BIND-3). With no provider session the objects wait
 // (unreachable); when the Connection itself is gone they are released and
 // an Event names the provider copies left behind. The objects are released
 // by a releaser of their own, the Syncers' deletion logic (release.go),
-// whether or not a Syncer runs for the API.
+// whether or not a Syncer runs for the route.
 func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace string, allNamespaces bool, regarding client.Object) (int, error) {
+	rt := Route{CRD: crdName, Connection: connection}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := r.Consumer.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
-	if crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != connection {
-		return 0, nil // not this Connection's CRD: nothing of ours to drain
+	if crd.Annotations[kbindv1alpha1.ConnectionAnnotation] == "" {
+		return 0, nil // not kbind's CRD: nothing of ours to drain
 	}
-	api, ok, err := r.resolve(ctx, crdName)
+	scopes, err := r.scopesOf(ctx, crd)
 	if err != nil {
 		return 0, err
 	}
-	gvk, _ := kbindschema.StorageGVK(crd)
-	scope := Scope{}
-	if ok {
-		if scope, err = r.scopeOf(ctx, api); err != nil {
-			return 0, err
-		}
+	// A drain needs no compatible schema: it deletes the copies the route
+	// made, read by their provider names.
+	api, ok, err := r.resolve(ctx, rt, false)
+	if err != nil {
+		return 0, err
 	}
-	objs, err := r.listConsumer(ctx, crdName, gvk, namespace, allNamespaces)
+	scope := scopes[connection]
+	if !ok {
+		scope = Scope{Elsewhere: scope.Elsewhere}
+	}
+	gvk, _ := kbindschema.StorageGVK(crd)
+	objs, err := r.listConsumer(ctx, rt, gvk, namespace, allNamespaces)
 	if err != nil {
 		return 0, fmt.Errorf("listing %s: %w", crdName, err)
 	}
+	// A copy this route made of an object that moved may be left even
+	// when the new route has not taken the object's finalizer yet.
+	draining, moved, to, err := r.claimedElsewhere(ctx, uncoveredBy(objs.Items, scope), scope)
+	if err != nil {
+		return 0, err
+	}
+	draining = holdingFinalizer(draining)
 	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
-	draining := leftScope(objs.Items, scope)
 	if ok {
+		if err := rel.releaseMovedAll(ctx, moved, to); err != nil {
+			return 0, err
+		}
 		return rel.drain(ctx, draining)
 	}
 	conn := &kbindv1alpha1.Connection{}
@@ -709,29 +942,52 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	return remaining, nil
 }
 
-// Running reports whether a Syncer runs for the API and syncs (its
+// claimedElsewhere splits objs into those no other Connection's binding
+// claims (draining) and those one does (moved, with the Connection each
+// moved to): they are that route's now.
+func (r *Registry) claimedElsewhere(ctx context.Context, objs []*unstructured.Unstructured, scope Scope) (
+	draining, moved []*unstructured.Unstructured, to map[client.ObjectKey]string, err error) {
+	to = map[client.ObjectKey]string{}
+	for _, obj := range objs {
+		var nsLabels map[string]string
+		if ns := obj.GetNamespace(); ns != "" && scope.selectsNamespaces() {
+			if nsLabels, err = namespaceLabels(ctx, r.Cache, ns); client.IgnoreNotFound(err) != nil {
+				return nil, nil, nil, fmt.Errorf("reading the labels of namespace %s: %w", ns, err)
+			}
+		}
+		if conn := scope.claimedElsewhere(obj.GetNamespace(), nsLabels, obj.GetLabels()); conn != "" {
+			moved = append(moved, obj)
+			to[client.ObjectKeyFromObject(obj)] = conn
+			continue
+		}
+		draining = append(draining, obj)
+	}
+	return draining, moved, to, nil
+}
+
+// Running reports whether a Syncer runs for the route and syncs (its
 // informers have synced).
-func (r *Registry) Running(crdName string) bool {
+func (r *Registry) Running(rt Route) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s, ok := r.syncers[crdName]
+	s, ok := r.syncers[rt]
 	return ok && s.Ready()
 }
 
 // scheduleRestartLocked wakes the Connection's bindings once the restart
 // backoff of a failed Syncer has run out, so that they restart it; mu is
 // held. Nothing is scheduled once the registry has stopped.
-func (r *Registry) scheduleRestartLocked(crdName, connection string, delay time.Duration) {
+func (r *Registry) scheduleRestartLocked(rt Route, delay time.Duration) {
 	if r.stopped {
 		return
 	}
 	if r.restarts == nil {
-		r.restarts = map[string]*time.Timer{}
+		r.restarts = map[Route]*time.Timer{}
 	}
-	if prev := r.restarts[crdName]; prev != nil {
+	if prev := r.restarts[rt]; prev != nil {
 		prev.Stop()
 	}
-	r.restarts[crdName] = time.AfterFunc(delay, func() { r.notify(connection) })
+	r.restarts[rt] = time.AfterFunc(delay, func() { r.notify(rt.Connection) })
 }
 
 // Start runs the registry as a manager.Runnable: it blocks until ctx ends,

@@ -113,7 +113,7 @@ func TestReconcileRaceLeavesOneSyncer(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	r.mu.Lock()
-	owned := r.syncers[crd.Name]
+	owned := r.syncers[Route{CRD: crd.Name, Connection: "p"}]
 	r.mu.Unlock()
 	running := 0
 	for _, s := range all {
@@ -168,7 +168,7 @@ func TestForgetDropsResults(t *testing.T) {
 	target := Target{Connection: "p", GVK: schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Widget"}}
 	results.set(target, types.NamespacedName{Namespace: "a", Name: "w"}, Result{State: StateSynced})
 	r := &Registry{Cache: blockingCache{}, Results: results}
-	r.recordInformer("widgets.example.org", target.GVK)
+	r.recordInformer(Route{CRD: "widgets.example.org", Connection: "p"}, target.GVK)
 	r.Cache = removingCache{}
 	r.Forget(context.Background(), "widgets.example.org", "p")
 	if s := results.Summarize("p", target.GVK.GroupKind(), "", true); s.Synced != 0 {
@@ -190,16 +190,16 @@ func TestTakeInformersOfOneVersion(t *testing.T) {
 	v2 := v1.GroupKind().WithVersion("v2")
 	r := &Registry{}
 	sess := &session.Session{}
-	r.recordInformerLocked("widgets.example.org", v1, sess, v1) // consumer and provider
-	r.recordInformerLocked("widgets.example.org", v2, nil, schema.GroupVersionKind{})
-	taken := r.takeInformersLocked("widgets.example.org", v1)
+	r.recordInformerLocked(Route{CRD: "widgets.example.org", Connection: "p"}, v1, sess, v1) // consumer and provider
+	r.recordInformerLocked(Route{CRD: "widgets.example.org", Connection: "p"}, v2, nil, schema.GroupVersionKind{})
+	taken := r.takeInformersLocked(Route{CRD: "widgets.example.org", Connection: "p"}, v1)
 	if len(taken) != 2 || !taken[usedInformer{gvk: v1}] || !taken[usedInformer{gvk: v1, session: sess}] {
 		t.Errorf("taken %v, want the v1 informers on both sides", taken)
 	}
-	if left := r.used["widgets.example.org"]; len(left) != 1 || !left[usedInformer{gvk: v2}] {
+	if left := r.used[Route{CRD: "widgets.example.org", Connection: "p"}]; len(left) != 1 || !left[usedInformer{gvk: v2}] {
 		t.Errorf("left %v, want the v2 informer", left)
 	}
-	if taken := r.takeInformersLocked("gadgets.example.org", v1); len(taken) != 0 {
+	if taken := r.takeInformersLocked(Route{CRD: "gadgets.example.org", Connection: "p"}, v1); len(taken) != 0 {
 		t.Errorf("an unknown API gave %v", taken)
 	}
 }
@@ -216,7 +216,7 @@ func TestRecordForgetsStoppedSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Registry{}
-	r.recordInformerLocked("widgets.example.org", gvk, old, gvk)
+	r.recordInformerLocked(Route{CRD: "widgets.example.org", Connection: "p"}, gvk, old, gvk)
 	// New credentials: a new candidate replaces (and stops) the old one.
 	newer, _, err := m.Prepare("p", "hash-2", "", "", "", cfg)
 	if err != nil {
@@ -225,9 +225,9 @@ func TestRecordForgetsStoppedSessions(t *testing.T) {
 	if !old.Stopped() || newer.Stopped() {
 		t.Fatalf("stopped: old %v, newer %v; want true, false", old.Stopped(), newer.Stopped())
 	}
-	r.recordInformerLocked("widgets.example.org", gvk, newer, gvk)
+	r.recordInformerLocked(Route{CRD: "widgets.example.org", Connection: "p"}, gvk, newer, gvk)
 	want := map[usedInformer]bool{{gvk: gvk}: true, {gvk: gvk, session: newer}: true}
-	if got := r.used["widgets.example.org"]; !maps.Equal(got, want) {
+	if got := r.used[Route{CRD: "widgets.example.org", Connection: "p"}]; !maps.Equal(got, want) {
 		t.Errorf("recorded %v, want the consumer's and the new session's informer only", got)
 	}
 	m.Stop("p")
@@ -241,8 +241,8 @@ func TestForgetKeepsASharedProviderInformer(t *testing.T) {
 	sess := &session.Session{}
 	removed := &recordingCache{}
 	r := &Registry{Cache: removed, Results: NewResults(nil)}
-	r.recordInformerLocked("widgets.example.org", provider, sess, provider)
-	r.recordInformerLocked("acmewidgets.acme.io", projected, sess, provider)
+	r.recordInformerLocked(Route{CRD: "widgets.example.org", Connection: "p"}, provider, sess, provider)
+	r.recordInformerLocked(Route{CRD: "acmewidgets.acme.io", Connection: "p"}, projected, sess, provider)
 	r.Forget(context.Background(), "acmewidgets.acme.io", "p")
 	if want := []schema.GroupVersionKind{projected}; !slices.Equal(removed.gvks, want) {
 		t.Errorf("removed %v, want only the projected consumer informer %v", removed.gvks, want)

@@ -240,13 +240,27 @@ func (r *releaser) providerCopy(ctx context.Context, key types.NamespacedName) (
 // leftScope returns the objects a drain releases: those that still hold
 // the syncer finalizer and that no live binding of scope covers any more.
 func leftScope(objs []unstructured.Unstructured, scope Scope) []*unstructured.Unstructured {
+	return holdingFinalizer(uncoveredBy(objs, scope))
+}
+
+// uncoveredBy returns the objects of objs in namespaces scope does not
+// cover.
+func uncoveredBy(objs []unstructured.Unstructured, scope Scope) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for i := range objs {
-		obj := &objs[i]
-		if !controllerutil.ContainsFinalizer(obj, kbindv1alpha1.SyncerFinalizer) {
-			continue
+		if _, covered := scope.covers(objs[i].GetNamespace()); !covered {
+			out = append(out, &objs[i])
 		}
-		if _, covered := scope.covers(obj.GetNamespace()); !covered {
+	}
+	return out
+}
+
+// holdingFinalizer returns the objects of objs that hold the syncer
+// finalizer.
+func holdingFinalizer(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, obj := range objs {
+		if controllerutil.ContainsFinalizer(obj, kbindv1alpha1.SyncerFinalizer) {
 			out = append(out, obj)
 		}
 	}

@@ -57,6 +57,10 @@ type objectSync struct {
 	// deselected: the binding's filters no longer select the object,
 	// which holds the finalizer: it is released (releaseDeleting).
 	deselected bool
+	// movedTo: another Connection, whose binding claims the object: a
+	// copy this route made is released for the move (releaseMoved), and
+	// nothing else is done.
+	movedTo string
 	// Filled in by place.
 	pkey types.NamespacedName // its copy's provider key
 	// Filled in by readProvider (from the session cache), and by applySpec
@@ -80,6 +84,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName, seen *chang
 		s.readConsumer,    // gone or out of scope: forgotten
 		s.place,           // no provider place under the isolation: failed
 		s.readProvider,    // a failed read is never taken as absence
+		s.releaseMoved,    // an object routed elsewhere: this route's copy is released, and ends here
 		s.releaseDeleting, // a deleting object is released (SYNC-D), and ends here
 		s.holdFinalizer,   // before the first provider write (SYNC-D)
 		s.waitTerminating, // a terminating copy is waited for (SYNC-5)
@@ -109,14 +114,24 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 		}
 		return done, fmt.Errorf("reading consumer object: %w", err)
 	}
+	scope := s.currentScope()
 	var inScope bool
-	if o.policy, inScope = s.currentScope().covers(o.key.Namespace); !inScope {
-		s.results.forget(s.target, o.key)
-		return done, nil
-	}
-	selected, err := s.selected(ctx, o.policy, o.cobj)
+	o.policy, inScope = scope.covers(o.key.Namespace)
+	selected, elsewhere, err := s.selected(ctx, scope, o.policy, inScope, o.cobj)
 	if err != nil {
 		return done, err
+	}
+	if elsewhere != "" {
+		// Another Connection's binding claims it: its route, its finalizer.
+		// What this route may still hold of it is its copy here, released
+		// for the move.
+		s.results.forget(s.target, o.key)
+		o.movedTo = elsewhere
+		return next, nil
+	}
+	if !inScope {
+		s.results.forget(s.target, o.key)
+		return done, nil
 	}
 	if !selected {
 		if !controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer) {
@@ -129,18 +144,22 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 	return next, nil
 }
 
-// selected applies the binding's filters to the consumer object; the
-// namespace's labels come from the consumer cache (metadata only). A
-// failed read is an error, never "not selected": deselecting releases.
-func (s *Syncer) selected(ctx context.Context, policy Policy, cobj *unstructured.Unstructured) (bool, error) {
+// selected applies the binding's filters to the consumer object, and
+// tells an object another Connection's binding selects (elsewhere) from
+// one nobody does; the namespace's labels come from the consumer cache
+// (metadata only). A failed read is an error, never "not selected":
+// deselecting releases.
+func (s *Syncer) selected(ctx context.Context, scope Scope, policy Policy, inScope bool, cobj *unstructured.Unstructured) (selected bool, elsewhere string, err error) {
 	var nsLabels map[string]string
-	if policy.Namespaces != nil && cobj.GetNamespace() != "" {
-		var err error
+	if ((inScope && policy.Namespaces != nil) || scope.selectsNamespaces()) && cobj.GetNamespace() != "" {
 		if nsLabels, err = namespaceLabels(ctx, s.ccache, cobj.GetNamespace()); err != nil {
-			return false, fmt.Errorf("reading the labels of namespace %s for the binding's namespaceSelector: %w", cobj.GetNamespace(), err)
+			return false, "", fmt.Errorf("reading the labels of namespace %s for the bindings' namespaceSelectors: %w", cobj.GetNamespace(), err)
 		}
 	}
-	return policy.selects(nsLabels, cobj.GetLabels()), nil
+	if inScope && policy.selects(nsLabels, cobj.GetLabels()) {
+		return true, "", nil
+	}
+	return false, scope.claimedElsewhere(cobj.GetNamespace(), nsLabels, cobj.GetLabels()), nil
 }
 
 // namespaceLabels reads a consumer namespace's labels from the cache's
@@ -176,6 +195,16 @@ func (s *Syncer) readProvider(ctx context.Context, o *objectSync) (outcome, erro
 	return next, nil
 }
 
+// releaseMoved releases, for an object another Connection's binding
+// claims now, the copy this route made of it on its provider
+// (releaser.releaseMoved); the sync ends there.
+func (s *Syncer) releaseMoved(ctx context.Context, o *objectSync) (outcome, error) {
+	if o.movedTo == "" {
+		return next, nil
+	}
+	return s.releaser.releaseMoved(ctx, o.cobj, o.pobj, o.exists, o.movedTo)
+}
+
 // releaseDeleting hands a deleting consumer object, or one the binding's
 // filters no longer select, to the releaser (release.go); the sync ends
 // there.
@@ -187,13 +216,21 @@ func (s *Syncer) releaseDeleting(ctx context.Context, o *objectSync) (outcome, e
 }
 
 // holdFinalizer adds the syncer finalizer before the first provider write
-// (SYNC-D), and goes on with the patched object: no round trip through the
-// informer before that write.
+// (SYNC-D), with the route annotation naming the Connection the object
+// syncs through (docs/bindings.md#one-api-several-providers), and goes on
+// with the patched object: no round trip through the informer before that
+// write. An object that holds the finalizer already costs no write — the
+// annotation is output only, and an object synced before it existed gets
+// it with its next metadata write, never with a write of its own — unless
+// its annotation names another Connection: it moved here
+// (docs/bindings.md#moving-between-providers), and the annotation follows.
 func (s *Syncer) holdFinalizer(ctx context.Context, o *objectSync) (outcome, error) {
-	if controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer) {
+	route, annotated := o.cobj.GetAnnotations()[kbindv1alpha1.ConnectionAnnotation]
+	if controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer) && (!annotated || route == s.target.Connection) {
 		return next, nil
 	}
-	return afterConsumerWrite(patch.AddFinalizer(ctx, s.consumer, o.cobj, kbindv1alpha1.SyncerFinalizer))
+	return afterConsumerWrite(patch.AddFinalizerAnnotated(ctx, s.consumer, o.cobj, kbindv1alpha1.SyncerFinalizer,
+		map[string]string{kbindv1alpha1.ConnectionAnnotation: s.target.Connection}))
 }
 
 // waitTerminating waits for a terminating provider copy instead of racing

@@ -129,8 +129,23 @@ type Scope struct {
 	// objects).
 	Cluster       bool
 	ClusterPolicy Policy
-	// Namespaces covered by Bindings, with their policies.
+	// Namespaces covered by Bindings, with their policies. A namespace
+	// listed here is one no ClusterBinding covers (a ClusterBinding's
+	// namespaceSelector does not select it), so a Binding of the same
+	// Connection may serve it next to a ClusterBinding that selects other
+	// namespaces.
 	Namespaces map[string]Policy
+	// Elsewhere are the scopes the API's other Connections claim
+	// (docs/bindings.md#one-api-several-providers): an object one of them
+	// selects is routed there, and this Connection's Syncer leaves it
+	// alone — above all its syncer finalizer, which the route holding it
+	// shares. Claims come from the bindings alone, never from a
+	// Connection's health: an unreachable provider never hands its objects
+	// to another.
+	Elsewhere []Scope
+	// Connection names the Connection whose scope this is (set on the
+	// Elsewhere entries, which name where an object goes).
+	Connection string
 }
 
 // Policy is how the binding that covers an object syncs it.
@@ -164,18 +179,43 @@ func (p Policy) selects(nsLabels, objLabels map[string]string) bool {
 }
 
 // covers returns whether namespace is in scope and its policy.
-// ClusterBindings come first (BIND-2).
+// ClusterBindings come first (BIND-2): scopeOf lists a Binding's
+// namespace only when no ClusterBinding covers it, so a namespace listed
+// is the Binding's.
 func (s Scope) covers(namespace string) (Policy, bool) {
-	if s.Cluster {
-		return s.ClusterPolicy, true
+	if p, ok := s.Namespaces[namespace]; ok {
+		return p, true
 	}
-	p, ok := s.Namespaces[namespace]
-	return p, ok
+	return s.ClusterPolicy, s.Cluster
 }
 
-// selectsNamespaces reports whether the scope filters namespaces by their
-// labels (a ClusterBinding's namespaceSelector).
-func (s Scope) selectsNamespaces() bool { return s.Cluster && s.ClusterPolicy.Namespaces != nil }
+// claimedElsewhere returns the other Connection whose scope selects an
+// object with labels objLabels in namespace, whose labels are nsLabels;
+// "" when none does.
+func (s Scope) claimedElsewhere(namespace string, nsLabels, objLabels map[string]string) string {
+	for _, other := range s.Elsewhere {
+		if p, ok := other.covers(namespace); ok && p.selects(nsLabels, objLabels) {
+			return other.Connection
+		}
+	}
+	return ""
+}
+
+// selectsNamespaces reports whether the scope, or another Connection's,
+// filters namespaces by their labels (a ClusterBinding's
+// namespaceSelector): a namespace relabelled may then route its objects
+// differently.
+func (s Scope) selectsNamespaces() bool {
+	if s.Cluster && s.ClusterPolicy.Namespaces != nil {
+		return true
+	}
+	for _, other := range s.Elsewhere {
+		if other.selectsNamespaces() {
+			return true
+		}
+	}
+	return false
+}
 
 // forwardsEvents reports whether any binding of the scope forwards the
 // provider's Events.

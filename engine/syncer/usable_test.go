@@ -50,13 +50,13 @@ func TestRestartBackoff(t *testing.T) {
 	limiter := newRestartBackoff()
 	want := map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 6: 32 * time.Second, 7: time.Minute, 50: time.Minute}
 	for n := 1; n <= 50; n++ {
-		got := limiter.When("widgets.example.org")
+		got := limiter.When(Route{CRD: "widgets.example.org", Connection: "p"})
 		if w, ok := want[n]; ok && got != w {
 			t.Errorf("failure %d: wait %s, want %s", n, got, w)
 		}
 	}
-	limiter.Forget("widgets.example.org")
-	if got := limiter.When("widgets.example.org"); got != time.Second {
+	limiter.Forget(Route{CRD: "widgets.example.org", Connection: "p"})
+	if got := limiter.When(Route{CRD: "widgets.example.org", Connection: "p"}); got != time.Second {
 		t.Errorf("after the Syncer synced: wait %s, want 1s", got)
 	}
 }

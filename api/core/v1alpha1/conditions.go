@@ -88,6 +88,17 @@ const (
 	// rule writes); nothing the binding covers syncs, and nothing is
 	// released (Ready=False, docs/shaping.md#mutations).
 	ReasonInvalidMutation Reason = "InvalidMutation"
+	// ReasonOverlappingBinding: a binding through another Connection,
+	// created earlier, could claim the same consumer objects of an entry's
+	// API (selectors that are not provably disjoint); this binding routes
+	// none of them (Ready=False, docs/bindings.md#one-api-several-providers).
+	ReasonOverlappingBinding Reason = "OverlappingBinding"
+	// ReasonSchemaIncompatible: the Connection's provider serves an
+	// entry's API with a schema that differs from the consumer CRD's, which
+	// another Connection supplies; the message names the first difference,
+	// and nothing of the API syncs through this Connection (Ready=False,
+	// docs/bindings.md#one-api-several-providers).
+	ReasonSchemaIncompatible Reason = "SchemaIncompatible"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
@@ -109,4 +120,5 @@ var Reasons = []Reason{
 	ReasonAPINotExported, ReasonForeignObjectExists, ReasonOwnedByAnother,
 	ReasonForbidden, ReasonDrainingBindings, ReasonConversionWebhook,
 	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused, ReasonInvalidFilter, ReasonInvalidMutation,
+	ReasonOverlappingBinding, ReasonSchemaIncompatible,
 }

@@ -51,8 +51,10 @@ const (
 
 // Annotations kbind reads or writes (docs/concepts.md#well-known-strings).
 const (
-	// ConnectionAnnotation names the Connection that supplies a consumer CRD,
-	// or that renews a heartbeat Lease.
+	// ConnectionAnnotation names the Connection that supplies a consumer CRD
+	// (its schema owner), that renews a heartbeat Lease, or — on a consumer
+	// object, output only — the Connection the object syncs through (its
+	// route, docs/bindings.md#one-api-several-providers).
 	ConnectionAnnotation = "core.kbind.io/connection"
 
 	// SchemaHashAnnotation is "sha256:" followed by 16 hex characters of the
@@ -100,6 +102,17 @@ const (
 	DeletionPolicyAnnotation = "core.kbind.io/deletion-policy"
 	// DeletionPolicyOrphan keeps the provider copy.
 	DeletionPolicyOrphan = "Orphan"
+	// DeletionPolicyDelete deletes the provider copy, the default on
+	// deletion; set explicitly, it also deletes the old provider's copy
+	// when the object moves to another provider
+	// (docs/bindings.md#moving-between-providers).
+	DeletionPolicyDelete = "Delete"
+
+	// MovedAnnotation is written on a provider copy kbind kept when its
+	// consumer object moved to another provider, in place of kbind's
+	// markers: it names the Connection the object moved to and the
+	// consumer object. The copy is no longer kbind's.
+	MovedAnnotation = "core.kbind.io/moved"
 
 	// StaleSinceAnnotation is written by the backend on a heartbeat Lease it
 	// judges stale, with the RFC 3339 time it became stale.

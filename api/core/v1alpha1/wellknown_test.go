@@ -22,6 +22,8 @@ func TestWellKnownSpelling(t *testing.T) {
 		{ConflictAnnotation, "core.kbind.io/conflict"},
 		{DeletionPolicyAnnotation, "core.kbind.io/deletion-policy"},
 		{DeletionPolicyOrphan, "Orphan"},
+		{DeletionPolicyDelete, "Delete"},
+		{MovedAnnotation, "core.kbind.io/moved"},
 		{StaleSinceAnnotation, "core.kbind.io/stale-since"},
 		{SyncerFinalizer, "core.kbind.io/syncer"},
 		{CleanupFinalizer, "core.kbind.io/cleanup"},
@@ -49,16 +51,18 @@ func TestWellKnownSpelling(t *testing.T) {
 	}
 	for _, want := range []Reason{"AsExpected", "Pending", "SecretNotFound", "ClusterIdentityChanged",
 		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings", "ConversionWebhook",
-		"RenewalFailed", "ExpiresSoon", "Expired", "ProjectionRefused", "InvalidFilter", "InvalidMutation"} {
+		"RenewalFailed", "ExpiresSoon", "Expired", "ProjectionRefused", "InvalidFilter", "InvalidMutation",
+		"OverlappingBinding", "SchemaIncompatible"} {
 		if !reasons[want] {
 			t.Errorf("reason %s missing", want)
 		}
 	}
 	// The spec's 9, ConversionWebhook (docs/bindings.md#conditions), the
-	// credential reasons (docs/connections.md#credentials) and the shaping
-	// reasons (docs/shaping.md).
-	if len(reasons) != 16 {
-		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential and the 3 shaping reasons", len(reasons))
+	// credential reasons (docs/connections.md#credentials), the shaping
+	// reasons (docs/shaping.md) and the routing reasons
+	// (docs/bindings.md#one-api-several-providers).
+	if len(reasons) != 18 {
+		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping and the 2 routing reasons", len(reasons))
 	}
 	types := map[ConditionType]bool{}
 	for _, ct := range append(append([]ConditionType{}, ConnectionConditionTypes...), BindingConditionTypes...) {

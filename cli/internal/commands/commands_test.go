@@ -5,6 +5,9 @@ import (
 	"testing"
 	"text/tabwriter"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/cli/internal/doctor"
 )
 
@@ -54,8 +57,8 @@ func TestStatusTables(t *testing.T) {
 	w := tabwriter.NewWriter(&b, 0, 4, 3, ' ', 0)
 	statusTables(w, []doctor.ConnectionSummary{{Name: "provider", Ready: "True", Isolation: "Namespace kbind-a", Heartbeat: "4s", Exported: 2,
 		Bindings: []doctor.BindingSummary{
-			{Kind: "ClusterBinding", Name: "provider", Ready: "True", APIs: []doctor.APISummary{{Name: "widgets.example.org", Total: 3, Synced: 2, Pending: 1}}},
-			{Kind: "Binding", Namespace: "team-a", Name: "gadgets", Ready: "False", Reason: "APINotExported", APIs: []doctor.APISummary{{Name: "Gadget"}}},
+			{Kind: "ClusterBinding", Name: "provider", Ready: "True", APIs: []doctor.APISummary{{Name: "widgets.example.org", Routes: "namespaces region=east", Total: 3, Synced: 2, Pending: 1}}},
+			{Kind: "Binding", Namespace: "team-a", Name: "gadgets", Ready: "False", Reason: "APINotExported", APIs: []doctor.APISummary{{Name: "Gadget", Routes: "namespace team-a"}}},
 		}}})
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
@@ -63,12 +66,34 @@ func TestStatusTables(t *testing.T) {
 	want := `CONNECTION   READY   ISOLATION           HEARTBEAT   EXPORTED APIS
 provider     True    Namespace kbind-a   4s          2
 
-CONNECTION   BINDING                   READY                    API                   OBJECTS   SYNCED   PENDING   FAILED   CONFLICTS
-provider     ClusterBinding/provider   True                     widgets.example.org   3         2        1         0        0
-provider     Binding/team-a/gadgets    False (APINotExported)   Gadget                0         0        0         0        0
+CONNECTION   BINDING                   READY                    API                   ROUTES                   OBJECTS   SYNCED   PENDING   FAILED   CONFLICTS
+provider     ClusterBinding/provider   True                     widgets.example.org   namespaces region=east   3         2        1         0        0
+provider     Binding/team-a/gadgets    False (APINotExported)   Gadget                namespace team-a         0         0        0         0        0
 `
 	if b.String() != want {
 		t.Errorf("status:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	east := &metav1.LabelSelector{MatchLabels: map[string]string{"region": "east"}}
+	gold := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"gold"}}}}
+	for _, tc := range []struct {
+		kind, namespace string
+		spec            kbindv1alpha1.BindingSpec
+		api             kbindv1alpha1.APIReference
+		want            string
+	}{
+		{"ClusterBinding", "", kbindv1alpha1.BindingSpec{}, kbindv1alpha1.APIReference{}, "every namespace"},
+		{"ClusterBinding", "", kbindv1alpha1.BindingSpec{NamespaceSelector: east}, kbindv1alpha1.APIReference{}, "namespaces region=east"},
+		{"ClusterBinding", "", kbindv1alpha1.BindingSpec{NamespaceSelector: &metav1.LabelSelector{}}, kbindv1alpha1.APIReference{}, "namespaces <everything>"},
+		{"ClusterBinding", "", kbindv1alpha1.BindingSpec{NamespaceSelector: east}, kbindv1alpha1.APIReference{ObjectSelector: gold}, "namespaces region=east, objects tier in (gold)"},
+		{"Binding", "team-a", kbindv1alpha1.BindingSpec{}, kbindv1alpha1.APIReference{}, "namespace team-a"},
+		{"Binding", "team-a", kbindv1alpha1.BindingSpec{}, kbindv1alpha1.APIReference{ObjectSelector: gold}, "namespace team-a, objects tier in (gold)"},
+	} {
+		if got := doctor.Routes(tc.kind, tc.namespace, tc.spec, tc.api); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.kind, tc.namespace, got, tc.want)
+		}
 	}
 }
 

@@ -20,8 +20,8 @@ func newStatus(e *env) *cobra.Command {
 		Short: "One screen: Connections, their bindings, APIs and object counts, heartbeat age",
 		Long: `Show every Connection of the consumer cluster (the current context) with its readiness, isolation,
 the age of its heartbeat (read from the provider with the Connection's own credentials) and its
-exported API count; then each binding's APIs with their object counts: total, synced, pending,
-failed and conflicts. kubectl kbind doctor explains anything that is not well.`,
+exported API count; then each binding's APIs with the objects it routes through its Connection
+(namespaces, selectors) and their counts: total, synced, pending, failed and conflicts. kubectl kbind doctor explains anything that is not well.`,
 		Example: `  kubectl kbind status
   kubectl kbind status -o yaml`,
 		Args: exactArgs(0),
@@ -61,7 +61,7 @@ func statusTables(w *tabwriter.Writer, conns []doctor.ConnectionSummary) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", c.Name, withReason(c.Ready, c.Reason), c.Isolation, c.Heartbeat, c.Exported)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "CONNECTION\tBINDING\tREADY\tAPI\tOBJECTS\tSYNCED\tPENDING\tFAILED\tCONFLICTS")
+	fmt.Fprintln(w, "CONNECTION\tBINDING\tREADY\tAPI\tROUTES\tOBJECTS\tSYNCED\tPENDING\tFAILED\tCONFLICTS")
 	for _, c := range conns {
 		for _, b := range c.Bindings {
 			name := b.Kind + "/" + b.Name
@@ -69,10 +69,11 @@ func statusTables(w *tabwriter.Writer, conns []doctor.ConnectionSummary) {
 				name = b.Kind + "/" + b.Namespace + "/" + b.Name
 			}
 			if len(b.APIs) == 0 {
-				fmt.Fprintf(w, "%s\t%s\t%s\t-\t\t\t\t\t\n", c.Name, name, withReason(b.Ready, b.Reason))
+				fmt.Fprintf(w, "%s\t%s\t%s\t-\t\t\t\t\t\t\n", c.Name, name, withReason(b.Ready, b.Reason))
 			}
 			for _, a := range b.APIs {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", c.Name, name, withReason(b.Ready, b.Reason), apiName(a), a.Total, a.Synced, a.Pending, a.Failed, a.Conflicts)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", c.Name, name, withReason(b.Ready, b.Reason), apiName(a), a.Routes,
+					a.Total, a.Synced, a.Pending, a.Failed, a.Conflicts)
 			}
 		}
 	}

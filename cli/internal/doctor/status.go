@@ -39,8 +39,13 @@ type BindingSummary struct {
 type APISummary struct {
 	// Name is the consumer API ("<plural>.<group>"); Provider the
 	// provider's when the API is projected onto another name.
-	Name      string `json:"name"`
-	Provider  string `json:"provider,omitempty"`
+	Name     string `json:"name"`
+	Provider string `json:"provider,omitempty"`
+	// Routes says which of the API's objects the binding routes through
+	// its Connection (docs/bindings.md#one-api-several-providers): "every
+	// namespace", "namespaces region=east", "namespace team-a", with
+	// ", objects tier=gold" when the entry selects objects.
+	Routes    string `json:"routes"`
 	Total     int32  `json:"total"`
 	Synced    int32  `json:"synced"`
 	Pending   int32  `json:"pending"`
@@ -71,7 +76,7 @@ func Status(ctx context.Context, c client.Client, timeout time.Duration, now tim
 			bs := BindingSummary{Kind: b.Kind, Namespace: b.Meta.Namespace, Name: b.Meta.Name, APIs: []APISummary{}}
 			bs.Ready, bs.Reason = readiness(b.Status.Conditions)
 			for _, api := range b.Spec.APIs {
-				as := APISummary{Name: api.ConsumerName()}
+				as := APISummary{Name: api.ConsumerName(), Routes: Routes(b.Kind, b.Meta.Namespace, b.Spec, api)}
 				if as.Name != api.Name {
 					as.Provider = api.Name
 				}
@@ -91,6 +96,34 @@ func Status(ctx context.Context, c client.Client, timeout time.Duration, now tim
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// Routes describes which objects of the API entry api a binding of kind
+// (in namespace, for a Binding) with spec routes through its Connection:
+// a Binding its namespace, a ClusterBinding the namespaces its
+// namespaceSelector selects (every one without), narrowed to the objects
+// the entry's objectSelector selects.
+func Routes(kind, namespace string, spec kbindv1alpha1.BindingSpec, api kbindv1alpha1.APIReference) string {
+	out := "namespace " + namespace
+	if kind != "Binding" {
+		out = "every namespace"
+		if spec.NamespaceSelector != nil {
+			out = "namespaces " + selectorString(spec.NamespaceSelector)
+		}
+	}
+	if api.ObjectSelector != nil {
+		out += ", objects " + selectorString(api.ObjectSelector)
+	}
+	return out
+}
+
+// selectorString is a label selector in kubectl's -l form; "<everything>"
+// for an empty one.
+func selectorString(sel *metav1.LabelSelector) string {
+	if s := metav1.FormatLabelSelector(sel); s != "" && s != "<none>" {
+		return s
+	}
+	return "<everything>"
 }
 
 func heartbeatAge(ctx context.Context, c client.Client, conn kbindv1alpha1.Connection, timeout time.Duration, now time.Time) string {

@@ -41,6 +41,38 @@ func AddFinalizer(ctx context.Context, c client.Client, obj client.Object, final
 	return nil
 }
 
+// AddFinalizerAnnotated adds finalizer to obj and sets annotations on it
+// in one request (a merge patch guarded by the resourceVersion); no
+// request when the finalizer is there and the annotations are set.
+func AddFinalizerAnnotated(ctx context.Context, c client.Client, obj client.Object, finalizer string, annotations map[string]string) error {
+	current := obj.GetAnnotations()
+	missing := map[string]string{}
+	for k, v := range annotations {
+		if current[k] != v {
+			missing[k] = v
+		}
+	}
+	if controllerutil.ContainsFinalizer(obj, finalizer) && len(missing) == 0 {
+		return nil
+	}
+	controllerutil.AddFinalizer(obj, finalizer)
+	type metadata struct {
+		Finalizers      []string          `json:"finalizers"`
+		Annotations     map[string]string `json:"annotations,omitempty"`
+		ResourceVersion string            `json:"resourceVersion"`
+	}
+	data, err := json.Marshal(struct {
+		Metadata metadata `json:"metadata"`
+	}{metadata{Finalizers: obj.GetFinalizers(), Annotations: missing, ResourceVersion: obj.GetResourceVersion()}})
+	if err == nil {
+		err = c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, data))
+	}
+	if err != nil {
+		return fmt.Errorf("adding finalizer %s: %w", finalizer, err)
+	}
+	return nil
+}
+
 // RemoveFinalizer removes finalizer from obj; no request when it is not
 // there, and an object already gone is not an error.
 func RemoveFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
