@@ -448,9 +448,7 @@ func instanceFindings(ctx context.Context, c client.Client, r *Report, probes ma
 	}
 	var out []Finding
 	for _, crd := range crds.Items {
-		connName := crd.Annotations[kbindv1alpha1.ConnectionAnnotation]
-		p, ok := probes[connName]
-		if !ok {
+		if _, ok := probes[crd.Annotations[kbindv1alpha1.ConnectionAnnotation]]; !ok {
 			continue
 		}
 		version := storageVersion(&crd)
@@ -461,19 +459,24 @@ func instanceFindings(ctx context.Context, c client.Client, r *Report, probes ma
 			continue
 		}
 		r.Checked = append(r.Checked, fmt.Sprintf("%d %s", len(list.Items), crd.Name))
-		connProblem := ""
-		if p.Broken() {
-			connProblem = errString(p.ReachErr)
-			if connProblem == "" {
-				connProblem = "its kubeconfig Secret is unusable"
-			}
-		}
-		mapping := isolation.For(p.Connection.Spec.IsolationOf())
 		for _, item := range list.Items {
 			_, conflict := item.Annotations[kbindv1alpha1.ConflictAnnotation]
 			if !conflict && item.DeletionTimestamp == nil {
 				continue
 			}
+			connName := RouteOf(item.Annotations, crd.Annotations[kbindv1alpha1.ConnectionAnnotation])
+			p, ok := probes[connName]
+			if !ok {
+				continue
+			}
+			connProblem := ""
+			if p.Broken() {
+				connProblem = errString(p.ReachErr)
+				if connProblem == "" {
+					connProblem = "its kubeconfig Secret is unusable"
+				}
+			}
+			mapping := isolation.For(p.Connection.Spec.IsolationOf())
 			in := Instance{API: crd.Name, Kind: crd.Spec.Names.Kind, Meta: item.ObjectMeta, Connection: connName,
 				Binding: coveringBinding(bindings, connName, crd.Name, item.Namespace)}
 			if place, err := mapping.Object(types.NamespacedName{Namespace: item.Namespace, Name: item.Name}); err == nil {
@@ -486,6 +489,17 @@ func instanceFindings(ctx context.Context, c client.Client, r *Report, probes ma
 		}
 	}
 	return out
+}
+
+// RouteOf is the Connection a consumer object syncs through: the one its
+// route annotation names (docs/bindings.md#one-api-several-providers),
+// else — an object synced before the annotation existed, or never synced
+// — its consumer CRD's, owner.
+func RouteOf(objectAnnotations map[string]string, owner string) string {
+	if route := objectAnnotations[kbindv1alpha1.ConnectionAnnotation]; route != "" {
+		return route
+	}
+	return owner
 }
 
 // owner says what the provider copy's markers say about who made it.

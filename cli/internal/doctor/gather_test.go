@@ -45,3 +45,19 @@ func TestConnectionOf(t *testing.T) {
 		}
 	}
 }
+
+func TestRouteOf(t *testing.T) {
+	for _, tc := range []struct {
+		annotations map[string]string
+		owner, want string
+	}{
+		{nil, "east", "east"},
+		{map[string]string{kbindv1alpha1.ConnectionAnnotation: "west"}, "east", "west"},
+		{map[string]string{kbindv1alpha1.ConnectionAnnotation: ""}, "east", "east"},
+		{map[string]string{"other": "x"}, "east", "east"},
+	} {
+		if got := RouteOf(tc.annotations, tc.owner); got != tc.want {
+			t.Errorf("RouteOf(%v, %q) = %q, want %q", tc.annotations, tc.owner, got, tc.want)
+		}
+	}
+}
