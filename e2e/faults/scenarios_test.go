@@ -96,6 +96,7 @@ func TestFaults(t *testing.T) {
 			r.goroutinesBefore, r.back, r.watchesBefore, r.watches, r.writes, r.errors)
 	}
 	t.Log(b.String())
+	t.Run("two-providers-one-unreachable", e.twoProviders)
 	t.Run("churn", e.churn)
 }
 
