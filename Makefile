@@ -84,8 +84,13 @@ quickstart-down: ## Stop what `make quickstart QUICKSTART_FLAGS=--detach` left r
 build-all: ## go build ./... in every module.
 	@for m in $(CODE_MODULES); do echo "go build ./$$m/..."; (cd $$m && $(GO) build ./...); done
 
-# Modules whose tests run before the e2e suites.
+# make test runs the packages of these modules and the e2e suites in one
+# `go test`, so that both of its parallel slots (-p, GOMAXPROCS) stay busy
+# to the end; the longest packages come first (go test starts packages in
+# the order given), so none of them runs alone at the tail.
 UNIT_MODULES := $(filter-out e2e,$(CODE_MODULES))
+LONGEST_TESTS := ./engine/test/hostile ./engine/connection ./e2e/cli ./e2e/suite ./engine/syncer ./backend ./engine/binding \
+  ./e2e/backend ./e2e/attack ./engine/related ./e2e/chart ./engine/test/isolationtest ./e2e/konnector ./e2e/scale
 E2E_TIMEOUT ?= 25m
 E2E_FLAGS ?=
 
@@ -108,13 +113,14 @@ fuzz: ## Fuzz each target in FUZZ_TARGETS for FUZZTIME (make test runs it briefl
 	  (cd $$mod && $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./$${pkg#*/}/) || exit 1; done
 
 .PHONY: test
-test: build-all build ## Every module's tests (unit, envtest), a brief `make fuzz`, then `make e2e`, then the quickstart --check.
+test: build-all build ## Every module's tests (unit, envtest) and the e2e suites of `make e2e` in one go test, the tools' tests, a brief `make fuzz`, then the quickstart --check.
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
 	  echo "control plane binaries: $$assets"; \
-	  for m in $(UNIT_MODULES); do echo "== go test ./$$m/..."; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done
+	  pkgs="$(LONGEST_TESTS) $(UNIT_MODULES:%=./%/...) $$($(GO) list ./e2e/... | grep -v -e '/e2e/faults$$' -e '/e2e/upgrade$$')"; \
+	  echo "== go test $(UNIT_MODULES:%=./%/...) ./e2e/... (but e2e/faults and e2e/upgrade; clusters: $${KBIND_E2E_CLUSTERS:-auto})"; \
+	  $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -skip '^$(MONITORING_TEST)$$' $(TEST_FLAGS) $(E2E_FLAGS) $$pkgs
 	@for m in $(TOOL_MODULES); do echo "== go test ./$$m/..."; (cd $$m && GOWORK=off $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) FUZZMINIMIZETIME=0
-	@$(MAKE) --no-print-directory e2e
 	@echo "== quickstart --check"; assets=$$(tools/controlplane/build.sh); KUBEBUILDER_ASSETS=$$assets bin/quickstart --check
 
 .PHONY: e2e
