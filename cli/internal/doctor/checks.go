@@ -10,6 +10,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/admission"
@@ -383,6 +384,9 @@ type bindingContext struct {
 	ClusterBindings []BindingState
 	// ConsumerCRDs by API name; nil when they were not read.
 	ConsumerCRDs map[string]ConsumerCRD
+	// NamespaceLabels are a Binding's namespace's labels, read when a
+	// ClusterBinding has a namespaceSelector; nil when not read.
+	NamespaceLabels labels.Set
 	// Admission is whether the Connection admits a Binding's namespace
 	// (spec.namespacedBindings); nil when unknown or a ClusterBinding.
 	Admission *admission.Decision
@@ -453,7 +457,7 @@ func checkBindingAPI(b BindingState, i int, api kbindv1alpha1.APIReference, bc b
 		}
 	}
 	if b.Kind == "Binding" {
-		out = append(out, overlapFindings(b, consumer, field, bc.ClusterBindings, cmd)...)
+		out = append(out, overlapFindings(b, consumer, field, bc.ClusterBindings, bc.NamespaceLabels, cmd)...)
 	}
 	return out
 }
@@ -492,15 +496,20 @@ func exportFinding(b BindingState, name, field string, exp *kbindv1alpha1.Export
 
 // overlapFindings warns of each ClusterBinding of the same Connection that
 // binds the consumer API name too: it takes precedence over the Binding b.
-func overlapFindings(b BindingState, name, field string, clusterBindings []BindingState, cmd Commands) []Finding {
+func overlapFindings(b BindingState, name, field string, clusterBindings []BindingState, nsLabels labels.Set, cmd Commands) []Finding {
 	var out []Finding
 	for _, cb := range clusterBindings {
-		if cb.Spec.ConnectionRef.Name == b.Spec.ConnectionRef.Name && slices.Contains(cb.Spec.ConsumerNames(), name) {
+		if coversNamespace(cb, name, nsLabels) {
+			through := ""
+			if cb.Spec.ConnectionRef.Name != b.Spec.ConnectionRef.Name {
+				through = " through Connection " + cb.Spec.ConnectionRef.Name
+			}
 			out = append(out, Finding{
 				Check: "binding.overlap", Severity: SeverityWarning, Object: b.object(), Field: field,
-				Problem: fmt.Sprintf("ClusterBinding %s already binds %s: it takes precedence, and this Binding waits until it goes", cb.Meta.Name, name),
-				Fix:     fmt.Sprintf("%s delete bindings.core.kbind.io -n %s %s   # or remove %s from ClusterBinding %s", cmd.Consumer, b.Meta.Namespace, b.Meta.Name, name, cb.Meta.Name),
-				Doc:     docNoSync,
+				Problem: fmt.Sprintf("ClusterBinding %s already binds %s in namespace %s%s: it takes precedence, and this Binding waits until it goes or stops selecting the namespace",
+					cb.Meta.Name, name, b.Meta.Namespace, through),
+				Fix: fmt.Sprintf("%s delete bindings.core.kbind.io -n %s %s   # or remove %s from ClusterBinding %s", cmd.Consumer, b.Meta.Namespace, b.Meta.Name, name, cb.Meta.Name),
+				Doc: docNoSync,
 			})
 		}
 	}
@@ -592,6 +601,10 @@ func consumerCRDFinding(b BindingState, api, field string, conn *kbindv1alpha1.C
 	case !crd.Established:
 		f.Problem = fmt.Sprintf("the consumer CRD %s is not Established: the API server does not serve it", api)
 		f.Fix = fmt.Sprintf("%s get crd %s -o jsonpath='{.status.conditions}'", cmd.Consumer, api)
+	case crd.Managed && crd.Connection != conn.Name && (isReady(b) || refusedRoute(b) != ""):
+		// A second route of the API, or one refused as a route
+		// (api.routes and binding.notReady say which and why).
+		return nil
 	case !crd.Managed || crd.Connection != conn.Name:
 		f.Problem = fmt.Sprintf("the consumer CRD %s is not kbind's for Connection %s (label %s=%t, annotation %s=%q): no objects of it sync", api, conn.Name,
 			kbindv1alpha1.ManagedLabel, crd.Managed, kbindv1alpha1.ConnectionAnnotation, crd.Connection)
@@ -700,7 +713,7 @@ func checkInstance(in Instance, connProblem string, now time.Time, stuckAfter ti
 	if reason := in.Meta.Annotations[kbindv1alpha1.ConflictAnnotation]; reason != "" {
 		f := Finding{
 			Check: "object.conflict", Severity: SeverityError, Object: obj, Field: "metadata.annotations[" + kbindv1alpha1.ConflictAnnotation + "]",
-			Evidence: fmt.Sprintf("%s; provider copy %s %s%s", reason, in.API, placeString(in.CopyNamespace, in.CopyName), ownerString(in.Owner)),
+			Evidence: fmt.Sprintf("%s; provider copy %s %s%s%s", reason, in.API, placeString(in.CopyNamespace, in.CopyName), ownerString(in.Owner), routeString(in)),
 			Doc:      docConflicts,
 		}
 		inspect := fmt.Sprintf("%s%s get %s %s -o yaml   # decide who owns it", cmd.Provider, copyNS, in.API, in.CopyName)
@@ -722,7 +735,7 @@ func checkInstance(in Instance, connProblem string, now time.Time, stuckAfter ti
 		age := now.Sub(in.Meta.DeletionTimestamp.Time).Round(time.Second)
 		f := Finding{
 			Check: "object.stuckDeleting", Severity: SeverityError, Object: obj, Field: "metadata.finalizers",
-			Evidence: fmt.Sprintf("deletionTimestamp %s ago, finalizers %v", age, in.Meta.Finalizers),
+			Evidence: fmt.Sprintf("deletionTimestamp %s ago, finalizers %v%s", age, in.Meta.Finalizers, routeString(in)),
 			Doc:      docDeletion,
 		}
 		if slices.Contains(in.Meta.Finalizers, kbindv1alpha1.SyncerFinalizer) {

@@ -13,6 +13,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -159,6 +160,21 @@ func TestCheckBinding(t *testing.T) {
 		Message: "widgets.example.org is served at v1 only, not at v1alpha1"}}
 	failed := cb("w", "widgets.example.org")
 	failed.Status.BoundAPIs = []kbindv1alpha1.BoundAPI{{Name: "widgets.example.org", Instances: &kbindv1alpha1.InstanceCounts{Total: 3, Synced: 1, Failed: 2}}}
+	pendingCB := cb("w", "widgets.example.org")
+	pendingCB.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending", Message: "installing"}}
+	refused := func(b BindingState) BindingState {
+		b.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: string(kbindv1alpha1.ReasonSchemaIncompatible), Message: "version v1: ..."}}
+		return b
+	}
+	incompatible := refused(cb("w", "widgets.example.org"))
+	selecting := func(b BindingState, ns string) BindingState {
+		b.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+		return b
+	}
+	through := func(b BindingState, conn string) BindingState {
+		b.Spec.ConnectionRef.Name = conn
+		return b
+	}
 	projectedCB := cb("w", "widgets.example.org")
 	projectedCB.Spec.APIs[0].Projection = &kbindv1alpha1.Projection{Group: "acme.io", Kind: "AcmeWidget"}
 	cases := []struct {
@@ -198,8 +214,22 @@ func TestCheckBinding(t *testing.T) {
 			[]string{"binding.consumerCRD"}, "annotate crd widgets.example.org core.kbind.io/connection=provider", map[string]ConsumerCRD{"widgets.example.org": {}}},
 		{"not Established", cb("w", "widgets.example.org"), &conn, false, nil, []string{"binding.consumerCRD"}, "jsonpath='{.status.conditions}'",
 			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Managed: true, Connection: "provider"}}},
-		{"another Connection's CRD", cb("w", "widgets.example.org"), &conn, false, nil, []string{"binding.consumerCRD"}, "never taken over",
+		{"another Connection's CRD, and no route of it", pendingCB, &conn, false, nil, []string{"binding.consumerCRD"}, "never taken over",
 			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "other"}}},
+		{"another Connection's CRD, and a second route of it (Ready)", cb("w", "widgets.example.org"), &conn, false, nil, []string{}, "",
+			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "other"}}},
+		{"another Connection's CRD, refused as a route: said by binding.notReady", incompatible, &conn, false, nil, []string{"binding.notReady"}, "",
+			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "other"}}},
+		{"not Ready and not kbind's at all", pendingCB, &conn, false, nil, []string{"binding.consumerCRD"}, "never taken over",
+			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Connection: "provider"}}},
+		{"a Binding a ClusterBinding's namespaceSelector covers", namespaced(cb("w", "widgets.example.org")), &open, false,
+			[]BindingState{selecting(cb("east", "widgets.example.org"), "team-a")}, []string{"binding.overlap"}, "delete bindings.core.kbind.io -n team-a w", nil},
+		{"a Binding in a namespace no ClusterBinding selects", namespaced(cb("w", "widgets.example.org")), &open, false,
+			[]BindingState{selecting(cb("east", "widgets.example.org"), "team-b")}, []string{}, "", nil},
+		{"a Binding covered by another Connection's ClusterBinding", namespaced(cb("w", "widgets.example.org")), &open, false,
+			[]BindingState{through(cb("east", "widgets.example.org"), "east")}, []string{"binding.overlap"}, "", nil},
+		{"a refused ClusterBinding covers nothing", namespaced(cb("w", "widgets.example.org")), &open, false,
+			[]BindingState{through(refused(cb("east", "widgets.example.org")), "east")}, []string{}, "", nil},
 		{"the consumer API serves another provider API: projection refused", cb("w", "widgets.example.org"), &conn, false, nil, []string{"binding.projection"}, "edit clusterbinding w",
 			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "provider", ProviderAPI: "gadgets.example.org"}}},
 		{"a projected entry is checked at its consumer CRD", projectedCB, &conn, false, nil, []string{"binding.consumerCRD"}, "jsonpath='{.status.conditions}'",
@@ -213,7 +243,8 @@ func TestCheckBinding(t *testing.T) {
 			if crds == nil {
 				crds = map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "provider"}}
 			}
-			bc := bindingContext{Conn: tc.conn, ConnBroken: tc.broken, ClusterBindings: tc.cbs, ConsumerCRDs: crds}
+			bc := bindingContext{Conn: tc.conn, ConnBroken: tc.broken, ClusterBindings: tc.cbs, ConsumerCRDs: crds,
+				NamespaceLabels: labels.Set{"kubernetes.io/metadata.name": "team-a"}}
 			if tc.b.Kind == "Binding" && tc.conn != nil {
 				d := admission.Decide(tc.conn.Spec.NamespacedBindingsOf(), admission.Namespace{Name: tc.b.Meta.Namespace, Found: true,
 					Labels: map[string]string{"kubernetes.io/metadata.name": tc.b.Meta.Namespace}})

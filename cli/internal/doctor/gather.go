@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -79,6 +80,7 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 		probes[conn.Name] = checkConnectionOf(ctx, c, r, conn, bindings, served, opts)
 	}
 	checkBindings(ctx, c, r, conns.Items, probes, bindings, opts)
+	r.Findings = append(r.Findings, routeFindings(bindings, opts.Commands)...)
 	r.Findings = append(r.Findings, instanceFindings(ctx, c, r, probes, bindings, opts)...)
 	return r
 }
@@ -123,6 +125,7 @@ func checkConnectionOf(ctx context.Context, c client.Client, r *Report, conn kbi
 // ClusterBindings and the consumer CRDs of its APIs (each read once).
 func checkBindings(ctx context.Context, c client.Client, r *Report, conns []kbindv1alpha1.Connection, probes map[string]*connectionProbe, bindings []BindingState, opts Options) {
 	consumerCRDs := map[string]ConsumerCRD{}
+	nsLabels := map[string]labels.Set{}
 	var clusterBindings []BindingState
 	for _, b := range bindings {
 		if b.Kind == "ClusterBinding" {
@@ -135,6 +138,9 @@ func checkBindings(ctx context.Context, c client.Client, r *Report, conns []kbin
 		}
 		r.Checked = append(r.Checked, b.Kind+" "+placeString(b.Meta.Namespace, b.Meta.Name))
 		bc := bindingContext{ClusterBindings: clusterBindings, ConsumerCRDs: consumerCRDs}
+		if b.Kind == "Binding" && slices.ContainsFunc(clusterBindings, func(cb BindingState) bool { return cb.Spec.NamespaceSelector != nil }) {
+			bc.NamespaceLabels = namespaceLabels(ctx, c, b.Meta.Namespace, nsLabels, r)
+		}
 		bc.Conn, bc.ConnBroken = connectionOf(b, conns, probes)
 		if bc.Conn != nil && b.Kind == "Binding" {
 			if d, err := admission.Admits(ctx, c, bc.Conn, b.Meta.Namespace); err != nil {
@@ -148,6 +154,27 @@ func checkBindings(ctx context.Context, c client.Client, r *Report, conns []kbin
 		}
 		r.Findings = append(r.Findings, checkBinding(b, bc, opts.Now, opts.StuckAfter, opts.Commands)...)
 	}
+}
+
+// namespaceLabels reads the labels of namespace ns once (cache), to tell
+// which ClusterBindings' namespaceSelectors cover it; nil when the read
+// failed, which is reported as unchecked.
+func namespaceLabels(ctx context.Context, c client.Client, ns string, cache map[string]labels.Set, r *Report) labels.Set {
+	if l, ok := cache[ns]; ok {
+		return l
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := c.Get(ctx, client.ObjectKey{Name: ns}, obj); err != nil {
+		r.Unchecked = append(r.Unchecked, fmt.Sprintf("namespace %s (which ClusterBindings cover its Bindings): %s", ns, consumerReadError(err)))
+		cache[ns] = nil
+		return nil
+	}
+	cache[ns] = labels.Set(obj.GetLabels())
+	if cache[ns] == nil {
+		cache[ns] = labels.Set{}
+	}
+	return cache[ns]
 }
 
 // connectionOf returns the Connection b names (nil when there is none) and
@@ -530,7 +557,7 @@ func coveringBinding(bindings []BindingState, conn, api, namespace string) *Bind
 	var found *BindingState
 	for i := range bindings {
 		b := &bindings[i]
-		if b.Spec.ConnectionRef.Name != conn || !slices.ContainsFunc(b.Spec.APIs, func(a kbindv1alpha1.APIReference) bool { return a.Name == api }) {
+		if b.Spec.ConnectionRef.Name != conn || !slices.Contains(b.Spec.ConsumerNames(), api) {
 			continue
 		}
 		if b.Kind == "ClusterBinding" {
