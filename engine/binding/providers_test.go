@@ -285,6 +285,26 @@ func testRoutedByBindings(t *testing.T, east, west *provider) {
 	west.waitCopies(t, "Database", "mp-team-b/two")
 	east.statusComesBack(t, one)
 	west.statusComesBack(t, two)
+
+	// Provider Events come down from each object's own provider. An Event
+	// east records at the place team-b's object would have on east (it
+	// has no copy there) reaches no one: east's forwarder decides it
+	// before the later Event on team-a's copy, which it forwards.
+	east.recordEvent(t, two, "FromEastAboutTwo", false)
+	west.recordEvent(t, two, "FromWest", true)
+	east.recordEvent(t, one, "FromEast", true)
+	waitProviderEvent(t, one, "FromEast", east.conn.Name)
+	waitProviderEvent(t, two, "FromWest", west.conn.Name)
+	var twoEvents corev1.EventList
+	if err := env.Consumer.List(ctx, &twoEvents, client.InNamespace(two.GetNamespace())); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range twoEvents.Items {
+		if e.Reason == "FromEastAboutTwo" {
+			t.Errorf("east's Event about a place where it holds no copy was forwarded to %s/%s: %+v", two.GetNamespace(), two.GetName(), e)
+		}
+	}
+
 	if crd := consumerCRD(t, "databases.example.org"); crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != east.conn.Name {
 		t.Errorf("the consumer CRD's schema owner is %q, want the first binding's Connection %q", crd.Annotations[kbindv1alpha1.ConnectionAnnotation], east.conn.Name)
 	}
@@ -501,6 +521,63 @@ func testMoved(t *testing.T, east, west *provider) {
 	} else if err := east.client.Delete(ctx, keptCopy); err != nil { // no longer kbind's: the provider's to delete
 		t.Fatal(err)
 	}
+}
+
+// recordEvent records a Warning Event on the provider about the place
+// obj's copy has there, as a provider controller would; naming the copy's
+// UID when copy (the copy must exist).
+func (p *provider) recordEvent(t *testing.T, obj *unstructured.Unstructured, reason string, copy bool) {
+	t.Helper()
+	ctx := context.Background()
+	pkey, err := isolation.For(p.conn.Spec.IsolationOf()).Object(client.ObjectKeyFromObject(obj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := corev1.ObjectReference{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: pkey.Namespace, Name: pkey.Name}
+	if copy {
+		got := &unstructured.Unstructured{}
+		got.SetAPIVersion(obj.GetAPIVersion())
+		got.SetKind(obj.GetKind())
+		if err := p.client.Get(ctx, pkey, got); err != nil {
+			t.Fatal(err)
+		}
+		ref.UID = got.GetUID()
+	} else if err := p.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pkey.Namespace}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	e := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pkey.Namespace, GenerateName: strings.ToLower(reason) + "-"}, InvolvedObject: ref,
+		Type: corev1.EventTypeWarning, Reason: reason, Message: reason + " by " + p.name, Source: corev1.EventSource{Component: "db-controller"},
+		Count: 1, FirstTimestamp: now, LastTimestamp: now,
+	}
+	if err := p.client.Create(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitProviderEvent waits for the consumer Event forwarded from the
+// provider Event reason on obj's copy, reported as coming from the
+// provider of Connection conn.
+func waitProviderEvent(t *testing.T, obj *unstructured.Unstructured, reason, conn string) {
+	t.Helper()
+	uid := consumerObject(t, obj).GetUID()
+	enginetest.Eventually(t, fmt.Sprintf("provider Event %s on %s/%s", reason, obj.GetNamespace(), obj.GetName()), func() error {
+		var events corev1.EventList
+		if err := env.Consumer.List(context.Background(), &events, client.InNamespace(obj.GetNamespace())); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.UID != uid || e.Reason != reason {
+				continue
+			}
+			if want := "db-controller (provider " + conn + ")"; e.Source.Component != want {
+				return fmt.Errorf("forwarded as from %q, want %q", e.Source.Component, want)
+			}
+			return nil
+		}
+		return fmt.Errorf("not among %d Events", len(events.Items))
+	})
 }
 
 // waitEvent waits for an Event with reason on obj whose message contains
