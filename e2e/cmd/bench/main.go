@@ -74,7 +74,9 @@ type Run struct {
 	StartupS    float64 `json:"startup_s"`
 	APIs        int     `json:"apis"`
 	Connections int     `json:"connections"`
-	DeletePerS  float64 `json:"delete_per_s"`
+	// Providers is --providers: the providers the objects are routed to.
+	Providers  int     `json:"providers"`
+	DeletePerS float64 `json:"delete_per_s"`
 }
 
 // gvrs are the bound APIs: alphas and betas, or --apis of them.
@@ -120,6 +122,8 @@ type bench struct {
 	// isolation is the Connection's; the provider keys of consumer
 	// objects come from it.
 	isolation kbindv1alpha1.Isolation
+	// second is the second provider of --providers 2, else nil.
+	second *second
 }
 
 // benchTenant is the provider namespace of --isolation Namespace, and
@@ -191,10 +195,11 @@ func main() {
 	flag.DurationVar(&co.herdDown, "herd-down", 40*time.Second, "with --consumers: restart the provider API server for this long with every consumer connected, and measure the recovery (0: no restart)")
 	flag.StringVar(&co.konnector, "konnector-bench", "bin/konnector-bench", "with --consumers: the konnector built with -tags kbindbench (one identity per Connection)")
 	flag.StringVar(&co.plugin, "plugin", "bin/kubectl-kbind", "with --consumers: kubectl-kbind, which grants each consumer")
+	flag.IntVar(&providers, "providers", 1, "providers serving the bench APIs, 1 or 2: with 2, a second provider cluster and Connection (same isolation), and two ClusterBindings routing alternate namespaces (half the objects) one to each; the limit is then both providers' direct creates at once, each at the provider QPS")
 	mode := flag.String("isolation", "None", "the Connection's isolation mode: None, Namespace (provider namespace "+benchTenant+") or Prefixed (prefix "+benchPrefix+")")
 	flag.Parse()
-	if *apis < 1 || extraConnections < 1 {
-		fmt.Fprintln(os.Stderr, "bench: --apis and --connections must be at least 1")
+	if *apis < 1 || extraConnections < 1 || providers < 1 || providers > 2 {
+		fmt.Fprintln(os.Stderr, "bench: --apis and --connections must be at least 1, --providers 1 or 2")
 		os.Exit(2)
 	}
 	if co.sizes != "" {
@@ -244,6 +249,12 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 	}
 	defer pair.Stop()
 	b := &bench{pair: pair, konnectorBin: bin, qps: qps, burst: burst, workers: workers, idle: idle, rate: rate, isolation: iso, profiles: profiles, memLimit: memLimit}
+	if providers == 2 {
+		if b.second, err = startSecond(dir, crds, opts.EtcdArgs, qps, burst); err != nil {
+			return err
+		}
+		defer func() { _ = b.second.cluster.Stop() }()
+	}
 	if profiles != "" {
 		if err := os.MkdirAll(profiles, 0o755); err != nil {
 			return err
@@ -281,7 +292,7 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 			return fmt.Errorf("run with N=%d: %w", n, err)
 		}
 		r.Isolation = string(iso.Mode)
-		r.StartupS, r.APIs, r.Connections = b.startupS, len(gvrs), extraConnections
+		r.StartupS, r.APIs, r.Connections, r.Providers = b.startupS, len(gvrs), extraConnections+providers-1, providers
 		runs = append(runs, r)
 	}
 	printTable(runs, qps, burst, workers, rate, fsync, iso)
@@ -300,34 +311,41 @@ func (b *bench) setup(ctx context.Context) error {
 		return err
 	}
 	if b.isolation.Mode == kbindv1alpha1.IsolationNamespace {
-		// The provider admin's namespace (docs/isolation.md).
-		pcs := kubernetes.NewForConfigOrDie(b.pair.Provider.Config)
-		if _, err := pcs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchTenant}}, metav1.CreateOptions{}); err != nil {
-			return err
+		// The provider admin's namespace (docs/isolation.md), on each provider.
+		cfgs := []*rest.Config{b.pair.Provider.Config}
+		if b.second != nil {
+			cfgs = append(cfgs, b.second.cluster.Config)
+		}
+		for _, cfg := range cfgs {
+			pcs := kubernetes.NewForConfigOrDie(cfg)
+			if _, err := pcs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchTenant}}, metav1.CreateOptions{}); err != nil {
+				return err
+			}
 		}
 	}
 	isoYAML, err := json.Marshal(b.isolation)
 	if err != nil {
 		return err
 	}
+	apis := ""
+	for _, g := range gvrs {
+		apis += "  - name: " + g.Resource + "." + g.Group + "\n"
+		if withShaping {
+			apis += "    projection: {group: " + shapedGroup + "}\n" +
+				"    mutations: {up: [{path: .spec.tenant, expression: object.metadata.namespace}]}\n"
+		}
+	}
+	if withMetadata {
+		apis += "  metadata: {labels: [\"*\"], annotations: [\"*\"]}\n"
+	}
+	selector, secondManifest := b.secondManifest(string(isoYAML), apis)
 	manifest := enginetest.ConnectionManifestWith("provider", "provider", b.pair.Provider.Kubeconfig, "  isolation: "+string(isoYAML)+"\n") + `---
 apiVersion: core.kbind.io/v1alpha1
 kind: ClusterBinding
 metadata: {name: bench}
 spec:
   connectionRef: {name: provider}
-  apis:
-`
-	for _, g := range gvrs {
-		manifest += "  - name: " + g.Resource + "." + g.Group + "\n"
-		if withShaping {
-			manifest += "    projection: {group: " + shapedGroup + "}\n" +
-				"    mutations: {up: [{path: .spec.tenant, expression: object.metadata.namespace}]}\n"
-		}
-	}
-	if withMetadata {
-		manifest += "  metadata: {labels: [\"*\"], annotations: [\"*\"]}\n"
-	}
+` + selector + "  apis:\n" + apis + secondManifest
 	idle, err := b.idleConnections(ctx)
 	if err != nil {
 		return err
@@ -346,7 +364,7 @@ spec:
 	}
 	for _, args := range [][]string{
 		{"--context=consumer", "wait", "--for=condition=Ready", "connection", "--all", "--timeout=300s"},
-		{"--context=consumer", "wait", "--for=condition=Synced", "clusterbinding/bench", "--timeout=300s"},
+		{"--context=consumer", "wait", "--for=condition=Synced", "clusterbinding", "--all", "--timeout=300s"},
 	} {
 		if out, err := testenv.Kubectl(ctx, b.pair.KubeconfigPath, args...); err != nil {
 			return fmt.Errorf("%w: %s", err, out)
@@ -627,10 +645,13 @@ func createAll(ctx context.Context, c dynamic.Interface, gvr func(schema.GroupVe
 	})
 }
 
+// ensureNamespaces creates the run's namespaces, each labelled with the
+// provider its objects are routed to (routeLabel).
 func ensureNamespaces(ctx context.Context, cfg *rest.Config, prefix string) error {
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	for i := 0; i < namespaces; i++ {
-		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i)}}, metav1.CreateOptions{})
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Labels: map[string]string{routeLabel: strconv.Itoa(i % providers)}}}
+		_, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 		if err != nil && !strings.Contains(err.Error(), "already exists") {
 			return err
 		}
@@ -671,7 +692,7 @@ func percentiles(created, seen map[string]time.Time) (p50, p99 float64) {
 // clusters.
 func (b *bench) countWrites(ctx context.Context) (*recorder, error) {
 	rec := newRecorder()
-	for _, c := range []dynamic.Interface{b.consumer, b.provider} {
+	for _, c := range append([]dynamic.Interface{b.consumer}, b.providerClients()...) {
 		for _, g := range gvrs {
 			if c == b.consumer {
 				g = onConsumer(g)
@@ -747,10 +768,12 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 func (b *bench) watchSpecUp(ctx context.Context, prefix string) (*recorder, error) {
 	up := newRecorder()
 	for _, g := range gvrs {
-		if err := up.watchKeyed(ctx, b.provider, g, func(_ watch.EventType, u *unstructured.Unstructured) bool {
-			return strings.Contains(b.consumerID(g, u), "/"+prefix+"-")
-		}, func(u *unstructured.Unstructured) string { return b.consumerID(g, u) }); err != nil {
-			return nil, err
+		for _, c := range b.providerClients() {
+			if err := up.watchKeyed(ctx, c, g, func(_ watch.EventType, u *unstructured.Unstructured) bool {
+				return strings.Contains(b.consumerID(g, u), "/"+prefix+"-")
+			}, func(u *unstructured.Unstructured) string { return b.consumerID(g, u) }); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return up, nil
@@ -787,7 +810,7 @@ func (b *bench) statusDown(ctx, wctx context.Context, prefix string, keys []key,
 	}
 	patched, err := forEach(keys, 0, func(k key) error {
 		pk := b.providerKey(k)
-		_, err := b.provider.Resource(k.gvr).Namespace(pk.ns).Patch(ctx, pk.name, "application/merge-patch+json",
+		_, err := b.providerFor(k.ns).Resource(k.gvr).Namespace(pk.ns).Patch(ctx, pk.name, "application/merge-patch+json",
 			[]byte(`{"status":{"phase":"Ready"}}`), metav1.PatchOptions{}, "status")
 		return err
 	})
@@ -808,17 +831,18 @@ func (b *bench) limit(ctx context.Context, prefix string, r *Run) error {
 	if err := ensureNamespaces(ctx, b.pair.Provider.Config, "limit-"+prefix); err != nil {
 		return err
 	}
-	limitStart := time.Now()
-	if _, err := createAll(ctx, b.providerLimited, func(g schema.GroupVersionResource) schema.GroupVersionResource { return g }, keysFor("limit-"+prefix, r.N), 0); err != nil {
-		return err
-	}
-	r.LimitPerS = float64(r.N) / time.Since(limitStart).Seconds()
-	r.ThroughputRatio = r.ThroughputPerS / r.LimitPerS
-	for _, g := range gvrs {
-		for i := 0; i < namespaces; i++ {
-			_ = b.provider.Resource(g).Namespace(fmt.Sprintf("limit-%s-%d", prefix, i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	if b.second != nil {
+		if err := ensureNamespaces(ctx, b.second.cluster.Config, "limit-"+prefix); err != nil {
+			return err
 		}
 	}
+	took, err := b.limitCreate(ctx, keysFor("limit-"+prefix, r.N))
+	if err != nil {
+		return err
+	}
+	r.LimitPerS = float64(r.N) / took.Seconds()
+	r.ThroughputRatio = r.ThroughputPerS / r.LimitPerS
+	b.deleteLimitObjects(ctx, prefix)
 	return nil
 }
 
@@ -842,7 +866,9 @@ func (b *bench) idleWindow(wctx context.Context, r *Run) error {
 	}
 	idleRequests := requestsAfter.since(requestsBefore)
 	perMin := time.Minute.Seconds() / b.idle.Seconds()
-	r.IdleProviderRequestsPerMin = idleRequests.of(b.pair.Provider.Config.Host, false) * perMin
+	for _, host := range b.providerHosts() {
+		r.IdleProviderRequestsPerMin += idleRequests.of(host, false) * perMin
+	}
 	r.IdleConsumerWritesPerMin = idleRequests.of(b.pair.Consumer.Config.Host, true) * perMin
 	fmt.Printf("N=%d idle %s: the konnector's requests (host method count): %s\n", r.N, b.idle, idleRequests)
 	return nil
@@ -868,7 +894,7 @@ func (b *bench) restart(wctx context.Context, r *Run) error {
 	if err := waitFor(2*time.Minute, "the restarted konnector synced", func() bool {
 		b.sampleRSS()
 		ready, depth, err := syncedState(b.metricsAddr, onConsumer(gvrs[0]).Group)
-		return err == nil && ready == len(gvrs) && depth == 0
+		return err == nil && ready == len(gvrs)*providers && depth == 0
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: N=%d: no restart time: %v\n", r.N, err)
 	} else {
@@ -928,16 +954,19 @@ func printTable(runs []Run, qps float32, burst, workers int, rate float64, fsync
 	if withShaping {
 		meta += ", shaping on (a projection and an up mutation rule per API)"
 	}
-	fmt.Printf("\nkbind bench: provider QPS %.0f, burst %d, %d workers per API, 10 namespaces, %d APIs, %d Connection(s), %s, isolation %s, metadata sync %s\n",
-		qps, burst, workers, len(gvrs), extraConnections, disk, iso.Mode, meta)
+	fmt.Printf("\nkbind bench: provider QPS %.0f, burst %d, %d workers per API, 10 namespaces, %d APIs, %d provider(s), %d Connection(s), %s, isolation %s, metadata sync %s\n",
+		qps, burst, workers, len(gvrs), providers, extraConnections+providers-1, disk, iso.Mode, meta)
 	if len(runs) > 0 {
-		fmt.Printf("startup: %.1f s from starting the konnector until every Connection was Ready and the ClusterBinding Synced\n", runs[0].StartupS)
+		fmt.Printf("startup: %.1f s from starting the konnector until every Connection was Ready and every ClusterBinding Synced\n", runs[0].StartupS)
 	}
 	fmt.Println()
 	if rate > 0 {
 		fmt.Printf("consumer objects created at %.0f/s\n", rate)
 	}
 	fmt.Println("objects/s: consumer creates until every copy is on the provider; limit/s: the same creates straight to the provider with the same QPS")
+	if providers == 2 {
+		fmt.Println("two providers: alternate namespaces (half the objects) routed to each; limit/s: both providers' direct creates at once, each at the provider QPS; prov req/min: both providers")
+	}
 	fmt.Println("idle prov req/min: the konnector's requests to the provider per minute while idle; idle cons w/min: its writes to the consumer")
 	fmt.Println("RSS MiB: the konnector's peak resident set; heap MiB: its live heap after a forced GC once every status is down")
 	fmt.Printf("%8s %12s %10s %7s %10s %10s %12s %12s %6s %9s %9s %9s %9s %9s %9s %9s %10s %14s %14s\n",
