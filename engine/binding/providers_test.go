@@ -378,6 +378,10 @@ func testRoutedByClusterBindings(t *testing.T, east, west *provider) {
 	if got := greedyCopies(t, west); got != 1 {
 		t.Errorf("west holds %d copies, want 1: the refused ClusterBinding routed objects", got)
 	}
+	// Instance counts are per binding: each counts the objects it routes.
+	for _, b := range []client.Object{toEast, toWest, open} {
+		waitInstances(t, b, kbindv1alpha1.InstanceCounts{Total: 1, Synced: 1})
+	}
 
 	for _, obj := range []client.Object{greedy, open, covered, toEast, toWest} {
 		if err := env.Consumer.Delete(ctx, obj); err != nil {
@@ -390,6 +394,36 @@ func testRoutedByClusterBindings(t *testing.T, east, west *provider) {
 }
 
 func greedyCopies(t *testing.T, p *provider) int { return len(p.copies(t, "Cache")) }
+
+// waitInstances waits until the binding b (a ClusterBinding or a Binding)
+// reports want as the instance counts of its one API.
+func waitInstances(t *testing.T, b client.Object, want kbindv1alpha1.InstanceCounts) {
+	t.Helper()
+	enginetest.Eventually(t, fmt.Sprintf("%s counts %+v", b.GetName(), want), func() error {
+		var status kbindv1alpha1.BindingStatus
+		switch b.(type) {
+		case *kbindv1alpha1.ClusterBinding:
+			got := &kbindv1alpha1.ClusterBinding{}
+			if err := env.Consumer.Get(context.Background(), client.ObjectKeyFromObject(b), got); err != nil {
+				return err
+			}
+			status = got.Status
+		default:
+			got := &kbindv1alpha1.Binding{}
+			if err := env.Consumer.Get(context.Background(), client.ObjectKeyFromObject(b), got); err != nil {
+				return err
+			}
+			status = got.Status
+		}
+		if len(status.BoundAPIs) != 1 || status.BoundAPIs[0].Instances == nil {
+			return fmt.Errorf("bound APIs %+v", status.BoundAPIs)
+		}
+		if got := *status.BoundAPIs[0].Instances; got != want {
+			return fmt.Errorf("instances %+v", got)
+		}
+		return nil
+	})
+}
 
 // regionBinding binds caches.example.org through connection in the
 // namespaces labelled region=region.

@@ -208,11 +208,11 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 			continue
 		}
 		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
-		sum := r.Results.Summarize(o.connection, gk, b.obj.GetNamespace(), !r.Namespaced)
-		total, err := r.countObjects(ctx, rt, b.spec, crd, b.obj.GetNamespace())
+		total, selected, err := r.countObjects(ctx, rt, b.spec, crd, b.obj.GetNamespace())
 		if err != nil {
 			return err
 		}
+		sum := r.Results.Summarize(o.connection, gk, b.obj.GetNamespace(), !r.Namespaced, selected)
 		pending := total - sum.Synced - sum.Failed - sum.Conflicts
 		if pending < 0 {
 			pending = 0
@@ -269,14 +269,18 @@ func (r *Reconciler) unbindRemoved(ctx context.Context, b binding, before *kbind
 }
 
 // countObjects counts the consumer objects of a CRD in the binding's scope
-// that its filters select, from the cache.
-func (r *Reconciler) countObjects(ctx context.Context, rt syncer.Route, spec *kbindv1alpha1.BindingSpec, crd *apiextensionsv1.CustomResourceDefinition, namespace string) (int32, error) {
+// that its filters select, from the cache, and returns which namespaces its
+// namespaceSelector selects (for the sync results it summarizes).
+func (r *Reconciler) countObjects(ctx context.Context, rt syncer.Route, spec *kbindv1alpha1.BindingSpec, crd *apiextensionsv1.CustomResourceDefinition,
+	namespace string) (int32, func(string) bool, error) {
 	gvk, _ := kbindschema.StorageGVK(crd)
 	objects, namespaces, err := syncer.Filters(*spec, crd.Name)
 	if err != nil {
-		return 0, nil // the binding reports it (Filters); nothing of it syncs
+		return 0, func(string) bool { return false }, nil // the binding reports it (Filters); nothing of it syncs
 	}
-	return r.Syncers.Count(ctx, rt, gvk, namespace, !r.Namespaced, objects, namespaces)
+	n, err := r.Syncers.Count(ctx, rt, gvk, namespace, !r.Namespaced, objects, namespaces)
+	selected, _ := r.Syncers.NamespacesSelected(ctx, namespaces)
+	return n, selected, err
 }
 
 // forgetUnbound releases what the engine holds for an API's route through

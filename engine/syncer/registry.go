@@ -275,24 +275,44 @@ func (r *Registry) Count(ctx context.Context, rt Route, gvk schema.GroupVersionK
 	if namespaces == nil {
 		return int32(len(list.Items)), nil
 	}
-	selected := map[string]bool{}
+	selected, failed := r.NamespacesSelected(ctx, namespaces)
 	n := int32(0)
 	for i := range list.Items {
-		ns := list.Items[i].GetNamespace()
-		in, known := selected[ns]
-		if !known {
-			nsLabels, err := namespaceLabels(ctx, r.Cache, ns)
-			if client.IgnoreNotFound(err) != nil {
-				return 0, fmt.Errorf("counting %s: reading namespace %s: %w", crdName, ns, err)
-			}
-			in = namespaces.Matches(labels.Set(nsLabels))
-			selected[ns] = in
-		}
-		if in {
+		if selected(list.Items[i].GetNamespace()) {
 			n++
 		}
 	}
+	if err := failed(); err != nil {
+		return 0, fmt.Errorf("counting %s: %w", crdName, err)
+	}
 	return n, nil
+}
+
+// NamespacesSelected is whether a namespace's labels (read from the
+// consumer cache, once per namespace) match namespaces: a gone namespace
+// matches nothing, and one whose labels could not be read matches nothing
+// either and is what failed returns. A nil namespaces selects every
+// namespace, without a read.
+func (r *Registry) NamespacesSelected(ctx context.Context, namespaces labels.Selector) (selected func(namespace string) bool, failed func() error) {
+	if namespaces == nil {
+		return func(string) bool { return true }, func() error { return nil }
+	}
+	seen := map[string]bool{}
+	var firstErr error
+	return func(ns string) bool {
+			in, known := seen[ns]
+			if !known {
+				nsLabels, err := namespaceLabels(ctx, r.Cache, ns)
+				if client.IgnoreNotFound(err) != nil && firstErr == nil {
+					firstErr = fmt.Errorf("reading namespace %s: %w", ns, err)
+				}
+				in = err == nil && namespaces.Matches(labels.Set(nsLabels))
+				seen[ns] = in
+			}
+			return in
+		}, func() error {
+			return firstErr
+		}
 }
 
 // cacheSyncTimeout bounds how long a reconcile waits for a consumer

@@ -171,7 +171,7 @@ func TestForgetDropsResults(t *testing.T) {
 	r.recordInformer(Route{CRD: "widgets.example.org", Connection: "p"}, target.GVK)
 	r.Cache = removingCache{}
 	r.Forget(context.Background(), "widgets.example.org", "p")
-	if s := results.Summarize("p", target.GVK.GroupKind(), "", true); s.Synced != 0 {
+	if s := results.Summarize("p", target.GVK.GroupKind(), "", true, nil); s.Synced != 0 {
 		t.Errorf("results kept after Forget: %+v", s)
 	}
 	if len(r.used) != 0 {

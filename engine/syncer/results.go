@@ -125,15 +125,18 @@ type Summary struct {
 }
 
 // Summarize counts the results of an API in one namespace, or in all when
-// allNamespaces.
-func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace string, allNamespaces bool) Summary {
+// allNamespaces; only in the namespaces selected (nil: every one) admits,
+// so that a ClusterBinding with a namespaceSelector counts the objects it
+// routes, not those a namespace's Binding routes through the same
+// Connection elsewhere.
+func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace string, allNamespaces bool, selected func(namespace string) bool) Summary {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	var s Summary
 	reasons := map[kbindv1alpha1.Reason]int{}
 	forbidden := map[string]int{}
 	for key, res := range r.byAPI[apiKey(connection, gk)] {
-		if !allNamespaces && key.Namespace != namespace {
+		if !allNamespaces && key.Namespace != namespace || selected != nil && !selected(key.Namespace) {
 			continue
 		}
 		switch res.State {
