@@ -103,7 +103,7 @@ func TestFaults(t *testing.T) {
 func scenarios() []scenario {
 	return []scenario{
 		{
-			name: "provider-unreachable", objects: 200, lasts: 2 * time.Minute, report: 45 * time.Second, ready: 15 * time.Second, converge: 30 * time.Second,
+			name: "provider-unreachable", objects: 200, lasts: 75 * time.Second, report: 45 * time.Second, ready: 15 * time.Second, converge: 30 * time.Second,
 			inject: func(t *testing.T, e *env) func() {
 				// A blackhole: connections stay open, nothing comes
 				// through either way (timeout 0 never closes them).
