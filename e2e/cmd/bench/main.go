@@ -404,7 +404,10 @@ func (b *bench) startKonnector() error {
 	b.konnector = exec.Command(b.konnectorBin, "--kubeconfig", b.pair.Consumer.KubeconfigPath,
 		"--metrics-bind-address", addr, "--health-probe-bind-address", "127.0.0.1:0", "--pprof-bind-address", b.pprofAddr,
 		"--provider-qps", fmt.Sprint(b.qps), "--provider-burst", fmt.Sprint(b.burst),
-		"--consumer-qps", fmt.Sprint(b.qps), "--consumer-burst", fmt.Sprint(b.burst),
+		// One consumer client serves every provider: with two, it gets
+		// twice the QPS and burst, as the providers' side has (a client
+		// per Connection), so that it is not the limit on its own.
+		"--consumer-qps", fmt.Sprint(b.qps*float32(providers)), "--consumer-burst", fmt.Sprint(b.burst*providers),
 		"--workers", fmt.Sprint(b.workers))
 	b.konnector.Stdout, b.konnector.Stderr = b.log, b.log
 	if b.memLimit != "" {
