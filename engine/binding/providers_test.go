@@ -559,8 +559,8 @@ func testMoved(t *testing.T, east, west *provider) {
 
 // recordEvent records a Warning Event on the provider about the place
 // obj's copy has there, as a provider controller would; naming the copy's
-// UID when copy (the copy must exist).
-func (p *provider) recordEvent(t *testing.T, obj *unstructured.Unstructured, reason string, copy bool) {
+// UID when onCopy (the copy must exist).
+func (p *provider) recordEvent(t *testing.T, obj *unstructured.Unstructured, reason string, onCopy bool) {
 	t.Helper()
 	ctx := context.Background()
 	pkey, err := isolation.For(p.conn.Spec.IsolationOf()).Object(client.ObjectKeyFromObject(obj))
@@ -568,7 +568,7 @@ func (p *provider) recordEvent(t *testing.T, obj *unstructured.Unstructured, rea
 		t.Fatal(err)
 	}
 	ref := corev1.ObjectReference{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: pkey.Namespace, Name: pkey.Name}
-	if copy {
+	if onCopy {
 		got := &unstructured.Unstructured{}
 		got.SetAPIVersion(obj.GetAPIVersion())
 		got.SetKind(obj.GetKind())
