@@ -456,8 +456,8 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 			entry.ProviderAPI = api.Name
 		}
 		outcome, ok := r.deliver(ctx, b, o, discoverer, api, export)
-		if outcome.Collision {
-			continue // never this entry's CRD: nothing of it to remember
+		if outcome.Collision || slices.Contains(o.notExported, api.Name) {
+			continue // never this entry's CRD, or gone from the provider: as for an API not exported
 		}
 		if ok {
 			entry.CRDHash = outcome.Hash
@@ -495,6 +495,12 @@ func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *
 		switch {
 		case apierrors.IsForbidden(err):
 			o.forbidden = append(o.forbidden, err.Error())
+			return kbindschema.Outcome{}, false
+		case apierrors.IsNotFound(err):
+			// The provider deleted the CRD since the Connection's last
+			// discovery: it no longer exports the API, as the next
+			// discovery will say too (the caller skips the entry).
+			o.notExported = append(o.notExported, api.Name)
 			return kbindschema.Outcome{}, false
 		case err != nil:
 			o.problems = append(o.problems, fmt.Sprintf("reading the provider schema of %s: %v", export.Name, err))
