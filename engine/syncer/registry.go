@@ -257,11 +257,12 @@ func (r *Registry) removeInformers(ctx context.Context, informers map[usedInform
 }
 
 // Count counts the consumer objects of an API in one namespace, or in all,
-// that the binding's filters select (objects and namespaces, nil: every
-// one), from the consumer cache — the informer its Syncer uses, no second
-// one.
+// that the binding's filters select (objects: nil, every one; namespaces:
+// a NamespacesSelected predicate, read once per namespace and shared with
+// the caller), from the consumer cache — the informer its Syncer uses, no
+// second one.
 func (r *Registry) Count(ctx context.Context, rt Route, gvk schema.GroupVersionKind, namespace string, allNamespaces bool,
-	objects, namespaces labels.Selector) (int32, error) {
+	objects labels.Selector, namespaces func(namespace string) bool, failed func() error) (int32, error) {
 	crdName := rt.CRD
 	// Only the number is needed: the cached objects are not copied.
 	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
@@ -272,13 +273,9 @@ func (r *Registry) Count(ctx context.Context, rt Route, gvk schema.GroupVersionK
 	if err != nil {
 		return 0, fmt.Errorf("counting %s: %w", crdName, err)
 	}
-	if namespaces == nil {
-		return int32(len(list.Items)), nil
-	}
-	selected, failed := r.NamespacesSelected(ctx, namespaces)
 	n := int32(0)
 	for i := range list.Items {
-		if selected(list.Items[i].GetNamespace()) {
+		if namespaces(list.Items[i].GetNamespace()) {
 			n++
 		}
 	}
