@@ -278,8 +278,8 @@ func (r *Reconciler) countObjects(ctx context.Context, rt syncer.Route, spec *kb
 	if err != nil {
 		return 0, func(string) bool { return false }, nil // the binding reports it (Filters); nothing of it syncs
 	}
-	n, err := r.Syncers.Count(ctx, rt, gvk, namespace, !r.Namespaced, objects, namespaces)
-	selected, _ := r.Syncers.NamespacesSelected(ctx, namespaces)
+	selected, failed := r.Syncers.NamespacesSelected(ctx, namespaces)
+	n, err := r.Syncers.Count(ctx, rt, gvk, namespace, !r.Namespaced, objects, selected, failed)
 	return n, selected, err
 }
 
@@ -431,8 +431,13 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 		case export.Scope == kbindv1alpha1.APIScopeCluster && !iso.AllowsClusterScoped():
 			o.unconfinable = append(o.unconfinable, api.Name)
 			continue
-		case r.Namespaced:
-			covering, err := r.coveringClusterBindings(ctx, consumer, b.obj.GetNamespace())
+		}
+		refused, err := r.refusals(ctx, consumer)
+		if err != nil {
+			return err
+		}
+		if r.Namespaced {
+			covering, err := r.coveringClusterBindings(ctx, consumer, b.obj.GetNamespace(), refused)
 			if err != nil {
 				return err
 			}
@@ -441,11 +446,7 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 				continue
 			}
 		}
-		earlier, err := r.overlappingEarlier(ctx, b, consumer)
-		if err != nil {
-			return err
-		}
-		if earlier != "" {
+		if earlier := refused[syncer.RoutingKey(b.obj)]; earlier != "" {
 			o.overlapping = append(o.overlapping, fmt.Sprintf("%s (%s)", consumer, earlier))
 			o.unrouted = append(o.unrouted, consumer)
 			continue
@@ -679,16 +680,13 @@ func findCopies(api, namespace string, conn *kbindv1alpha1.Connection) string {
 
 // coveringClusterBindings names the live ClusterBindings of api that
 // cover namespace — their namespaceSelector selects it, or they have none
-// — and that no earlier binding through another Connection refuses: they
-// take precedence over a Binding there (BIND-2).
-func (r *Reconciler) coveringClusterBindings(ctx context.Context, api, namespace string) ([]string, error) {
+// — and that no earlier binding through another Connection refuses
+// (refused, from refusals): they take precedence over a Binding there
+// (BIND-2).
+func (r *Reconciler) coveringClusterBindings(ctx context.Context, api, namespace string, refused map[routing.ClaimKey]string) ([]string, error) {
 	cbs, err := index.ListBindings(ctx, r.Client, index.ClusterBindings, client.MatchingFields{index.BindingAPI: api})
 	if err != nil {
 		return nil, fmt.Errorf("the bindings of %s: %w", api, err)
-	}
-	refused, err := r.refusals(ctx, api)
-	if err != nil {
-		return nil, err
 	}
 	var names []string
 	for _, cb := range cbs {
@@ -722,16 +720,6 @@ func (r *Reconciler) refusals(ctx context.Context, api string) (map[routing.Clai
 		crd = nil
 	}
 	return syncer.Refusals(api, crd, all), nil
-}
-
-// overlappingEarlier names the earlier binding through another Connection
-// that refuses this one's entry for api, "" when none does.
-func (r *Reconciler) overlappingEarlier(ctx context.Context, b binding, api string) (string, error) {
-	refused, err := r.refusals(ctx, api)
-	if err != nil {
-		return "", err
-	}
-	return refused[syncer.RoutingKey(b.obj)], nil
 }
 
 // finalize unbinds (SCHEMA-6): a ClusterBinding that is the last binding
