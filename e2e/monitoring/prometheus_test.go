@@ -309,13 +309,17 @@ spec:
 	times.add("KbindSyncFailures: the provider refuses one Widget (admission policy): fired after %s", r.waitAlert("KbindSyncFailures", true, triggered, 60*time.Second))
 	times.add("KbindProviderEventsDropped: 30 provider Events on one object: fired after %s", r.waitAlert("KbindProviderEventsDropped", true, triggered, 60*time.Second))
 	r.held(`kbind_conflicts{connection="provider"}`)
-	// Meanwhile statuses change again on the provider: the status-down
-	// latency series exists by now, so its rate shows them.
-	r.writeStatus("Resized", "w1", "w2", "w3")
-	// And a spec changes on the consumer, for the spec-up latency panel:
-	// the objects created at setup were synced before Prometheus had two
-	// samples of that series, so their rate alone may show nothing.
-	r.kubectl(ckc, "patch", "widget", "-n", "team", "w2", "--type=merge", "-p", `{"spec":{"size":2}}`)
+	// Meanwhile statuses change again on the provider and specs on the
+	// consumer, for the latency panels (their rate needs an increase
+	// Prometheus scraped; the konnector restarted since setup, so each
+	// latency series is born again with its first observation).
+	r.latencyIncrease("down", func() { r.writeStatus("Resized", "w1") }, func() { r.writeStatus("Resized", "w2", "w3") })
+	spec := func(w string) func() {
+		return func() {
+			r.kubectl(ckc, "patch", "widget", "-n", "team", w, "--type=merge", "-p", `{"spec":{"size":2}}`)
+		}
+	}
+	r.latencyIncrease("up", spec("w2"), spec("w3"))
 	healed = time.Now()
 	r.kubectl(pkc, "delete", "widget", "-n", "team", "foreign")
 	r.kubectl(pkc, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "kbind-test-refuse-sync")
@@ -420,6 +424,34 @@ func (r *rig) writeStatus(phase string, names ...string) {
 			return nil
 		})
 	}
+}
+
+// latencyIncrease makes the rate of the provider Connection's
+// kbind_sync_latency_seconds series of direction show an increase: a
+// series born with its first observations starts at their count, so
+// rate() has nothing to show until a later observation is scraped — and
+// several observations landing within one scrape make no increase. first
+// makes a change in that direction; once Prometheus holds the series, then
+// makes another, and the increase is waited for.
+func (r *rig) latencyIncrease(direction string, first, then func()) {
+	r.t.Helper()
+	series := `kbind_sync_latency_seconds_count{connection="provider", direction="` + direction + `"}`
+	first()
+	enginetest.EventuallyWithin(r.t, 60*time.Second, "a scraped "+series, func() error {
+		got, err := r.prom.Query(r.ctx, series)
+		if err != nil || len(got) == 0 {
+			return fmt.Errorf("%v (%v)", got, err)
+		}
+		return nil
+	})
+	then()
+	enginetest.EventuallyWithin(r.t, 60*time.Second, "an increase of "+series, func() error {
+		got, err := r.prom.Query(r.ctx, "increase("+series+"[1m]) > 0")
+		if err != nil || len(got) == 0 {
+			return fmt.Errorf("%v (%v)", got, err)
+		}
+		return nil
+	})
 }
 
 // held waits until Prometheus holds 10 samples (10 s) of a series of
