@@ -432,23 +432,10 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 			o.unconfinable = append(o.unconfinable, api.Name)
 			continue
 		}
-		refused, err := r.refusals(ctx, consumer)
-		if err != nil {
-			return err
-		}
-		if r.Namespaced {
-			covering, err := r.coveringClusterBindings(ctx, consumer, b.obj.GetNamespace(), refused)
+		if routed, err := r.routes(ctx, b, consumer, o); err != nil || !routed {
 			if err != nil {
 				return err
 			}
-			if len(covering) > 0 {
-				o.overlapped = append(o.overlapped, fmt.Sprintf("%s (ClusterBinding %s)", consumer, strings.Join(covering, ", ")))
-				continue
-			}
-		}
-		if earlier := refused[syncer.RoutingKey(b.obj)]; earlier != "" {
-			o.overlapping = append(o.overlapping, fmt.Sprintf("%s (%s)", consumer, earlier))
-			o.unrouted = append(o.unrouted, consumer)
 			continue
 		}
 		claimed[consumer] = api.Name
@@ -676,6 +663,33 @@ func findCopies(api, namespace string, conn *kbindv1alpha1.Connection) string {
 	}
 	return fmt.Sprintf("kubectl get %s -n %s -l %s (against the provider of Connection %q; delete them there once you no longer need them)",
 		api, iso.Namespace(namespace), selector, conn.Name)
+}
+
+// routes decides whether this binding routes the consumer API api: not
+// when a ClusterBinding covering a Binding's namespace takes precedence
+// (BIND-2), nor when an earlier binding through another Connection
+// refuses it (OverlappingBinding); o records which.
+func (r *Reconciler) routes(ctx context.Context, b binding, api string, o *observation) (bool, error) {
+	refused, err := r.refusals(ctx, api)
+	if err != nil {
+		return false, err
+	}
+	if r.Namespaced {
+		covering, err := r.coveringClusterBindings(ctx, api, b.obj.GetNamespace(), refused)
+		if err != nil {
+			return false, err
+		}
+		if len(covering) > 0 {
+			o.overlapped = append(o.overlapped, fmt.Sprintf("%s (ClusterBinding %s)", api, strings.Join(covering, ", ")))
+			return false, nil
+		}
+	}
+	if earlier := refused[syncer.RoutingKey(b.obj)]; earlier != "" {
+		o.overlapping = append(o.overlapping, fmt.Sprintf("%s (%s)", api, earlier))
+		o.unrouted = append(o.unrouted, api)
+		return false, nil
+	}
+	return true, nil
 }
 
 // coveringClusterBindings names the live ClusterBindings of api that

@@ -73,6 +73,13 @@ func (s *Syncer) statusDown(ctx context.Context, cobj, pobj *unstructured.Unstru
 // setSyncedCondition writes the best-effort Synced condition into the
 // consumer object's status.conditions (the CRD's schema may prune it).
 func (s *Syncer) setSyncedCondition(ctx context.Context, cobj *unstructured.Unstructured, status metav1.ConditionStatus, reason kbindv1alpha1.Reason, msg string) {
+	writeSyncedCondition(ctx, s.consumer, cobj, status, reason, msg)
+}
+
+// writeSyncedCondition writes the best-effort Synced condition into cobj's
+// status.conditions through c, unless it already says the same; a failed
+// write is logged, never returned.
+func writeSyncedCondition(ctx context.Context, c client.Client, cobj *unstructured.Unstructured, status metav1.ConditionStatus, reason kbindv1alpha1.Reason, msg string) {
 	raw, _, _ := unstructured.NestedSlice(cobj.Object, "status", "conditions")
 	var conds []metav1.Condition
 	for _, r := range raw {
@@ -101,7 +108,7 @@ func (s *Syncer) setSyncedCondition(ctx context.Context, cobj *unstructured.Unst
 	if err := unstructured.SetNestedSlice(updated.Object, out, "status", "conditions"); err != nil {
 		return
 	}
-	if err := s.consumer.Status().Update(ctx, updated); err != nil {
+	if err := c.Status().Update(ctx, updated); err != nil {
 		log.FromContext(ctx).V(1).Info("Could not write the Synced condition (best effort)", "error", err.Error())
 	}
 }

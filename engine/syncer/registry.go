@@ -671,7 +671,7 @@ func claims(b kbindv1alpha1.BindingObject, crd *apiextensionsv1.CustomResourceDe
 // binding says so).
 func policyOf(spec kbindv1alpha1.BindingSpec, crd string) (Policy, error) {
 	p := Policy{Conflict: spec.ConflictPolicy, References: References(spec, crd),
-		ForwardEvents: spec.ProviderEvents != kbindv1alpha1.ProviderEventsIgnore}
+		ForwardEvents: spec.ProviderEvents != kbindv1alpha1.ProviderEventsIgnore, Deletion: spec.DeletionPolicy}
 	if p.Conflict == "" {
 		p.Conflict = kbindv1alpha1.ConflictPolicyFail
 	}
@@ -939,15 +939,21 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	}
 	draining = holdingFinalizer(draining)
 	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
+	// The objects are released under the draining binding's
+	// spec.deletionPolicy, unless their annotation says otherwise.
+	var def kbindv1alpha1.DeletionPolicy
+	if b, isBinding := regarding.(kbindv1alpha1.BindingObject); isBinding {
+		def = b.BindingSpec().DeletionPolicy
+	}
 	if ok {
 		if err := rel.releaseMovedAll(ctx, moved, to); err != nil {
 			return 0, err
 		}
-		return rel.drain(ctx, draining)
+		return rel.drain(ctx, draining, def)
 	}
 	conn := &kbindv1alpha1.Connection{}
 	connGone := apierrors.IsNotFound(r.Consumer.Get(ctx, client.ObjectKey{Name: connection}, conn))
-	remaining, abandoned, err := rel.abandon(ctx, draining, connGone)
+	remaining, abandoned, err := rel.abandon(ctx, draining, connGone, def)
 	if err != nil {
 		return 0, err
 	}

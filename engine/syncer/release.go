@@ -15,8 +15,11 @@
 //	releaser.release               syncer/release.go           the provider copy of a          ownership markers (ownership.Ours: cluster
 //	  (a deleting object, from                                 consumer object; then the       and object UID), UID precondition; the
 //	  sync's releaseDeleting)                                  syncer finalizer on it          finalizer goes only once the copy is gone;
-//	                                                                                           Orphan keeps the copy; a foreign or absent
-//	                                                                                           copy releases at once
+//	                                                                                           the deletion policy (annotation, else the
+//	                                                                                           binding's): Orphan keeps the copy,
+//	                                                                                           Foreground deletes in the foreground, a
+//	                                                                                           value naming no policy keeps both; a
+//	                                                                                           foreign or absent copy releases at once
 //	releaser.releaseDeleted        syncer/release.go           (decides, then release)         cache lag: a copy absent from the session
 //	  confirmAbsence, deletions                                                                cache is confirmed absent by a provider GET,
 //	                                                                                           unless the informer reported that very copy
@@ -73,9 +76,13 @@ package syncer
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -139,7 +146,7 @@ func (r *releaser) releaseDeleted(ctx context.Context, cobj *unstructured.Unstru
 			return done, err
 		}
 	}
-	out, err := r.release(ctx, cobj, pobj, exists)
+	out, err := r.release(ctx, cobj, pobj, exists, policy.Deletion)
 	if err == nil && exists && !cached {
 		// A copy the cache has not seen may go without an event: look again.
 		return requeue, nil
@@ -149,18 +156,23 @@ func (r *releaser) releaseDeleted(ctx context.Context, cobj *unstructured.Unstru
 
 // release handles a deleting consumer object, or (drain) one leaving
 // scope: the owned provider copy is deleted and the finalizer released only
-// once it is gone (SYNC-D). Orphan releases at once and keeps the copy; a
-// foreign or absent copy releases.
-func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists bool) (outcome, error) {
+// once it is gone (SYNC-D), under the object's deletion policy
+// (deletionPolicyOf, its binding's default def). Orphan releases at once
+// and keeps the copy; a foreign or absent copy releases; an annotation
+// that names no policy keeps the copy and the object until it is fixed.
+func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists bool, def kbindv1alpha1.DeletionPolicy) (outcome, error) {
 	key := client.ObjectKeyFromObject(cobj)
 	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
 		r.results.forget(r.target, key)
 		return done, nil
 	}
-	orphan := cobj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation] == kbindv1alpha1.DeletionPolicyOrphan
+	policy, known := deletionPolicyOf(cobj.GetAnnotations(), def)
 	owned := ownership.Classify(exists, annotationsOf(pobj), r.target.ClusterUID, string(cobj.GetUID())) == ownership.Ours
-	if owned && !orphan {
-		return r.deleteCopy(ctx, cobj, pobj)
+	switch {
+	case owned && !known:
+		return r.unknownPolicy(cobj), nil
+	case owned && policy != kbindv1alpha1.DeletionPolicyOrphan:
+		return r.deleteCopy(ctx, cobj, pobj, policy)
 	}
 	if err := patch.RemoveFinalizer(ctx, r.consumer, cobj, kbindv1alpha1.SyncerFinalizer); err != nil {
 		if apierrors.IsConflict(err) {
@@ -174,26 +186,107 @@ func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstruc
 }
 
 // deleteCopy deletes the owned provider copy pobj of the consumer object
-// cobj, exactly that copy (UID precondition), and keeps the finalizer
-// until the copy is gone; provider finalizers hold it longer. A provider
-// refusal is reported like any other.
-func (r *releaser) deleteCopy(ctx context.Context, cobj, pobj *unstructured.Unstructured) (outcome, error) {
+// cobj, exactly that copy (UID precondition) — with foreground propagation
+// under the Foreground policy, background otherwise — and keeps the
+// finalizer until the copy is gone; provider finalizers hold it longer,
+// and the object says which (waitingForCopy). A provider refusal is
+// reported like any other.
+func (r *releaser) deleteCopy(ctx context.Context, cobj, pobj *unstructured.Unstructured, policy kbindv1alpha1.DeletionPolicy) (outcome, error) {
 	key := client.ObjectKeyFromObject(cobj)
 	// Before the DELETE, so that the informer's report cannot come first.
 	r.deletions.expect(key, pobj.GetUID())
-	if pobj.GetDeletionTimestamp().IsZero() {
-		uid := pobj.GetUID()
-		if err := r.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			if apierrors.IsForbidden(err) {
-				_, ferr := r.failed(cobj, err, "delete", r.target.ProviderGVK.Kind+" "+client.ObjectKeyFromObject(pobj).String())
-				return requeue, ferr
-			}
-			return done, fmt.Errorf("deleting the provider copy: %w", err)
-		}
-		log.FromContext(ctx).V(1).Info("Deleted the provider copy; waiting for it to be gone")
+	if !pobj.GetDeletionTimestamp().IsZero() {
+		return r.waitingForCopy(ctx, cobj, pobj), nil
 	}
+	uid := pobj.GetUID()
+	if err := r.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}, client.PropagationPolicy(propagationOf(policy))); err != nil && !apierrors.IsNotFound(err) {
+		if apierrors.IsForbidden(err) {
+			_, ferr := r.failed(cobj, err, "delete", r.target.ProviderGVK.Kind+" "+client.ObjectKeyFromObject(pobj).String())
+			return requeue, ferr
+		}
+		return done, fmt.Errorf("deleting the provider copy: %w", err)
+	}
+	log.FromContext(ctx).V(1).Info("Deleted the provider copy; waiting for it to be gone", "propagation", propagationOf(policy))
 	r.results.set(r.target, key, Result{State: StatePending})
 	return done, nil
+}
+
+// propagationOf is the propagation policy kbind deletes a provider copy
+// with under deletion policy p: Foreground asks the provider's garbage
+// collector to delete the copy's blocking dependents first; everything
+// else is background, as the API server does for a custom resource by
+// default.
+func propagationOf(p kbindv1alpha1.DeletionPolicy) metav1.DeletionPropagation {
+	if p == kbindv1alpha1.DeletionPolicyForeground {
+		return metav1.DeletePropagationForeground
+	}
+	return metav1.DeletePropagationBackground
+}
+
+// deletionPolicyOf is the deletion policy in effect for a consumer object
+// with annotations, whose binding's default is def (docs/sync.md#deletion):
+// the core.kbind.io/deletion-policy annotation wins when it is set, then
+// def, then Delete. known is false when the annotation names no policy (a
+// typo such as "orphan"): the caller keeps the copy, for a typo must never
+// destroy what the user meant to keep.
+func deletionPolicyOf(annotations map[string]string, def kbindv1alpha1.DeletionPolicy) (policy kbindv1alpha1.DeletionPolicy, known bool) {
+	v, set := annotations[kbindv1alpha1.DeletionPolicyAnnotation]
+	switch {
+	case !set && def == "":
+		return kbindv1alpha1.DeletionPolicyDelete, true
+	case !set:
+		v = string(def)
+	}
+	switch p := kbindv1alpha1.DeletionPolicy(v); p {
+	case kbindv1alpha1.DeletionPolicyDelete, kbindv1alpha1.DeletionPolicyOrphan, kbindv1alpha1.DeletionPolicyForeground:
+		return p, true
+	default:
+		return p, false
+	}
+}
+
+// unknownPolicy keeps a deleting object whose deletion-policy annotation
+// names no policy, and its provider copy, with a failed result and a
+// Warning Event saying what to fix; the object is looked at again when
+// the annotation changes.
+func (r *releaser) unknownPolicy(cobj *unstructured.Unstructured) outcome {
+	msg := fmt.Sprintf("the annotation %s=%q names no deletion policy (Delete, Orphan or Foreground): the provider copy is kept and the object waits; set the annotation to one of them, or remove it for the binding's spec.deletionPolicy",
+		kbindv1alpha1.DeletionPolicyAnnotation, cobj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation])
+	if r.results.set(r.target, client.ObjectKeyFromObject(cobj), Result{State: StateFailed, Message: msg}) {
+		r.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventInvalidDeletionPolicy, "Delete", "%s", msg)
+	}
+	return done
+}
+
+// waitingForCopy reports a deleting object whose provider copy is being
+// deleted and still exists: the finalizers on the copy keep it (under
+// Foreground, foregroundDeletion until the provider's garbage collector
+// has deleted the copy's dependents that block owner deletion). Each new
+// set of finalizers is said once, by a Normal Event and the object's
+// best-effort Synced=False condition (reason ProviderCopyDeleting); the
+// copy's deletion (an informer event) brings the object back.
+func (r *releaser) waitingForCopy(ctx context.Context, cobj, pobj *unstructured.Unstructured) outcome {
+	msg := waitingMessage(r.target.ProviderGVK.Kind, client.ObjectKeyFromObject(pobj).String(), r.target.Connection, pobj.GetFinalizers())
+	if r.results.set(r.target, client.ObjectKeyFromObject(cobj), Result{State: StatePending, Message: msg}) && len(pobj.GetFinalizers()) > 0 {
+		r.events.Eventf(cobj, nil, corev1.EventTypeNormal, string(kbindv1alpha1.ReasonProviderCopyDeleting), "Delete", "%s", msg)
+		writeSyncedCondition(ctx, r.consumer, cobj, metav1.ConditionFalse, kbindv1alpha1.ReasonProviderCopyDeleting, msg)
+	}
+	return done
+}
+
+// waitingMessage says why a deleting object waits for its provider copy
+// (kind key on the provider of Connection conn), naming the copy's
+// finalizers.
+func waitingMessage(kind, key, conn string, finalizers []string) string {
+	if len(finalizers) == 0 {
+		return fmt.Sprintf("deleting: waiting for the provider copy %s %s (Connection %s) to be gone", kind, key, conn)
+	}
+	msg := fmt.Sprintf("deleting: the provider copy %s %s (Connection %s) is being deleted and its finalizers keep it: %s",
+		kind, key, conn, strings.Join(finalizers, ", "))
+	if slices.Contains(finalizers, metav1.FinalizerDeleteDependents) {
+		msg += " (" + metav1.FinalizerDeleteDependents + ": the provider's garbage collector deletes the copy's dependents whose ownerReferences set blockOwnerDeletion first; other dependents do not hold it)"
+	}
+	return msg
 }
 
 // releaseOrphaned lets the related copier release the related copies of an
@@ -201,8 +294,8 @@ func (r *releaser) deleteCopy(ctx context.Context, cobj, pobj *unstructured.Unst
 // stay, no longer kbind's): next once it is done (or there is nothing to
 // release), requeue while it must wait.
 func (r *releaser) releaseOrphaned(ctx context.Context, cobj *unstructured.Unstructured, policy Policy) (outcome, error) {
-	if r.orphaned == nil || len(policy.References) == 0 ||
-		cobj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation] != kbindv1alpha1.DeletionPolicyOrphan ||
+	if deletion, _ := deletionPolicyOf(cobj.GetAnnotations(), policy.Deletion); r.orphaned == nil || len(policy.References) == 0 ||
+		deletion != kbindv1alpha1.DeletionPolicyOrphan ||
 		!controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
 		return next, nil
 	}
@@ -271,14 +364,14 @@ func holdingFinalizer(objs []*unstructured.Unstructured) []*unstructured.Unstruc
 // provider copy, read from the provider itself, is deleted and the
 // finalizer released once it is gone (SYNC-D). It returns how many
 // objects still wait.
-func (r *releaser) drain(ctx context.Context, objs []*unstructured.Unstructured) (int, error) {
+func (r *releaser) drain(ctx context.Context, objs []*unstructured.Unstructured, def kbindv1alpha1.DeletionPolicy) (int, error) {
 	remaining := 0
 	for _, obj := range objs {
 		pobj, exists, err := r.providerCopy(ctx, client.ObjectKeyFromObject(obj))
 		if err != nil {
 			return 0, err
 		}
-		if _, err := r.release(ctx, obj, pobj, exists); err != nil {
+		if _, err := r.release(ctx, obj, pobj, exists, def); err != nil {
 			return 0, err
 		}
 		if controllerutil.ContainsFinalizer(obj, kbindv1alpha1.SyncerFinalizer) {
@@ -295,9 +388,10 @@ func (r *releaser) drain(ctx context.Context, objs []*unstructured.Unstructured)
 // Event: the backend reaper deletes them). An object deleted with the
 // Orphan policy keeps its copy anyway: it is released at once, the
 // escape hatch for a provider gone for good.
-func (r *releaser) abandon(ctx context.Context, objs []*unstructured.Unstructured, connGone bool) (remaining int, abandoned []string, err error) {
+func (r *releaser) abandon(ctx context.Context, objs []*unstructured.Unstructured, connGone bool, def kbindv1alpha1.DeletionPolicy) (remaining int, abandoned []string, err error) {
 	for _, obj := range objs {
-		orphan := obj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation] == kbindv1alpha1.DeletionPolicyOrphan
+		policy, _ := deletionPolicyOf(obj.GetAnnotations(), def)
+		orphan := policy == kbindv1alpha1.DeletionPolicyOrphan
 		if !connGone && !orphan {
 			remaining++
 			continue

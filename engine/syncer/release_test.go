@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -134,8 +136,9 @@ func TestLeftScope(t *testing.T) {
 }
 
 // release deletes only a copy that is kbind's (both UIDs), keeps the
-// finalizer until the copy is gone, and releases it at once for Orphan, a
-// foreign copy or no copy.
+// finalizer until the copy is gone, and releases it at once for Orphan
+// (the annotation's or the binding's), a foreign copy or no copy; an
+// annotation naming no policy keeps both.
 func TestRelease(t *testing.T) {
 	target := Target{Connection: "p", GVK: widgetGVK, ProviderGVK: widgetGVK, Namespaced: true, ClusterUID: "cluster"}
 	orphan := map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyOrphan}
@@ -146,20 +149,33 @@ func TestRelease(t *testing.T) {
 	terminating := copyOf("c1")
 	terminating.SetFinalizers([]string{"provider.example.com/hold"})
 	terminating.SetDeletionTimestamp(&metav1.Time{Time: time.Now()})
+	annotated := func(policy string) map[string]string {
+		return map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: policy}
+	}
 	cases := []struct {
 		name          string
 		cobj          *unstructured.Unstructured
 		pobj          *unstructured.Unstructured // nil: no copy
+		def           kbindv1alpha1.DeletionPolicy
 		copyDeleted   bool
 		finalizerKept bool
 		want          State // "" when the result is forgotten
+		event         string
 	}{
-		{"no finalizer: nothing held", widget("ns", "w", "c1", nil), copyOf("c1"), false, false, ""},
-		{"kbind's copy: deleted, the finalizer waits", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), copyOf("c1"), true, true, StatePending},
-		{"kbind's copy already terminating: waited for", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), terminating, false, true, StatePending},
-		{"Orphan: the copy stays, released", widget("ns", "w", "c1", orphan, kbindv1alpha1.SyncerFinalizer), copyOf("c1"), false, false, ""},
-		{"another object's copy: left, released", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), copyOf("c2"), false, false, ""},
-		{"no copy: released", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), nil, false, false, ""},
+		{"no finalizer: nothing held", widget("ns", "w", "c1", nil), copyOf("c1"), "", false, false, "", ""},
+		{"kbind's copy: deleted, the finalizer waits", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), copyOf("c1"), "", true, true, StatePending, ""},
+		{"kbind's copy already terminating: waited for, its finalizers named", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), terminating, "", false, true, StatePending,
+			"Normal ProviderCopyDeleting deleting: the provider copy Widget ns/w (Connection p) is being deleted and its finalizers keep it: provider.example.com/hold"},
+		{"Orphan: the copy stays, released", widget("ns", "w", "c1", orphan, kbindv1alpha1.SyncerFinalizer), copyOf("c1"), "", false, false, "", ""},
+		{"the binding's Orphan: the copy stays, released", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), copyOf("c1"), kbindv1alpha1.DeletionPolicyOrphan, false, false, "", ""},
+		{"the annotation's Delete wins over the binding's Orphan", widget("ns", "w", "c1", annotated("Delete"), kbindv1alpha1.SyncerFinalizer), copyOf("c1"), kbindv1alpha1.DeletionPolicyOrphan, true, true, StatePending, ""},
+		{"the annotation's Orphan wins over the binding's Foreground", widget("ns", "w", "c1", orphan, kbindv1alpha1.SyncerFinalizer), copyOf("c1"), kbindv1alpha1.DeletionPolicyForeground, false, false, "", ""},
+		{"Foreground: deleted, the finalizer waits", widget("ns", "w", "c1", annotated("Foreground"), kbindv1alpha1.SyncerFinalizer), copyOf("c1"), "", true, true, StatePending, ""},
+		{"a typo keeps the copy and the object", widget("ns", "w", "c1", annotated("orphan"), kbindv1alpha1.SyncerFinalizer), copyOf("c1"), kbindv1alpha1.DeletionPolicyDelete, false, true, StateFailed,
+			`Warning InvalidDeletionPolicy the annotation core.kbind.io/deletion-policy="orphan" names no deletion policy`},
+		{"a typo on an object without a copy of kbind's: released", widget("ns", "w", "c1", annotated("orphan"), kbindv1alpha1.SyncerFinalizer), copyOf("c2"), "", false, false, "", ""},
+		{"another object's copy: left, released", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), copyOf("c2"), "", false, false, "", ""},
+		{"no copy: released", widget("ns", "w", "c1", nil, kbindv1alpha1.SyncerFinalizer), nil, "", false, false, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,7 +186,8 @@ func TestRelease(t *testing.T) {
 				pb = pb.WithObjects(tc.pobj.DeepCopy())
 			}
 			results := NewResults(nil)
-			r := &releaser{reporter: reporter{target: target, results: results}, consumer: consumer, session: &session.Session{Client: pb.Build()}}
+			recorded := events.NewFakeRecorder(4)
+			r := &releaser{reporter: reporter{target: target, results: results, events: recorded}, consumer: consumer, session: &session.Session{Client: pb.Build()}}
 			key := client.ObjectKeyFromObject(tc.cobj)
 			cobj := widget("", "", "", nil)
 			if err := consumer.Get(ctx, key, cobj); err != nil {
@@ -180,7 +197,7 @@ func TestRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out, err := r.release(ctx, cobj, pobj, exists); err != nil || out != done {
+			if out, err := r.release(ctx, cobj, pobj, exists, tc.def); err != nil || out != done {
 				t.Fatalf("release = %v, %v; want done, nil", out, err)
 			}
 			_, stillThere, err := r.providerCopy(ctx, key)
@@ -195,6 +212,16 @@ func TestRelease(t *testing.T) {
 			}
 			if got := results.byAPI[apiKey(target.Connection, widgetGVK.GroupKind())][key].State; got != tc.want {
 				t.Errorf("result = %q, want %q", got, tc.want)
+			}
+			select {
+			case e := <-recorded.Events:
+				if tc.event == "" || !strings.HasPrefix(e, tc.event) {
+					t.Errorf("event %q, want one starting %q", e, tc.event)
+				}
+			default:
+				if tc.event != "" {
+					t.Errorf("no event, want one starting %q", tc.event)
+				}
 			}
 		})
 	}
@@ -223,7 +250,7 @@ func TestAbandon(t *testing.T) {
 			}
 			consumer := fake.NewClientBuilder().WithObjects(objs[0].DeepCopy(), objs[1].DeepCopy()).Build()
 			r := &releaser{consumer: consumer}
-			remaining, abandoned, err := r.abandon(context.Background(), objs, tc.connGone)
+			remaining, abandoned, err := r.abandon(context.Background(), objs, tc.connGone, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -240,5 +267,33 @@ func TestAbandon(t *testing.T) {
 				t.Errorf("released %v, want %v", released, tc.wantReleased)
 			}
 		})
+	}
+}
+
+// The annotation wins over the binding's default, the default over
+// Delete; an annotation that names no policy is not known (the caller
+// keeps the copy), even when the binding has a default.
+func TestDeletionPolicyOf(t *testing.T) {
+	ann := func(v string) map[string]string { return map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: v} }
+	cases := []struct {
+		name      string
+		ann       map[string]string
+		def       kbindv1alpha1.DeletionPolicy
+		want      kbindv1alpha1.DeletionPolicy
+		wantKnown bool
+	}{
+		{"nothing set: Delete", nil, "", kbindv1alpha1.DeletionPolicyDelete, true},
+		{"the binding's default", nil, kbindv1alpha1.DeletionPolicyForeground, kbindv1alpha1.DeletionPolicyForeground, true},
+		{"the annotation wins", ann("Orphan"), kbindv1alpha1.DeletionPolicyForeground, kbindv1alpha1.DeletionPolicyOrphan, true},
+		{"the annotation's Delete wins", ann("Delete"), kbindv1alpha1.DeletionPolicyOrphan, kbindv1alpha1.DeletionPolicyDelete, true},
+		{"Foreground by annotation", ann("Foreground"), "", kbindv1alpha1.DeletionPolicyForeground, true},
+		{"a typo is not known", ann("orphan"), kbindv1alpha1.DeletionPolicyOrphan, "orphan", false},
+		{"an empty annotation is not known", ann(""), kbindv1alpha1.DeletionPolicyOrphan, "", false},
+	}
+	for _, tc := range cases {
+		got, known := deletionPolicyOf(tc.ann, tc.def)
+		if got != tc.want || known != tc.wantKnown {
+			t.Errorf("%s: deletionPolicyOf = %q, %v; want %q, %v", tc.name, got, known, tc.want, tc.wantKnown)
+		}
 	}
 }

@@ -23,6 +23,9 @@ const (
 	eventProviderRejected = "ProviderRejected"
 	eventMutationFailed   = "MutationFailed"
 	eventSynced           = "Synced"
+	// eventInvalidDeletionPolicy: a deleting object's deletion-policy
+	// annotation names no policy; its provider copy is kept.
+	eventInvalidDeletionPolicy = "InvalidDeletionPolicy"
 )
 
 // reporter is one synced API (its Target) and where the outcome of each of

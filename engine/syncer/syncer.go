@@ -169,6 +169,9 @@ type Policy struct {
 	Namespaces labels.Selector
 	// Up and Down are the entry's compiled mutation rules; nil: none.
 	Up, Down *mutation.Program
+	// Deletion is the binding's spec.deletionPolicy, the default of its
+	// objects ("": Delete); an object's annotation wins (deletionPolicyOf).
+	Deletion kbindv1alpha1.DeletionPolicy
 }
 
 // selects reports whether the policy's filters select an object with

@@ -59,6 +59,7 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("nsfiltereds", "nsfiltered", "NsFiltered", "filter.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("mutateds", "mutated", "Mutated", "mutate.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("badmutateds", "badmutated", "BadMutated", "mutate.example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("cascades", "cascade", "Cascade", "foreground.example.org", apiextensionsv1.NamespaceScoped, true),
 	)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -33,6 +33,12 @@ const (
 	ProviderEventsIgnore ProviderEventsPolicy = "Ignore"
 )
 
+// DeletionPolicy says what deleting a consumer object does to its provider
+// copy (docs/sync.md#deletion). The core.kbind.io/deletion-policy
+// annotation on an object overrides its binding's spec.deletionPolicy.
+// +kubebuilder:validation:Enum=Delete;Orphan;Foreground
+type DeletionPolicy string
+
 // RelatedResourceKind is a kind of related object kbind copies.
 // +kubebuilder:validation:Enum=secrets;configmaps
 type RelatedResourceKind string
@@ -286,6 +292,17 @@ type BindingSpec struct {
 	// +optional
 	// +kubebuilder:default=Fail
 	ConflictPolicy ConflictPolicy `json:"conflictPolicy,omitempty"`
+
+	// DeletionPolicy is what deleting one of the binding's objects (or
+	// the binding, which releases them) does to its provider copy, unless
+	// the object's core.kbind.io/deletion-policy annotation says
+	// otherwise: Delete (unset: the default) deletes it with background
+	// propagation and releases the object once the copy is gone; Orphan
+	// keeps it; Foreground deletes it with foreground propagation, so the
+	// object is released only once the provider's garbage collector has
+	// deleted the copy's blocking dependents (docs/sync.md#deletion).
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 
 	// RelatedResources are Secrets and ConfigMaps copied alongside the bound
 	// APIs.

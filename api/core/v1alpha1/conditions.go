@@ -99,6 +99,12 @@ const (
 	// and nothing of the API syncs through this Connection (Ready=False,
 	// docs/bindings.md#one-api-several-providers).
 	ReasonSchemaIncompatible Reason = "SchemaIncompatible"
+	// ReasonProviderCopyDeleting: on a deleting consumer object (its
+	// best-effort Synced=False condition), the provider copy is being
+	// deleted and finalizers on it — foregroundDeletion under the
+	// Foreground policy — keep it; the message names them
+	// (docs/sync.md#deletion).
+	ReasonProviderCopyDeleting Reason = "ProviderCopyDeleting"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
@@ -120,5 +126,5 @@ var Reasons = []Reason{
 	ReasonAPINotExported, ReasonForeignObjectExists, ReasonOwnedByAnother,
 	ReasonForbidden, ReasonDrainingBindings, ReasonConversionWebhook,
 	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused, ReasonInvalidFilter, ReasonInvalidMutation,
-	ReasonOverlappingBinding, ReasonSchemaIncompatible,
+	ReasonOverlappingBinding, ReasonSchemaIncompatible, ReasonProviderCopyDeleting,
 }

@@ -107,6 +107,11 @@ const (
 	// when the object moves to another provider
 	// (docs/bindings.md#moving-between-providers).
 	DeletionPolicyDelete = "Delete"
+	// DeletionPolicyForeground deletes the provider copy with foreground
+	// propagation: the consumer object is released only once the copy is
+	// gone, which the provider's garbage collector lets happen after the
+	// copy's dependents that block owner deletion are gone.
+	DeletionPolicyForeground = "Foreground"
 
 	// MovedAnnotation is written on a provider copy kbind kept when its
 	// consumer object moved to another provider, in place of kbind's

@@ -23,6 +23,7 @@ func TestWellKnownSpelling(t *testing.T) {
 		{DeletionPolicyAnnotation, "core.kbind.io/deletion-policy"},
 		{DeletionPolicyOrphan, "Orphan"},
 		{DeletionPolicyDelete, "Delete"},
+		{DeletionPolicyForeground, "Foreground"},
 		{MovedAnnotation, "core.kbind.io/moved"},
 		{StaleSinceAnnotation, "core.kbind.io/stale-since"},
 		{SyncerFinalizer, "core.kbind.io/syncer"},
@@ -52,17 +53,18 @@ func TestWellKnownSpelling(t *testing.T) {
 	for _, want := range []Reason{"AsExpected", "Pending", "SecretNotFound", "ClusterIdentityChanged",
 		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings", "ConversionWebhook",
 		"RenewalFailed", "ExpiresSoon", "Expired", "ProjectionRefused", "InvalidFilter", "InvalidMutation",
-		"OverlappingBinding", "SchemaIncompatible"} {
+		"OverlappingBinding", "SchemaIncompatible", "ProviderCopyDeleting"} {
 		if !reasons[want] {
 			t.Errorf("reason %s missing", want)
 		}
 	}
 	// The spec's 9, ConversionWebhook (docs/bindings.md#conditions), the
 	// credential reasons (docs/connections.md#credentials), the shaping
-	// reasons (docs/shaping.md) and the routing reasons
-	// (docs/bindings.md#one-api-several-providers).
-	if len(reasons) != 18 {
-		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping and the 2 routing reasons", len(reasons))
+	// reasons (docs/shaping.md), the routing reasons
+	// (docs/bindings.md#one-api-several-providers) and the deleting
+	// object's ProviderCopyDeleting (docs/sync.md#deletion).
+	if len(reasons) != 19 {
+		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping, the 2 routing and the deletion reasons", len(reasons))
 	}
 	types := map[ConditionType]bool{}
 	for _, ct := range append(append([]ConditionType{}, ConnectionConditionTypes...), BindingConditionTypes...) {

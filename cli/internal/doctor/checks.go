@@ -695,6 +695,36 @@ type Instance struct {
 	// ("" when it was not read).
 	CopyNamespace, CopyName string
 	Owner                   string
+	// Copy is the provider copy's state, read for an object whose
+	// deletion is stuck (nil: not read).
+	Copy *CopyState
+}
+
+// CopyState is what the provider says of a deleting object's copy.
+type CopyState struct {
+	Exists, Deleting bool
+	Finalizers       []string
+	// ReadError is why the copy could not be read ("" when it was).
+	ReadError string
+}
+
+// String is the copy's state as evidence.
+func (c CopyState) String() string {
+	switch {
+	case c.ReadError != "":
+		return "could not be read: " + c.ReadError
+	case !c.Exists:
+		return "gone"
+	case !c.Deleting:
+		return "exists, not being deleted"
+	default:
+		return fmt.Sprintf("being deleted, finalizers %v", c.Finalizers)
+	}
+}
+
+// stuck is whether an object's deletion is older than stuckAfter.
+func stuck(m metav1.ObjectMeta, now time.Time, stuckAfter time.Duration) bool {
+	return m.DeletionTimestamp != nil && now.Sub(m.DeletionTimestamp.Time) >= stuckAfter
 }
 
 // checkInstance runs the guide's "Conflicts" and "Deletion is stuck"
@@ -731,21 +761,34 @@ func checkInstance(in Instance, connProblem string, now time.Time, stuckAfter ti
 		}
 		out = append(out, f)
 	}
-	if in.Meta.DeletionTimestamp != nil && now.Sub(in.Meta.DeletionTimestamp.Time) >= stuckAfter {
+	if stuck(in.Meta, now, stuckAfter) {
 		age := now.Sub(in.Meta.DeletionTimestamp.Time).Round(time.Second)
 		f := Finding{
 			Check: "object.stuckDeleting", Severity: SeverityError, Object: obj, Field: "metadata.finalizers",
 			Evidence: fmt.Sprintf("deletionTimestamp %s ago, finalizers %v%s", age, in.Meta.Finalizers, routeString(in)),
 			Doc:      docDeletion,
 		}
-		if slices.Contains(in.Meta.Finalizers, kbindv1alpha1.SyncerFinalizer) {
+		if in.Copy != nil {
+			f.Evidence += fmt.Sprintf("; provider copy %s %s: %s", in.API, placeString(in.CopyNamespace, in.CopyName), in.Copy)
+		}
+		switch {
+		case slices.Contains(in.Meta.Finalizers, kbindv1alpha1.SyncerFinalizer) && in.Copy != nil && in.Copy.Deleting && len(in.Copy.Finalizers) > 0:
+			f.Problem = fmt.Sprintf("deletion waits for the provider copy %s %s, which is being deleted and kept by its finalizers %v",
+				in.API, placeString(in.CopyNamespace, in.CopyName), in.Copy.Finalizers)
+			gc := ""
+			if slices.Contains(in.Copy.Finalizers, metav1.FinalizerDeleteDependents) {
+				gc = "\n# " + metav1.FinalizerDeleteDependents + " (deletion policy Foreground): the provider's garbage collector removes it once the copy's dependents whose ownerReferences set blockOwnerDeletion are gone"
+			}
+			f.Fix = fmt.Sprintf("%s%s get %s %s -o yaml   # the provider's controllers owning these finalizers must finish%s\n# To stop waiting and keep the provider copy:\n%s%s annotate %s %s %s=%s --overwrite",
+				cmd.Provider, copyNS, in.API, in.CopyName, gc, cmd.Consumer, nsFlag, in.API, in.Meta.Name, kbindv1alpha1.DeletionPolicyAnnotation, kbindv1alpha1.DeletionPolicyOrphan)
+		case slices.Contains(in.Meta.Finalizers, kbindv1alpha1.SyncerFinalizer):
 			f.Problem = fmt.Sprintf("deletion waits for the konnector to delete the provider copy %s %s (finalizer %s)", in.API, placeString(in.CopyNamespace, in.CopyName), kbindv1alpha1.SyncerFinalizer)
 			if connProblem != "" {
 				f.Problem += ", and Connection " + in.Connection + " cannot reach the provider: " + connProblem
 			}
 			f.Fix = fmt.Sprintf("# restore Connection %s (see its finding) and keep the konnector running; do not remove the finalizer.\n# To keep the provider copy instead:\n%s%s annotate %s %s %s=%s",
 				in.Connection, cmd.Consumer, nsFlag, in.API, in.Meta.Name, kbindv1alpha1.DeletionPolicyAnnotation, kbindv1alpha1.DeletionPolicyOrphan)
-		} else {
+		default:
 			f.Problem = fmt.Sprintf("deletion waits on finalizers %v, which kbind does not own", in.Meta.Finalizers)
 			f.Fix = fmt.Sprintf("%s%s get events --field-selector involvedObject.name=%s   # the controller owning the finalizer must finish", cmd.Consumer, nsFlag, in.Meta.Name)
 		}

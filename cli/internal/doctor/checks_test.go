@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -289,6 +290,16 @@ func TestCheckInstance(t *testing.T) {
 			i.Meta.DeletionTimestamp = &metav1.Time{Time: now.Add(-10 * time.Minute)}
 			i.Meta.Finalizers = []string{kbindv1alpha1.SyncerFinalizer}
 		}), "connection refused", []string{"object.stuckDeleting"}, "do not remove the finalizer"},
+		{"stuck behind the provider copy's foreground deletion", in(func(i *Instance) {
+			i.Meta.DeletionTimestamp = &metav1.Time{Time: now.Add(-10 * time.Minute)}
+			i.Meta.Finalizers = []string{kbindv1alpha1.SyncerFinalizer}
+			i.Copy = &CopyState{Exists: true, Deleting: true, Finalizers: []string{metav1.FinalizerDeleteDependents}}
+		}), "", []string{"object.stuckDeleting"}, "garbage collector removes it once the copy's dependents whose ownerReferences set blockOwnerDeletion are gone"},
+		{"stuck behind a provider controller's finalizer on the copy", in(func(i *Instance) {
+			i.Meta.DeletionTimestamp = &metav1.Time{Time: now.Add(-10 * time.Minute)}
+			i.Meta.Finalizers = []string{kbindv1alpha1.SyncerFinalizer}
+			i.Copy = &CopyState{Exists: true, Deleting: true, Finalizers: []string{"db.example.org/backup"}}
+		}), "", []string{"object.stuckDeleting"}, "get widgets.example.org default.w1 -o yaml   # the provider's controllers owning these finalizers must finish"},
 		{"stuck behind another controller's finalizer", in(func(i *Instance) {
 			i.Meta.DeletionTimestamp = &metav1.Time{Time: now.Add(-10 * time.Minute)}
 			i.Meta.Finalizers = []string{"example.org/protect"}
@@ -305,6 +316,9 @@ func TestCheckInstance(t *testing.T) {
 			}
 			if len(got) > 0 && !strings.Contains(got[0].Fix, tc.has) {
 				t.Errorf("fix %q lacks %q", got[0].Fix, tc.has)
+			}
+			if tc.in.Copy != nil && tc.in.Copy.Deleting && !strings.Contains(got[0].Problem, fmt.Sprint(tc.in.Copy.Finalizers)) {
+				t.Errorf("problem %q does not name the provider copy's finalizers", got[0].Problem)
 			}
 			if tc.connProblem != "" && !strings.Contains(got[0].Problem, tc.connProblem) {
 				t.Errorf("problem %q does not name the Connection's problem", got[0].Problem)

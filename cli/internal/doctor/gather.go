@@ -496,26 +496,45 @@ func instanceFindings(ctx context.Context, c client.Client, r *Report, probes ma
 			if !ok {
 				continue
 			}
-			connProblem := ""
-			if p.Broken() {
-				connProblem = errString(p.ReachErr)
-				if connProblem == "" {
-					connProblem = "its kubeconfig Secret is unusable"
-				}
-			}
-			mapping := isolation.For(p.Connection.Spec.IsolationOf())
 			in := Instance{API: crd.Name, Kind: crd.Spec.Names.Kind, Meta: item.ObjectMeta, Connection: connName,
 				Binding: coveringBinding(bindings, connName, crd.Name, item.Namespace)}
-			if place, err := mapping.Object(types.NamespacedName{Namespace: item.Namespace, Name: item.Name}); err == nil {
-				in.CopyNamespace, in.CopyName = place.Namespace, place.Name
-				if conflict && p.provider != nil {
-					in.Owner = owner(ctx, p.provider, crdGVK(crd, version, crd.Spec.Names.Kind), place, p.Connection.Status.LocalClusterUID, string(item.UID))
-				}
-			}
-			out = append(out, checkInstance(in, connProblem, opts.Now, opts.StuckAfter, opts.Commands)...)
+			readCopy(ctx, &in, p, crdGVK(crd, version, crd.Spec.Names.Kind), conflict, stuck(item.ObjectMeta, opts.Now, opts.StuckAfter))
+			out = append(out, checkInstance(in, p.problem(), opts.Now, opts.StuckAfter, opts.Commands)...)
 		}
 	}
 	return out
+}
+
+// problem is why the Connection cannot reach its provider ("" when it
+// can).
+func (p *connectionProbe) problem() string {
+	if !p.Broken() {
+		return ""
+	}
+	if msg := errString(p.ReachErr); msg != "" {
+		return msg
+	}
+	return "its kubeconfig Secret is unusable"
+}
+
+// readCopy places the provider copy of the object in describes, and reads
+// from the provider what the checks need: who owns it for a conflict, its
+// deletion state for a stuck deletion (one metadata GET each).
+func readCopy(ctx context.Context, in *Instance, p *connectionProbe, gvk schemaGVK, conflict, stuck bool) {
+	place, err := isolation.For(p.Connection.Spec.IsolationOf()).Object(types.NamespacedName{Namespace: in.Meta.Namespace, Name: in.Meta.Name})
+	if err != nil {
+		return
+	}
+	in.CopyNamespace, in.CopyName = place.Namespace, place.Name
+	if p.provider == nil {
+		return
+	}
+	if conflict {
+		in.Owner = owner(ctx, p.provider, gvk, place, p.Connection.Status.LocalClusterUID, string(in.Meta.UID))
+	}
+	if stuck {
+		in.Copy = providerCopyState(ctx, p.provider, gvk, place)
+	}
 }
 
 // RouteOf is the Connection a consumer object syncs through: the one its
@@ -551,6 +570,21 @@ func owner(ctx context.Context, c client.Client, gvk schemaGVK, key types.Namesp
 	default:
 		return "marked for this object"
 	}
+}
+
+// providerCopyState reads the provider copy of a deleting object (its
+// metadata, one GET): whether it exists, is being deleted, and which
+// finalizers keep it.
+func providerCopyState(ctx context.Context, c client.Client, gvk schemaGVK, key types.NamespacedName) *CopyState {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	if err := c.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &CopyState{}
+		}
+		return &CopyState{ReadError: err.Error()}
+	}
+	return &CopyState{Exists: true, Deleting: obj.DeletionTimestamp != nil, Finalizers: obj.Finalizers}
 }
 
 func coveringBinding(bindings []BindingState, conn, api, namespace string) *BindingState {
