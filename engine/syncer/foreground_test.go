@@ -124,6 +124,23 @@ func waitWaitingReported(t *testing.T, gvk schema.GroupVersionKind, namespace, n
 	})
 }
 
+// waitDeletingCount waits until the binding counts n objects whose
+// deletion waits for their provider copy (status.boundAPIs[].instances).
+func waitDeletingCount(t *testing.T, cb *kbindv1alpha1.ClusterBinding, n int32) {
+	t.Helper()
+	enginetest.Eventually(t, fmt.Sprintf("ClusterBinding %s counts %d deleting", cb.Name, n), func() error {
+		if err := env.Consumer.Get(context.Background(), client.ObjectKeyFromObject(cb), cb); err != nil {
+			return err
+		}
+		for _, b := range cb.Status.BoundAPIs {
+			if b.Instances != nil && b.Instances.Deleting == n {
+				return nil
+			}
+		}
+		return fmt.Errorf("boundAPIs %+v", cb.Status.BoundAPIs)
+	})
+}
+
 func containsAll(s string, fragments []string) bool {
 	for _, f := range fragments {
 		if !strings.Contains(s, f) {
@@ -209,6 +226,7 @@ func TestBindingDeletionPolicy(t *testing.T) {
 
 	waitDeletingInForeground(t, foregroundGVK, ns, "by-default")
 	waitWaitingReported(t, foregroundGVK, ns, "by-default", metav1.FinalizerDeleteDependents)
+	waitDeletingCount(t, cb, 1)
 	waitGone(t, env.Provider, foregroundGVK, ns, "background")
 	waitGone(t, env.Consumer, foregroundGVK, ns, "background")
 	waitGone(t, env.Consumer, foregroundGVK, ns, "orphan")
@@ -254,6 +272,7 @@ func TestBindingDeletionPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, env.Consumer, foregroundGVK, ns, "by-default")
+	waitDeletingCount(t, cb, 0)
 
 	// The binding, now Orphan, deleted: its last object is released and
 	// its copy kept.

@@ -207,7 +207,7 @@ func (r *releaser) deleteCopy(ctx context.Context, cobj, pobj *unstructured.Unst
 		return done, fmt.Errorf("deleting the provider copy: %w", err)
 	}
 	log.FromContext(ctx).V(1).Info("Deleted the provider copy; waiting for it to be gone", "propagation", propagationOf(policy))
-	r.results.set(r.target, key, Result{State: StatePending})
+	r.results.set(r.target, key, Result{State: StatePending, Deleting: true})
 	return done, nil
 }
 
@@ -267,7 +267,7 @@ func (r *releaser) unknownPolicy(cobj *unstructured.Unstructured) outcome {
 // copy's deletion (an informer event) brings the object back.
 func (r *releaser) waitingForCopy(ctx context.Context, cobj, pobj *unstructured.Unstructured) outcome {
 	msg := waitingMessage(r.target.ProviderGVK.Kind, client.ObjectKeyFromObject(pobj).String(), r.target.Connection, pobj.GetFinalizers())
-	if r.results.set(r.target, client.ObjectKeyFromObject(cobj), Result{State: StatePending, Message: msg}) && len(pobj.GetFinalizers()) > 0 {
+	if r.results.set(r.target, client.ObjectKeyFromObject(cobj), Result{State: StatePending, Message: msg, Deleting: true}) && len(pobj.GetFinalizers()) > 0 {
 		r.events.Eventf(cobj, nil, corev1.EventTypeNormal, string(kbindv1alpha1.ReasonProviderCopyDeleting), "Delete", "%s", msg)
 		writeSyncedCondition(ctx, r.consumer, cobj, metav1.ConditionFalse, kbindv1alpha1.ReasonProviderCopyDeleting, msg)
 	}

@@ -35,6 +35,9 @@ type Result struct {
 	// Forbidden names the verb and resource type the provider refused
 	// (not the object: objects are counted per refusal).
 	Forbidden string
+	// Deleting marks a pending deleting object that waits for its
+	// provider copy to be gone.
+	Deleting bool
 }
 
 // Results holds per-object results of every Syncer, for the bindings'
@@ -115,6 +118,9 @@ func (r *Results) drop(connection string, gk schema.GroupKind) {
 // Summary counts results in a scope.
 type Summary struct {
 	Synced, Pending, Failed, Conflicts int32
+	// Deleting counts the pending objects whose deletion waits for their
+	// provider copy.
+	Deleting int32
 	// ConflictReason is the more frequent conflict reason.
 	ConflictReason kbindv1alpha1.Reason
 	// Forbidden lists the refused verbs and resource types with how many
@@ -144,6 +150,9 @@ func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace st
 			s.Synced++
 		case StatePending:
 			s.Pending++
+			if res.Deleting {
+				s.Deleting++
+			}
 		case StateFailed:
 			s.Failed++
 			if len(s.Failures) < 3 {

@@ -366,6 +366,11 @@ type InstanceCounts struct {
 	Pending int32 `json:"pending"`
 	// Failed objects: conflicts, provider rejections, permission errors.
 	Failed int32 `json:"failed"`
+	// Deleting objects whose deletion waits for their provider copy to be
+	// gone (its finalizers keep it; under the Foreground deletion policy,
+	// its blocking dependents); they count as pending too.
+	// +optional
+	Deleting int32 `json:"deleting,omitempty"`
 }
 
 // BoundAPI is the state of one bound API.

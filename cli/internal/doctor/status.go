@@ -51,6 +51,9 @@ type APISummary struct {
 	Pending   int32  `json:"pending"`
 	Failed    int32  `json:"failed"`
 	Conflicts int32  `json:"conflicts"`
+	// Deleting counts the objects whose deletion waits for their provider
+	// copy (docs/sync.md#deletion).
+	Deleting int32 `json:"deleting"`
 }
 
 // Status summarises every Connection of the consumer c reads, with each
@@ -87,6 +90,7 @@ func Status(ctx context.Context, c client.Client, timeout time.Duration, now tim
 					as.Conflicts = bound.ConflictCount
 					if bound.Instances != nil {
 						as.Total, as.Synced, as.Pending, as.Failed = bound.Instances.Total, bound.Instances.Synced, bound.Instances.Pending, bound.Instances.Failed
+						as.Deleting = bound.Instances.Deleting
 					}
 				}
 				bs.APIs = append(bs.APIs, as)
