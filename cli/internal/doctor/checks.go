@@ -516,6 +516,29 @@ func overlapFindings(b BindingState, name, field string, clusterBindings []Bindi
 	return out
 }
 
+// shapingFinding reports a binding its own shaping stops (Ready=False
+// InvalidFilter or InvalidMutation): nothing it covers syncs, and nothing
+// is released, until the field the message names is fixed.
+func shapingFinding(b BindingState, cmd Commands) *Finding {
+	cond := meta(b.Status.Conditions, kbindv1alpha1.ConditionReady)
+	if cond == nil || cond.Status == metav1.ConditionTrue {
+		return nil
+	}
+	f := &Finding{Severity: SeverityError, Object: b.object(), Evidence: conditionEvidence(b.Status.Conditions, kbindv1alpha1.ConditionReady),
+		Fix: fmt.Sprintf("%s edit %s %s   # fix the field the message names", cmd.Consumer, b.resource(), b.Meta.Name)}
+	switch kbindv1alpha1.Reason(cond.Reason) {
+	case kbindv1alpha1.ReasonInvalidFilter:
+		f.Check, f.Field, f.Doc = "binding.invalidFilter", "spec.namespaceSelector, spec.apis[].objectSelector", "docs/shaping.md#filters"
+		f.Problem = "a selector of the binding does not parse: none of its objects sync, and none is released, until it is fixed"
+	case kbindv1alpha1.ReasonInvalidMutation:
+		f.Check, f.Field, f.Doc = "binding.invalidMutation", "spec.apis[].mutations", "docs/shaping.md#mutations"
+		f.Problem = "a mutation rule of the binding does not compile: none of its objects sync, and none is released, until it is fixed"
+	default:
+		return nil
+	}
+	return f
+}
+
 // bindingStatusFindings reads what the konnector reported on a binding
 // whose spec is sound: a refused request or not Ready, fewer versions
 // served than on the provider, and instances that failed to sync.
@@ -530,6 +553,8 @@ func bindingStatusFindings(b BindingState, cmd Commands) []Finding {
 			Fix:      fmt.Sprintf("# grant the verb the message names to the Connection's identity on the provider; kubectl kbind doctor %s lists every missing one", b.Spec.ConnectionRef.Name),
 			Doc:      docConnection,
 		})
+	} else if f := shapingFinding(b, cmd); f != nil {
+		out = append(out, *f)
 	} else if cond := meta(b.Status.Conditions, kbindv1alpha1.ConditionReady); cond != nil && cond.Status != metav1.ConditionTrue {
 		out = append(out, Finding{
 			Check: "binding.notReady", Severity: SeverityWarning, Object: obj, Field: "status.conditions[Ready]",

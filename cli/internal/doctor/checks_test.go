@@ -168,6 +168,10 @@ func TestCheckBinding(t *testing.T) {
 		return b
 	}
 	incompatible := refused(cb("w", "widgets.example.org"))
+	stopped := func(b BindingState, reason kbindv1alpha1.Reason) BindingState {
+		b.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: string(reason), Message: "the objectSelector of widgets.example.org: ..."}}
+		return b
+	}
 	selecting := func(b BindingState, ns string) BindingState {
 		b.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
 		return b
@@ -206,6 +210,10 @@ func TestCheckBinding(t *testing.T) {
 		{"an admitted namespace", namespaced(cb("w", "widgets.example.org")), &open, false, nil, []string{}, "", nil},
 		{"not Ready", notReady, &conn, false, nil, []string{"binding.notReady"}, "", nil},
 		{"not Ready because the Connection is broken: said once, on the Connection", notReady, &conn, true, nil, []string{}, "", nil},
+		{"a selector that does not parse: an Error at the field", stopped(cb("w", "widgets.example.org"), kbindv1alpha1.ReasonInvalidFilter), &conn, false, nil,
+			[]string{"binding.invalidFilter"}, "edit clusterbinding w   # fix the field the message names", nil},
+		{"a mutation that does not compile, in a Binding", stopped(namespaced(cb("w", "widgets.example.org")), kbindv1alpha1.ReasonInvalidMutation), &open, false, nil,
+			[]string{"binding.invalidMutation"}, "edit bindings.core.kbind.io -n team-a w", nil},
 		{"failed instances", failed, &conn, false, nil, []string{"binding.failedInstances"}, "get events -A --field-selector type=Warning", nil},
 		{"fewer versions served (webhook conversion): a note", fewerVersions, &conn, false, nil, []string{"binding.versions"}, "VERSIONS:.spec.versions[*].name", nil},
 		{"no consumer CRD yet", cb("w", "widgets.example.org"), &conn, false, nil, []string{"binding.consumerCRD"}, "get clusterbinding w -o yaml",
