@@ -245,6 +245,10 @@ func (e *env) run(t *testing.T, sc scenario) result {
 	}
 
 	e.waitHealthy(t, time.Now(), time.Minute)
+	// The conditions may be an earlier konnector's (leader-failover starts
+	// two new ones): the figures below are taken once the measured
+	// konnector's own syncer runs.
+	e.waitSyncing(t, time.Minute)
 	before, err := e.konnector.goroutines()
 	must(t, err)
 	res.goroutinesBefore = before
@@ -418,6 +422,19 @@ func (e *env) waitHealthy(t *testing.T, since time.Time, timeout time.Duration) 
 	})
 	if err != nil {
 		t.Fatalf("the Connection and ClusterBinding are not Ready: %v", err)
+	}
+}
+
+// waitSyncing waits until the measured konnector's syncer of the
+// scenarios' Widgets runs with both informers synced (kbind_syncer_ready).
+func (e *env) waitSyncing(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		v, err := e.konnector.metric("kbind_syncer_ready", map[string]string{"api": WidgetGVK.Kind + "." + WidgetGVK.Group})
+		return err == nil && v == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("the %s konnector's Widget syncer is not ready: %v", e.konnector.name, err)
 	}
 }
 
