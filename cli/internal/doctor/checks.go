@@ -824,7 +824,7 @@ func checkInstance(in Instance, connProblem string, now time.Time, stuckAfter ti
 
 // stuckDeleting reports an object whose deletion is older than stuckAfter.
 func stuckDeleting(obj Object, m metav1.ObjectMeta, now time.Time, stuckAfter time.Duration, problem, fix string) *Finding {
-	if m.DeletionTimestamp == nil || now.Sub(m.DeletionTimestamp.Time) < stuckAfter {
+	if !stuck(m, now, stuckAfter) {
 		return nil
 	}
 	return &Finding{
