@@ -900,10 +900,12 @@ func (r *Registry) newSyncer(rt Route, api API) *Syncer {
 // its finalizer (its copy on this Connection's provider stays, as after a
 // takeover, BIND-3). With no provider session the objects wait
 // (unreachable); when the Connection itself is gone they are released and
-// an Event names the provider copies left behind. The objects are released
+// an Event on binding names the provider copies left behind; they are
+// released under binding's spec.deletionPolicy (an object's annotation
+// wins). The objects are released
 // by a releaser of their own, the Syncers' deletion logic (release.go),
 // whether or not a Syncer runs for the route.
-func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace string, allNamespaces bool, regarding client.Object) (int, error) {
+func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace string, allNamespaces bool, binding kbindv1alpha1.BindingObject) (int, error) {
 	rt := Route{CRD: crdName, Connection: connection}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := r.Consumer.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
@@ -941,10 +943,7 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
 	// The objects are released under the draining binding's
 	// spec.deletionPolicy, unless their annotation says otherwise.
-	var def kbindv1alpha1.DeletionPolicy
-	if b, isBinding := regarding.(kbindv1alpha1.BindingObject); isBinding {
-		def = b.BindingSpec().DeletionPolicy
-	}
+	def := binding.BindingSpec().DeletionPolicy
 	if ok {
 		if err := rel.releaseMovedAll(ctx, moved, to); err != nil {
 			return 0, err
@@ -957,8 +956,8 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	if err != nil {
 		return 0, err
 	}
-	if len(abandoned) > 0 && regarding != nil {
-		r.Events.Eventf(regarding, nil, corev1.EventTypeWarning, "ProviderCopiesLeft", "Drain",
+	if len(abandoned) > 0 {
+		r.Events.Eventf(binding, nil, corev1.EventTypeWarning, "ProviderCopiesLeft", "Drain",
 			"Connection %s is gone: released %d object(s) of %s without deleting their provider copies, left for the backend reaper: %v",
 			connection, len(abandoned), crdName, abandoned)
 	}
