@@ -92,6 +92,45 @@ func FuzzMapping(f *testing.F) {
 	})
 }
 
+// FuzzConsumer checks the way back from a provider place (Consumer): a
+// consumer key whose provider name is readable comes back as itself, and
+// any provider place — valid names or not — that comes back at all comes
+// back as a key that maps forward to that very place: only canonical names
+// invert, and two places never invert to one key.
+func FuzzConsumer(f *testing.F) {
+	f.Add("team-a", "db", "kbind-a", "team-a.db", "kbind-a")
+	f.Add("a", "b.c", "p-a", "b.c", "p")
+	f.Add("", "w", "", "p-w", "p")
+	f.Add("x", strings.Repeat("y", 253), "p--x", "db", "p")
+	f.Add("b-x", "o", "a-b-x", "o", "a-b")
+	f.Add("UPPER", "db", "kbind-a", "UPPER.db", "kbind-a")
+	f.Fuzz(func(t *testing.T, ns, name, pns, pname, param string) {
+		key := types.NamespacedName{Namespace: optionalLabel(ns), Name: dnsSubdomain(name)}
+		raw := types.NamespacedName{Namespace: pns, Name: pname}
+		for _, m := range []Mapping{
+			For(kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNone}),
+			For(kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: dnsLabel(param, 63)}),
+			For(kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: dnsLabel(param, 30)}),
+		} {
+			if p, err := m.Object(key); err == nil {
+				back, ok := m.Consumer(p)
+				readable := !strings.Contains(p.Name+"/"+p.Namespace, "--") && (m.Mode() != kbindv1alpha1.IsolationNamespace || strings.Contains(p.Name, "."))
+				if readable && (!ok || back != key) {
+					t.Fatalf("%s: %v maps to %v, which comes back as %v, %v", m, key, p, back, ok)
+				}
+				if ok && back != key {
+					t.Fatalf("%s: %v maps to %v, which comes back as another key %v", m, key, p, back)
+				}
+			}
+			if back, ok := m.Consumer(raw); ok {
+				if forward, err := m.Object(back); err != nil || forward != raw {
+					t.Fatalf("%s: %v comes back as %v, which maps forward to %v, %v", m, raw, back, forward, err)
+				}
+			}
+		}
+	})
+}
+
 // optionalLabel makes an empty input a cluster-scoped key.
 func optionalLabel(s string) string {
 	if s == "" {

@@ -27,6 +27,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
@@ -209,6 +210,59 @@ func Origin(annotations map[string]string) (key types.NamespacedName, ok bool) {
 		return types.NamespacedName{}, false
 	}
 	return types.NamespacedName{Namespace: annotations[kbindv1alpha1.ConsumerNamespaceAnnotation], Name: name}, true
+}
+
+// Consumer is the way back from a provider place to the consumer object
+// that maps there, for provider objects that carry no origin (objects the
+// provider made, which an Import brings to the consumer): only a
+// canonical name inverts — one the forward mapping produces from a valid
+// consumer key, checked by mapping the candidate forward again — and a
+// hashed name never does. ok is false for every other place. Under
+// Prefixed isolation a name says nothing of who owns a namespace when
+// prefixes extend each other ("a-b-x" is "b-x" under prefix a and "x"
+// under prefix a-b): the caller must also check the namespace's prefix
+// label.
+func (m Mapping) Consumer(pkey types.NamespacedName) (key types.NamespacedName, ok bool) {
+	switch m.Mode() {
+	case kbindv1alpha1.IsolationNamespace:
+		ns, name, found := strings.Cut(pkey.Name, ".")
+		if pkey.Namespace != m.namespace || !found {
+			return types.NamespacedName{}, false
+		}
+		key = types.NamespacedName{Namespace: ns, Name: name}
+	case kbindv1alpha1.IsolationPrefixed:
+		if pkey.Namespace == "" {
+			name, found := strings.CutPrefix(pkey.Name, m.prefix+"-")
+			if !found {
+				return types.NamespacedName{}, false
+			}
+			key = types.NamespacedName{Name: name}
+		} else {
+			ns, found := strings.CutPrefix(pkey.Namespace, m.prefix+"-")
+			if !found {
+				return types.NamespacedName{}, false
+			}
+			key = types.NamespacedName{Namespace: ns, Name: pkey.Name}
+		}
+	default:
+		key = pkey
+	}
+	if !validKey(key) {
+		return types.NamespacedName{}, false
+	}
+	if forward, err := m.Object(key); err != nil || forward != pkey {
+		return types.NamespacedName{}, false
+	}
+	return key, true
+}
+
+// validKey is whether key can name a consumer object: a DNS label
+// namespace (or none) and a DNS subdomain name.
+func validKey(key types.NamespacedName) bool {
+	if key.Namespace != "" && len(validation.IsDNS1123Label(key.Namespace)) > 0 {
+		return false
+	}
+	return len(validation.IsDNS1123Subdomain(key.Name)) == 0
 }
 
 // Markers are the markers of the provider copy of the consumer object key:
