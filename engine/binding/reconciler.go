@@ -354,6 +354,27 @@ type observation struct {
 	// the consumer CRD another Connection supplies. unrouted lists both
 	// kinds of API: nothing of them syncs through this binding.
 	overlapping, incompatible, unrouted []string
+	// importRefused lists the entries that ask to import the provider's
+	// objects where kbind cannot tell which are this consumer's, with why;
+	// they are not bound.
+	importRefused []string
+}
+
+// importProblem is why an entry's providerObjects: Import is refused
+// ("" when it is not asked for, or allowed): only under an isolation
+// that gives this consumer a provider place of its own (Namespace,
+// Prefixed) can a provider object's place say that it is this
+// consumer's, and only for a namespaced API.
+func importProblem(api kbindv1alpha1.APIReference, export kbindv1alpha1.ExportedAPI, iso isolation.Mapping) string {
+	switch {
+	case api.ProviderObjects != kbindv1alpha1.ProviderObjectsImport:
+		return ""
+	case !iso.Isolated():
+		return fmt.Sprintf("%s: providerObjects Import needs a Connection with Namespace or Prefixed isolation (under None any tenant could place objects where this consumer's would be)", api.Name)
+	case export.Scope == kbindv1alpha1.APIScopeCluster:
+		return fmt.Sprintf("%s: providerObjects Import is for namespaced APIs (a cluster-scoped provider object says nothing of the consumer it is for)", api.Name)
+	}
+	return ""
 }
 
 // readConnection reads the binding's Connection and its session; a
@@ -430,6 +451,9 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 			continue
 		case export.Scope == kbindv1alpha1.APIScopeCluster && !iso.AllowsClusterScoped():
 			o.unconfinable = append(o.unconfinable, api.Name)
+			continue
+		case importProblem(api, export, iso) != "":
+			o.importRefused = append(o.importRefused, importProblem(api, export, iso))
 			continue
 		}
 		if routed, err := r.routes(ctx, b, consumer, o); err != nil || !routed {

@@ -104,7 +104,30 @@ type APIReference struct {
 	// (docs/shaping.md#mutations).
 	// +optional
 	Mutations *Mutations `json:"mutations,omitempty"`
+
+	// ProviderObjects says what happens to the provider's own objects of
+	// the API in this consumer's scope — those kbind did not create from
+	// this consumer: Ignore (unset: the default) leaves them on the
+	// provider; Import brings them to the consumer, owned by the provider
+	// (core.kbind.io/owner: provider): their spec and status follow the
+	// provider. Import needs Namespace or Prefixed isolation and a
+	// namespaced API (docs/import.md).
+	// +optional
+	ProviderObjects ProviderObjectsPolicy `json:"providerObjects,omitempty"`
 }
+
+// ProviderObjectsPolicy says whether the provider's own objects of an API
+// appear on the consumer.
+// +kubebuilder:validation:Enum=Ignore;Import
+type ProviderObjectsPolicy string
+
+const (
+	// ProviderObjectsIgnore leaves the provider's own objects there.
+	ProviderObjectsIgnore ProviderObjectsPolicy = "Ignore"
+	// ProviderObjectsImport brings them to the consumer, owned by the
+	// provider.
+	ProviderObjectsImport ProviderObjectsPolicy = "Import"
+)
 
 // Mutations are ordered rules applied to each object of one bound API.
 // An up rule's path must be under .spec and a down rule's under .status:

@@ -105,6 +105,16 @@ const (
 	// Foreground policy — keep it; the message names them
 	// (docs/sync.md#deletion).
 	ReasonProviderCopyDeleting Reason = "ProviderCopyDeleting"
+	// ReasonImportRefused: an entry asks to import the provider's objects
+	// (providerObjects: Import) where kbind cannot tell which of them are
+	// this consumer's — under None isolation, or for a cluster-scoped API
+	// (Ready=False, docs/import.md).
+	ReasonImportRefused Reason = "ImportRefused"
+	// ReasonConsumerObjectExists: a consumer object that kbind did not
+	// import holds the name a provider object of an imported API maps to;
+	// neither is touched (the conflict annotation's value,
+	// docs/import.md).
+	ReasonConsumerObjectExists Reason = "ConsumerObjectExists"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
@@ -127,4 +137,5 @@ var Reasons = []Reason{
 	ReasonForbidden, ReasonDrainingBindings, ReasonConversionWebhook,
 	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused, ReasonInvalidFilter, ReasonInvalidMutation,
 	ReasonOverlappingBinding, ReasonSchemaIncompatible, ReasonProviderCopyDeleting,
+	ReasonImportRefused, ReasonConsumerObjectExists,
 }

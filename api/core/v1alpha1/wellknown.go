@@ -113,6 +113,14 @@ const (
 	// copy's dependents that block owner deletion are gone.
 	DeletionPolicyForeground = "Foreground"
 
+	// OwnerAnnotation on a consumer object says who owns it; its one
+	// value, OwnerProvider, marks an object kbind imported from the
+	// provider (apis[].providerObjects: Import): its spec and status
+	// follow the provider object, and it never goes up.
+	OwnerAnnotation = "core.kbind.io/owner"
+	// OwnerProvider is OwnerAnnotation's value on an imported object.
+	OwnerProvider = "provider"
+
 	// MovedAnnotation is written on a provider copy kbind kept when its
 	// consumer object moved to another provider, in place of kbind's
 	// markers: it names the Connection the object moved to and the
