@@ -358,8 +358,11 @@ func (m *Manager) Stop(connection string) {
 // onlyOurContent is the provider cache's transform: managed fields (and
 // kubectl's last-applied annotation on bound objects) are dropped from
 // everything, and an object of a bound API (unstructured) that is not this
-// consumer's copy keeps only apiVersion, kind and metadata.
-func onlyOurContent(consumerUID string) toolscache.TransformFunc {
+// consumer's copy keeps only apiVersion, kind and metadata — unless it
+// carries no consumer's markers at all and lives in confinedTo, the
+// namespace of this consumer alone (Namespace isolation): a provider's own
+// object there is this consumer's to import (apis[].providerObjects).
+func onlyOurContent(consumerUID, confinedTo string) toolscache.TransformFunc {
 	strip := slim.Transform()
 	return func(in any) (any, error) {
 		obj, err := strip(in)
@@ -368,6 +371,9 @@ func onlyOurContent(consumerUID string) toolscache.TransformFunc {
 		}
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok || u.GetLabels()[kbindv1alpha1.ConsumerClusterUIDLabel] == consumerUID {
+			return obj, nil
+		}
+		if _, marked := u.GetLabels()[kbindv1alpha1.ConsumerClusterUIDLabel]; !marked && confinedTo != "" && u.GetNamespace() == confinedTo {
 			return obj, nil
 		}
 		for k := range u.Object {
@@ -419,7 +425,7 @@ func (m *Manager) build(connection, hash, namespace, consumerUID, confinedTo str
 	cl, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.HTTPClient = hc
 		o.Scheme = m.opts.Scheme
-		o.Cache.DefaultTransform = onlyOurContent(consumerUID)
+		o.Cache.DefaultTransform = onlyOurContent(consumerUID, confinedTo)
 		if confinedTo != "" {
 			o.Cache.DefaultNamespaces = map[string]cache.Config{confinedTo: {}}
 		}

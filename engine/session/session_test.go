@@ -24,19 +24,28 @@ func TestOnlyOurContent(t *testing.T) {
 		}
 		return u
 	}
+	in := func(ns string, u *unstructured.Unstructured) *unstructured.Unstructured {
+		u.SetNamespace(ns)
+		return u
+	}
 	cases := []struct {
-		name      string
-		uid       string
-		in        any
-		keepsSpec bool
+		name       string
+		uid        string
+		confinedTo string
+		in         any
+		keepsSpec  bool
 	}{
-		{"our copy keeps its content", "me", copyOf("me"), true},
-		{"another consumer's copy keeps only metadata", "me", copyOf("them"), false},
-		{"an unmarked object keeps only metadata", "me", copyOf(""), false},
-		{"consumer unknown yet: everything is kept", "", copyOf("them"), true},
+		{"our copy keeps its content", "me", "", copyOf("me"), true},
+		{"another consumer's copy keeps only metadata", "me", "", copyOf("them"), false},
+		{"an unmarked object keeps only metadata", "me", "", copyOf(""), false},
+		{"consumer unknown yet: everything is kept", "", "", copyOf("them"), true},
+		{"an unmarked object in the consumer's own namespace keeps its content (Import)", "me", "kbind-a", in("kbind-a", copyOf("")), true},
+		{"another consumer's copy there keeps only metadata", "me", "kbind-a", in("kbind-a", copyOf("them")), false},
+		{"an unmarked object elsewhere keeps only metadata", "me", "kbind-a", in("kbind-b", copyOf("")), false},
 	}
 	for _, tc := range cases {
-		out, err := onlyOurContent(tc.uid)(tc.in)
+		want := tc.in.(*unstructured.Unstructured).GetAnnotations()[kbindv1alpha1.ConsumerClusterUIDAnnotation]
+		out, err := onlyOurContent(tc.uid, tc.confinedTo)(tc.in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,13 +58,13 @@ func TestOnlyOurContent(t *testing.T) {
 		if u.GetName() != "w" || u.GetKind() != "Widget" || len(u.GetManagedFields()) != 0 {
 			t.Errorf("%s: metadata %v", tc.name, u.Object["metadata"])
 		}
-		if tc.uid != "" && !tc.keepsSpec && u.GetAnnotations()[kbindv1alpha1.ConsumerClusterUIDAnnotation] != copyOf("them").GetAnnotations()[kbindv1alpha1.ConsumerClusterUIDAnnotation] && tc.name != "an unmarked object keeps only metadata" {
+		if u.GetAnnotations()[kbindv1alpha1.ConsumerClusterUIDAnnotation] != want {
 			t.Errorf("%s: the ownership markers must stay", tc.name)
 		}
 	}
 	// Typed objects (namespaces) are kept as they are.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"x": "y"}}}
-	if out, _ := onlyOurContent("me")(ns); out.(*corev1.Namespace).Labels["x"] != "y" {
+	if out, _ := onlyOurContent("me", "")(ns); out.(*corev1.Namespace).Labels["x"] != "y" {
 		t.Error("typed objects must be kept")
 	}
 }
