@@ -22,6 +22,8 @@ import (
 var conflictMessages = map[kbindv1alpha1.Reason]string{
 	kbindv1alpha1.ReasonForeignObjectExists: "the provider already has an object of this name without kbind ownership markers; it was left untouched (conflictPolicy Adopt would take it over)",
 	kbindv1alpha1.ReasonOwnedByAnother:      "the provider object of this name is owned by another consumer cluster or object; it was left untouched",
+	kbindv1alpha1.ReasonConsumerObjectExists: "the binding imports the provider's objects, and the provider has its own object where this one maps: this object, which kbind did not import, holds its name; neither is touched " +
+		"(rename or delete this object to see the provider's here; conflictPolicy Adopt never takes over a provider's object the binding imports)",
 }
 
 // reportConflict signals a conflict (SYNC-4): the annotation, a Warning

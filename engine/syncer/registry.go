@@ -672,6 +672,9 @@ func claims(b kbindv1alpha1.BindingObject, crd *apiextensionsv1.CustomResourceDe
 func policyOf(spec kbindv1alpha1.BindingSpec, crd string) (Policy, error) {
 	p := Policy{Conflict: spec.ConflictPolicy, References: References(spec, crd),
 		ForwardEvents: spec.ProviderEvents != kbindv1alpha1.ProviderEventsIgnore, Deletion: spec.DeletionPolicy}
+	if entry, ok := spec.APIFor(crd); ok {
+		p.Import = entry.ProviderObjects == kbindv1alpha1.ProviderObjectsImport
+	}
 	if p.Conflict == "" {
 		p.Conflict = kbindv1alpha1.ConflictPolicyFail
 	}

@@ -57,6 +57,10 @@ type objectSync struct {
 	// deselected: the binding's filters no longer select the object,
 	// which holds the finalizer: it is released (releaseDeleting).
 	deselected bool
+	// imported: the key is the binding's import's — the consumer object
+	// is absent where the binding imports, or is an imported copy (cobj
+	// nil when absent): syncImport does the whole sync.
+	imported bool
 	// movedTo: another Connection, whose binding claims the object: a
 	// copy this route made is released for the move (releaseMoved), and
 	// nothing else is done.
@@ -82,6 +86,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName, seen *chang
 	o := &objectSync{key: key, seen: seen}
 	for _, p := range []phase{
 		s.readConsumer,    // gone or out of scope: forgotten
+		s.syncImport,      // an imported key: the provider object is the source, and ends here
 		s.place,           // no provider place under the isolation: failed
 		s.readProvider,    // a failed read is never taken as absence
 		s.releaseMoved,    // an object routed elsewhere: this route's copy is released, and ends here
@@ -107,6 +112,11 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName, seen *chang
 func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, error) {
 	o.cobj = s.newObject()
 	if err := s.ccache.Get(ctx, o.key, o.cobj); err != nil {
+		if apierrors.IsNotFound(err) && s.imports(o.key.Namespace) {
+			o.cobj, o.imported = nil, true
+			o.policy, _ = s.currentScope().covers(o.key.Namespace)
+			return next, nil
+		}
 		if apierrors.IsNotFound(err) {
 			s.results.forget(s.target, o.key)
 			s.releaser.forget(o.key)
@@ -117,6 +127,10 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 	scope := s.currentScope()
 	var inScope bool
 	o.policy, inScope = scope.covers(o.key.Namespace)
+	if isImported(o.cobj) {
+		o.imported = true
+		return next, nil
+	}
 	selected, elsewhere, err := s.selected(ctx, scope, o.policy, inScope, o.cobj)
 	if err != nil {
 		return done, err

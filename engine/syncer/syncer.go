@@ -169,6 +169,9 @@ type Policy struct {
 	Namespaces labels.Selector
 	// Up and Down are the entry's compiled mutation rules; nil: none.
 	Up, Down *mutation.Program
+	// Import: the entry imports the provider's own objects
+	// (providerObjects: Import, importing.go).
+	Import bool
 	// Deletion is the binding's spec.deletionPolicy, the default of its
 	// objects ("": Delete); an object's annotation wins (deletionPolicyOf).
 	Deletion kbindv1alpha1.DeletionPolicy
@@ -228,6 +231,20 @@ func (s Scope) forwardsEvents() bool {
 	}
 	for _, p := range s.Namespaces {
 		if p.ForwardEvents {
+			return true
+		}
+	}
+	return false
+}
+
+// imports reports whether a binding of the scope imports the provider's
+// own objects.
+func (s Scope) imports() bool {
+	if s.Cluster && s.ClusterPolicy.Import {
+		return true
+	}
+	for _, p := range s.Namespaces {
+		if p.Import {
 			return true
 		}
 	}
@@ -582,7 +599,10 @@ func (s *Syncer) consumerKey(o metav1.Object) (types.NamespacedName, bool) {
 			return key.(types.NamespacedName), true
 		}
 	}
-	return originOf(s.target.Isolation, s.target.ClusterUID, pkey, o.GetLabels(), o.GetAnnotations())
+	if key, ok := originOf(s.target.Isolation, s.target.ClusterUID, pkey, o.GetLabels(), o.GetAnnotations()); ok {
+		return key, true
+	}
+	return s.importKey(o)
 }
 
 // originOf is the consumer object whose copy the provider object at pkey
@@ -652,6 +672,26 @@ func (s *Syncer) enqueueAll(ctx context.Context) {
 	}
 	for i := range list.Items {
 		s.queue.Add(client.ObjectKeyFromObject(&list.Items[i]))
+	}
+	s.enqueueImportable(ctx)
+}
+
+// enqueueImportable queues the consumer key of every provider object the
+// scope imports (from the provider cache), so that turning Import on
+// imports what exists already.
+func (s *Syncer) enqueueImportable(ctx context.Context) {
+	if !s.importing() || !s.currentScope().imports() {
+		return
+	}
+	list := s.newProviderList()
+	if err := s.session.Cache().List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "Listing provider objects to import from the cache")
+		return
+	}
+	for i := range list.Items {
+		if key, ok := s.importKey(&list.Items[i]); ok {
+			s.queue.Add(key)
+		}
 	}
 }
 

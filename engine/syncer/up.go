@@ -32,6 +32,11 @@ import (
 // conflict policy whether kbind may write the copy (SYNC-4); a conflict is
 // reported and nothing is written.
 func (s *Syncer) classify(ctx context.Context, o *objectSync) (outcome, error) {
+	if o.policy.Import && s.importing() && o.exists && !marked(o.pobj) {
+		// The provider's own object, which the binding imports: never
+		// adopted, never overwritten.
+		return done, s.reportConflict(ctx, o.cobj, kbindv1alpha1.ReasonConsumerObjectExists, "")
+	}
 	owner := ownership.Classify(o.exists, annotationsOf(o.pobj), s.target.ClusterUID, string(o.cobj.GetUID()))
 	o.verdict = ownership.Decide(owner, o.policy.Conflict)
 	if o.verdict.Write {

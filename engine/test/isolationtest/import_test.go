@@ -1,0 +1,232 @@
+package isolationtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/test/enginetest"
+)
+
+// importing sets providerObjects: Import on the tenant's ClusterBinding of
+// api.
+func importing(t *testing.T, tn tenant, api string) {
+	t.Helper()
+	ctx := context.Background()
+	cb := &kbindv1alpha1.ClusterBinding{}
+	if err := tn.consumer.Get(ctx, key("", api), cb); err != nil {
+		t.Fatal(err)
+	}
+	cb.Spec.APIs[0].ProviderObjects = kbindv1alpha1.ProviderObjectsImport
+	if err := tn.consumer.Update(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// providerWidget creates, as the provider's own team (admin), a Widget
+// without any of kbind's markers.
+func providerWidget(t *testing.T, ns, name string, size int64) *unstructured.Unstructured {
+	t.Helper()
+	u := object(widgetGVK, ns, name, map[string]any{"size": size})
+	if err := env.Provider.Create(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// waitImported waits until the consumer holds the imported copy at k with
+// spec.size size (and, when phase is set, status.phase).
+func waitImported(t *testing.T, tn tenant, k client.ObjectKey, size int64, phase string) *unstructured.Unstructured {
+	t.Helper()
+	var got *unstructured.Unstructured
+	enginetest.Eventually(t, fmt.Sprintf("imported copy %s on consumer %s, size %d, phase %q", k, tn.name, size, phase), func() error {
+		u := object(widgetGVK, "", "", nil)
+		if err := tn.consumer.Get(context.Background(), k, u); err != nil {
+			return err
+		}
+		if u.GetAnnotations()[kbindv1alpha1.OwnerAnnotation] != kbindv1alpha1.OwnerProvider {
+			return fmt.Errorf("annotations %v", u.GetAnnotations())
+		}
+		if s, _, _ := unstructured.NestedInt64(u.Object, "spec", "size"); s != size {
+			return fmt.Errorf("spec.size %d", s)
+		}
+		if p, _, _ := unstructured.NestedString(u.Object, "status", "phase"); phase != "" && p != phase {
+			return fmt.Errorf("status.phase %q", p)
+		}
+		got = u
+		return nil
+	})
+	return got
+}
+
+// widgetsOn lists the consumer's Widgets as "namespace/name".
+func widgetsOn(t *testing.T, c client.Client) []string {
+	t.Helper()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(widgetGVK.GroupVersion().WithKind("WidgetList"))
+	if err := c.List(context.Background(), list); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, u := range list.Items {
+		out = append(out, u.GetNamespace()+"/"+u.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestImportUnderNamespaceIsolation: the provider's own Widgets in a
+// consumer's isolation namespace, at names the mapping produces, appear on
+// that consumer owned by the provider, follow the provider's spec and
+// status, revert a consumer edit, come back when deleted on the consumer
+// and go when deleted on the provider; names the mapping does not produce
+// and another tenant's namespace never appear; a consumer object of the
+// user's at a mapped name is a conflict of its own, both untouched; and
+// Import under None isolation is refused.
+func TestImportUnderNamespaceIsolation(t *testing.T) {
+	ctx := context.Background()
+	ts := tenants(t)
+	a, b := ts[0], ts[1]
+	const nsA, nsOther = "import-a", "import-other"
+	ensureNamespace(t, env.Provider, nsA)
+	ensureNamespace(t, env.Provider, nsOther)
+	userA, userB := "consumer-a-"+t.Name(), "consumer-b-"+t.Name()
+	bindRole(t, "", "kbind-discovery-import-a", userA, discoveryRules)
+	bindRole(t, nsA, "kbind-consumer", userA, objectRules("widgets", "widgets/status"))
+	bindRole(t, "", "kbind-import-b", userB, append(append([]rbacv1.PolicyRule{}, discoveryRules...), objectRules("widgets", "widgets/status")...))
+
+	// The provider's team prepared objects before the consumer connects.
+	providerWidget(t, nsA, "team-a.db", 1)
+	providerWidget(t, nsA, "nodot", 1)                       // no consumer name maps here
+	providerWidget(t, nsA, strings.Repeat("n", 64)+".db", 1) // its namespace part is no namespace name
+	providerWidget(t, nsOther, "team-a.theirs", 1)           // another tenant's namespace
+	ensureNamespace(t, a.consumer, "team-a")
+	mine := object(widgetGVK, "team-a", "mine", map[string]any{"size": int64(7)})
+	if err := a.consumer.Create(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	providerWidget(t, nsA, "team-a.mine", 2) // the provider's, where the user's maps
+
+	connect(t, a, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: nsA}, nil, "widgets.example.org")
+	waitBound(t, []tenant{a}, "widgets.example.org")
+	importing(t, a, "widgets.example.org")
+
+	// Imported, with status.
+	db := waitImported(t, a, key("team-a", "db"), 1, "")
+	if db.GetAnnotations()[kbindv1alpha1.ConnectionAnnotation] != "provider" || slices.Contains(db.GetFinalizers(), kbindv1alpha1.SyncerFinalizer) {
+		t.Errorf("imported copy: annotations %v, finalizers %v", db.GetAnnotations(), db.GetFinalizers())
+	}
+	pdb := object(widgetGVK, "", "", nil)
+	if err := env.Provider.Get(ctx, key(nsA, "team-a.db"), pdb); err != nil {
+		t.Fatal(err)
+	}
+	setProviderStatus(t, pdb, "Provisioned")
+	waitImported(t, a, key("team-a", "db"), 1, "Provisioned")
+
+	// The provider's spec changes: followed.
+	if err := env.Provider.Get(ctx, key(nsA, "team-a.db"), pdb); err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(pdb.Object, int64(3), "spec", "size")
+	if err := env.Provider.Update(ctx, pdb); err != nil {
+		t.Fatal(err)
+	}
+	db = waitImported(t, a, key("team-a", "db"), 3, "Provisioned")
+
+	// A consumer edit: reverted, with a Warning.
+	_ = unstructured.SetNestedField(db.Object, int64(99), "spec", "size")
+	if err := a.consumer.Update(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	waitImported(t, a, key("team-a", "db"), 3, "Provisioned")
+	waitEvent(t, a.consumer, "team-a", "db", corev1.EventTypeWarning, "ImportedObjectEdited")
+
+	// Deleted on the consumer: back, with a new UID.
+	oldUID := db.GetUID()
+	if err := a.consumer.Delete(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "the imported copy re-created", func() error {
+		u := waitImported(t, a, key("team-a", "db"), 3, "")
+		if u.GetUID() == oldUID {
+			return fmt.Errorf("still the deleted one")
+		}
+		return nil
+	})
+
+	// The user's object where a provider object maps: a conflict of its
+	// own; neither side is written.
+	enginetest.Eventually(t, "the user's object in conflict", func() error {
+		u := object(widgetGVK, "", "", nil)
+		if err := a.consumer.Get(ctx, key("team-a", "mine"), u); err != nil {
+			return err
+		}
+		if got := u.GetAnnotations()[kbindv1alpha1.ConflictAnnotation]; got != string(kbindv1alpha1.ReasonConsumerObjectExists) {
+			return fmt.Errorf("conflict annotation %q", got)
+		}
+		if s, _, _ := unstructured.NestedInt64(u.Object, "spec", "size"); s != 7 || u.GetAnnotations()[kbindv1alpha1.OwnerAnnotation] != "" {
+			return fmt.Errorf("the user's object was written: size %d, annotations %v", s, u.GetAnnotations())
+		}
+		return nil
+	})
+	pmine := object(widgetGVK, "", "", nil)
+	if err := env.Provider.Get(ctx, key(nsA, "team-a.mine"), pmine); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, _ := unstructured.NestedInt64(pmine.Object, "spec", "size"); s != 2 || len(pmine.GetAnnotations()) > 0 {
+		t.Errorf("the provider's object where the user's maps was written: size %d, annotations %v", s, pmine.GetAnnotations())
+	}
+
+	// Only what maps, from the consumer's own namespace.
+	if got, want := widgetsOn(t, a.consumer), []string{"team-a/db", "team-a/mine"}; !slices.Equal(got, want) {
+		t.Errorf("consumer A's Widgets %v, want %v", got, want)
+	}
+
+	// Deleted on the provider: the copy goes.
+	if err := env.Provider.Delete(ctx, pdb); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, a.consumer, widgetGVK, key("team-a", "db"))
+
+	// Import under None isolation: refused, the entry not bound.
+	connect(t, b, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNone}, nil, "widgets.example.org")
+	waitBound(t, []tenant{b}, "widgets.example.org")
+	importing(t, b, "widgets.example.org")
+	enginetest.WaitCondition(t, b.consumer, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.org"}},
+		kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonImportRefused, "needs a Connection with Namespace or Prefixed isolation")
+	if got := widgetsOn(t, b.consumer); len(got) > 0 {
+		t.Errorf("consumer B (None, refused) holds Widgets %v", got)
+	}
+
+	if err := a.consumer.Delete(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	teardown(t, a)
+}
+
+// waitEvent waits for an Event of type and reason on the consumer object
+// ns/name.
+func waitEvent(t *testing.T, c client.Client, ns, name, typ, reason string) {
+	t.Helper()
+	enginetest.Eventually(t, fmt.Sprintf("%s Event %s on %s/%s", typ, reason, ns, name), func() error {
+		var events corev1.EventList
+		if err := c.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == name && e.Type == typ && e.Reason == reason {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d", len(events.Items))
+	})
+}
