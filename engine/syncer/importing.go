@@ -160,8 +160,14 @@ func (s *Syncer) syncImport(ctx context.Context, o *objectSync) (outcome, error)
 	if err != nil {
 		return done, err
 	}
-	importsHere := s.imports(o.key.Namespace)
-	if !exists && importsHere && isImported(o.cobj) {
+	if !s.imports(o.key.Namespace) {
+		// No binding imports here (Import turned off, the binding gone, or
+		// its filters not parsing): the scope's absence proves nothing of
+		// the provider object, so an imported copy is left as it is.
+		s.results.forget(s.target, o.key)
+		return done, nil
+	}
+	if !exists && isImported(o.cobj) {
 		// The cache may lag the provider: only the provider's own answer
 		// deletes a copy.
 		if pobj, exists, err = s.releaser.providerCopy(ctx, o.key); err != nil {
@@ -171,7 +177,7 @@ func (s *Syncer) syncImport(ctx context.Context, o *objectSync) (outcome, error)
 			return requeue, nil
 		}
 	}
-	st := ImportState{ProviderExists: exists && importsHere}
+	st := ImportState{ProviderExists: exists}
 	if exists {
 		st.ProviderMarked = marked(pobj)
 		st.ProviderDeleting = !pobj.GetDeletionTimestamp().IsZero()
