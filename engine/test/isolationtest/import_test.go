@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -22,12 +23,15 @@ import (
 func importing(t *testing.T, tn tenant, api string) {
 	t.Helper()
 	ctx := context.Background()
-	cb := &kbindv1alpha1.ClusterBinding{}
-	if err := tn.consumer.Get(ctx, key("", api), cb); err != nil {
-		t.Fatal(err)
-	}
-	cb.Spec.APIs[0].ProviderObjects = kbindv1alpha1.ProviderObjectsImport
-	if err := tn.consumer.Update(ctx, cb); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cb := &kbindv1alpha1.ClusterBinding{}
+		if err := tn.consumer.Get(ctx, key("", api), cb); err != nil {
+			return err
+		}
+		cb.Spec.APIs[0].ProviderObjects = kbindv1alpha1.ProviderObjectsImport
+		return tn.consumer.Update(ctx, cb)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -109,15 +113,15 @@ func TestImportUnderNamespaceIsolation(t *testing.T) {
 	providerWidget(t, nsA, "nodot", 1)                       // no consumer name maps here
 	providerWidget(t, nsA, strings.Repeat("n", 64)+".db", 1) // its namespace part is no namespace name
 	providerWidget(t, nsOther, "team-a.theirs", 1)           // another tenant's namespace
+	providerWidget(t, nsA, "team-a.mine", 2)                 // the provider's, where the user's maps
+
+	connect(t, a, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: nsA}, nil, "widgets.example.org")
+	waitBound(t, []tenant{a}, "widgets.example.org")
 	ensureNamespace(t, a.consumer, "team-a")
 	mine := object(widgetGVK, "team-a", "mine", map[string]any{"size": int64(7)})
 	if err := a.consumer.Create(ctx, mine); err != nil {
 		t.Fatal(err)
 	}
-	providerWidget(t, nsA, "team-a.mine", 2) // the provider's, where the user's maps
-
-	connect(t, a, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: nsA}, nil, "widgets.example.org")
-	waitBound(t, []tenant{a}, "widgets.example.org")
 	importing(t, a, "widgets.example.org")
 
 	// Imported, with status.
