@@ -27,7 +27,7 @@ import (
 type ImportAction string
 
 const (
-	// ImportNothing: nothing to import at this key, or the copy follows
+	// ImportNothing means nothing to import at this key, or the copy follows
 	// the provider object already.
 	ImportNothing ImportAction = "Nothing"
 	// ImportCreate creates the consumer copy of the provider object
@@ -39,7 +39,7 @@ const (
 	// ImportDelete deletes the consumer copy: the provider object is gone
 	// or going.
 	ImportDelete ImportAction = "Delete"
-	// ImportConflict: a consumer object that is not an imported copy holds
+	// ImportConflict means a consumer object that is not an imported copy holds
 	// the name; it is never overwritten.
 	ImportConflict ImportAction = "Conflict"
 )

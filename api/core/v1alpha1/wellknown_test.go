@@ -53,7 +53,7 @@ func TestWellKnownSpelling(t *testing.T) {
 	for _, want := range []Reason{"AsExpected", "Pending", "SecretNotFound", "ClusterIdentityChanged",
 		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings", "ConversionWebhook",
 		"RenewalFailed", "ExpiresSoon", "Expired", "ProjectionRefused", "InvalidFilter", "InvalidMutation",
-		"OverlappingBinding", "SchemaIncompatible", "ProviderCopyDeleting"} {
+		"OverlappingBinding", "SchemaIncompatible", "ProviderCopyDeleting", "ImportRefused", "ConsumerObjectExists"} {
 		if !reasons[want] {
 			t.Errorf("reason %s missing", want)
 		}
@@ -63,8 +63,8 @@ func TestWellKnownSpelling(t *testing.T) {
 	// reasons (docs/shaping.md), the routing reasons
 	// (docs/bindings.md#one-api-several-providers) and the deleting
 	// object's ProviderCopyDeleting (docs/sync.md#deletion).
-	if len(reasons) != 19 {
-		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping, the 2 routing and the deletion reasons", len(reasons))
+	if len(reasons) != 21 {
+		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping, the 2 routing, the deletion and the 2 import reasons", len(reasons))
 	}
 	types := map[ConditionType]bool{}
 	for _, ct := range append(append([]ConditionType{}, ConnectionConditionTypes...), BindingConditionTypes...) {
