@@ -218,7 +218,7 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 			pending = 0
 		}
 		entry.ConflictCount = sum.Conflicts
-		entry.Instances = &kbindv1alpha1.InstanceCounts{Total: total, Synced: sum.Synced, Pending: pending, Failed: sum.Failed + sum.Conflicts, Deleting: sum.Deleting}
+		entry.Instances = &kbindv1alpha1.InstanceCounts{Total: total, Synced: sum.Synced, Pending: pending, Failed: sum.Failed + sum.Conflicts, Deleting: sum.Deleting, Imported: sum.Imported}
 		o.conflicts += sum.Conflicts
 		if sum.ConflictReason == kbindv1alpha1.ReasonOwnedByAnother {
 			o.ownedByAnother += sum.Conflicts

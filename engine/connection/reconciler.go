@@ -319,8 +319,7 @@ func (r *Reconciler) connect(ctx context.Context, conn *kbindv1alpha1.Connection
 	}
 	obs.insecure = parsed.Insecure
 	localUID, _ := r.localUID.read(ctx, r.LocalIdentity, conn.Name) // "" (unknown yet) caches everything; probe reports the error
-	confinedTo := isolation.For(conn.Spec.IsolationOf()).ConfinedTo()
-	sess, published, err := r.Sessions.Prepare(conn.Name, parsed.Hash, parsed.Namespace, localUID, confinedTo, parsed.Config)
+	sess, published, err := r.Sessions.Prepare(conn.Name, parsed.Hash, parsed.Namespace, localUID, isolation.For(conn.Spec.IsolationOf()), parsed.Config)
 	if err != nil {
 		obs.secretErr = fmt.Errorf("the kubeconfig cannot be used: %w", err)
 		return nil, 0

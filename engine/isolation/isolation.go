@@ -102,6 +102,27 @@ func (m Mapping) ConfinedTo() string {
 	return ""
 }
 
+// ImportsFrom reports whether provider namespace ns may hold the
+// provider's own objects for this consumer to import
+// (apis[].providerObjects: Import), by its name alone: the isolation
+// namespace (Namespace), a namespace of the prefix (Prefixed; the prefix
+// label on the namespace decides, since prefixes may extend each other),
+// none under None. It is the cheap test the provider cache keeps the
+// content of unmarked objects by.
+func (m Mapping) ImportsFrom(ns string) bool {
+	switch m.Mode() {
+	case kbindv1alpha1.IsolationNamespace:
+		return ns == m.namespace
+	case kbindv1alpha1.IsolationPrefixed:
+		return strings.HasPrefix(ns, m.prefix+"-")
+	default:
+		return false
+	}
+}
+
+// Prefix is the Prefixed isolation's prefix, "" under the other modes.
+func (m Mapping) Prefix() string { return m.prefix }
+
 // AllowsClusterScoped reports whether cluster-scoped APIs can be bound.
 func (m Mapping) AllowsClusterScoped() bool { return m.Mode() != kbindv1alpha1.IsolationNamespace }
 

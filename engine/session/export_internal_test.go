@@ -6,13 +6,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/kbind/kbind/engine/isolation"
 )
 
 // RunningSession prepares and publishes a session "p" from cfg, starts its
 // cache with a Namespace informer and waits until it has synced.
 func RunningSession(ctx context.Context, t *testing.T, m *Manager, cfg *rest.Config) *Session {
 	t.Helper()
-	s, _, err := m.Prepare("p", "hash", "", "", "", cfg)
+	s, _, err := m.Prepare("p", "hash", "", "", isolation.Mapping{}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kbind/kbind/engine/heartbeat"
+	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/test/testenv"
 )
 
@@ -56,7 +57,7 @@ func TestStartStopsEverythingAndWaits(t *testing.T) {
 		t.Error("a goroutine started after Start returned")
 	}
 	// A session prepared after the Manager stopped is stopped from birth.
-	late, _, err := m.Prepare("q", "hash", "", "", "", cluster.Config)
+	late, _, err := m.Prepare("q", "hash", "", "", isolation.Mapping{}, cluster.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,7 @@ import (
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/internal/goroutines"
 	"github.com/kbind/kbind/engine/internal/slim"
+	"github.com/kbind/kbind/engine/isolation"
 )
 
 // Options are the client settings of every provider session.
@@ -76,6 +77,9 @@ type Session struct {
 	// ConfinedTo is the one provider namespace the session's cache watches
 	// (Namespace isolation), "" for every namespace.
 	ConfinedTo string
+	// Isolation is the Connection's isolation mapping (ConfinedTo is its
+	// ConfinedTo).
+	Isolation isolation.Mapping
 	// Config is the provider rest config with QPS and burst, without a
 	// request timeout (watches use it).
 	Config *rest.Config
@@ -273,22 +277,24 @@ func (m *Manager) Get(connection string) (*Session, bool) {
 // markers, nothing more) — another consumer's specs are never held in
 // memory here. "" keeps everything.
 //
-// confinedTo, when set, is the one provider namespace the cache watches
-// namespaced objects in (Namespace isolation): credentials that hold a Role
-// in that namespace and nothing else work.
-func (m *Manager) Prepare(connection, hash, namespace, consumerUID, confinedTo string, cfg *rest.Config) (s *Session, published bool, err error) {
+// iso is the Connection's isolation: under Namespace isolation the cache
+// watches namespaced objects only in its one provider namespace
+// (credentials that hold a Role there and nothing else work), and the
+// provider namespaces a consumer may import from (Mapping.ImportsFrom)
+// keep the content of unmarked objects.
+func (m *Manager) Prepare(connection, hash, namespace, consumerUID string, iso isolation.Mapping, cfg *rest.Config) (s *Session, published bool, err error) {
 	m.mu.Lock()
-	if cur, ok := m.sessions[connection]; ok && cur.Hash == hash && cur.ConfinedTo == confinedTo {
+	if cur, ok := m.sessions[connection]; ok && cur.Hash == hash && cur.Isolation == iso {
 		m.mu.Unlock()
 		return cur, true, nil
 	}
-	if cand, ok := m.candidates[connection]; ok && cand.Hash == hash && cand.ConfinedTo == confinedTo {
+	if cand, ok := m.candidates[connection]; ok && cand.Hash == hash && cand.Isolation == iso {
 		m.mu.Unlock()
 		return cand, false, nil
 	}
 	m.mu.Unlock()
 
-	s, err = m.build(connection, hash, namespace, consumerUID, confinedTo, cfg)
+	s, err = m.build(connection, hash, namespace, consumerUID, iso, cfg)
 	if err != nil {
 		return nil, false, err
 	}
@@ -359,10 +365,11 @@ func (m *Manager) Stop(connection string) {
 // kubectl's last-applied annotation on bound objects) are dropped from
 // everything, and an object of a bound API (unstructured) that is not this
 // consumer's copy keeps only apiVersion, kind and metadata — unless it
-// carries no consumer's markers at all and lives in confinedTo, the
-// namespace of this consumer alone (Namespace isolation): a provider's own
-// object there is this consumer's to import (apis[].providerObjects).
-func onlyOurContent(consumerUID, confinedTo string) toolscache.TransformFunc {
+// carries no consumer's markers at all and lives in a provider namespace
+// this consumer may import from (Mapping.ImportsFrom: its isolation
+// namespace, or a namespace of its prefix): a provider's own object there
+// may be this consumer's to import (apis[].providerObjects).
+func onlyOurContent(consumerUID string, iso isolation.Mapping) toolscache.TransformFunc {
 	strip := slim.Transform()
 	return func(in any) (any, error) {
 		obj, err := strip(in)
@@ -373,7 +380,7 @@ func onlyOurContent(consumerUID, confinedTo string) toolscache.TransformFunc {
 		if !ok || u.GetLabels()[kbindv1alpha1.ConsumerClusterUIDLabel] == consumerUID {
 			return obj, nil
 		}
-		if _, marked := u.GetLabels()[kbindv1alpha1.ConsumerClusterUIDLabel]; !marked && confinedTo != "" && u.GetNamespace() == confinedTo {
+		if _, marked := u.GetLabels()[kbindv1alpha1.ConsumerClusterUIDLabel]; !marked && iso.ImportsFrom(u.GetNamespace()) {
 			return obj, nil
 		}
 		for k := range u.Object {
@@ -394,7 +401,7 @@ func (m *Manager) notify(connection string) {
 	}
 }
 
-func (m *Manager) build(connection, hash, namespace, consumerUID, confinedTo string, base *rest.Config) (*Session, error) {
+func (m *Manager) build(connection, hash, namespace, consumerUID string, iso isolation.Mapping, base *rest.Config) (*Session, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = m.opts.QPS, m.opts.Burst
 	cfg.DisableCompression = m.opts.DisableCompression
@@ -425,8 +432,8 @@ func (m *Manager) build(connection, hash, namespace, consumerUID, confinedTo str
 	cl, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.HTTPClient = hc
 		o.Scheme = m.opts.Scheme
-		o.Cache.DefaultTransform = onlyOurContent(consumerUID, confinedTo)
-		if confinedTo != "" {
+		o.Cache.DefaultTransform = onlyOurContent(consumerUID, iso)
+		if confinedTo := iso.ConfinedTo(); confinedTo != "" {
 			o.Cache.DefaultNamespaces = map[string]cache.Config{confinedTo: {}}
 		}
 		o.Logger = log.Log.WithName("provider").WithValues("connection", connection)
@@ -452,7 +459,7 @@ func (m *Manager) build(connection, hash, namespace, consumerUID, confinedTo str
 	crds := NewExportedCRDs(ctx, cfg, hc, c)
 	crds.spawn = m.goroutines.Go
 	s := &Session{
-		Connection: connection, Hash: hash, Namespace: namespace, ConfinedTo: confinedTo,
+		Connection: connection, Hash: hash, Namespace: namespace, ConfinedTo: iso.ConfinedTo(), Isolation: iso,
 		Config: cfg, Direct: direct, Client: c, Discovery: dc, CRDs: crds,
 		HTTPClient: hc, DirectHTTPClient: directHC, token: token,
 		spawn: m.goroutines.Go, shutdown: m.ctx.Done(),

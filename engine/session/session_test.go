@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/isolation"
 )
 
 func TestOnlyOurContent(t *testing.T) {
@@ -28,24 +29,31 @@ func TestOnlyOurContent(t *testing.T) {
 		u.SetNamespace(ns)
 		return u
 	}
+	nsA := kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "kbind-a"}
+	prefixA := kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"}
 	cases := []struct {
 		name       string
 		uid        string
-		confinedTo string
+		iso        kbindv1alpha1.Isolation
 		in         any
 		keepsSpec  bool
 	}{
-		{"our copy keeps its content", "me", "", copyOf("me"), true},
-		{"another consumer's copy keeps only metadata", "me", "", copyOf("them"), false},
-		{"an unmarked object keeps only metadata", "me", "", copyOf(""), false},
-		{"consumer unknown yet: everything is kept", "", "", copyOf("them"), true},
-		{"an unmarked object in the consumer's own namespace keeps its content (Import)", "me", "kbind-a", in("kbind-a", copyOf("")), true},
-		{"another consumer's copy there keeps only metadata", "me", "kbind-a", in("kbind-a", copyOf("them")), false},
-		{"an unmarked object elsewhere keeps only metadata", "me", "kbind-a", in("kbind-b", copyOf("")), false},
+		{"our copy keeps its content", "me", kbindv1alpha1.Isolation{}, copyOf("me"), true},
+		{"another consumer's copy keeps only metadata", "me", kbindv1alpha1.Isolation{}, copyOf("them"), false},
+		{"an unmarked object keeps only metadata", "me", kbindv1alpha1.Isolation{}, copyOf(""), false},
+		{"consumer unknown yet: everything is kept", "", kbindv1alpha1.Isolation{}, copyOf("them"), true},
+		{"an unmarked object in the consumer's own namespace keeps its content (Import)", "me", nsA, in("kbind-a", copyOf("")), true},
+		{"another consumer's copy there keeps only metadata", "me", nsA, in("kbind-a", copyOf("them")), false},
+		{"an unmarked object elsewhere keeps only metadata", "me", nsA, in("kbind-b", copyOf("")), false},
+		{"an unmarked object in a namespace of the prefix keeps its content (Import)", "me", prefixA, in("a-team", copyOf("")), true},
+		{"a marked object there keeps only metadata", "me", prefixA, in("a-team", copyOf("them")), false},
+		{"the prefix namespace itself (the Lease's) is not imported from", "me", prefixA, in("a", copyOf("")), false},
+		{"an unmarked object elsewhere under Prefixed keeps only metadata", "me", prefixA, in("b-team", copyOf("")), false},
+		{"None never keeps an unmarked object's content", "me", kbindv1alpha1.Isolation{}, in("kbind-a", copyOf("")), false},
 	}
 	for _, tc := range cases {
 		want := tc.in.(*unstructured.Unstructured).GetAnnotations()[kbindv1alpha1.ConsumerClusterUIDAnnotation]
-		out, err := onlyOurContent(tc.uid, tc.confinedTo)(tc.in)
+		out, err := onlyOurContent(tc.uid, isolation.For(tc.iso))(tc.in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +72,7 @@ func TestOnlyOurContent(t *testing.T) {
 	}
 	// Typed objects (namespaces) are kept as they are.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"x": "y"}}}
-	if out, _ := onlyOurContent("me", "")(ns); out.(*corev1.Namespace).Labels["x"] != "y" {
+	if out, _ := onlyOurContent("me", isolation.Mapping{})(ns); out.(*corev1.Namespace).Labels["x"] != "y" {
 		t.Error("typed objects must be kept")
 	}
 }

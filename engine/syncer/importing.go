@@ -1,19 +1,20 @@
-// Import (#36, work in progress, not wired): provider objects of an API
-// that kbind did not create from this consumer appear on the consumer,
-// owned by the provider (core.kbind.io/owner: provider). This file holds
-// the decision; the sync path does not call it yet.
+// Import (apis[].providerObjects: Import, docs/import.md): provider
+// objects of an API that kbind did not create from this consumer appear on
+// the consumer, owned by the provider (core.kbind.io/owner: provider).
 
 package syncer
 
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,8 +45,30 @@ const (
 	ImportConflict ImportAction = "Conflict"
 )
 
+// ImportScope is what the bindings say of importing at one consumer
+// namespace.
+type ImportScope int
+
+const (
+	// ImportUnscoped: no valid binding of this Connection covers the
+	// namespace (the binding is being deleted, lists the API no more, or
+	// its filters do not parse). Nothing is imported, and an imported copy
+	// is left as it is: only a deliberate change removes copies (a drain,
+	// or ImportOff).
+	ImportUnscoped ImportScope = iota
+	// ImportOff: a valid binding covers the namespace and does not import
+	// there (providerObjects Ignore, a namespaceSelector or objectSelector
+	// that does not select, a provider namespace that is not this
+	// consumer's): an imported copy is removed.
+	ImportOff
+	// ImportOn: the binding imports the provider's objects here.
+	ImportOn
+)
+
 // ImportState is what one key's sync knows of both sides.
 type ImportState struct {
+	// Scope is what the bindings say of importing at the key.
+	Scope ImportScope
 	// ProviderExists: a provider object at the key's provider place;
 	// ProviderMarked: it carries kbind's markers (a copy of a consumer
 	// object, never imported); ProviderDeleting: it is being deleted.
@@ -64,9 +87,12 @@ type ImportState struct {
 // deleted; a provider object with kbind's markers is the ordinary
 // consumer-to-provider flow's.
 func DecideImport(s ImportState) ImportAction {
+	removable := s.ConsumerImported && !s.ConsumerDeleting
 	switch {
-	case !s.ProviderExists || s.ProviderDeleting:
-		if s.ConsumerImported && !s.ConsumerDeleting {
+	case s.Scope == ImportUnscoped:
+		return ImportNothing
+	case s.Scope == ImportOff || !s.ProviderExists || s.ProviderDeleting:
+		if removable {
 			return ImportDelete
 		}
 		return ImportNothing
@@ -94,26 +120,64 @@ func (s *Syncer) importing() bool {
 	return s.target.Isolation.Isolated() && s.target.Namespaced
 }
 
-// imports reports whether the binding covering consumer namespace ns
-// imports the provider's objects.
-func (s *Syncer) imports(ns string) bool {
-	if !s.importing() {
-		return false
+// importScope is what the bindings say of importing into consumer
+// namespace ns (ImportScope), with the policy that covers it. A namespace
+// import needs: a valid binding of this Connection covering ns whose entry
+// imports; ns not a kube- namespace, existing on the consumer and selected
+// by the binding's namespaceSelector; and under Prefixed a provider
+// namespace labelled with this consumer's prefix (prefixes may extend each
+// other: a-b-x is b-x's under a and x's under a-b, and only the label,
+// the provider admin's statement, says whose it is). A failed read is an
+// error, never taken for ImportOff.
+func (s *Syncer) importScope(ctx context.Context, ns string) (ImportScope, Policy, error) {
+	p, covered := s.currentScope().covers(ns)
+	switch {
+	case !s.importing() || !covered:
+		return ImportUnscoped, p, nil
+	case !p.Import || strings.HasPrefix(ns, "kube-"):
+		return ImportOff, p, nil
 	}
-	p, in := s.currentScope().covers(ns)
-	return in && p.Import
+	nsLabels, err := namespaceLabels(ctx, s.ccache, ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		return ImportOff, p, nil
+	case err != nil:
+		return ImportUnscoped, p, fmt.Errorf("reading consumer namespace %s: %w", ns, err)
+	case p.Namespaces != nil && !p.Namespaces.Matches(labels.Set(nsLabels)):
+		return ImportOff, p, nil
+	}
+	if prefix := s.target.Isolation.Prefix(); prefix != "" {
+		pns := &corev1.Namespace{}
+		err := s.session.Cache().Get(ctx, client.ObjectKey{Name: s.target.Isolation.Namespace(ns)}, pns)
+		switch {
+		case apierrors.IsNotFound(err):
+			return ImportOff, p, nil
+		case err != nil:
+			return ImportUnscoped, p, fmt.Errorf("reading provider namespace %s: %w", s.target.Isolation.Namespace(ns), err)
+		case pns.Labels[kbindv1alpha1.PrefixLabel] != prefix:
+			return ImportOff, p, nil
+		}
+	}
+	return ImportOn, p, nil
+}
+
+// imports reports whether the binding covering consumer namespace ns
+// imports the provider's objects there (a failed read: not now).
+func (s *Syncer) imports(ctx context.Context, ns string) bool {
+	scope, _, err := s.importScope(ctx, ns)
+	return err == nil && scope == ImportOn
 }
 
 // importKey maps a provider object that carries no consumer's markers to
 // the consumer key it is imported at: only a canonical provider name
-// inverts (isolation.Mapping.Consumer), and only into a namespace whose
-// binding imports.
+// inverts (isolation.Mapping.Consumer), and only into a namespace where
+// the binding imports.
 func (s *Syncer) importKey(o metav1.Object) (types.NamespacedName, bool) {
-	if !s.importing() || marked(o) {
+	if !s.importing() || marked(o) || !s.currentScope().imports() {
 		return types.NamespacedName{}, false
 	}
 	key, ok := s.target.Isolation.Consumer(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
-	if !ok || !s.imports(key.Namespace) {
+	if !ok || !s.imports(s.ctx, key.Namespace) {
 		return types.NamespacedName{}, false
 	}
 	return key, true
@@ -152,40 +216,18 @@ func (s *Syncer) syncImport(ctx context.Context, o *objectSync) (outcome, error)
 	if !o.imported {
 		return next, nil
 	}
-	pkey, err := s.target.Isolation.Object(o.key)
-	if err != nil {
-		return done, nil
-	}
-	pobj, exists, err := s.providerGet(ctx, pkey)
-	if err != nil {
+	st, pobj, err := s.importState(ctx, o)
+	if err != nil || st.Scope == ImportUnscoped {
+		// The scope's absence proves nothing of the provider object: an
+		// imported copy is left as it is.
 		return done, err
 	}
-	if !s.imports(o.key.Namespace) {
-		// No binding imports here (Import turned off, the binding gone, or
-		// its filters not parsing): the scope's absence proves nothing of
-		// the provider object, so an imported copy is left as it is.
-		s.results.forget(s.target, o.key)
-		return done, nil
-	}
-	if !exists && isImported(o.cobj) {
+	if st.Scope == ImportOn && !st.ProviderExists && st.ConsumerImported {
 		// The cache may lag the provider: only the provider's own answer
 		// deletes a copy.
-		if pobj, exists, err = s.releaser.providerCopy(ctx, o.key); err != nil {
-			return done, err
+		if _, exists, err := s.releaser.providerCopy(ctx, o.key); err != nil || exists {
+			return requeue, err
 		}
-		if exists {
-			return requeue, nil
-		}
-	}
-	st := ImportState{ProviderExists: exists}
-	if exists {
-		st.ProviderMarked = marked(pobj)
-		st.ProviderDeleting = !pobj.GetDeletionTimestamp().IsZero()
-	}
-	if o.cobj != nil {
-		st.ConsumerExists, st.ConsumerImported = true, isImported(o.cobj)
-		st.ConsumerDeleting = !o.cobj.GetDeletionTimestamp().IsZero()
-		st.InSync = exists && s.importedInSync(o.cobj, pobj, o.policy)
 	}
 	switch DecideImport(st) {
 	case ImportCreate:
@@ -193,24 +235,71 @@ func (s *Syncer) syncImport(ctx context.Context, o *objectSync) (outcome, error)
 	case ImportUpdate:
 		return s.updateImported(ctx, o, pobj)
 	case ImportDelete:
-		uid := o.cobj.GetUID()
-		if err := s.consumer.Delete(ctx, o.cobj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-			return afterConsumerWrite(err)
-		}
-		log.FromContext(ctx).Info("Deleted an imported object: its provider object is gone")
+		return s.deleteImported(ctx, o.cobj, st.Scope == ImportOff)
+	}
+	if o.cobj == nil || st.Scope == ImportOff {
 		s.results.forget(s.target, o.key)
 		return done, nil
 	}
-	if o.cobj == nil {
-		s.results.forget(s.target, o.key)
-		return done, nil
-	}
-	if exists {
+	if st.ProviderExists {
 		if out, err := afterConsumerWrite(s.statusDown(ctx, o.cobj, pobj, o.policy.Down, o.seen)); err != nil || out != next {
 			return out, err
 		}
 	}
-	s.results.set(s.target, o.key, Result{State: StateSynced})
+	s.results.set(s.target, o.key, Result{State: StateSynced, Imported: true})
+	return done, nil
+}
+
+// importState reads what DecideImport decides on: the import scope of the
+// key's namespace (an objectSelector that does not select the provider
+// object's labels turns it off for that object), the provider object from
+// the cache, and the consumer object read before.
+func (s *Syncer) importState(ctx context.Context, o *objectSync) (ImportState, *unstructured.Unstructured, error) {
+	scope, policy, err := s.importScope(ctx, o.key.Namespace)
+	if err != nil || scope == ImportUnscoped {
+		return ImportState{}, nil, err
+	}
+	o.policy = policy
+	st := ImportState{Scope: scope}
+	if o.cobj != nil {
+		st.ConsumerExists, st.ConsumerImported = true, isImported(o.cobj)
+		st.ConsumerDeleting = !o.cobj.GetDeletionTimestamp().IsZero()
+	}
+	if scope == ImportOff {
+		return st, nil, nil
+	}
+	pkey, err := s.target.Isolation.Object(o.key)
+	if err != nil {
+		return ImportState{}, nil, nil
+	}
+	pobj, exists, err := s.providerGet(ctx, pkey)
+	if err != nil {
+		return ImportState{}, nil, err
+	}
+	if exists {
+		st.ProviderExists, st.ProviderMarked = true, marked(pobj)
+		st.ProviderDeleting = !pobj.GetDeletionTimestamp().IsZero()
+		if policy.Objects != nil && !policy.Objects.Matches(labels.Set(pobj.GetLabels())) {
+			st.Scope = ImportOff
+		}
+		st.InSync = o.cobj != nil && s.importedInSync(o.cobj, pobj, policy)
+	}
+	return st, pobj, nil
+}
+
+// deleteImported deletes an imported copy (UID precondition): its provider
+// object is gone, or (off) the binding no longer imports it.
+func (s *Syncer) deleteImported(ctx context.Context, cobj *unstructured.Unstructured, off bool) (outcome, error) {
+	uid := cobj.GetUID()
+	if err := s.consumer.Delete(ctx, cobj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		return afterConsumerWrite(err)
+	}
+	why := "its provider object is gone"
+	if off {
+		why = "the binding no longer imports it"
+	}
+	log.FromContext(ctx).Info("Deleted an imported object", "reason", why)
+	s.results.forget(s.target, client.ObjectKeyFromObject(cobj))
 	return done, nil
 }
 
@@ -248,7 +337,7 @@ func (s *Syncer) createImported(ctx context.Context, o *objectSync, pobj *unstru
 	if err := s.statusDown(ctx, u, pobj, o.policy.Down, o.seen); err != nil {
 		return afterConsumerWrite(err)
 	}
-	s.results.set(s.target, o.key, Result{State: StateSynced})
+	s.results.set(s.target, o.key, Result{State: StateSynced, Imported: true})
 	return done, nil
 }
 

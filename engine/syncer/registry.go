@@ -942,6 +942,9 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	if err != nil {
 		return 0, err
 	}
+	if err := r.dropImported(ctx, uncoveredBy(objs.Items, scope), connection, crdName, binding); err != nil {
+		return 0, err
+	}
 	draining = holdingFinalizer(draining)
 	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
 	// The objects are released under the draining binding's
@@ -965,6 +968,30 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 			connection, len(abandoned), crdName, abandoned)
 	}
 	return remaining, nil
+}
+
+// dropImported deletes the imported copies (core.kbind.io/owner:
+// provider) that Connection connection made among objs, the objects a
+// drained binding no longer covers: the binding that imported them is
+// going, or lists the API no more. Their provider objects stay; a user's
+// object, or another Connection's copy, is never among them.
+func (r *Registry) dropImported(ctx context.Context, objs []*unstructured.Unstructured, connection, crdName string, binding kbindv1alpha1.BindingObject) error {
+	var dropped []string
+	for _, obj := range objs {
+		if !isImported(obj) || obj.GetAnnotations()[kbindv1alpha1.ConnectionAnnotation] != connection || !obj.GetDeletionTimestamp().IsZero() {
+			continue
+		}
+		uid := obj.GetUID()
+		if err := r.Consumer.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting imported %s %s: %w", crdName, client.ObjectKeyFromObject(obj), err)
+		}
+		dropped = append(dropped, client.ObjectKeyFromObject(obj).String())
+	}
+	if len(dropped) > 0 {
+		r.Events.Eventf(binding, nil, corev1.EventTypeNormal, "ImportedObjectsDeleted", "Drain",
+			"deleted %d imported object(s) of %s that this binding no longer imports (their provider objects stay): %v", len(dropped), crdName, dropped)
+	}
+	return nil
 }
 
 // claimedElsewhere splits objs into those no other Connection's binding

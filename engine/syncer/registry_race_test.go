@@ -23,6 +23,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/session"
 )
 
@@ -84,7 +85,7 @@ func TestReconcileRaceLeavesOneSyncer(t *testing.T) {
 		}}).Build()
 
 	sessions := session.NewManager(ctx, session.Options{Scheme: scheme, QPS: 10, Burst: 10})
-	sess, _, err := sessions.Prepare("p", "h", "", "uid", "", &rest.Config{Host: "https://127.0.0.1:1"})
+	sess, _, err := sessions.Prepare("p", "h", "", "uid", isolation.Mapping{}, &rest.Config{Host: "https://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,14 +212,14 @@ func TestRecordForgetsStoppedSessions(t *testing.T) {
 	gvk := schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "Widget"}
 	m := session.NewManager(context.Background(), session.Options{Scheme: clientgoscheme.Scheme, Timeout: time.Second})
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
-	old, _, err := m.Prepare("p", "hash-1", "", "", "", cfg)
+	old, _, err := m.Prepare("p", "hash-1", "", "", isolation.Mapping{}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &Registry{}
 	r.recordInformerLocked(Route{CRD: "widgets.example.org", Connection: "p"}, gvk, old, gvk)
 	// New credentials: a new candidate replaces (and stops) the old one.
-	newer, _, err := m.Prepare("p", "hash-2", "", "", "", cfg)
+	newer, _, err := m.Prepare("p", "hash-2", "", "", isolation.Mapping{}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

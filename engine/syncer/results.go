@@ -38,6 +38,8 @@ type Result struct {
 	// Deleting marks a pending deleting object that waits for its
 	// provider copy to be gone.
 	Deleting bool
+	// Imported marks a synced imported copy (providerObjects: Import).
+	Imported bool
 }
 
 // Results holds per-object results of every Syncer, for the bindings'
@@ -121,6 +123,8 @@ type Summary struct {
 	// Deleting counts the pending objects whose deletion waits for their
 	// provider copy.
 	Deleting int32
+	// Imported counts the synced imported copies.
+	Imported int32
 	// ConflictReason is the more frequent conflict reason.
 	ConflictReason kbindv1alpha1.Reason
 	// Forbidden lists the refused verbs and resource types with how many
@@ -148,6 +152,9 @@ func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace st
 		switch res.State {
 		case StateSynced:
 			s.Synced++
+			if res.Imported {
+				s.Imported++
+			}
 		case StatePending:
 			s.Pending++
 			if res.Deleting {

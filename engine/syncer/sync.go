@@ -112,9 +112,8 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName, seen *chang
 func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, error) {
 	o.cobj = s.newObject()
 	if err := s.ccache.Get(ctx, o.key, o.cobj); err != nil {
-		if apierrors.IsNotFound(err) && s.imports(o.key.Namespace) {
+		if apierrors.IsNotFound(err) && s.imports(ctx, o.key.Namespace) {
 			o.cobj, o.imported = nil, true
-			o.policy, _ = s.currentScope().covers(o.key.Namespace)
 			return next, nil
 		}
 		if apierrors.IsNotFound(err) {
@@ -128,7 +127,11 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 	var inScope bool
 	o.policy, inScope = scope.covers(o.key.Namespace)
 	if isImported(o.cobj) {
-		o.imported = true
+		// Another Connection's imported copy is that Connection's Syncer's.
+		o.imported = o.cobj.GetAnnotations()[kbindv1alpha1.ConnectionAnnotation] == s.target.Connection
+		if !o.imported {
+			return done, nil
+		}
 		return next, nil
 	}
 	selected, elsewhere, err := s.selected(ctx, scope, o.policy, inScope, o.cobj)

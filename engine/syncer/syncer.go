@@ -73,6 +73,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -482,9 +483,11 @@ func (s *Syncer) runWorkers(ctx context.Context) error {
 	// too (not under Namespace isolation: its one namespace is the
 	// provider admin's, and the credentials may read nothing outside it).
 	if s.target.Isolation.CreatesNamespaces() && s.target.Namespaced {
-		if _, err := s.session.Cache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
-			return fmt.Errorf("provider namespace informer: %w", err)
+		remove, err := s.watchProviderNamespaces(ctx)
+		if err != nil {
+			return err
 		}
+		defer remove()
 	}
 	// A consumer namespace relabelled may enter or leave a
 	// namespaceSelector: its objects are looked at again.
@@ -638,14 +641,24 @@ func (s *Syncer) watchNamespaceLabels(ctx context.Context) (remove func(), err e
 	if err != nil {
 		return nil, fmt.Errorf("consumer namespace informer: %w", err)
 	}
-	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(oldObj, newObj any) {
-		before, okBefore := oldObj.(*metav1.PartialObjectMetadata)
-		after, okAfter := newObj.(*metav1.PartialObjectMetadata)
-		if !okBefore || !okAfter || equality.Semantic.DeepEqual(before.Labels, after.Labels) || !s.currentScope().selectsNamespaces() {
-			return
-		}
-		s.enqueueNamespace(ctx, after.Name)
-	}})
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		// A namespace made on the consumer may receive imported objects.
+		AddFunc: func(obj any, initial bool) {
+			if created, ok := obj.(*metav1.PartialObjectMetadata); ok && !initial {
+				s.enqueueImportable(ctx, created.Name)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			before, okBefore := oldObj.(*metav1.PartialObjectMetadata)
+			after, okAfter := newObj.(*metav1.PartialObjectMetadata)
+			if !okBefore || !okAfter || equality.Semantic.DeepEqual(before.Labels, after.Labels) {
+				return
+			}
+			if s.currentScope().selectsNamespaces() {
+				s.enqueueNamespace(ctx, after.Name)
+				s.enqueueImportable(ctx, after.Name)
+			}
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -673,26 +686,67 @@ func (s *Syncer) enqueueAll(ctx context.Context) {
 	for i := range list.Items {
 		s.queue.Add(client.ObjectKeyFromObject(&list.Items[i]))
 	}
-	s.enqueueImportable(ctx)
+	s.enqueueImportable(ctx, "")
 }
 
 // enqueueImportable queues the consumer key of every provider object the
-// scope imports (from the provider cache), so that turning Import on
-// imports what exists already.
-func (s *Syncer) enqueueImportable(ctx context.Context) {
+// scope imports into consumer namespace ns ("": every namespace), from the
+// provider cache, so that turning Import on, or a namespace coming into the
+// import, imports what exists already.
+func (s *Syncer) enqueueImportable(ctx context.Context, ns string) {
 	if !s.importing() || !s.currentScope().imports() {
 		return
 	}
 	list := s.newProviderList()
-	if err := s.session.Cache().List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
+	if ns != "" {
+		opts = append(opts, client.InNamespace(s.target.Isolation.Namespace(ns)))
+	}
+	if err := s.session.Cache().List(ctx, list, opts...); err != nil {
 		log.FromContext(ctx).Error(err, "Listing provider objects to import from the cache")
 		return
 	}
 	for i := range list.Items {
-		if key, ok := s.importKey(&list.Items[i]); ok {
+		if key, ok := s.importKey(&list.Items[i]); ok && (ns == "" || key.Namespace == ns) {
 			s.queue.Add(key)
 		}
 	}
+}
+
+// watchProviderNamespaces starts the provider namespace informer (the
+// namespaces kbind creates are read from it) and, under Prefixed, looks
+// again at a namespace whose prefix label changes: the label says whether
+// its objects are this consumer's to import.
+func (s *Syncer) watchProviderNamespaces(ctx context.Context) (remove func(), err error) {
+	inf, err := s.session.Cache().GetInformer(ctx, &corev1.Namespace{})
+	if err != nil {
+		return nil, fmt.Errorf("provider namespace informer: %w", err)
+	}
+	prefix := s.target.Isolation.Prefix()
+	relook := func(pns *corev1.Namespace) {
+		ns, found := strings.CutPrefix(pns.Name, prefix+"-")
+		if prefix != "" && found && s.target.Isolation.Namespace(ns) == pns.Name {
+			s.enqueueNamespace(ctx, ns)
+			s.enqueueImportable(ctx, ns)
+		}
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if pns, ok := obj.(*corev1.Namespace); ok && !initial {
+				relook(pns)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			before, okBefore := oldObj.(*corev1.Namespace)
+			after, okAfter := newObj.(*corev1.Namespace)
+			if okBefore && okAfter && before.Labels[kbindv1alpha1.PrefixLabel] != after.Labels[kbindv1alpha1.PrefixLabel] {
+				relook(after)
+			}
+		}})
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = inf.RemoveEventHandler(reg) }, nil
 }
 
 // processNext syncs the next queued key and acts on what sync returns

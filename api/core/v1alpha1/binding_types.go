@@ -394,6 +394,11 @@ type InstanceCounts struct {
 	// its blocking dependents); they count as pending too.
 	// +optional
 	Deleting int32 `json:"deleting,omitempty"`
+	// Imported objects: copies of the provider's own objects
+	// (apis[].providerObjects: Import, core.kbind.io/owner: provider) that
+	// follow the provider; they count as synced too.
+	// +optional
+	Imported int32 `json:"imported,omitempty"`
 }
 
 // BoundAPI is the state of one bound API.

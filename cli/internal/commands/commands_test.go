@@ -57,7 +57,7 @@ func TestStatusTables(t *testing.T) {
 	w := tabwriter.NewWriter(&b, 0, 4, 3, ' ', 0)
 	statusTables(w, []doctor.ConnectionSummary{{Name: "provider", Ready: "True", Isolation: "Namespace kbind-a", Heartbeat: "4s", Exported: 2,
 		Bindings: []doctor.BindingSummary{
-			{Kind: "ClusterBinding", Name: "provider", Ready: "True", APIs: []doctor.APISummary{{Name: "widgets.example.org", Routes: "namespaces region=east", Total: 3, Synced: 2, Pending: 1, Deleting: 1}}},
+			{Kind: "ClusterBinding", Name: "provider", Ready: "True", APIs: []doctor.APISummary{{Name: "widgets.example.org", Routes: "namespaces region=east", Total: 3, Synced: 2, Pending: 1, Deleting: 1, Imported: 1}}},
 			{Kind: "Binding", Namespace: "team-a", Name: "gadgets", Ready: "False", Reason: "APINotExported", APIs: []doctor.APISummary{{Name: "Gadget", Routes: "namespace team-a"}}},
 		}}})
 	if err := w.Flush(); err != nil {
@@ -66,9 +66,9 @@ func TestStatusTables(t *testing.T) {
 	want := `CONNECTION   READY   ISOLATION           HEARTBEAT   EXPORTED APIS
 provider     True    Namespace kbind-a   4s          2
 
-CONNECTION   BINDING                   READY                    API                   ROUTES                   OBJECTS   SYNCED   PENDING   FAILED   CONFLICTS   DELETING
-provider     ClusterBinding/provider   True                     widgets.example.org   namespaces region=east   3         2        1         0        0           1
-provider     Binding/team-a/gadgets    False (APINotExported)   Gadget                namespace team-a         0         0        0         0        0           0
+CONNECTION   BINDING                   READY                    API                   ROUTES                   OBJECTS   SYNCED   PENDING   FAILED   CONFLICTS   DELETING   IMPORTED
+provider     ClusterBinding/provider   True                     widgets.example.org   namespaces region=east   3         2        1         0        0           1          1
+provider     Binding/team-a/gadgets    False (APINotExported)   Gadget                namespace team-a         0         0        0         0        0           0          0
 `
 	if b.String() != want {
 		t.Errorf("status:\n%s\nwant:\n%s", b.String(), want)

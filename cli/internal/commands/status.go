@@ -61,7 +61,7 @@ func statusTables(w *tabwriter.Writer, conns []doctor.ConnectionSummary) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", c.Name, withReason(c.Ready, c.Reason), c.Isolation, c.Heartbeat, c.Exported)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "CONNECTION\tBINDING\tREADY\tAPI\tROUTES\tOBJECTS\tSYNCED\tPENDING\tFAILED\tCONFLICTS\tDELETING")
+	fmt.Fprintln(w, "CONNECTION\tBINDING\tREADY\tAPI\tROUTES\tOBJECTS\tSYNCED\tPENDING\tFAILED\tCONFLICTS\tDELETING\tIMPORTED")
 	for _, c := range conns {
 		for _, b := range c.Bindings {
 			name := b.Kind + "/" + b.Name
@@ -69,11 +69,11 @@ func statusTables(w *tabwriter.Writer, conns []doctor.ConnectionSummary) {
 				name = b.Kind + "/" + b.Namespace + "/" + b.Name
 			}
 			if len(b.APIs) == 0 {
-				fmt.Fprintf(w, "%s\t%s\t%s\t-\t\t\t\t\t\t\t\n", c.Name, name, withReason(b.Ready, b.Reason))
+				fmt.Fprintf(w, "%s\t%s\t%s\t-\t\t\t\t\t\t\t\t\n", c.Name, name, withReason(b.Ready, b.Reason))
 			}
 			for _, a := range b.APIs {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", c.Name, name, withReason(b.Ready, b.Reason), apiName(a), a.Routes,
-					a.Total, a.Synced, a.Pending, a.Failed, a.Conflicts, a.Deleting)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", c.Name, name, withReason(b.Ready, b.Reason), apiName(a), a.Routes,
+					a.Total, a.Synced, a.Pending, a.Failed, a.Conflicts, a.Deleting, a.Imported)
 			}
 		}
 	}

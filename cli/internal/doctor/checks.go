@@ -780,6 +780,10 @@ func checkInstance(in Instance, connProblem string, now time.Time, stuckAfter ti
 				adopt = fmt.Sprintf("%s patch %s %s --type=merge -p '{\"spec\":{\"conflictPolicy\":\"Adopt\"}}'   # only if this object should take it over", cmd.Consumer, in.Binding.resource(), in.Binding.Meta.Name)
 			}
 			f.Fix = inspect + "\n" + adopt + "\n# otherwise rename this object, or remove the provider object if nothing uses it"
+		case kbindv1alpha1.ReasonConsumerObjectExists:
+			f.Problem = fmt.Sprintf("the binding imports the provider's own objects, and %s %s on the provider is imported at this object's name: this object, which kbind did not import, holds the name; neither is touched and this object does not sync",
+				in.API, placeString(in.CopyNamespace, in.CopyName))
+			f.Fix = inspect + fmt.Sprintf("\n# to see the provider's object here, rename this object (or delete it, if nothing uses it):\n%s%s get %s %s -o yaml > mine.yaml   # re-create it under another name", cmd.Consumer, nsFlag, in.API, in.Meta.Name)
 		default:
 			f.Problem = fmt.Sprintf("the provider copy %s %s belongs to another kbind consumer object: it is left untouched and this object does not sync", in.API, placeString(in.CopyNamespace, in.CopyName))
 			f.Fix = inspect + "\n# rename this object; if the owning consumer is gone, its copies are reaped by the backend (docs/backend.md). Adopt never steals a marked object."

@@ -294,6 +294,9 @@ func TestCheckInstance(t *testing.T) {
 		{"owned by another: never Adopt", in(func(i *Instance) {
 			i.Meta.Annotations = map[string]string{kbindv1alpha1.ConflictAnnotation: "OwnedByAnother"}
 		}), "", []string{"object.conflict"}, "Adopt never steals"},
+		{"a user's object where the binding imports the provider's: rename, never Adopt", in(func(i *Instance) {
+			i.Meta.Annotations = map[string]string{kbindv1alpha1.ConflictAnnotation: "ConsumerObjectExists"}
+		}), "", []string{"object.conflict"}, "re-create it under another name"},
 		{"stuck behind kbind's finalizer while the provider is down", in(func(i *Instance) {
 			i.Meta.DeletionTimestamp = &metav1.Time{Time: now.Add(-10 * time.Minute)}
 			i.Meta.Finalizers = []string{kbindv1alpha1.SyncerFinalizer}

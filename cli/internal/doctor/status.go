@@ -54,6 +54,9 @@ type APISummary struct {
 	// Deleting counts the objects whose deletion waits for their provider
 	// copy (docs/sync.md#deletion).
 	Deleting int32 `json:"deleting"`
+	// Imported counts the imported copies of the provider's own objects
+	// (docs/import.md); they count as synced too.
+	Imported int32 `json:"imported"`
 }
 
 // Status summarises every Connection of the consumer c reads, with each
@@ -90,7 +93,7 @@ func Status(ctx context.Context, c client.Client, timeout time.Duration, now tim
 					as.Conflicts = bound.ConflictCount
 					if bound.Instances != nil {
 						as.Total, as.Synced, as.Pending, as.Failed = bound.Instances.Total, bound.Instances.Synced, bound.Instances.Pending, bound.Instances.Failed
-						as.Deleting = bound.Instances.Deleting
+						as.Deleting, as.Imported = bound.Instances.Deleting, bound.Instances.Imported
 					}
 				}
 				bs.APIs = append(bs.APIs, as)

@@ -22,13 +22,20 @@ import (
 // api.
 func importing(t *testing.T, tn tenant, api string) {
 	t.Helper()
+	setProviderObjects(t, tn, api, kbindv1alpha1.ProviderObjectsImport)
+}
+
+// setProviderObjects sets providerObjects on the tenant's ClusterBinding
+// of api.
+func setProviderObjects(t *testing.T, tn tenant, api string, policy kbindv1alpha1.ProviderObjectsPolicy) {
+	t.Helper()
 	ctx := context.Background()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cb := &kbindv1alpha1.ClusterBinding{}
 		if err := tn.consumer.Get(ctx, key("", api), cb); err != nil {
 			return err
 		}
-		cb.Spec.APIs[0].ProviderObjects = kbindv1alpha1.ProviderObjectsImport
+		cb.Spec.APIs[0].ProviderObjects = policy
 		return tn.consumer.Update(ctx, cb)
 	})
 	if err != nil {
@@ -195,11 +202,36 @@ func TestImportUnderNamespaceIsolation(t *testing.T) {
 		t.Errorf("consumer A's Widgets %v, want %v", got, want)
 	}
 
+	// Counted separately.
+	waitInstances(t, a, "widgets.example.org", func(in kbindv1alpha1.InstanceCounts) bool { return in.Imported == 1 })
+
 	// Deleted on the provider: the copy goes.
 	if err := env.Provider.Delete(ctx, pdb); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, a.consumer, widgetGVK, key("team-a", "db"))
+	waitInstances(t, a, "widgets.example.org", func(in kbindv1alpha1.InstanceCounts) bool { return in.Imported == 0 })
+
+	// Import turned off: the copy is removed, the provider's object stays;
+	// on again: imported again.
+	providerWidget(t, nsA, "team-a.cache", 5)
+	waitImported(t, a, key("team-a", "cache"), 5, "")
+	setProviderObjects(t, a, "widgets.example.org", kbindv1alpha1.ProviderObjectsIgnore)
+	waitGone(t, a.consumer, widgetGVK, key("team-a", "cache"))
+	assertExists(t, env.Provider, key(nsA, "team-a.cache"))
+	importing(t, a, "widgets.example.org")
+	waitImported(t, a, key("team-a", "cache"), 5, "")
+
+	// The binding deleted: its imported copies go with it (an Event on the
+	// binding says so); the provider's objects stay.
+	if err := a.consumer.Delete(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.consumer.Delete(ctx, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.org"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, a.consumer, widgetGVK, key("team-a", "cache"))
+	assertExists(t, env.Provider, key(nsA, "team-a.cache"))
 
 	// Import under None isolation: refused, the entry not bound.
 	connect(t, b, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNone}, nil, "widgets.example.org")
@@ -211,10 +243,134 @@ func TestImportUnderNamespaceIsolation(t *testing.T) {
 		t.Errorf("consumer B (None, refused) holds Widgets %v", got)
 	}
 
-	if err := a.consumer.Delete(ctx, mine); err != nil {
+	teardown(t, a)
+}
+
+// assertExists fails unless the provider Widget at k exists.
+func assertExists(t *testing.T, c client.Client, k client.ObjectKey) {
+	t.Helper()
+	if err := c.Get(context.Background(), k, object(widgetGVK, "", "", nil)); err != nil {
+		t.Errorf("provider Widget %s: %v", k, err)
+	}
+}
+
+// waitInstances waits until the instance counts of the tenant's
+// ClusterBinding of api satisfy ok.
+func waitInstances(t *testing.T, tn tenant, api string, ok func(kbindv1alpha1.InstanceCounts) bool) {
+	t.Helper()
+	enginetest.Eventually(t, "instance counts of "+api, func() error {
+		cb := &kbindv1alpha1.ClusterBinding{}
+		if err := tn.consumer.Get(context.Background(), key("", api), cb); err != nil {
+			return err
+		}
+		for _, b := range cb.Status.BoundAPIs {
+			if b.Instances != nil && ok(*b.Instances) {
+				return nil
+			}
+			return fmt.Errorf("instances %+v", b.Instances)
+		}
+		return fmt.Errorf("no bound API")
+	})
+}
+
+// labelledNamespace creates provider namespace name labelled with prefix
+// ("" for none), as a provider admin preparing a tenant's namespace.
+func labelledNamespace(t *testing.T, name, prefix string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if prefix != "" {
+		ns.Labels = map[string]string{kbindv1alpha1.PrefixLabel: prefix}
+	}
+	if err := env.Provider.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
-	teardown(t, a)
+}
+
+// setPrefixLabel sets (or, with "", removes) the prefix label of provider
+// namespace name.
+func setPrefixLabel(t *testing.T, name, prefix string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ns := &corev1.Namespace{}
+		if err := env.Provider.Get(context.Background(), key("", name), ns); err != nil {
+			return err
+		}
+		if prefix == "" {
+			delete(ns.Labels, kbindv1alpha1.PrefixLabel)
+		} else {
+			ns.Labels = map[string]string{kbindv1alpha1.PrefixLabel: prefix}
+		}
+		return env.Provider.Update(context.Background(), ns)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImportUnderPrefixedIsolation: under Prefixed, a consumer imports
+// from the provider namespaces of its prefix that carry its prefix label —
+// the provider admin's statement, since prefixes may extend each other:
+// ip-b-team is team's under prefix ip-b and b-team's under ip, and only
+// the label says whose it is. An unlabelled namespace of the prefix is
+// never imported from; removing the label removes the copies, putting it
+// back imports again.
+func TestImportUnderPrefixedIsolation(t *testing.T) {
+	ts := tenants(t)
+	a, b := ts[0], ts[1]
+	prefixes := map[string]string{"a": "ip", "b": "ip-b"}
+	for _, tn := range ts {
+		user := "consumer-" + tn.name + "-" + t.Name()
+		bindRole(t, "", "kbind-import-prefixed-"+tn.name, user, prefixedRules("widgets", "widgets/status"))
+		prefixPolicy(t, user, prefixes[tn.name])
+	}
+	labelledNamespace(t, "ip-team", "ip")
+	labelledNamespace(t, "ip-b-team", "ip-b")
+	labelledNamespace(t, "ip-plain", "")
+	providerWidget(t, "ip-team", "db", 1)
+	providerWidget(t, "ip-b-team", "x", 2)
+	providerWidget(t, "ip-plain", "u", 3)
+	// Every consumer namespace the provider's could map to exists, so that
+	// only the label decides.
+	for _, ns := range []string{"team", "b-team", "plain"} {
+		ensureNamespace(t, a.consumer, ns)
+	}
+	ensureNamespace(t, b.consumer, "team")
+	for _, tn := range ts {
+		connect(t, tn, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: prefixes[tn.name]}, nil, "widgets.example.org")
+	}
+	waitBound(t, ts, "widgets.example.org")
+	for _, tn := range ts {
+		importing(t, tn, "widgets.example.org")
+	}
+
+	waitImported(t, a, key("team", "db"), 1, "")
+	waitImported(t, b, key("team", "x"), 2, "")
+	waitInstances(t, a, "widgets.example.org", func(in kbindv1alpha1.InstanceCounts) bool { return in.Imported == 1 })
+	waitInstances(t, b, "widgets.example.org", func(in kbindv1alpha1.InstanceCounts) bool { return in.Imported == 1 })
+	if got, want := widgetsOn(t, a.consumer), []string{"team/db"}; !slices.Equal(got, want) {
+		t.Errorf("consumer A's Widgets %v, want %v (never B's namespace, never an unlabelled one)", got, want)
+	}
+	if got, want := widgetsOn(t, b.consumer), []string{"team/x"}; !slices.Equal(got, want) {
+		t.Errorf("consumer B's Widgets %v, want %v", got, want)
+	}
+
+	// The label removed: not A's any more, the copy goes; back: imported.
+	setPrefixLabel(t, "ip-team", "")
+	waitGone(t, a.consumer, widgetGVK, key("team", "db"))
+	assertExists(t, env.Provider, key("ip-team", "db"))
+	setPrefixLabel(t, "ip-team", "ip")
+	waitImported(t, a, key("team", "db"), 1, "")
+
+	// Labelled for A by the provider admin: imported.
+	setPrefixLabel(t, "ip-plain", "ip")
+	waitImported(t, a, key("plain", "u"), 3, "")
+
+	for _, tn := range ts {
+		teardown(t, tn)
+	}
+	// The bindings went: their imported copies with them.
+	waitGone(t, a.consumer, widgetGVK, key("team", "db"))
+	waitGone(t, a.consumer, widgetGVK, key("plain", "u"))
 }
 
 // waitEvent waits for an Event of type and reason on the consumer object
