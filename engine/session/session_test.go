@@ -32,11 +32,11 @@ func TestOnlyOurContent(t *testing.T) {
 	nsA := kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "kbind-a"}
 	prefixA := kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "a"}
 	cases := []struct {
-		name       string
-		uid        string
-		iso        kbindv1alpha1.Isolation
-		in         any
-		keepsSpec  bool
+		name      string
+		uid       string
+		iso       kbindv1alpha1.Isolation
+		in        any
+		keepsSpec bool
 	}{
 		{"our copy keeps its content", "me", kbindv1alpha1.Isolation{}, copyOf("me"), true},
 		{"another consumer's copy keeps only metadata", "me", kbindv1alpha1.Isolation{}, copyOf("them"), false},
