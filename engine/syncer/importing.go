@@ -50,18 +50,18 @@ const (
 type ImportScope int
 
 const (
-	// ImportUnscoped: no valid binding of this Connection covers the
+	// ImportUnscoped means no valid binding of this Connection covers the
 	// namespace (the binding is being deleted, lists the API no more, or
 	// its filters do not parse). Nothing is imported, and an imported copy
 	// is left as it is: only a deliberate change removes copies (a drain,
 	// or ImportOff).
 	ImportUnscoped ImportScope = iota
-	// ImportOff: a valid binding covers the namespace and does not import
+	// ImportOff means a valid binding covers the namespace and does not import
 	// there (providerObjects Ignore, a namespaceSelector or objectSelector
 	// that does not select, a provider namespace that is not this
 	// consumer's): an imported copy is removed.
 	ImportOff
-	// ImportOn: the binding imports the provider's objects here.
+	// ImportOn means the binding imports the provider's objects here.
 	ImportOn
 )
 

@@ -263,13 +263,13 @@ func waitInstances(t *testing.T, tn tenant, api string, ok func(kbindv1alpha1.In
 		if err := tn.consumer.Get(context.Background(), key("", api), cb); err != nil {
 			return err
 		}
-		for _, b := range cb.Status.BoundAPIs {
-			if b.Instances != nil && ok(*b.Instances) {
-				return nil
-			}
-			return fmt.Errorf("instances %+v", b.Instances)
+		if len(cb.Status.BoundAPIs) == 0 {
+			return fmt.Errorf("no bound API")
 		}
-		return fmt.Errorf("no bound API")
+		if in := cb.Status.BoundAPIs[0].Instances; in == nil || !ok(*in) {
+			return fmt.Errorf("instances %+v", in)
+		}
+		return nil
 	})
 }
 
