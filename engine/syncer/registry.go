@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -987,9 +988,13 @@ func (r *Registry) dropImported(ctx context.Context, objs []*unstructured.Unstru
 		}
 		dropped = append(dropped, client.ObjectKeyFromObject(obj).String())
 	}
-	if len(dropped) > 0 {
+	if n := len(dropped); n > 0 {
+		named := strings.Join(dropped[:min(n, 10)], ", ")
+		if n > 10 {
+			named += fmt.Sprintf(" and %d more", n-10)
+		}
 		r.Events.Eventf(binding, nil, corev1.EventTypeNormal, "ImportedObjectsDeleted", "Drain",
-			"deleted %d imported object(s) of %s that this binding no longer imports (their provider objects stay): %v", len(dropped), crdName, dropped)
+			"deleted %d imported object(s) of %s that this binding no longer imports (their provider objects stay): %s", n, crdName, named)
 	}
 	return nil
 }

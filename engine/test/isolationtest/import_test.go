@@ -121,6 +121,7 @@ func TestImportUnderNamespaceIsolation(t *testing.T) {
 	providerWidget(t, nsA, strings.Repeat("n", 64)+".db", 1) // its namespace part is no namespace name
 	providerWidget(t, nsOther, "team-a.theirs", 1)           // another tenant's namespace
 	providerWidget(t, nsA, "team-a.mine", 2)                 // the provider's, where the user's maps
+	providerWidget(t, nsA, "late-ns.w", 4)                   // for a consumer namespace made later
 
 	connect(t, a, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: nsA}, nil, "widgets.example.org")
 	waitBound(t, []tenant{a}, "widgets.example.org")
@@ -202,15 +203,19 @@ func TestImportUnderNamespaceIsolation(t *testing.T) {
 		t.Errorf("consumer A's Widgets %v, want %v", got, want)
 	}
 
+	// A consumer namespace made later is filled then.
+	ensureNamespace(t, a.consumer, "late-ns")
+	waitImported(t, a, key("late-ns", "w"), 4, "")
+
 	// Counted separately.
-	waitInstances(t, a, "widgets.example.org", func(in kbindv1alpha1.InstanceCounts) bool { return in.Imported == 1 })
+	waitInstances(t, a, "widgets.example.org", func(in kbindv1alpha1.InstanceCounts) bool { return in.Imported == 2 })
 
 	// Deleted on the provider: the copy goes.
 	if err := env.Provider.Delete(ctx, pdb); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, a.consumer, widgetGVK, key("team-a", "db"))
-	waitInstances(t, a, "widgets.example.org", func(in kbindv1alpha1.InstanceCounts) bool { return in.Imported == 0 })
+	waitInstances(t, a, "widgets.example.org", func(in kbindv1alpha1.InstanceCounts) bool { return in.Imported == 1 })
 
 	// Import turned off: the copy is removed, the provider's object stays;
 	// on again: imported again.
@@ -231,7 +236,9 @@ func TestImportUnderNamespaceIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, a.consumer, widgetGVK, key("team-a", "cache"))
+	waitGone(t, a.consumer, widgetGVK, key("late-ns", "w"))
 	assertExists(t, env.Provider, key(nsA, "team-a.cache"))
+	waitEvent(t, a.consumer, "", "widgets.example.org", corev1.EventTypeNormal, "ImportedObjectsDeleted")
 
 	// Import under None isolation: refused, the entry not bound.
 	connect(t, b, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNone}, nil, "widgets.example.org")
