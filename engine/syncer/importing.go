@@ -222,6 +222,11 @@ func (s *Syncer) syncImport(ctx context.Context, o *objectSync) (outcome, error)
 		// imported copy is left as it is.
 		return done, err
 	}
+	if o.cobj != nil {
+		if out, handled, err := s.handOver(ctx, o, st.Scope, pobj); handled {
+			return out, err
+		}
+	}
 	if st.Scope == ImportOn && !st.ProviderExists && st.ConsumerImported {
 		// The cache may lag the provider: only the provider's own answer
 		// deletes a copy.
@@ -264,9 +269,6 @@ func (s *Syncer) importState(ctx context.Context, o *objectSync) (ImportState, *
 	if o.cobj != nil {
 		st.ConsumerExists, st.ConsumerImported = true, isImported(o.cobj)
 		st.ConsumerDeleting = !o.cobj.GetDeletionTimestamp().IsZero()
-	}
-	if scope == ImportOff {
-		return st, nil, nil
 	}
 	pkey, err := s.target.Isolation.Object(o.key)
 	if err != nil {

@@ -98,6 +98,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName, seen *chang
 		s.applySpec,       // spec up (SYNC-1)
 		s.syncStatus,      // status down (SYNC-2)
 		s.resolveConflict, // a conflict reported before is over
+		s.release,         // handed to the provider when asked, once its spec is up (import.md#hand-over)
 	} {
 		if out, err := p(ctx, o); err != nil || out != next {
 			return out, err

@@ -120,6 +120,18 @@ const (
 	OwnerAnnotation = "core.kbind.io/owner"
 	// OwnerProvider is OwnerAnnotation's value on an imported object.
 	OwnerProvider = "provider"
+	// HandOverAnnotation on a consumer object asks the konnector to hand
+	// it over (docs/import.md#hand-over): HandOverConsumer on an imported
+	// object makes it the consumer's (its spec goes up from then on),
+	// HandOverProvider on a consumer-owned object makes it the provider's
+	// (imported from then on). The konnector removes it once done; kubectl
+	// kbind adopt and release set it and wait.
+	HandOverAnnotation = "core.kbind.io/hand-over"
+	// HandOverConsumer asks that an imported object become the consumer's.
+	HandOverConsumer = "consumer"
+	// HandOverProvider asks that a consumer-owned object become the
+	// provider's.
+	HandOverProvider = "provider"
 
 	// MovedAnnotation is written on a provider copy kbind kept when its
 	// consumer object moved to another provider, in place of kbind's

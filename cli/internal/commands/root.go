@@ -80,6 +80,8 @@ On a consumer cluster:
 
   kubectl kbind status                             Connections, bindings, APIs and their objects
   kubectl kbind doctor                             find what is wrong, and how to fix it
+  kubectl kbind adopt widgets.example.org/db -n a  an imported object becomes the consumer's
+  kubectl kbind release widgets.example.org/db -n a  a consumer object becomes the provider's
 
 It uses the current kubeconfig and context, like kubectl.`,
 		SilenceUsage:  true,
@@ -91,7 +93,7 @@ It uses the current kubeconfig and context, like kubectl.`,
 	root.SetOut(out)
 	root.SetErr(errOut)
 	e.flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newExport(e), newGrant(e), newRevoke(e), newConsumers(e), newDoctor(e), newStatus(e))
+	root.AddCommand(newExport(e), newGrant(e), newRevoke(e), newConsumers(e), newDoctor(e), newStatus(e), newAdopt(e), newRelease(e))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }

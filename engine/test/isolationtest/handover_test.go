@@ -1,0 +1,275 @@
+package isolationtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/test/enginetest"
+)
+
+// stream records one object's watch events: every event's owner as the
+// consumer object says it, UIDs seen, and deletions.
+type stream struct {
+	mu       sync.Mutex
+	owners   []string // "provider", "consumer", or "both"/"neither" (violations)
+	uids     map[types.UID]bool
+	deleted  int
+	lastSize int64
+}
+
+func (s *stream) record(ev watch.Event, owner func(*unstructured.Unstructured) string) {
+	u, ok := ev.Object.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ev.Type == watch.Deleted {
+		s.deleted++
+	}
+	s.uids[u.GetUID()] = true
+	if o := owner(u); len(s.owners) == 0 || s.owners[len(s.owners)-1] != o {
+		s.owners = append(s.owners, o)
+	}
+	s.lastSize, _, _ = unstructured.NestedInt64(u.Object, "spec", "size")
+}
+
+func (s *stream) snapshot() (owners []string, uids, deleted int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.owners), len(s.uids), s.deleted
+}
+
+// watchOne streams the Widget ns/name from the cluster at cfg into s until
+// ctx ends.
+func watchOne(ctx context.Context, t *testing.T, cfg *rest.Config, ns, name string, s *stream, owner func(*unstructured.Unstructured) string) {
+	t.Helper()
+	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(widgetGVK.GroupVersion().WithKind("WidgetList"))
+	w, err := wc.Watch(ctx, list, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				s.record(ev, owner)
+			}
+		}
+	}()
+}
+
+// consumerOwner is who owns a consumer object by what it says: the
+// owner annotation (the provider) or the syncer finalizer (the consumer),
+// never both, never neither.
+func consumerOwner(u *unstructured.Unstructured) string {
+	provider := u.GetAnnotations()[kbindv1alpha1.OwnerAnnotation] == kbindv1alpha1.OwnerProvider
+	consumer := slices.Contains(u.GetFinalizers(), kbindv1alpha1.SyncerFinalizer)
+	switch {
+	case provider && consumer:
+		return "both"
+	case provider:
+		return "provider"
+	case consumer:
+		return "consumer"
+	}
+	return "neither"
+}
+
+// providerOwner is whose markers the provider object carries.
+func providerOwner(u *unstructured.Unstructured) string {
+	if _, marked := u.GetAnnotations()[kbindv1alpha1.ConsumerObjectUIDAnnotation]; marked {
+		return "consumer"
+	}
+	return "provider"
+}
+
+// writer writes spec.size on the Widget at k through c every few
+// milliseconds, from base up, until stop; paused holds it.
+func writer(ctx context.Context, c client.Client, k client.ObjectKey, base int64, paused *atomic.Bool, writes *atomic.Int64, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for i := base; ctx.Err() == nil; i++ {
+		if !paused.Load() {
+			u := object(widgetGVK, "", "", nil)
+			if err := c.Get(ctx, k, u); err == nil {
+				_ = unstructured.SetNestedField(u.Object, i, "spec", "size")
+				if c.Update(ctx, u) == nil {
+					writes.Add(1)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// setSize writes spec.size on the Widget at k through c.
+func setSize(t *testing.T, c client.Client, k client.ObjectKey, size int64) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u := object(widgetGVK, "", "", nil)
+		if err := c.Get(context.Background(), k, u); err != nil {
+			return err
+		}
+		_ = unstructured.SetNestedField(u.Object, size, "spec", "size")
+		return c.Update(context.Background(), u)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitSize waits until the Widget at k through c has spec.size size.
+func waitSize(t *testing.T, c client.Client, k client.ObjectKey, size int64) {
+	t.Helper()
+	enginetest.Eventually(t, fmt.Sprintf("%s spec.size %d", k, size), func() error {
+		u := object(widgetGVK, "", "", nil)
+		if err := c.Get(context.Background(), k, u); err != nil {
+			return err
+		}
+		if got, _, _ := unstructured.NestedInt64(u.Object, "spec", "size"); got != size {
+			return fmt.Errorf("spec.size %d", got)
+		}
+		return nil
+	})
+}
+
+// handOverTo annotates the consumer object at k for a hand-over to to and
+// waits until the konnector has done it.
+func handOverTo(t *testing.T, c client.Client, k client.ObjectKey, to string) {
+	t.Helper()
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, kbindv1alpha1.HandOverAnnotation, to))
+	u := object(widgetGVK, k.Namespace, k.Name, nil)
+	if err := c.Patch(context.Background(), u, patch); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, "hand-over of "+k.String()+" to the "+to, func() error {
+		if err := c.Get(context.Background(), k, u); err != nil {
+			return err
+		}
+		if _, asked := u.GetAnnotations()[kbindv1alpha1.HandOverAnnotation]; asked || consumerOwner(u) != to {
+			return fmt.Errorf("owner %s, annotations %v", consumerOwner(u), u.GetAnnotations())
+		}
+		return nil
+	})
+}
+
+// TestHandOverBothWays: an imported object is handed to the consumer and
+// back to the provider while writers on both sides change its spec. The
+// consumer's watch stream shows exactly one owner at every event and the
+// owner switching once each way; neither side's object is ever deleted or
+// replaced (one UID each); after each hand-over the new owner's write
+// wins and the other side's is reverted.
+func TestHandOverBothWays(t *testing.T) {
+	ts := tenants(t)
+	a := ts[0]
+	const nsP = "handover-a"
+	ensureNamespace(t, env.Provider, nsP)
+	user := "consumer-a-" + t.Name()
+	bindRole(t, "", "kbind-discovery-handover-a", user, discoveryRules)
+	bindRole(t, nsP, "kbind-consumer", user, objectRules("widgets", "widgets/status"))
+	providerWidget(t, nsP, "team-h.db", 1)
+	ensureNamespace(t, a.consumer, "team-h")
+	connect(t, a, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: nsP}, nil, "widgets.example.org")
+	waitBound(t, []tenant{a}, "widgets.example.org")
+	importing(t, a, "widgets.example.org")
+	ckey, pkey := key("team-h", "db"), key(nsP, "team-h.db")
+	waitImported(t, a, ckey, 1, "")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := &stream{uids: map[types.UID]bool{}}
+	ps := &stream{uids: map[types.UID]bool{}}
+	watchOne(ctx, t, env.Pair.Consumer.Config, ckey.Namespace, ckey.Name, cs, consumerOwner)
+	watchOne(ctx, t, env.Pair.Provider.Config, pkey.Namespace, pkey.Name, ps, providerOwner)
+
+	var paused atomic.Bool
+	var consumerWrites, providerWrites atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go writer(ctx, a.consumer, ckey, 1000, &paused, &consumerWrites, &wg)
+	go writer(ctx, env.Provider, pkey, 100000, &paused, &providerWrites, &wg)
+	during := func(what string) {
+		// The writers run across the hand-over and a little after it.
+		handOverTo(t, a.consumer, ckey, what)
+		before := consumerWrites.Load() + providerWrites.Load()
+		enginetest.Eventually(t, "writes on both sides after the hand-over", func() error {
+			if consumerWrites.Load()+providerWrites.Load() < before+20 {
+				return fmt.Errorf("%d writes", consumerWrites.Load()+providerWrites.Load()-before)
+			}
+			return nil
+		})
+		paused.Store(true)
+	}
+
+	// To the consumer: its write wins, the provider's is reverted.
+	during(kbindv1alpha1.HandOverConsumer)
+	setSize(t, a.consumer, ckey, 5555)
+	waitSize(t, env.Provider, pkey, 5555)
+	setSize(t, env.Provider, pkey, 6666)
+	waitSize(t, env.Provider, pkey, 5555)
+
+	// Back to the provider: its write wins, the consumer's is reverted.
+	paused.Store(false)
+	during(kbindv1alpha1.HandOverProvider)
+	setSize(t, env.Provider, pkey, 7777)
+	waitSize(t, a.consumer, ckey, 7777)
+	setSize(t, a.consumer, ckey, 8888)
+	waitSize(t, a.consumer, ckey, 7777)
+	enginetest.Eventually(t, "the provider object unmarked", func() error {
+		u := object(widgetGVK, "", "", nil)
+		if err := env.Provider.Get(ctx, pkey, u); err != nil {
+			return err
+		}
+		if marked := providerOwner(u); marked != "provider" {
+			return fmt.Errorf("markers %v", u.GetAnnotations())
+		}
+		return nil
+	})
+	cancel()
+	wg.Wait()
+
+	owners, uids, deleted := cs.snapshot()
+	if want := []string{"provider", "consumer", "provider"}; !slices.Equal(owners, want) {
+		t.Errorf("consumer watch stream owners %v, want %v (exactly one owner at every event)", owners, want)
+	}
+	if uids != 1 || deleted != 0 {
+		t.Errorf("consumer object: %d UIDs, %d deletions; want 1 and 0", uids, deleted)
+	}
+	powners, puids, pdeleted := ps.snapshot()
+	if want := []string{"provider", "consumer", "provider"}; !slices.Equal(powners, want) {
+		t.Errorf("provider watch stream markers %v, want %v", powners, want)
+	}
+	if puids != 1 || pdeleted != 0 {
+		t.Errorf("provider object: %d UIDs, %d deletions; want 1 and 0", puids, pdeleted)
+	}
+	t.Logf("writes during the hand-overs: consumer %d, provider %d; consumer owners %v", consumerWrites.Load(), providerWrites.Load(), owners)
+
+	teardown(t, a)
+}
