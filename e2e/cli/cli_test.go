@@ -180,6 +180,27 @@ func TestOnboarding(t *testing.T) {
 		t.Fatal("the konnector exited")
 	}
 
+	// A provider-made object imported, adopted and released with the
+	// plugin (docs/import.md#hand-over).
+	kubectl(t, provider, "apply", "-f", writeFile(t, "catalog.yaml", widget("kbind-team-a", "default.catalog")))
+	kubectl(t, consumer, "patch", "clusterbinding", "provider", "--type=json", "-p", `[{"op":"add","path":"/spec/apis/0/providerObjects","value":"Import"}]`)
+	eventuallyGet(t, consumer, "default/catalog imported", "widget", "-n", "default", "catalog")
+	if out := mustPlugin(t, "--kubeconfig", consumer, "adopt", "widgets.example.org/catalog", "-n", "default"); !strings.Contains(out, "is the consumer's now") {
+		t.Errorf("adopt: %q", out)
+	}
+	if uid := kubectl(t, provider, "get", "widget", "-n", "kbind-team-a", "default.catalog", "-o", `jsonpath={.metadata.annotations.core\.kbind\.io/consumer-object-uid}`); uid == "" {
+		t.Error("adopted: the provider object carries no markers")
+	}
+	if out := mustPlugin(t, "--kubeconfig", consumer, "release", "widgets.example.org/catalog", "-n", "default"); !strings.Contains(out, "is the provider's now") {
+		t.Errorf("release: %q", out)
+	}
+	if owner := kubectl(t, consumer, "get", "widget", "-n", "default", "catalog", "-o", `jsonpath={.metadata.annotations.core\.kbind\.io/owner}`); owner != "provider" {
+		t.Errorf("released: owner %q", owner)
+	}
+	if _, errOut, code := plugin(t, "--kubeconfig", consumer, "adopt", "widgets.example.org/w1", "-n", "default"); code != 1 || !strings.Contains(errOut, "it is the consumer's already") {
+		t.Errorf("adopting a consumer object: exit %d, %q", code, errOut)
+	}
+
 	// Revoke: the Connection reports the refusal, not success.
 	out := mustPlugin(t, "--kubeconfig", provider, "revoke", "team-a")
 	for _, want := range []string{"ServiceAccount kbind/kbind-consumer-team-a deleted", "Role kbind-team-a/kbind-consumer-team-a deleted", "ClusterRole /kbind-consumer-team-a deleted"} {
