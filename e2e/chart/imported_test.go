@@ -1,0 +1,150 @@
+package chart
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kbind/kbind/e2e/harness"
+	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
+)
+
+// TestImportedObjectsPolicyOnARealAPIServer: with importedObjects.
+// admissionPolicy, the API server refuses anyone but the konnector
+// deleting an imported object, editing its spec or taking its owner
+// annotation away, and still lets a user label it or ask for a hand-over;
+// the konnector (and the namespace controller) may do everything; a user's
+// own objects are not matched.
+func TestImportedObjectsPolicyOnARealAPIServer(t *testing.T) {
+	if _, err := render(t, map[string]any{"rbac": map[string]any{"boundResourceGroups": []any{"example.org"}}, "importedObjects": map[string]any{"admissionPolicy": "yes"}}); err == nil {
+		t.Error("importedObjects.admissionPolicy: a string is accepted")
+	}
+	objs, err := render(t, map[string]any{"rbac": map[string]any{"boundResourceGroups": []any{"example.org"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range objs {
+		if strings.HasPrefix(key, "ValidatingAdmissionPolicy") {
+			t.Errorf("the policy is rendered by default: %s", key)
+		}
+	}
+
+	c := testenv.StartClusterT(t, "consumer", testenv.ClusterOptions{})
+	kc := c.KubeconfigPath
+	ctx := context.Background()
+	run := func(args ...string) (string, error) { return testenv.Kubectl(ctx, kc, args...) }
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := run(args...)
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	apply := func(name, manifest string) {
+		t.Helper()
+		file := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		must("apply", "-f", file)
+	}
+	apply("crd.yaml", harness.CRDManifest("widgets", "Widget", "example.org", "Namespaced", false))
+	must("wait", "--for=condition=Established", "crd/widgets.example.org", "--timeout=30s")
+	const konnector = "system:serviceaccount:kbind:konnector"
+	apply("rbac.yaml", `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: widgets-all}
+rules: [{apiGroups: [example.org], resources: ["*"], verbs: ["*"]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: widgets-all}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: widgets-all}
+subjects:
+- {kind: User, name: alice}
+- {kind: ServiceAccount, name: konnector, namespace: kbind}
+- {kind: ServiceAccount, name: namespace-controller, namespace: kube-system}
+`)
+	rendered, err := render(t, map[string]any{"rbac": map[string]any{"boundResourceGroups": []any{"example.org"}}, "importedObjects": map[string]any{"admissionPolicy": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy []string
+	for key, obj := range rendered {
+		if strings.HasPrefix(key, "ValidatingAdmissionPolicy") {
+			b, err := json.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			policy = append(policy, string(b))
+		}
+	}
+	if len(policy) != 2 {
+		t.Fatalf("rendered %d admission objects, want the policy and its binding", len(policy))
+	}
+	apply("policy.json", `{"apiVersion": "v1", "kind": "List", "items": [`+strings.Join(policy, ",")+`]}`)
+
+	apply("widgets.yaml", `apiVersion: example.org/v1alpha1
+kind: Widget
+metadata: {name: imported, namespace: default, annotations: {core.kbind.io/owner: provider}}
+spec: {size: 1}
+---
+apiVersion: example.org/v1alpha1
+kind: Widget
+metadata: {name: imported-2, namespace: default, annotations: {core.kbind.io/owner: provider}}
+spec: {size: 1}
+---
+apiVersion: example.org/v1alpha1
+kind: Widget
+metadata: {name: mine, namespace: default}
+spec: {size: 1}
+`)
+	alice := []string{"--as", "alice", "-n", "default"}
+	refused := func(what string, args ...string) {
+		t.Helper()
+		enginetest.EventuallyWithin(t, 30*time.Second, what+" refused", func() error {
+			out, err := run(append(args, alice...)...)
+			if err == nil {
+				// The policy may not be active yet: undo and retry.
+				return fmt.Errorf("allowed: %s", out)
+			}
+			if !strings.Contains(err.Error(), "this object is the provider's (core.kbind.io/owner: provider)") {
+				return fmt.Errorf("refused for another reason: %v", err)
+			}
+			return nil
+		})
+	}
+	refused("a spec edit", "patch", "widget", "imported", "--type=merge", "-p", `{"spec":{"size":2}}`)
+	refused("taking the owner annotation away", "annotate", "widget", "imported", "core.kbind.io/owner-")
+	refused("a delete", "delete", "widget", "imported")
+	for _, args := range [][]string{
+		{"label", "widget", "imported", "team=a"},
+		{"annotate", "widget", "imported", "core.kbind.io/hand-over=consumer"},
+		{"patch", "widget", "mine", "--type=merge", "-p", `{"spec":{"size":2}}`},
+		{"delete", "widget", "mine"},
+	} {
+		if out, err := run(append(args, alice...)...); err != nil {
+			t.Errorf("alice: kubectl %s refused: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	for _, args := range [][]string{
+		{"patch", "widget", "imported", "--type=merge", "-p", `{"spec":{"size":3}}`},
+		{"annotate", "widget", "imported", "core.kbind.io/owner-"},
+		{"delete", "widget", "imported"},
+	} {
+		if out, err := run(append(args, "--as", konnector, "-n", "default")...); err != nil {
+			t.Errorf("the konnector: kubectl %s refused: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	// The namespace controller empties a namespace being deleted.
+	if out, err := run("delete", "widget", "imported-2", "-n", "default", "--as", "system:serviceaccount:kube-system:namespace-controller"); err != nil {
+		t.Errorf("the namespace controller's delete refused: %v\n%s", err, out)
+	}
+}
