@@ -162,7 +162,7 @@ test-upgrade: ## The upgrade test (e2e/upgrade): the previous release's konnecto
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: build ## Measure latency, throughput vs. the direct-create limit, idle/restart writes, RSS, deletion (BENCH_FLAGS="--n 1000 --json out.json"); --consumers 10,100,1000: the provider's cost per consumer and its restart herd.
+bench: build ## Measure latency, throughput vs. the direct-create limit, idle/restart writes, RSS, deletion (BENCH_FLAGS="--n 1000 --json out.json"); --consumers 10,100,1000: the provider's cost per consumer and its restart herd; --import 10000: provider objects imported at connect time.
 	@echo "go build -tags kbindbench -o bin/konnector-bench ./konnector/cmd/konnector"; cd konnector && CGO_ENABLED=0 $(GO) build -tags kbindbench -trimpath -ldflags "$(LDFLAGS)" -o ../bin/konnector-bench ./cmd/konnector
 	@assets=$$(tools/controlplane/build.sh); cd e2e && KUBEBUILDER_ASSETS=$$assets $(GO) run ./cmd/bench --konnector ../bin/konnector \
 	  --konnector-bench ../bin/konnector-bench --plugin ../bin/kubectl-kbind $(BENCH_FLAGS)

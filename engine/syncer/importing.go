@@ -327,15 +327,21 @@ func (s *Syncer) createImported(ctx context.Context, o *objectSync, pobj *unstru
 	if spec, ok := pobj.Object["spec"]; ok {
 		u.Object["spec"] = runtime.DeepCopyJSONValue(spec)
 	}
+	// A copy made before and deleted on the consumer since is made again,
+	// and says so; a first import is expected and writes no Event.
+	prev, again := s.results.get(s.target, o.key)
+	again = again && prev.Imported
 	if err := s.consumer.Create(ctx, u); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return requeue, nil
 		}
 		return done, fmt.Errorf("creating the imported copy: %w", err)
 	}
-	s.events.Eventf(u, nil, corev1.EventTypeNormal, eventImported, "Import",
-		"imported from %s %s on the provider of Connection %q: the provider owns it (%s: %s); its spec and status follow the provider's, and deleting it here brings it back",
-		s.target.ProviderGVK.Kind, client.ObjectKeyFromObject(pobj), s.target.Connection, kbindv1alpha1.OwnerAnnotation, kbindv1alpha1.OwnerProvider)
+	if again {
+		s.events.Eventf(u, nil, corev1.EventTypeNormal, eventImported, "Import",
+			"made again after it was deleted here: it is imported from %s %s on the provider of Connection %q, which owns it (%s: %s); delete it on the provider, or kubectl kbind adopt it first",
+			s.target.ProviderGVK.Kind, client.ObjectKeyFromObject(pobj), s.target.Connection, kbindv1alpha1.OwnerAnnotation, kbindv1alpha1.OwnerProvider)
+	}
 	if err := s.statusDown(ctx, u, pobj, o.policy.Down, o.seen); err != nil {
 		return afterConsumerWrite(err)
 	}

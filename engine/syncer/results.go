@@ -98,6 +98,14 @@ func (r *Results) set(t Target, key types.NamespacedName, res Result) bool {
 	return changed
 }
 
+// get returns the recorded result of key, if any.
+func (r *Results) get(t Target, key types.NamespacedName) (Result, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	res, ok := r.byAPI[apiKey(t.Connection, t.GVK.GroupKind())][key]
+	return res, ok
+}
+
 func (r *Results) forget(t Target, key types.NamespacedName) {
 	k := apiKey(t.Connection, t.GVK.GroupKind())
 	r.mu.Lock()

@@ -196,6 +196,7 @@ func main() {
 	flag.StringVar(&co.konnector, "konnector-bench", "bin/konnector-bench", "with --consumers: the konnector built with -tags kbindbench (one identity per Connection)")
 	flag.StringVar(&co.plugin, "plugin", "bin/kubectl-kbind", "with --consumers: kubectl-kbind, which grants each consumer")
 	flag.IntVar(&providers, "providers", 1, "providers serving the bench APIs, 1 or 2: with 2, a second provider cluster and Connection (same isolation), and two ClusterBindings routing alternate namespaces (half the objects) one to each; the limit is then both providers' direct creates at once, each at the provider QPS")
+	importSizes := flag.String("import", "", "import mode: for each of these counts (e.g. 10000), a provider holding that many objects before the konnector connects with providerObjects: Import (Namespace isolation); prints the import time, consumer writes per object, provider writes and a restart's writes instead of the sync table")
 	mode := flag.String("isolation", "None", "the Connection's isolation mode: None, Namespace (provider namespace "+benchTenant+") or Prefixed (prefix "+benchPrefix+")")
 	flag.Parse()
 	if *apis < 1 || extraConnections < 1 || providers < 1 || providers > 2 {
@@ -211,6 +212,13 @@ func main() {
 		return
 	}
 	gvrs = apiGVRs(*apis)
+	if *importSizes != "" {
+		if err := runImports(*importSizes, *jsonOut, float32(*qps), *burst, *bin, *fsync, *keep); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	iso, err := isolationFor(*mode)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)

@@ -174,6 +174,7 @@ func TestImportUnderNamespaceIsolation(t *testing.T) {
 		}
 		return nil
 	})
+	waitEvent(t, a.consumer, "team-a", "db", corev1.EventTypeNormal, "Imported")
 
 	// The user's object where a provider object maps: a conflict of its
 	// own; neither side is written.
