@@ -43,14 +43,15 @@ const (
 // DecideMove decides what becomes of a moved object's copy on the
 // provider it left: only a copy that is this route's (ownership Ours)
 // and not already going is touched; it is deleted when the object asks
-// for it (deletion policy Delete) or is itself being deleted (unless
-// Orphan), and kept otherwise.
+// for it (deletion policy Delete) or is itself being deleted under a
+// policy that deletes (none, Delete, Foreground), and kept otherwise — an
+// annotation value that names no policy (a typo of Orphan) keeps it.
 func DecideMove(copyOwnership ownership.Ownership, copyDeleting bool, deletionPolicy string, objectDeleting bool) MoveAction {
+	deletes := deletionPolicy == "" || deletionPolicy == kbindv1alpha1.DeletionPolicyDelete || deletionPolicy == kbindv1alpha1.DeletionPolicyForeground
 	switch {
 	case copyOwnership != ownership.Ours || copyDeleting:
 		return MoveNothing
-	case deletionPolicy == kbindv1alpha1.DeletionPolicyDelete,
-		objectDeleting && deletionPolicy != kbindv1alpha1.DeletionPolicyOrphan:
+	case deletionPolicy == kbindv1alpha1.DeletionPolicyDelete, objectDeleting && deletes:
 		return MoveDelete
 	default:
 		return MoveKeep

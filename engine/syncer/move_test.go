@@ -26,6 +26,8 @@ func TestDecideMove(t *testing.T) {
 		{"an object being deleted: its old copy goes too", ownership.Ours, false, "", true, MoveDelete},
 		{"an object being deleted with Orphan: kept", ownership.Ours, false, kbindv1alpha1.DeletionPolicyOrphan, true, MoveKeep},
 		{"an unknown policy is not Delete", ownership.Ours, false, "delete", false, MoveKeep},
+		{"an object being deleted with a typo (orphan): kept, never guessed at", ownership.Ours, false, "orphan", true, MoveKeep},
+		{"an object being deleted with Foreground: its old copy goes", ownership.Ours, false, kbindv1alpha1.DeletionPolicyForeground, true, MoveDelete},
 	} {
 		if got := DecideMove(tc.owned, tc.copyDeleting, tc.policy, tc.objectDeleting); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
