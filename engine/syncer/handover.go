@@ -251,7 +251,8 @@ func (s *Syncer) toConsumer(ctx context.Context, key types.NamespacedName) error
 	})
 }
 
-// unmark removes kbind's copy markers (and origin, prefix) from u.
+// unmark removes kbind's copy markers (and origin, prefix, the synced
+// metadata keys) from u: a released or moved copy is no longer kbind's.
 func unmark(u *unstructured.Unstructured) {
 	markers := kbindv1alpha1.CopyMarkers("-", "-").WithOrigin("-", "-").WithPrefix("-")
 	lbl, ann := u.GetLabels(), u.GetAnnotations()

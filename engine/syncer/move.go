@@ -106,20 +106,13 @@ func (r *releaser) releaseMoved(ctx context.Context, cobj, pobj *unstructured.Un
 // reaper touches it again.
 func (r *releaser) keepMoved(ctx context.Context, cobj, pobj *unstructured.Unstructured, to string) error {
 	base := client.MergeFromWithOptions(pobj.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	markers := kbindv1alpha1.CopyMarkers("-", "-").WithOrigin("-", "-").WithPrefix("-")
-	lbl, ann := pobj.GetLabels(), pobj.GetAnnotations()
-	for k := range markers.Labels {
-		delete(lbl, k)
-	}
-	for k := range markers.Annotations {
-		delete(ann, k)
-	}
+	unmark(pobj)
+	ann := pobj.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
 	}
 	ann[kbindv1alpha1.MovedAnnotation] = fmt.Sprintf("to Connection %s: consumer object %s (UID %s) of consumer cluster %s",
 		to, client.ObjectKeyFromObject(cobj), cobj.GetUID(), r.target.ClusterUID)
-	pobj.SetLabels(lbl)
 	pobj.SetAnnotations(ann)
 	err := r.session.Client.Patch(ctx, pobj, base)
 	if apierrors.IsNotFound(err) {

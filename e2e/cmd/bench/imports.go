@@ -237,30 +237,20 @@ func watchFromTheStart(ctx context.Context, c dynamic.Interface, g schema.GroupV
 		return nil, err
 	}
 	rec := newRecorder()
+	keyOf := func(u *unstructured.Unstructured) string {
+		return g.Resource + "/" + u.GetNamespace() + "/" + u.GetName()
+	}
 	now := time.Now()
-	for _, u := range list.Items {
-		rec.seen[g.Resource+"/"+u.GetNamespace()+"/"+u.GetName()] = now
+	for i := range list.Items {
+		rec.seen[keyOf(&list.Items[i])] = now
 	}
 	rec.writes = len(list.Items)
 	w, err := c.Resource(g).Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
 	if err != nil {
 		return nil, err
 	}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			u, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok {
-				continue
-			}
-			key := g.Resource + "/" + u.GetNamespace() + "/" + u.GetName()
-			rec.mu.Lock()
-			rec.writes++
-			if _, ok := rec.seen[key]; !ok && ev.Type == watch.Added && u.GetAnnotations()[kbindv1alpha1.OwnerAnnotation] == kbindv1alpha1.OwnerProvider {
-				rec.seen[key] = time.Now()
-			}
-			rec.mu.Unlock()
-		}
-	}()
+	go rec.follow(w, func(t watch.EventType, u *unstructured.Unstructured) bool {
+		return t == watch.Added && u.GetAnnotations()[kbindv1alpha1.OwnerAnnotation] == kbindv1alpha1.OwnerProvider
+	}, keyOf)
 	return rec, nil
 }

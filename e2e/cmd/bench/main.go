@@ -483,24 +483,28 @@ func (r *recorder) watchKeyed(ctx context.Context, c dynamic.Interface, gvr sche
 	if err != nil {
 		return err
 	}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			u, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok {
-				continue
-			}
-			now := time.Now()
-			key := keyOf(u)
-			r.mu.Lock()
-			r.writes++
-			if _, ok := r.seen[key]; !ok && match(ev.Type, u) {
-				r.seen[key] = now
-			}
-			r.mu.Unlock()
-		}
-	}()
+	go r.follow(w, match, keyOf)
 	return nil
+}
+
+// follow records the events of w until it ends: each one a write, and
+// when each key was first seen in a state match accepts.
+func (r *recorder) follow(w watch.Interface, match func(watch.EventType, *unstructured.Unstructured) bool, keyOf func(*unstructured.Unstructured) string) {
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		now := time.Now()
+		key := keyOf(u)
+		r.mu.Lock()
+		r.writes++
+		if _, ok := r.seen[key]; !ok && match(ev.Type, u) {
+			r.seen[key] = now
+		}
+		r.mu.Unlock()
+	}
 }
 
 func (r *recorder) count(prefix string) int {
