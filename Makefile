@@ -97,7 +97,7 @@ E2E_FLAGS ?=
 # Go fuzz targets (package:function); their seed corpora run with every
 # `go test`, `make fuzz` also fuzzes each for FUZZTIME.
 FUZZ_TARGETS := engine/ownership:FuzzOwnership engine/schema:FuzzOpenAPIDocument engine/schema:FuzzUpdated \
-  engine/isolation:FuzzMapping engine/kubeconfig:FuzzParse cli/access:FuzzDerivedNames engine/mutation:FuzzCompile
+  engine/isolation:FuzzMapping engine/isolation:FuzzConsumer engine/kubeconfig:FuzzParse cli/access:FuzzDerivedNames engine/mutation:FuzzCompile
 FUZZTIME ?= 5s
 FUZZMINIMIZETIME ?= 60s
 # make test fuzzes by count and without minimizing: a timed run whose
