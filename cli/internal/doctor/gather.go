@@ -81,6 +81,7 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 	}
 	checkBindings(ctx, c, r, conns.Items, probes, bindings, opts)
 	r.Findings = append(r.Findings, routeFindings(bindings, opts.Commands)...)
+	r.Findings = append(r.Findings, importFindings(bindings, opts.Commands)...)
 	r.Findings = append(r.Findings, instanceFindings(ctx, c, r, probes, bindings, opts)...)
 	return r
 }

@@ -1,0 +1,38 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+)
+
+func TestImportFindings(t *testing.T) {
+	importing := BindingState{Kind: "ClusterBinding", Meta: metav1.ObjectMeta{Name: "widgets"}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"},
+		APIs:          []kbindv1alpha1.APIReference{{Name: "widgets.example.org", ProviderObjects: kbindv1alpha1.ProviderObjectsImport}, {Name: "gadgets.example.org"}},
+	}, Status: kbindv1alpha1.BindingStatus{BoundAPIs: []kbindv1alpha1.BoundAPI{{Name: "widgets.example.org",
+		Instances: &kbindv1alpha1.InstanceCounts{Total: 5, Synced: 5, Imported: 3}}}}}
+	plain := BindingState{Kind: "Binding", Meta: metav1.ObjectMeta{Namespace: "team-a", Name: "w"}, Spec: kbindv1alpha1.BindingSpec{
+		APIs: []kbindv1alpha1.APIReference{{Name: "widgets.example.org"}}}}
+	got := importFindings([]BindingState{importing, plain}, Commands{Consumer: "kubectl --context=consumer"})
+	if len(got) != 1 {
+		t.Fatalf("findings %+v, want one (the importing entry)", got)
+	}
+	f := got[0]
+	if f.Check != "binding.imports" || f.Severity != SeverityNote || f.Doc != docImport || f.Object.Name != "widgets" {
+		t.Errorf("finding %+v", f)
+	}
+	for _, want := range []string{"3 imported of 5 object(s)"} {
+		if !strings.Contains(f.Evidence, want) {
+			t.Errorf("evidence %q lacks %q", f.Evidence, want)
+		}
+	}
+	for _, want := range []string{`OWNER:.metadata.annotations.core\.kbind\.io/owner`, "kubectl kbind adopt widgets.example.org/<name>"} {
+		if !strings.Contains(f.Fix, want) {
+			t.Errorf("fix %q lacks %q", f.Fix, want)
+		}
+	}
+}
