@@ -18,7 +18,9 @@ import (
 // TestImportedObjectsPolicyOnARealAPIServer: with importedObjects.
 // admissionPolicy, the API server refuses anyone but the konnector
 // deleting an imported object, editing its spec or taking its owner
-// annotation away, and still lets a user label it or ask for a hand-over;
+// annotation away, and putting that annotation on an object (created or
+// updated) — the forgery that would make kbind delete a user's object;
+// it still lets a user label an imported object or ask for a hand-over;
 // the konnector (and the namespace controller) may do everything; a user's
 // own objects are not matched.
 func TestImportedObjectsPolicyOnARealAPIServer(t *testing.T) {
@@ -112,7 +114,6 @@ spec: {size: 1}
 		enginetest.EventuallyWithin(t, 30*time.Second, what+" refused", func() error {
 			out, err := run(append(args, alice...)...)
 			if err == nil {
-				// The policy may not be active yet: undo and retry.
 				return fmt.Errorf("allowed: %s", out)
 			}
 			if !strings.Contains(err.Error(), "this object is the provider's (core.kbind.io/owner: provider)") {
@@ -121,9 +122,35 @@ spec: {size: 1}
 			return nil
 		})
 	}
-	refused("a spec edit", "patch", "widget", "imported", "--type=merge", "-p", `{"spec":{"size":2}}`)
+	// Until the API server has loaded the policy, an edit may pass: each
+	// probe changes the size again, so that no probe is a no-op.
+	probe := 1
+	enginetest.EventuallyWithin(t, 30*time.Second, "a spec edit refused", func() error {
+		probe++
+		out, err := run(append([]string{"patch", "widget", "imported", "--type=merge", "-p", fmt.Sprintf(`{"spec":{"size":%d}}`, probe)}, alice...)...)
+		if err == nil {
+			return fmt.Errorf("allowed: %s", out)
+		}
+		if !strings.Contains(err.Error(), "this object is the provider's (core.kbind.io/owner: provider)") {
+			return fmt.Errorf("refused for another reason: %v", err)
+		}
+		return nil
+	})
 	refused("taking the owner annotation away", "annotate", "widget", "imported", "core.kbind.io/owner-")
 	refused("a delete", "delete", "widget", "imported")
+	// Forging the mark: refused, on create and on update.
+	forged := filepath.Join(t.TempDir(), "forged.yaml")
+	if err := os.WriteFile(forged, []byte("apiVersion: example.org/v1alpha1\nkind: Widget\nmetadata: {name: forged, annotations: {core.kbind.io/owner: provider}}\nspec: {size: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"create", "-f", forged},
+		{"annotate", "widget", "mine", "core.kbind.io/owner=provider"},
+	} {
+		if out, err := run(append(args, alice...)...); err == nil || !strings.Contains(err.Error(), "only the konnector marks an object as the provider's") {
+			t.Errorf("alice: kubectl %s: want the refusal, got %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 	for _, args := range [][]string{
 		{"label", "widget", "imported", "team=a"},
 		{"annotate", "widget", "imported", "core.kbind.io/hand-over=consumer"},
