@@ -210,10 +210,11 @@ func TestRenderDefaults(t *testing.T) {
 		t.Error("CRDs must be kept on uninstall")
 	}
 	// Least privilege: the bound groups only, with the verbs the syncer
-	// uses (no create, no delete), and no cluster-wide Secret or ConfigMap
-	// rule; the kubeconfig Secret Role stays.
+	// uses (create and delete for imported objects, docs/import.md), and no
+	// cluster-wide Secret or ConfigMap rule; the kubeconfig Secret Role
+	// stays.
 	rules := fmt.Sprint(objs["ClusterRole/konnector"]["rules"])
-	if !strings.Contains(rules, "map[apiGroups:[example.org] resources:[*] verbs:[get list watch update patch]]") {
+	if !strings.Contains(rules, "map[apiGroups:[example.org] resources:[*] verbs:[get list watch create update patch delete]]") {
 		t.Errorf("the bound-group rule: %s", rules)
 	}
 	if strings.Contains(rules, "apiGroups:[*]") || strings.Contains(rules, "secrets") || strings.Contains(rules, "configmaps") {
@@ -279,10 +280,10 @@ func TestRenderWildcardGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rules := fmt.Sprint(objs["ClusterRole/konnector"]["rules"]); !strings.Contains(rules, "map[apiGroups:[*] resources:[*] verbs:[get list watch update patch]]") {
+	if rules := fmt.Sprint(objs["ClusterRole/konnector"]["rules"]); !strings.Contains(rules, "map[apiGroups:[*] resources:[*] verbs:[get list watch create update patch delete]]") {
 		t.Errorf("wildcard rule: %s", rules)
 	}
-	if n := notes(t, load(t), "konnector", values); !strings.Contains(n, "WARNING: rbac.boundResourceGroups contains \"*\": the konnector can get, list, watch, update and patch\nEVERY resource of EVERY API group in this cluster") {
+	if n := notes(t, load(t), "konnector", values); !strings.Contains(n, "WARNING: rbac.boundResourceGroups contains \"*\": the konnector can get, list, watch, create, update, patch and delete\nEVERY resource of EVERY API group in this cluster") {
 		t.Errorf("notes lack the wildcard warning:\n%s", n)
 	}
 }
