@@ -69,7 +69,7 @@ type AccessRefused struct {
 func (e *AccessRefused) Error() string {
 	what := e.Kind + " objects (API group " + e.Group + ")"
 	if e.Consumer {
-		return fmt.Sprintf("the consumer cluster refuses the konnector the list of %s: forbidden; grant the konnector's ServiceAccount get, list, watch, update and patch on them — with the konnector chart, add %q to rbac.boundResourceGroups", what, e.Group)
+		return fmt.Sprintf("the consumer cluster refuses the konnector the list of %s: forbidden; grant the konnector's ServiceAccount get, list, watch, create, update, patch and delete on them (create and delete for imported objects) — with the konnector chart, add %q to rbac.boundResourceGroups", what, e.Group)
 	}
 	where := "on the provider"
 	if e.Namespace != "" {
