@@ -93,7 +93,10 @@ subjects:
 	}
 	apply("policy.json", `{"apiVersion": "v1", "kind": "List", "items": [`+strings.Join(policy, ",")+`]}`)
 
-	apply("widgets.yaml", `apiVersion: example.org/v1alpha1
+	// The konnector makes imported objects; anyone else (the admin too) is
+	// refused the owner annotation once the policy is loaded.
+	widgets := filepath.Join(t.TempDir(), "widgets.yaml")
+	if err := os.WriteFile(widgets, []byte(`apiVersion: example.org/v1alpha1
 kind: Widget
 metadata: {name: imported, namespace: default, annotations: {core.kbind.io/owner: provider}}
 spec: {size: 1}
@@ -107,7 +110,10 @@ apiVersion: example.org/v1alpha1
 kind: Widget
 metadata: {name: mine, namespace: default}
 spec: {size: 1}
-`)
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must("apply", "-f", widgets, "--as", konnector)
 	alice := []string{"--as", "alice", "-n", "default"}
 	refused := func(what string, args ...string) {
 		t.Helper()
