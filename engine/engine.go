@@ -58,8 +58,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -68,6 +70,7 @@ import (
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/slim"
+	"github.com/kbind/kbind/engine/internal/watchjson"
 	"github.com/kbind/kbind/engine/related"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/session"
@@ -83,8 +86,19 @@ func AddToScheme(s *runtime.Scheme) error {
 // Secrets are cached only in the allowed Secret namespaces, never
 // cluster-wide, Events only when kbind forwarded them, and managed fields
 // (and kubectl's last-applied annotation on bound objects) are dropped
-// from every cached object.
-func ConfigureCache(opts Options, c *cache.Options) {
+// from every cached object. The bound objects' informers watch through a
+// client that decodes each event once; cfg is the cache's config.
+func ConfigureCache(opts Options, cfg *rest.Config, c *cache.Options) error {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the consumer watch client: %w", err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
+	if err != nil {
+		return fmt.Errorf("creating the consumer watch mapper: %w", err)
+	}
+	// The cache selects bound objects by no namespace, label or field.
+	c.NewInformer = (&watchjson.Watches{Config: cfg, HTTPClient: hc, Mapper: mapper}).NewInformer
 	if c.ByObject == nil {
 		c.ByObject = map[client.Object]cache.ByObject{}
 	}
@@ -97,6 +111,7 @@ func ConfigureCache(opts Options, c *cache.Options) {
 	// update them and to write nothing after a restart.
 	c.ByObject[&corev1.Event{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue})}
 	c.DefaultTransform = slim.Transform()
+	return nil
 }
 
 // Engine is the running engine's handle.

@@ -49,6 +49,7 @@ import (
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/internal/goroutines"
 	"github.com/kbind/kbind/engine/internal/slim"
+	"github.com/kbind/kbind/engine/internal/watchjson"
 	"github.com/kbind/kbind/engine/isolation"
 )
 
@@ -429,6 +430,9 @@ func (m *Manager) build(connection, hash, namespace, consumerUID string, iso iso
 	hc := &http.Client{Transport: rt}
 	directHC := &http.Client{Transport: rt, Timeout: m.opts.Timeout}
 
+	// The bound APIs' informers watch through a client that decodes each
+	// event once; the cache selects them by namespace only, as it must.
+	watches := &watchjson.Watches{Config: cfg, HTTPClient: hc, Namespace: iso.ConfinedTo()}
 	cl, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.HTTPClient = hc
 		o.Scheme = m.opts.Scheme
@@ -436,6 +440,7 @@ func (m *Manager) build(connection, hash, namespace, consumerUID string, iso iso
 		if confinedTo := iso.ConfinedTo(); confinedTo != "" {
 			o.Cache.DefaultNamespaces = map[string]cache.Config{confinedTo: {}}
 		}
+		o.Cache.NewInformer = watches.NewInformer
 		o.Logger = log.Log.WithName("provider").WithValues("connection", connection)
 		// The mapper's discovery requests are one-shot: give them the
 		// request timeout (the cluster's own HTTP client has none, for
@@ -447,6 +452,7 @@ func (m *Manager) build(connection, hash, namespace, consumerUID string, iso iso
 	if err != nil {
 		return nil, fmt.Errorf("creating provider cache: %w", err)
 	}
+	watches.Mapper = cl.GetRESTMapper()
 	c, err := client.New(direct, client.Options{Scheme: m.opts.Scheme, Mapper: cl.GetRESTMapper(), HTTPClient: directHC})
 	if err != nil {
 		return nil, fmt.Errorf("creating provider client: %w", err)

@@ -184,11 +184,13 @@ func (env *Env) runEngineWith(consumer *rest.Config, eo engine.Options) (cancel 
 	if eo.ProviderTimeout == 0 {
 		eo.ProviderTimeout = 5 * time.Second
 	}
-	cacheOpts := cache.Options{}
-	engine.ConfigureCache(eo, &cacheOpts)
 	cfg := rest.CopyConfig(consumer)
 	if env.userAgent != "" {
 		cfg.UserAgent = env.userAgent
+	}
+	cacheOpts := cache.Options{}
+	if err := engine.ConfigureCache(eo, cfg, &cacheOpts); err != nil {
+		return nil, nil, nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: env.Scheme, Cache: cacheOpts, Metrics: metricsserver.Options{BindAddress: "0"},

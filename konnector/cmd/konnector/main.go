@@ -77,7 +77,9 @@ func run(ctx context.Context) error {
 		InCluster:                  os.Getenv("KUBERNETES_SERVICE_HOST") != "" && cfg.Kubeconfig == "",
 	}
 	cacheOpts := cache.Options{}
-	engine.ConfigureCache(engineOpts, &cacheOpts)
+	if err := engine.ConfigureCache(engineOpts, restConfig, &cacheOpts); err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
