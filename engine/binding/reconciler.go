@@ -279,7 +279,11 @@ func (r *Reconciler) countObjects(ctx context.Context, rt syncer.Route, spec *kb
 		return 0, func(string) bool { return false }, nil // the binding reports it (Filters); nothing of it syncs
 	}
 	selected, failed := r.Syncers.NamespacesSelected(ctx, namespaces)
-	n, err := r.Syncers.Count(ctx, rt, gvk, namespace, !r.Namespaced, objects, selected, failed)
+	counted := selected
+	if namespaces == nil {
+		counted = nil // every namespace
+	}
+	n, err := r.Syncers.Count(ctx, rt, gvk, namespace, !r.Namespaced, objects, counted, failed)
 	return n, selected, err
 }
 

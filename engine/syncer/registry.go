@@ -260,8 +260,10 @@ func (r *Registry) removeInformers(ctx context.Context, informers map[usedInform
 // Count counts the consumer objects of an API in one namespace, or in all,
 // that the binding's filters select (objects: nil, every one; namespaces:
 // a NamespacesSelected predicate, read once per namespace and shared with
-// the caller), from the consumer cache — the informer its Syncer uses, no
-// second one.
+// the caller, or nil for every namespace), from the consumer cache — the
+// informer its Syncer uses, no second one. The binding controllers count
+// about once a second while objects sync: without a namespace filter the
+// count is the list's length, not a walk through every object.
 func (r *Registry) Count(ctx context.Context, rt Route, gvk schema.GroupVersionKind, namespace string, allNamespaces bool,
 	objects labels.Selector, namespaces func(namespace string) bool, failed func() error) (int32, error) {
 	crdName := rt.CRD
@@ -274,10 +276,13 @@ func (r *Registry) Count(ctx context.Context, rt Route, gvk schema.GroupVersionK
 	if err != nil {
 		return 0, fmt.Errorf("counting %s: %w", crdName, err)
 	}
-	n := int32(0)
-	for i := range list.Items {
-		if namespaces(list.Items[i].GetNamespace()) {
-			n++
+	n := int32(len(list.Items))
+	if namespaces != nil {
+		n = 0
+		for i := range list.Items {
+			if namespaces(list.Items[i].GetNamespace()) {
+				n++
+			}
 		}
 	}
 	if err := failed(); err != nil {
