@@ -21,8 +21,9 @@ type Herd struct {
 	// server was down.
 	NotReady int `json:"not_ready_max"`
 	// RecoveredS is from the API server serving again until every
-	// Connection is Ready and every change made while it was down (one
-	// new object per consumer) is on the provider.
+	// Connection is Ready and every change made while it was down (as
+	// many new objects per consumer as it made at the start) is on the
+	// provider.
 	RecoveredS float64 `json:"recovered_s"`
 	// Requests the API server answered until then, their peak and mean
 	// rate per second, and how many were answered 429: the konnectors',
@@ -35,10 +36,19 @@ type Herd struct {
 	// lists mean informers listed again rather than resumed their watches.
 	Lists       float64 `json:"lists"`
 	WatchStarts float64 `json:"watch_starts"`
+	// ByRequest breaks the requests down by "<verb> <resource> <code>"
+	// (the bench's own LISTs of the exported APIs included), and
+	// WatchEvents are the watch events the API server sent until then:
+	// informers that resumed their watches are sent the changes only,
+	// informers that listed again every object once more.
+	ByRequest        map[string]float64 `json:"by_request"`
+	WatchEvents      float64            `json:"watch_events"`
+	EventsByResource map[string]float64 `json:"watch_events_by_resource"`
 }
 
-// RestartHerd stops the provider API server for down, creating one object
-// per consumer meanwhile, starts it again and measures the recovery.
+// RestartHerd stops the provider API server for down, creating as many
+// objects per consumer meanwhile as each made at the start, starts it
+// again and measures the recovery.
 func (e *Env) RestartHerd(ctx context.Context, down time.Duration, timeout time.Duration) (Herd, error) {
 	h := Herd{Consumers: e.consumers}
 	if err := e.Provider.StopComponent(testenv.APIServer); err != nil {
@@ -92,7 +102,7 @@ func (e *Env) RestartHerd(ctx context.Context, down time.Duration, timeout time.
 				return false, nil //nolint:nilerr // poll again
 			}
 			for i := range e.consumers {
-				if counts["kbind-"+Consumer(i)] < e.opts.Objects+1 {
+				if counts["kbind-"+Consumer(i)] < 2*e.opts.Objects {
 					return false, nil
 				}
 			}
@@ -110,6 +120,7 @@ func (e *Env) RestartHerd(ctx context.Context, down time.Duration, timeout time.
 	h.Lists = last.Lists - (last.BenchLists - benchAtStart.BenchLists)
 	h.Throttled = last.Throttled - (last.BenchThrottled - benchAtStart.BenchThrottled)
 	h.WatchStarts = last.WatchStarts
+	h.ByRequest, h.WatchEvents, h.EventsByResource = last.ByRequest, last.WatchEvents, last.EventsByResource
 	h.MeanRPS = h.Requests / last.At.Sub(serving).Seconds()
 	return h, nil
 }

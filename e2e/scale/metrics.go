@@ -29,10 +29,16 @@ type Sample struct {
 	// Requests are apiserver_request_total, Throttled those of them
 	// answered 429, Lists those of verb LIST and WatchStarts of verb WATCH.
 	Requests, Throttled, Lists, WatchStarts float64
+	// ByRequest are apiserver_request_total by "<verb> <resource> <code>",
+	// the exported APIs' resources counted as one.
+	ByRequest map[string]float64
 	// WatchEvents are the watch events sent (apiserver_watch_events_total),
 	// APIEvents those of the exported APIs by resource.
 	WatchEvents float64
 	APIEvents   map[string]float64
+	// EventsByResource are the watch events by resource, the exported
+	// APIs' counted as one.
+	EventsByResource map[string]float64
 	// EtcdKeys are the keys in etcd (etcd_debugging_mvcc_keys_total), and
 	// EtcdBytes the bytes its database uses
 	// (etcd_mvcc_db_total_size_in_use_in_bytes).
@@ -48,7 +54,7 @@ type Sample struct {
 
 // Sample reads the provider's processes and metrics, and the konnectors'.
 func (e *Env) Sample(ctx context.Context) (Sample, error) {
-	s := Sample{At: time.Now(), APIEvents: map[string]float64{}}
+	s := Sample{At: time.Now(), APIEvents: map[string]float64{}, ByRequest: map[string]float64{}, EventsByResource: map[string]float64{}}
 	var err error
 	if s.APIServerCPU, s.APIServerRSS, err = processUsage(e.Provider, testenv.APIServer); err != nil {
 		return s, err
@@ -61,28 +67,7 @@ func (e *Env) Sample(ctx context.Context) (Sample, error) {
 	if err != nil {
 		return s, fmt.Errorf("reading the provider API server's metrics: %w", err)
 	}
-	err = eachSeries(bytes.NewReader(raw), func(name string, labels map[string]string, v float64) {
-		switch {
-		case name == "apiserver_longrunning_requests" && labels["verb"] == "WATCH":
-			s.Watches += v
-		case name == "apiserver_request_total":
-			s.Requests += v
-			if labels["code"] == "429" {
-				s.Throttled += v
-			}
-			switch labels["verb"] {
-			case "LIST":
-				s.Lists += v
-			case "WATCH":
-				s.WatchStarts += v
-			}
-		case name == "apiserver_watch_events_total":
-			s.WatchEvents += v
-			if labels["group"] == Group {
-				s.APIEvents[labels["resource"]+labels["kind"]] += v
-			}
-		}
-	})
+	err = eachSeries(bytes.NewReader(raw), s.addAPIServer)
 	if err != nil {
 		return s, err
 	}
@@ -216,4 +201,34 @@ func parseSample(line string) (string, map[string]string, float64, bool) {
 		rest = strings.TrimPrefix(rest[min(i+1, len(rest)):], ",")
 	}
 	return series[:brace], labels, v, true
+}
+
+// addAPIServer adds one series of the provider API server's metrics.
+func (s *Sample) addAPIServer(name string, labels map[string]string, v float64) {
+	resource := labels["resource"]
+	if labels["group"] == Group {
+		resource = "<exported APIs>"
+	}
+	switch {
+	case name == "apiserver_longrunning_requests" && labels["verb"] == "WATCH":
+		s.Watches += v
+	case name == "apiserver_request_total":
+		s.Requests += v
+		s.ByRequest[labels["verb"]+" "+resource+" "+labels["code"]] += v
+		if labels["code"] == "429" {
+			s.Throttled += v
+		}
+		switch labels["verb"] {
+		case "LIST":
+			s.Lists += v
+		case "WATCH":
+			s.WatchStarts += v
+		}
+	case name == "apiserver_watch_events_total":
+		s.WatchEvents += v
+		s.EventsByResource[resource] += v
+		if labels["group"] == Group {
+			s.APIEvents[labels["resource"]+labels["kind"]] += v
+		}
+	}
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -112,5 +115,18 @@ func printConsumers(rows []scale.Row, herd *scale.Herd, base scale.Baseline, o c
 	if herd != nil {
 		fmt.Printf("\nprovider API server restart with %d consumers: down %.0f s (up to %d Connections not Ready); every Connection Ready and every change made meanwhile synced %.1f s after it served again; %.0f requests (%.0f LIST, %.0f WATCH), peak %.0f/s, mean %.0f/s, %.0f answered 429\n",
 			herd.Consumers, herd.DownS, herd.NotReady, herd.RecoveredS, herd.Requests, herd.Lists, herd.WatchStarts, herd.PeakRPS, herd.MeanRPS, herd.Throttled)
+		fmt.Println("requests by verb, resource and code (the exported APIs as one; the bench's own LISTs included):")
+		printByCount(herd.ByRequest)
+		fmt.Printf("watch events sent meanwhile, %.0f, by resource:\n", herd.WatchEvents)
+		printByCount(herd.EventsByResource)
+	}
+}
+
+// printByCount prints counts, largest first.
+func printByCount(counts map[string]float64) {
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(a, b)) })
+	for _, k := range keys {
+		fmt.Printf("  %6.0f %s\n", counts[k], k)
 	}
 }

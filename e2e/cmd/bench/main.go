@@ -743,8 +743,9 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	if err != nil {
 		return r, err
 	}
-	// With --profiles: the CPU profile of the first 20 s of syncing.
-	defer cpuProfile(b.pprofAddr, b.profiles, fmt.Sprintf("n%d", n), 20*time.Second)()
+	// With --profiles: CPU profiles of the whole measured window.
+	stopProfile := cpuProfile(b.pprofAddr, b.profiles, fmt.Sprintf("n%d", n), 10*time.Second)
+	defer stopProfile()
 	if err := b.specUp(ctx, up, prefix, keys, timeout, &r); err != nil {
 		return r, err
 	}
@@ -755,6 +756,7 @@ func (b *bench) runN(ctx context.Context, n int) (Run, error) {
 	if err != nil {
 		return r, err
 	}
+	stopProfile()
 	r.CPUSecondsPer1000 = (cpuAfter - cpuBefore) / float64(n) * 1000
 	heap, err := liveHeap(b.pprofAddr, b.metricsAddr, b.profiles, fmt.Sprintf("n%d", n))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -80,31 +81,46 @@ func syncedState(metricsAddr, group string) (ready int, depth float64, err error
 	return ready, depth, err
 }
 
-// cpuProfile, with dir set, records the konnector's CPU profile for the
-// next d in the background and keeps it as cpu-<label>.pb.gz; wait blocks
-// until it is written.
-func cpuProfile(pprofAddr, dir, label string, d time.Duration) (wait func()) {
+// cpuProfile, with dir set, records the konnector's CPU profile in the
+// background, in windows of d one after another, as cpu-<label>-<i>.pb.gz,
+// until stop is called (once or more): the whole measured run, not its start only (go tool
+// pprof merges the files it is given). stop waits for the last window,
+// which ends up to d later.
+func cpuProfile(pprofAddr, dir, label string, d time.Duration) (stop func()) {
 	done := make(chan struct{})
 	if dir == "" {
 		close(done)
 		return func() {}
 	}
+	stopping := make(chan struct{})
 	go func() {
 		defer close(done)
 		client := &http.Client{Timeout: d + time.Minute}
-		resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, int(d.Seconds())))
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench: CPU profile: %v\n", err)
-			return
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, "cpu-"+label+".pb.gz"), data, 0o644)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench: CPU profile: %v\n", err)
+		for i := 1; ; i++ {
+			if err := cpuWindow(client, pprofAddr, filepath.Join(dir, fmt.Sprintf("cpu-%s-%02d.pb.gz", label, i)), d); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: CPU profile: %v\n", err)
+				return
+			}
+			select {
+			case <-stopping:
+				return
+			default:
+			}
 		}
 	}()
-	return func() { <-done }
+	return sync.OnceFunc(func() { close(stopping); <-done })
+}
+
+// cpuWindow writes the konnector's CPU profile of the next d to file.
+func cpuWindow(client *http.Client, pprofAddr, file string, d time.Duration) error {
+	resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, int(d.Seconds())))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, data, 0o644)
 }
