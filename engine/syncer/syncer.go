@@ -94,6 +94,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/fieldpath"
+	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/metrics"
 	"github.com/kbind/kbind/engine/mutation"
@@ -269,10 +270,15 @@ type Syncer struct {
 	// ready is set once both informers have synced and the workers run.
 	ready atomic.Bool
 
-	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// unreached backs off the retries of syncs that failed because a
+	// cluster did not answer at all (refusal.Unreached), capped at
+	// UnreachedRetryCap; the queue's own limiter backs off every other
+	// failure.
+	unreached workqueue.TypedRateLimiter[types.NamespacedName]
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{}
 
 	mu    sync.RWMutex
 	scope Scope
@@ -348,9 +354,18 @@ func New(o Options) *Syncer {
 			),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: o.Target.Connection + "/" + o.Target.GVK.GroupKind().String()},
 		),
-		done: make(chan struct{}),
+		unreached: workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, UnreachedRetryCap),
+		done:      make(chan struct{}),
 	}
 }
+
+// UnreachedRetryCap is the longest a sync waits to be retried after it
+// failed because a cluster did not answer at all — its API server stopped
+// or not yet listening (refusal.Unreached). Such a retry asks nothing of
+// the server, and an object that failed through a long restart resumes
+// within this of the server listening again, where the exponential backoff
+// of other failures would have grown to its 2 minutes.
+const UnreachedRetryCap = 5 * time.Second
 
 // Session returns the provider session the Syncer runs on.
 func (s *Syncer) Session() *session.Session { return s.session }
@@ -751,8 +766,9 @@ func (s *Syncer) watchProviderNamespaces(ctx context.Context) (remove func(), er
 
 // processNext syncs the next queued key and acts on what sync returns
 // (see outcome): an error is logged at V(1) and the key retried with
-// backoff, requeue retries it with backoff silently, done forgets its
-// backoff. It returns false once the queue is shut down.
+// backoff (at most UnreachedRetryCap when the cluster did not answer),
+// requeue retries it with backoff silently, done forgets its backoff. It
+// returns false once the queue is shut down.
 func (s *Syncer) processNext(ctx context.Context) bool {
 	key, shutdown := s.queue.Get()
 	if shutdown {
@@ -771,6 +787,11 @@ func (s *Syncer) processNext(ctx context.Context) bool {
 		s.providerChanges.observe(key, seen.down)
 	}
 	switch {
+	case err != nil && refusal.Unreached(err):
+		if ctx.Err() == nil {
+			log.FromContext(ctx).V(1).Info("Sync failed, the cluster did not answer; retrying", "namespace", key.Namespace, "name", key.Name, "error", err.Error())
+		}
+		s.queue.AddAfter(key, s.unreached.When(key))
 	case err != nil:
 		if ctx.Err() == nil {
 			log.FromContext(ctx).V(1).Info("Sync failed; retrying with backoff", "namespace", key.Namespace, "name", key.Name, "error", err.Error())
@@ -780,6 +801,7 @@ func (s *Syncer) processNext(ctx context.Context) bool {
 		s.queue.AddRateLimited(key)
 	default:
 		s.queue.Forget(key)
+		s.unreached.Forget(key)
 	}
 	return true
 }

@@ -6,7 +6,10 @@
 package refusal
 
 import (
+	"errors"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/kbind/kbind/engine/internal/storage"
 )
@@ -42,4 +45,22 @@ func Of(err error) Kind {
 		return NotFound
 	}
 	return None
+}
+
+// Unreached reports whether a request failed before any API server could
+// answer it: the connection was refused, reset, or closed under it (an
+// API server stopping or not yet listening). Nothing was asked of the
+// server, so retrying soon costs it nothing, and the write succeeds as
+// soon as the server is back. A timeout is not unreached — the server may
+// be there and busy — nor is any answer with a status.
+func Unreached(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return false
+	}
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
+		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err)
 }

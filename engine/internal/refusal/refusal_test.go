@@ -1,8 +1,14 @@
 package refusal
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"syscall"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,6 +46,42 @@ func TestOf(t *testing.T) {
 		}
 		if got := storage.TooLarge(tc.err); got != tc.big {
 			t.Errorf("%s: storage.TooLarge = %v, want %v", tc.name, got, tc.big)
+		}
+	}
+}
+
+func TestUnreached(t *testing.T) {
+	gr := schema.GroupResource{Group: "example.org", Resource: "widgets"}
+	// What a request to a stopped API server fails with, as client-go
+	// returns it: a *url.Error around the dial's *net.OpError.
+	dial := func(errno syscall.Errno) error {
+		return &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443/apis/example.org/v1alpha1/widgets/w",
+			Err: &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: errno}}}
+	}
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"no error", nil, false},
+		{"connection refused", dial(syscall.ECONNREFUSED), true},
+		{"connection refused, wrapped by the syncer", fmt.Errorf("status write: %w", dial(syscall.ECONNREFUSED)), true},
+		{"connection reset", dial(syscall.ECONNRESET), true},
+		{"closed mid-answer", &url.Error{Op: "Get", URL: "https://x", Err: io.ErrUnexpectedEOF}, true},
+		{"GOAWAY", &url.Error{Op: "Get", URL: "https://x", Err: errors.New("http2: server sent GOAWAY and closed the connection; LastStreamID=1")}, true},
+		{"HTTP/2 connection lost", errors.New("http2: client connection lost"), true},
+		// Answers, and silences that may be a busy server: backed off.
+		{"no route to host", dial(syscall.EHOSTUNREACH), false},
+		{"client timeout", &url.Error{Op: "Get", URL: "https://x", Err: context.DeadlineExceeded}, false},
+		{"the server's timeout", apierrors.NewTimeoutError("slow", 1), false},
+		{"service unavailable", apierrors.NewServiceUnavailable("shutting down"), false},
+		{"too many requests", apierrors.NewTooManyRequests("busy", 1), false},
+		{"conflict", apierrors.NewConflict(gr, "w", errors.New("changed")), false},
+		{"internal error naming a reset", apierrors.NewInternalError(errors.New("connection reset by peer")), false},
+	}
+	for _, tc := range cases {
+		if got := Unreached(tc.err); got != tc.want {
+			t.Errorf("%s: Unreached = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
