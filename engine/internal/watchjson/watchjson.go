@@ -12,8 +12,10 @@
 // event of any other shape is unmarshalled as a whole.
 //
 // Only the watch changes. The list an informer starts from (when the API
-// server does not stream it), the request itself, its retries, its errors
-// and the reflector's watch lists and bookmarks stay client-go's.
+// server does not stream it), the request itself, its errors and the
+// reflector's watch lists and bookmarks stay client-go's, and so do its
+// retries but one: every informer made here (typed ones too) retries a
+// refused connection itself, at most a few seconds apart (refused.go).
 package watchjson
 
 import (
@@ -59,6 +61,8 @@ type Watches struct {
 }
 
 // NewInformer is a cache.Options.NewInformer.
+// Every informer's watch retries refused connections itself (see
+// refusedRetryCap).
 func (w *Watches) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		if own, err := w.listerWatcher(lw, u.GroupVersionKind()); err == nil {
@@ -67,7 +71,7 @@ func (w *Watches) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, r
 		// Else the dynamic client's watch: it decodes the same events,
 		// at a higher cost.
 	}
-	return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+	return toolscache.NewSharedIndexInformer(retryingRefused(lw), obj, resync, indexers)
 }
 
 // listerWatcher lists with lw (the cache's) and watches gvk's resource
