@@ -90,7 +90,7 @@ func access(obj kbindv1alpha1.BindingObject) binding {
 // consumer CRDs, run the syncers, unbind the APIs no longer listed, copy
 // related resources — and one status write at the end, also when a phase
 // failed (Ready then says what failed), and only when the status changed.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res ctrl.Result, retErr error) {
 	obj := r.newObject()
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -110,7 +110,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ ct
 	defer func() {
 		setStatus(b, o, retErr)
 		if err := patch.Status(ctx, r.Client, before, obj); err != nil {
-			retErr = errors.Join(retErr, err)
+			// Retried with backoff: controller-runtime ignores a
+			// RequeueAfter returned with an error (and warns).
+			res, retErr = ctrl.Result{}, errors.Join(retErr, err)
 		}
 	}()
 	if err := r.readConnection(ctx, b, o); err != nil {
