@@ -2,7 +2,8 @@
 // for a consumer object (a provider copy, a related copy): a refusal,
 // which retrying the same write will not change — the object's owner is
 // told, and the write is retried only with backoff — or a transient
-// failure, retried as usual.
+// failure, retried as usual. Unreached tells, of a transient failure,
+// whether no server answered at all, which may be retried sooner.
 package refusal
 
 import (
