@@ -69,6 +69,9 @@ type Run struct {
 	// CPUSecondsPer1000 is the konnector's CPU time from the first create
 	// until every status is down, per 1000 objects.
 	CPUSecondsPer1000 float64 `json:"cpu_seconds_per_1000"`
+	// Floor is the client floor of the same machine (measured once, before
+	// the konnector starts; zero with --floor 0).
+	Floor Floor `json:"floor"`
 	// StartupS is from starting the konnector until every Connection is
 	// Ready and the ClusterBinding Synced (setup, the same for every run).
 	StartupS    float64 `json:"startup_s"`
@@ -187,6 +190,7 @@ func main() {
 	flag.BoolVar(&withShaping, "shaping", false, "bind every API projected onto the group "+shapedGroup+" with one up mutation rule (.spec.tenant from the namespace): the cost of API shaping")
 	flag.BoolVar(&withMetadata, "metadata", false, "give every object two labels and an annotation, and the binding spec.metadata copying every label and annotation up (the cost of metadata sync)")
 	memLimit := flag.String("gomemlimit", "", "run the konnector with this GOMEMLIMIT (e.g. 460MiB, what it sets itself in a container limited to 512Mi)")
+	flag.IntVar(&floorObjects, "floor", 1000, "measure the client floor with this many objects before the konnector starts: the CPU the sync's requests and watch events cost per object on this machine with no sync logic (0: skip)")
 	profiles := flag.String("profiles", "", "keep a heap profile of the konnector of each run in this directory (heap-n<N>.pb.gz, for go tool pprof)")
 	var co consumersOptions
 	flag.StringVar(&co.sizes, "consumers", "", "provider-scale mode: connect this many consumers to one provider, in steps (e.g. 10,100,1000), and print the provider's cost per consumer instead of the sync table")
@@ -283,6 +287,13 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 	if b.log, err = os.Create(filepath.Join(dir, "konnector.log")); err != nil {
 		return err
 	}
+	var floor Floor
+	if floorObjects > 0 {
+		fmt.Fprintf(os.Stderr, "bench: client floor, %d objects ...\n", floorObjects)
+		if floor, err = measureFloor(ctx, pair.Consumer.Config, floorObjects, workers*len(gvrs)); err != nil {
+			return fmt.Errorf("client floor: %w", err)
+		}
+	}
 	if err := b.setup(ctx); err != nil {
 		return err
 	}
@@ -301,6 +312,7 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 		}
 		r.Isolation = string(iso.Mode)
 		r.StartupS, r.APIs, r.Connections, r.Providers = b.startupS, len(gvrs), extraConnections+providers-1, providers
+		r.Floor = floor
 		runs = append(runs, r)
 	}
 	printTable(runs, qps, burst, workers, rate, fsync, iso)
@@ -557,6 +569,9 @@ var withMetadata bool
 // withShaping is --shaping: every API is projected onto shapedGroup (same
 // kind and plural) and has one up mutation rule.
 var withShaping bool
+
+// floorObjects is --floor: the objects the client floor is measured with.
+var floorObjects = 1000
 
 const shapedGroup = "shaped.bench.example.org"
 
@@ -986,14 +1001,19 @@ func printTable(runs []Run, qps float32, burst, workers int, rate float64, fsync
 	}
 	fmt.Println("idle prov req/min: the konnector's requests to the provider per minute while idle; idle cons w/min: its writes to the consumer")
 	fmt.Println("RSS MiB: the konnector's peak resident set; heap MiB: its live heap after a forced GC once every status is down")
-	fmt.Printf("%8s %12s %10s %7s %10s %10s %12s %12s %6s %9s %9s %9s %9s %9s %9s %9s %10s %14s %14s\n",
+	if len(runs) > 0 && runs[0].Floor.CPUSecondsPer1000 > 0 {
+		f := runs[0].Floor
+		fmt.Printf("CPU s/1k: the konnector's CPU from the first create until every status is down, per 1000 objects; floor s/1k: what a finalizer patch (%.0f µs), an apply (%.0f µs), a status update (%.0f µs) and %d watch events (%.0f µs each) cost a plain client on this machine\n",
+			f.FinalizerPatchUs, f.ApplyUs, f.StatusUpdateUs, floorEvents, f.WatchEventUs)
+	}
+	fmt.Printf("%8s %12s %10s %7s %10s %10s %12s %12s %6s %9s %9s %9s %9s %9s %9s %9s %10s %10s %14s %14s\n",
 		"N", "objects/s", "limit/s", "ratio", "up p50ms", "up p99ms", "down p50ms", "down p99ms", "idle", "restart", "restart s", "RSS MiB", "MiB/1000",
-		"heap MiB", "KiB/obj", "CPU s/1k", "delete/s", "prov req/min", "cons w/min")
+		"heap MiB", "KiB/obj", "CPU s/1k", "floor s/1k", "delete/s", "prov req/min", "cons w/min")
 	for _, r := range runs {
-		fmt.Printf("%8d %12.1f %10.1f %7.2f %10.0f %10.0f %12.0f %12.0f %6d %9d %9.1f %9.0f %9.1f %9.1f %9.2f %9.2f %10.1f %14.1f %14.1f\n",
+		fmt.Printf("%8d %12.1f %10.1f %7.2f %10.0f %10.0f %12.0f %12.0f %6d %9d %9.1f %9.0f %9.1f %9.1f %9.2f %9.2f %10.2f %10.1f %14.1f %14.1f\n",
 			r.N, r.ThroughputPerS, r.LimitPerS, r.ThroughputRatio, r.SpecUpP50Ms, r.SpecUpP99Ms,
 			r.StatusDownP50Ms, r.StatusDownP99Ms, r.IdleWrites, r.RestartWrites, r.RestartSyncedS, r.PeakRSSMiB,
-			r.PeakRSSMiB/float64(r.N)*1000, r.LiveHeapMiB, r.LiveHeapMiB*1024/float64(r.N), r.CPUSecondsPer1000, r.DeletePerS,
+			r.PeakRSSMiB/float64(r.N)*1000, r.LiveHeapMiB, r.LiveHeapMiB*1024/float64(r.N), r.CPUSecondsPer1000, r.Floor.CPUSecondsPer1000, r.DeletePerS,
 			r.IdleProviderRequestsPerMin, r.IdleConsumerWritesPerMin)
 	}
 }
