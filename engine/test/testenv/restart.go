@@ -107,6 +107,16 @@ func (c *Cluster) StartComponent(comp Component) error {
 	return c.waitServing(comp, done)
 }
 
+// restartServingBound and readyCheckTimeout bound waitServing: an API
+// server restarted under load (the provider of a thousand reconnecting
+// consumers on a machine it shares with them) may take minutes to answer
+// its readiness check, each answer seconds; a component that does not
+// start at all still fails the check at once or times out in the end.
+const (
+	restartServingBound = 5 * time.Minute
+	readyCheckTimeout   = 10 * time.Second
+)
+
 // waitServing polls the component's health endpoint until it passes.
 func (c *Cluster) waitServing(comp Component, done chan struct{}) error {
 	check := func(ctx context.Context) (bool, error) {
@@ -128,10 +138,10 @@ func (c *Cluster) waitServing(comp Component, done chan struct{}) error {
 		if err != nil {
 			return false, err
 		}
-		_, err = cs.RESTClient().Get().AbsPath("/readyz").Timeout(2 * time.Second).DoRaw(ctx)
+		_, err = cs.RESTClient().Get().AbsPath("/readyz").Timeout(readyCheckTimeout).DoRaw(ctx)
 		return err == nil, nil
 	}
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, check); err != nil {
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, restartServingBound, true, check); err != nil {
 		return fmt.Errorf("%s of %s not serving after a restart: %w", comp, c.Name, err)
 	}
 	return nil
