@@ -8,8 +8,6 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -53,10 +51,17 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// measureFloor makes, on the API server cfg points at, n objects of a CRD
-// of its own (not exported, so no konnector ever binds it) and times each
-// kind of request the sync makes per object with the client the konnector
-// uses (controller-runtime's, over the same HTTP/2 and TLS), from workers
+// floorCRD is the CRD the floor's objects are of: installed on the consumer
+// with the cluster, not exported, so no konnector ever binds it.
+func floorCRD() *apiextensionsv1.CustomResourceDefinition {
+	crd := enginetest.CRD(floorGVR.Resource, "floor", "Floor", floorGVR.Group, apiextensionsv1.NamespaceScoped, false)
+	crd.Spec.Versions[0].Name = floorGVR.Version
+	return crd
+}
+
+// measureFloor makes, on the API server cfg points at, n objects of
+// floorCRD (installed there) and times each kind of request the sync makes
+// per object with the client the konnector uses (controller-runtime's, over the same HTTP/2 and TLS), from workers
 // goroutines as its workers do: a merge patch of a finalizer (the
 // consumer's hold), a server-side apply (the provider's copy), a status
 // update (the status down); and a watch event, the CPU a merge patch costs
@@ -67,15 +72,6 @@ func measureFloor(ctx context.Context, cfg *rest.Config, n, workers int) (Floor,
 	var f Floor
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 0
-	crd := enginetest.CRD(floorGVR.Resource, "floor", "Floor", floorGVR.Group, apiextensionsv1.NamespaceScoped, false)
-	crd.Spec.Versions[0].Name = floorGVR.Version
-	ax, err := apiextensionsclient.NewForConfig(cfg)
-	if err != nil {
-		return f, err
-	}
-	if _, err := ax.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		return f, fmt.Errorf("creating the floor's CRD: %w", err)
-	}
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return f, err
@@ -85,11 +81,6 @@ func measureFloor(ctx context.Context, cfg *rest.Config, n, workers int) (Floor,
 		u := object(floorGVR, ns, name)
 		u.SetKind("Floor")
 		return u
-	}
-	if err := waitFor(time.Minute, "the floor's CRD served", func() bool {
-		return c.List(ctx, listOf(floorGVR), client.InNamespace(ns)) == nil
-	}); err != nil {
-		return f, err
 	}
 	name := func(set string, i int) string { return fmt.Sprintf("%s-%d", set, i) }
 	// Not measured: the objects the finalizer and watch rounds patch.
@@ -205,10 +196,4 @@ func perCall(n, workers int, fn func(int) error) (float64, error) {
 		return 0, err
 	}
 	return float64(cpuTime()-start) / float64(time.Microsecond) / float64(n), nil
-}
-
-func listOf(gvr schema.GroupVersionResource) *unstructured.UnstructuredList {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(gvr.GroupVersion().WithKind("FloorList"))
-	return l
 }

@@ -252,6 +252,9 @@ func run(sizes, jsonOut string, qps float32, burst, workers int, idle time.Durat
 		crds = append(crds, enginetest.CRD(g.Resource, strings.TrimSuffix(g.Resource, "s"), kind, g.Group, apiextensionsv1.NamespaceScoped, true))
 	}
 	opts := testenv.PairOptions{Dir: dir, ProviderCRDs: crds}
+	if floorObjects > 0 {
+		opts.ConsumerCRDs = append(opts.ConsumerCRDs, floorCRD())
+	}
 	if !fsync {
 		opts.EtcdArgs = map[string][]string{"unsafe-no-fsync": {"true"}}
 	}
