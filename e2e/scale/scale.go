@@ -132,8 +132,9 @@ type consumerCluster struct {
 	cluster   *testenv.Cluster
 	clients   *clients
 	konnector *harness.Process
-	// metricsAddr is the konnector's metrics endpoint.
-	metricsAddr string
+	// metricsAddr is the konnector's metrics endpoint, pprofAddr its
+	// /debug/pprof.
+	metricsAddr, pprofAddr string
 }
 
 // API is the i-th exported API of the provider.
@@ -188,6 +189,15 @@ func (e *Env) Stop() {
 
 // Consumers is how many consumers are connected.
 func (e *Env) Consumers() int { return e.consumers }
+
+// Pprof returns the /debug/pprof address (host:port) of the first
+// consumer cluster's konnector, "" before it runs.
+func (e *Env) Pprof() string {
+	if len(e.clusters) == 0 {
+		return ""
+	}
+	return e.clusters[0].pprofAddr
+}
 
 // Clusters is how many consumer clusters (and konnectors) run.
 func (e *Env) Clusters() int { return len(e.clusters) }
@@ -351,8 +361,11 @@ func (e *Env) startKonnector(ctx context.Context, c *consumerCluster) error {
 		return err
 	}
 	c.metricsAddr = addr
+	if c.pprofAddr, err = harness.LoopbackAddr(); err != nil {
+		return err
+	}
 	c.konnector, err = harness.NewProcess(e.opts.Konnector, filepath.Join(c.cluster.Dir, "konnector.log"),
-		"--kubeconfig", c.cluster.KubeconfigPath, "--metrics-bind-address", addr)
+		"--kubeconfig", c.cluster.KubeconfigPath, "--metrics-bind-address", addr, "--pprof-bind-address", c.pprofAddr)
 	if err != nil {
 		return err
 	}

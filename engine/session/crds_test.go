@@ -21,15 +21,26 @@ import (
 	"github.com/kbind/kbind/engine/test/testenv"
 )
 
-// TestExportedCRDsFromAWatch: once the watch has synced, an exported CRD
-// is read with no request, following label changes; a CRD that is not
-// exported, and every list, is read directly; an identity that may not
-// watch CRDs gets the direct reads and their errors, as before.
+// TestExportedCRDsFromAWatch: the watch holds the exported CRDs' metadata
+// only; an exported CRD is read directly once, then with no request until
+// the watch shows it changed; the List of the exports is read directly
+// first, then served as summaries, a few changed CRDs read again one by
+// one and many by one List; a CRD that is not exported, and every other
+// list, is read directly; exporting and un-exporting follow the watch; an
+// identity that may not watch CRDs gets the direct reads and their errors,
+// as before.
 func TestExportedCRDsFromAWatch(t *testing.T) {
-	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
+	defs := []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("gadgets", "gadget", "Gadget", "example.org", apiextensionsv1.NamespaceScoped, false),
-	}})
+	}
+	var others []string
+	for i := range 5 {
+		plural := fmt.Sprintf("things%d", i)
+		defs = append(defs, enginetest.CRD(plural, fmt.Sprintf("thing%d", i), fmt.Sprintf("Thing%d", i), "example.org", apiextensionsv1.ClusterScoped, true))
+		others = append(others, plural+".example.org")
+	}
+	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: defs})
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -43,9 +54,15 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 	get := func(r client.Reader, n *atomic.Int32, name string) (string, int32, error) {
 		return readCRD(ctx, t, r, n, name)
 	}
+	admin, err := client.New(cluster.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	n := &atomic.Int32{}
 	crds := session.NewExportedCRDs(ctx, cluster.Config, nil, direct(cluster.Config, n))
+	changes := &atomic.Int32{}
+	crds.OnChange(func() { changes.Add(1) })
 	enginetest.EventuallyWithin(t, 30*time.Second, "the watch serves the exported CRD", func() error {
 		kind, reads, err := get(crds, n, "widgets.example.org")
 		if err != nil || kind != "Widget" || reads != 0 {
@@ -56,17 +73,73 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 	if kind, reads, err := get(crds, n, "gadgets.example.org"); err != nil || kind != "Gadget" || reads != 1 {
 		t.Errorf("a CRD that is not exported: kind %q, %d direct reads, %v", kind, reads, err)
 	}
+	listExports := func() ([]apiextensionsv1.CustomResourceDefinition, int32) {
+		t.Helper()
+		before := n.Load()
+		list := &apiextensionsv1.CustomResourceDefinitionList{}
+		if err := crds.List(ctx, list, client.MatchingLabels{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue}); err != nil {
+			t.Fatalf("listing the exports: %v", err)
+		}
+		return list.Items, n.Load() - before
+	}
+	if items, reads := listExports(); len(items) != 6 || reads != 1 {
+		t.Errorf("the first list of the exports: %d items after %d direct reads, want 6 after 1", len(items), reads)
+	}
+	items, reads := listExports()
+	if len(items) != 6 || reads != 0 || items[0].Name != "things0.example.org" {
+		t.Fatalf("the list of the exports again: %d items after %d direct reads, want 6, sorted, after none", len(items), reads)
+	}
+	if v := items[0].Spec.Versions; len(v) != 1 || !v[0].Served || v[0].Name != "v1alpha1" || v[0].Schema != nil || items[0].Spec.Scope != apiextensionsv1.ClusterScoped {
+		t.Errorf("the list of the exports serves %+v, want its summary: the version served, no schema", items[0].Spec)
+	}
+	other := &apiextensionsv1.CustomResourceDefinitionList{}
 	before := n.Load()
-	list := &apiextensionsv1.CustomResourceDefinitionList{}
-	if err := crds.List(ctx, list, client.MatchingLabels{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue}); err != nil || len(list.Items) != 1 || n.Load() != before+1 {
-		t.Errorf("a list is a direct read: %d items, %d reads, %v", len(list.Items), n.Load()-before, err)
+	if err := crds.List(ctx, other); err != nil || len(other.Items) < 7 || n.Load() != before+1 {
+		t.Errorf("another list is a direct read: %d items, %d reads, %v", len(other.Items), n.Load()-before, err)
+	}
+
+	// One changed export: read again by itself (a Get), whole for a Get.
+	seen := changes.Load()
+	annotate(ctx, t, admin, "widgets.example.org")
+	enginetest.EventuallyWithin(t, 30*time.Second, "the watch shows the change", func() error {
+		if changes.Load() == seen {
+			return fmt.Errorf("no change announced")
+		}
+		return nil
+	})
+	if _, reads := listExports(); reads != 1 {
+		t.Errorf("the list of the exports after one changed: %d direct reads, want 1", reads)
+	}
+	if _, reads, _ := get(crds, n, "widgets.example.org"); reads != 1 {
+		t.Errorf("a Get of the changed CRD: %d direct reads, want 1", reads)
+	}
+	if kind, reads, err := get(crds, n, "widgets.example.org"); err != nil || kind != "Widget" || reads != 0 {
+		t.Errorf("a Get of the changed CRD again: kind %q, %d direct reads, %v", kind, reads, err)
+	}
+	whole := &apiextensionsv1.CustomResourceDefinition{}
+	if err := crds.Get(ctx, client.ObjectKey{Name: "widgets.example.org"}, whole); err != nil || whole.Spec.Versions[0].Schema == nil || whole.Annotations["example.org/touched"] == "" {
+		t.Errorf("a Get served without a request is not the whole, current CRD: %+v, %v", whole.ObjectMeta, err)
+	}
+
+	// Many changed exports: read again by one List.
+	seen = changes.Load()
+	for _, name := range others {
+		annotate(ctx, t, admin, name)
+	}
+	enginetest.EventuallyWithin(t, 30*time.Second, "the watch shows the changes", func() error {
+		if got := changes.Load() - seen; got < int32(len(others)) {
+			return fmt.Errorf("%d of %d changes announced", got, len(others))
+		}
+		return nil
+	})
+	if items, reads := listExports(); len(items) != 6 || reads != 1 {
+		t.Errorf("the list of the exports after %d changed: %d items after %d direct reads, want 6 after 1", len(others), len(items), reads)
+	}
+	if _, reads := listExports(); reads != 0 {
+		t.Errorf("the list of the exports again: %d direct reads, want none", reads)
 	}
 
 	// Exporting and un-exporting arrive through the watch.
-	admin, err := client.New(cluster.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	setExported(ctx, t, admin, "gadgets.example.org", true)
 	setExported(ctx, t, admin, "widgets.example.org", false)
 	enginetest.EventuallyWithin(t, 30*time.Second, "the watch follows the export labels", func() error {
@@ -74,6 +147,17 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 		kind, widgetReads, err2 := get(crds, n, "widgets.example.org")
 		if err1 != nil || err2 != nil || gadgetReads != 0 || widgetReads != 1 || kind != "Widget" {
 			return fmt.Errorf("gadgets: %d direct reads (%v); widgets: %d direct reads (%v)", gadgetReads, err1, widgetReads, err2)
+		}
+		return nil
+	})
+	enginetest.EventuallyWithin(t, 30*time.Second, "the list of the exports follows the export labels", func() error {
+		items, _ := listExports()
+		var names []string
+		for _, i := range items {
+			names = append(names, i.Name)
+		}
+		if len(items) != 6 || items[0].Name != "gadgets.example.org" {
+			return fmt.Errorf("exports %v", names)
 		}
 		return nil
 	})
@@ -88,6 +172,23 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 	refused := session.NewExportedCRDs(ctx, user.Config, nil, direct(user.Config, refusedReads))
 	if _, reads, err := get(refused, refusedReads, "gadgets.example.org"); !apierrors.IsForbidden(err) || reads != 1 {
 		t.Fatalf("reading without permission: %v after %d direct reads, want Forbidden after 1", err, reads)
+	}
+}
+
+// annotate changes the CRD name (an annotation), as a provider's edit
+// would.
+func annotate(ctx context.Context, t *testing.T, admin client.Client, name string) {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := admin.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if crd.Annotations == nil {
+		crd.Annotations = map[string]string{}
+	}
+	crd.Annotations["example.org/touched"] = time.Now().Format(time.RFC3339Nano)
+	if err := admin.Update(ctx, crd); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -27,6 +27,9 @@ type consumersOptions struct {
 	fsync      bool
 	keep       string
 	jsonOut    string
+	// profiles, when set, receives the CPU profile and heap of the first
+	// konnector over each idle window.
+	profiles string
 }
 
 // runConsumers connects consumers to one provider in steps (each size of
@@ -42,6 +45,11 @@ func runConsumers(o consumersOptions) error {
 	}
 	if err != nil {
 		return err
+	}
+	if o.profiles != "" {
+		if err := os.MkdirAll(o.profiles, 0o755); err != nil {
+			return err
+		}
 	}
 	var sizes []int
 	for _, s := range strings.Split(o.sizes, ",") {
@@ -72,9 +80,16 @@ func runConsumers(o consumersOptions) error {
 			return fmt.Errorf("connecting %d consumers: %w", n, err)
 		}
 		fmt.Fprintf(os.Stderr, "bench: %d consumers connected and synced (%.0f s); idle window %s\n", n, time.Since(start).Seconds(), o.idle)
+		stopProfile := cpuProfile(env.Pprof(), o.profiles, fmt.Sprintf("consumers-n%d", n), min(o.idle, 30*time.Second))
 		r, err := env.Measure(ctx, base, o.idle)
+		stopProfile()
 		if err != nil {
 			return err
+		}
+		if o.profiles != "" {
+			if err := heapProfile(env.Pprof(), o.profiles, fmt.Sprintf("consumers-n%d", n)); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: heap profile: %v\n", err)
+			}
 		}
 		rows = append(rows, r)
 		// Each row as soon as it is measured: the largest N takes long.

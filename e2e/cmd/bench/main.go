@@ -191,7 +191,7 @@ func main() {
 	flag.BoolVar(&withMetadata, "metadata", false, "give every object two labels and an annotation, and the binding spec.metadata copying every label and annotation up (the cost of metadata sync)")
 	memLimit := flag.String("gomemlimit", "", "run the konnector with this GOMEMLIMIT (e.g. 460MiB, what it sets itself in a container limited to 512Mi)")
 	flag.IntVar(&floorObjects, "floor", 1000, "measure the client floor with this many objects before the konnector starts: the CPU the sync's requests and watch events cost per object on this machine with no sync logic (0: skip)")
-	profiles := flag.String("profiles", "", "keep a heap profile of the konnector of each run in this directory (heap-n<N>.pb.gz, for go tool pprof)")
+	profiles := flag.String("profiles", "", "keep the konnector's CPU profiles and heap of each run in this directory (cpu-n<N>-<i>.pb.gz, heap-n<N>.pb.gz, for go tool pprof); with --consumers, the first konnector's over each idle window (cpu-consumers-n<N>-<i>.pb.gz, heap-consumers-n<N>.pb.gz)")
 	var co consumersOptions
 	flag.StringVar(&co.sizes, "consumers", "", "provider-scale mode: connect this many consumers to one provider, in steps (e.g. 10,100,1000), and print the provider's cost per consumer instead of the sync table")
 	flag.IntVar(&co.perCluster, "consumers-per-cluster", 100, "with --consumers: consumers sharing one consumer cluster and konnector (and APIs the provider exports)")
@@ -208,7 +208,7 @@ func main() {
 		os.Exit(2)
 	}
 	if co.sizes != "" {
-		co.idle, co.fsync, co.keep, co.jsonOut = *idle, *fsync, *keep, *jsonOut
+		co.idle, co.fsync, co.keep, co.jsonOut, co.profiles = *idle, *fsync, *keep, *jsonOut, *profiles
 		if err := runConsumers(co); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 			os.Exit(1)

@@ -19,22 +19,29 @@ import (
 // also counts. With dir set, the profile is kept there as heap-<label>.pb.gz
 // for `go tool pprof`.
 func liveHeap(pprofAddr, metricsAddr, dir, label string) (float64, error) {
+	if err := heapProfile(pprofAddr, dir, label); err != nil {
+		return 0, err
+	}
+	return scrapeGauge(metricsAddr, "go_memstats_heap_alloc_bytes")
+}
+
+// heapProfile reads the konnector's heap profile after a garbage
+// collection and, with dir set, keeps it there as heap-<label>.pb.gz.
+func heapProfile(pprofAddr, dir, label string) error {
 	client := &http.Client{Timeout: time.Minute}
 	resp, err := client.Get("http://" + pprofAddr + "/debug/pprof/heap?gc=1")
 	if err != nil {
-		return 0, fmt.Errorf("reading the konnector's heap profile: %w", err)
+		return fmt.Errorf("reading the konnector's heap profile: %w", err)
 	}
 	defer resp.Body.Close()
 	profile, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, fmt.Errorf("reading the konnector's heap profile: %w", err)
+		return fmt.Errorf("reading the konnector's heap profile: %w", err)
 	}
-	if dir != "" {
-		if err := os.WriteFile(filepath.Join(dir, "heap-"+label+".pb.gz"), profile, 0o644); err != nil {
-			return 0, err
-		}
+	if dir == "" {
+		return nil
 	}
-	return scrapeGauge(metricsAddr, "go_memstats_heap_alloc_bytes")
+	return os.WriteFile(filepath.Join(dir, "heap-"+label+".pb.gz"), profile, 0o644)
 }
 
 // scrapeGauge reads one unlabelled metric of the konnector.
