@@ -401,11 +401,11 @@ func (e *Env) createObject(ctx context.Context, c *consumerCluster, i int, name 
 	return nil
 }
 
-// providerCounts counts the objects of every exported API on the
-// provider by namespace: one list per API.
+// providerCounts counts the objects of every exported API a consumer
+// binds on the provider by namespace: one list per API.
 func (e *Env) providerCounts(ctx context.Context) (map[string]int, error) {
 	counts := map[string]int{}
-	for a := range e.opts.PerCluster {
+	for a := range min(e.opts.PerCluster, e.consumers) {
 		list, err := e.provider.dyn.Resource(API(a)).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, err
