@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/test/testenv"
@@ -137,16 +137,16 @@ func (e *Env) RestartHerd(ctx context.Context, down time.Duration, timeout time.
 // readiness follows the Connections of every consumer cluster, keeping of
 // each whether it is Ready.
 type readiness struct {
-	stores []cache.Store
+	stores []toolscache.Store
 }
 
 // watchReadiness starts a watch of the Connections of every consumer
 // cluster, until ctx ends, and returns once each has listed them.
 func (e *Env) watchReadiness(ctx context.Context) (*readiness, error) {
 	r := &readiness{}
-	var synced []cache.InformerSynced
+	var synced []toolscache.InformerSynced
 	for _, c := range e.clusters {
-		inf := dynamicinformer.NewFilteredDynamicInformer(c.clients.dyn, kbindv1alpha1.GroupVersion.WithResource("connections"), "", 0, cache.Indexers{}, nil).Informer()
+		inf := dynamicinformer.NewFilteredDynamicInformer(c.clients.dyn, kbindv1alpha1.GroupVersion.WithResource("connections"), "", 0, toolscache.Indexers{}, nil).Informer()
 		if err := inf.SetTransform(readyOnly); err != nil {
 			return nil, err
 		}
@@ -156,7 +156,7 @@ func (e *Env) watchReadiness(ctx context.Context) (*readiness, error) {
 	}
 	syncCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), synced...) {
+	if !toolscache.WaitForCacheSync(syncCtx.Done(), synced...) {
 		return nil, fmt.Errorf("listing the consumers' Connections: %w", syncCtx.Err())
 	}
 	return r, nil

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
-	"github.com/kbind/kbind/engine/schema"
+	kbindschema "github.com/kbind/kbind/engine/schema"
 )
 
 // A summary of an exported CRD is discovered exactly as the whole CRD, and
@@ -39,7 +39,7 @@ func TestSummaryDiscoversAsTheWholeCRD(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := summary(&tc.crd)
-			if got, want := schema.ExportsFromCRDs([]apiextensionsv1.CustomResourceDefinition{*s}), schema.ExportsFromCRDs([]apiextensionsv1.CustomResourceDefinition{tc.crd}); !reflect.DeepEqual(got, want) {
+			if got, want := kbindschema.ExportsFromCRDs([]apiextensionsv1.CustomResourceDefinition{*s}), kbindschema.ExportsFromCRDs([]apiextensionsv1.CustomResourceDefinition{tc.crd}); !reflect.DeepEqual(got, want) {
 				t.Errorf("the summary discovers %+v, the whole CRD %+v", got, want)
 			}
 			if s.Name != tc.crd.Name || s.ResourceVersion != tc.crd.ResourceVersion {
