@@ -64,8 +64,12 @@ func (e *Env) RestartHerd(ctx context.Context, down time.Duration, timeout time.
 	if err := e.createObjects(ctx, 0, e.consumers, "pending"); err != nil {
 		return h, err
 	}
-	for time.Since(stopped) < down {
+	// Read at least once: creating the objects may take longer than down.
+	for {
 		h.NotReady = max(h.NotReady, ready.notReady())
+		if time.Since(stopped) >= down {
+			break
+		}
 		if err := sleep(ctx, min(2*time.Second, down-time.Since(stopped))); err != nil {
 			return h, err
 		}
@@ -79,10 +83,10 @@ func (e *Env) RestartHerd(ctx context.Context, down time.Duration, timeout time.
 		BenchThrottled: float64(e.provider.throttled.Load())}
 	e.opts.Logf("provider API server serving again after %.0f s down; waiting for %d consumers", h.DownS, e.consumers)
 	var last Sample
-	// At most every 2 s: the provider's metrics are large, and producing
-	// and parsing them would load what is measured.
-	sample := func() {
-		if !last.At.IsZero() && time.Since(last.At) < 2*time.Second {
+	// At most every 2 s, but for the final one: the provider's metrics are
+	// large, and producing and parsing them would load what is measured.
+	sample := func(final bool) {
+		if !final && !last.At.IsZero() && time.Since(last.At) < 2*time.Second {
 			return
 		}
 		s, err := e.Sample(ctx)
@@ -100,12 +104,12 @@ func (e *Env) RestartHerd(ctx context.Context, down time.Duration, timeout time.
 	// own load stays small next to what it measures, and its requests are
 	// subtracted from it.
 	err = poll(ctx, timeout, func() (bool, error) {
-		sample()
+		sample(false)
 		return ready.notReady() == 0, nil
 	})
 	if err == nil {
 		err = pollEvery(ctx, 2*time.Second, timeout, func() (bool, error) {
-			sample()
+			sample(false)
 			counts, err := e.providerCounts(ctx)
 			if err != nil {
 				return false, nil //nolint:nilerr // poll again
@@ -122,7 +126,7 @@ func (e *Env) RestartHerd(ctx context.Context, down time.Duration, timeout time.
 	if err != nil {
 		return h, fmt.Errorf("recovery after the provider API server restart: %w", err)
 	}
-	sample()
+	sample(true)
 	// The restarted API server counts from 0; the bench's own requests
 	// since it served are left out.
 	h.Requests = last.Requests - (last.BenchRequests - benchAtStart.BenchRequests)
