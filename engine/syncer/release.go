@@ -29,6 +29,12 @@
 //	  select (docs/shaping.md)                                                                 labels is an error, never "not selected";
 //	                                                                                           a selector that does not parse gives no
 //	                                                                                           scope at all (nothing released)
+//	Syncer.reapLate, deleteLate    syncer/doubt.go             a provider copy a write in      ownership markers (this cluster and the
+//	  (a gone, deselected or                                   doubt created after its         released object's UID), not terminating,
+//	  replaced object's late copy)                             object was released             UID precondition; only after a release
+//	                                                                                           under Delete/Foreground of an object
+//	                                                                                           whose write was in doubt (DoubtHorizon);
+//	                                                                                           a failed cache read deletes nothing
 //	releaser.releaseOrphaned       syncer/release.go           (Orphan policy) the related     runs before the finalizer goes; related
 //	  -> related ReleaseOrphaned   related/reference.go        copies' owner markers (patch,   copies selected by owner label (and the
 //	                                                           nothing deleted)                consumer-cluster label on the provider)
@@ -112,6 +118,10 @@ type releaser struct {
 	// deletions are the provider copies release waits for, and whether the
 	// provider informer reported them deleted.
 	deletions deletions
+	// doubts are the Syncer's writes in doubt (doubt.go): a release records
+	// the policy a late copy of the object is deleted under. nil for a
+	// drain.
+	doubts *doubts
 }
 
 // forget drops what the releaser remembers of a consumer object: it is
@@ -180,6 +190,11 @@ func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstruc
 		}
 		return done, err
 	}
+	if !known {
+		// Never guessed: a late copy is kept, as Orphan keeps a copy.
+		policy = kbindv1alpha1.DeletionPolicyOrphan
+	}
+	r.doubts.released(key, cobj.GetUID(), policy)
 	r.deletions.forget(key)
 	r.results.forget(r.target, key)
 	return done, nil

@@ -120,7 +120,8 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 		if apierrors.IsNotFound(err) {
 			s.results.forget(s.target, o.key)
 			s.releaser.forget(o.key)
-			return done, nil
+			// A copy a write in doubt created after the release (doubt.go).
+			return s.reapLate(ctx, o.key)
 		}
 		return done, fmt.Errorf("reading consumer object: %w", err)
 	}
@@ -153,9 +154,10 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 	}
 	if !selected {
 		if !controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer) {
-			// Never synced, or released: no finalizer, no write.
+			// Never synced, or released: no finalizer, no write — but a
+			// copy a write in doubt created after the release (doubt.go).
 			s.results.forget(s.target, o.key)
-			return done, nil
+			return s.reapLate(ctx, o.key)
 		}
 		o.deselected = true
 	}

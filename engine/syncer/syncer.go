@@ -266,6 +266,8 @@ type Syncer struct {
 	onFailed func(error)
 	// releaser deletes provider copies and releases the finalizer.
 	releaser *releaser
+	// doubts are the writes in doubt (doubt.go), shared with releaser.
+	doubts *doubts
 
 	// ready is set once both informers have synced and the workers run.
 	ready atomic.Bool
@@ -344,10 +346,12 @@ func New(o Options) *Syncer {
 		limiter = providerevents.NewLimiter(providerevents.DefaultLimits)
 	}
 	rp := reporter{target: o.Target, results: o.Results, events: o.Events}
+	inDoubt := &doubts{}
 	return &Syncer{
 		reporter: rp, consumer: o.Consumer, ccache: o.Cache, session: o.Session,
 		workers: workers, limiter: limiter, onReady: o.OnReady, onFailed: o.OnFailed,
-		releaser: &releaser{reporter: rp, consumer: o.Consumer, session: o.Session, orphaned: o.ReleaseOrphaned},
+		releaser: &releaser{reporter: rp, consumer: o.Consumer, session: o.Session, orphaned: o.ReleaseOrphaned, doubts: inDoubt},
+		doubts:   inDoubt,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
 				workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, 2*time.Minute),

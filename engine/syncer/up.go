@@ -42,6 +42,12 @@ func (s *Syncer) classify(ctx context.Context, o *objectSync) (outcome, error) {
 	if o.verdict.Write {
 		return next, nil
 	}
+	if deleted, err := s.deleteLate(ctx, o.key, o.pobj); err != nil || deleted {
+		// A copy of the object this one replaces, written in doubt and
+		// landed after that object was released: not a conflict.
+		s.results.set(s.target, o.key, Result{State: StatePending})
+		return done, err
+	}
 	return done, s.reportConflict(ctx, o.cobj, o.verdict.Conflict, "")
 }
 
@@ -127,6 +133,10 @@ func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstruct
 	if err := s.session.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), opts...); err != nil {
 		if !exists && apierrors.IsConflict(err) {
 			return nil, done, fmt.Errorf("the provider copy exists but is not in the cache yet: %w", err)
+		}
+		if inDoubt(err) {
+			// It may land still, even after the object is released.
+			s.doubts.wrote(client.ObjectKeyFromObject(cobj), cobj.GetUID())
 		}
 		out, err := s.failed(cobj, err, "apply", s.target.ProviderGVK.Kind+" "+pkey.String())
 		return nil, out, err

@@ -50,10 +50,13 @@ func Of(err error) Kind {
 
 // Unreached reports whether a request failed before any API server could
 // answer it: the connection was refused, reset, or closed under it (an
-// API server stopping or not yet listening). Nothing was asked of the
-// server, so retrying soon costs it nothing, and the write succeeds as
-// soon as the server is back. A timeout is not unreached — the server may
-// be there and busy — nor is any answer with a status.
+// API server stopping or not yet listening). Retrying soon costs the
+// server little, and the write succeeds as soon as the server is back. A
+// refused connection asked nothing of the server; a reset or closed one
+// may have come after the request reached it, so a write that failed so
+// may still be committed (the syncer's writes in doubt, syncer/doubt.go).
+// A timeout is not unreached — the server may be there and busy — nor is
+// any answer with a status.
 func Unreached(err error) bool {
 	if err == nil {
 		return false

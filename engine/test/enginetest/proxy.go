@@ -19,11 +19,14 @@ import (
 
 // Fault decides what the Proxy does with a request: a non-zero status is
 // answered at once with that status instead of forwarding, a delay holds
-// the request first (until the client gives up, at most delay), and a
-// zero Fault forwards it.
+// the request first (until the client gives up, at most delay), Abort
+// resets the request's stream without an answer (the client sees a
+// transport error, as when a connection is reset after the request left:
+// a write in doubt), and a zero Fault forwards it.
 type Fault struct {
 	Status int
 	Delay  time.Duration
+	Abort  bool
 }
 
 // Proxy is an HTTPS reverse proxy in front of a real API server, for tests
@@ -88,6 +91,9 @@ func NewProxy(t testing.TB, upstream *rest.Config) *Proxy {
 				timer.Stop()
 				return
 			}
+		}
+		if f.Abort {
+			panic(http.ErrAbortHandler)
 		}
 		if f.Status != 0 {
 			http.Error(w, http.StatusText(f.Status), f.Status)
