@@ -34,6 +34,7 @@ import (
 	"github.com/kbind/kbind/engine/admission"
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/patch"
+	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/related"
 	"github.com/kbind/kbind/engine/routing"
@@ -511,7 +512,7 @@ func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *
 			o.reducedVersions = append(o.reducedVersions, reduced)
 		}
 		switch {
-		case apierrors.IsForbidden(err):
+		case refusal.IsForbidden(err):
 			o.forbidden = append(o.forbidden, err.Error())
 			return kbindschema.Outcome{}, false
 		case apierrors.IsNotFound(err):

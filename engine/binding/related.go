@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/isolation"
 	"github.com/kbind/kbind/engine/related"
 	kbindschema "github.com/kbind/kbind/engine/schema"
@@ -116,7 +117,7 @@ func (r *Reconciler) cleanupRelated(ctx context.Context, b binding) (waiting str
 		// The copies' informers just started; their first list re-queues
 		// the binding.
 		return "waiting for the related copies to be listed", nil
-	case apierrors.IsForbidden(err):
+	case refusal.IsForbidden(err):
 		// A refusal is a condition and a retry: the copies stay.
 		return "waiting for permission to delete related copies: " + err.Error(), nil
 	case err != nil:

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/heartbeat"
 	"github.com/kbind/kbind/engine/internal/patch"
+	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/kubeconfig"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 )
@@ -128,7 +128,7 @@ func connectionConditions(o observation) []patch.Condition {
 			msg = "the provider does not answer: " + o.identityErr.Error() + o.loopbackInPod
 		}
 		add(kbindv1alpha1.ConditionConnected, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, "%s", msg)
-		if apierrors.IsForbidden(o.identityErr) {
+		if refusal.IsForbidden(o.identityErr) {
 			add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden, "%s", o.identityErr.Error())
 			ready(metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, msg)
 		} else {
@@ -139,7 +139,7 @@ func connectionConditions(o observation) []patch.Condition {
 	add(kbindv1alpha1.ConditionConnected, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "the provider cluster identity matches")
 
 	switch {
-	case o.discoveryErr != nil && apierrors.IsForbidden(o.discoveryErr):
+	case o.discoveryErr != nil && refusal.IsForbidden(o.discoveryErr):
 		add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden, "%s", o.discoveryErr.Error())
 		ready(metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, "discovering exported APIs failed: "+o.discoveryErr.Error())
 	case o.discoveryErr != nil:
@@ -150,7 +150,7 @@ func connectionConditions(o observation) []patch.Condition {
 			msg += fmt.Sprintf("; %d API group(s) could not be read, their last known exports are kept until a read succeeds: %s",
 				len(o.unreadable), joinErrors(o.unreadable, nil))
 		}
-		if refused := joinErrors(o.unreadable, apierrors.IsForbidden); refused != "" {
+		if refused := joinErrors(o.unreadable, refusal.IsForbidden); refused != "" {
 			add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden, "%s", refused)
 		} else {
 			add(kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "identity and discovery are allowed")
@@ -260,7 +260,7 @@ func withHeartbeat(out []patch.Condition, o observation) []patch.Condition {
 		out = append(out, cond(kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonOwnedByAnother,
 			"the heartbeat Lease %s/%s on the provider is held by %q, not by this consumer cluster (%s): kbind leaves it untouched and cannot renew it, so the provider cannot tell this consumer is live; a provider admin should find out who changed its spec.holderIdentity and delete it (kbind then creates it again)",
 			held.Namespace, held.Name, held.Holder, held.Consumer))
-	case apierrors.IsForbidden(o.heartbeat):
+	case refusal.IsForbidden(o.heartbeat):
 		out = append(out, cond(kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, "%s", o.heartbeat.Error()))
 	default:
 		out = append(out, cond(kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, "%s", o.heartbeat.Error()))

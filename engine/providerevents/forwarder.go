@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/metrics"
 )
 
@@ -139,7 +140,7 @@ func (f *Forwarder) reportRefusal(err error) {
 	switch {
 	case err == nil:
 		f.o.Refused("")
-	case apierrors.IsForbidden(err):
+	case refusal.IsForbidden(err):
 		where := "in every namespace"
 		if f.o.Namespace != "" {
 			where = "in namespace " + f.o.Namespace

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,6 +17,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/fieldpath"
+	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/isolation"
 )
 
@@ -35,7 +35,7 @@ func DeniedNamespaces(secretNamespaces []string) map[string]bool {
 	return out
 }
 
-func isForbidden(err error) bool { return apierrors.IsForbidden(err) }
+func isForbidden(err error) bool { return refusal.IsForbidden(err) }
 
 // entryPlan is what one relatedResources entry reads.
 type entryPlan struct {

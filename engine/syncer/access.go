@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kbind/kbind/engine/internal/refusal"
 )
 
 // syncProbeAfter is how long the informers may take to sync before the
@@ -42,14 +43,14 @@ func (s *Syncer) waitForSync(ctx context.Context, synced ...toolscache.InformerS
 func (s *Syncer) probeAccess(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := s.consumer.List(ctx, s.newList(), client.Limit(1)); apierrors.IsForbidden(err) {
+	if err := s.consumer.List(ctx, s.newList(), client.Limit(1)); refusal.IsForbidden(err) {
 		return &AccessRefused{Consumer: true, Group: s.target.GVK.Group, Kind: s.target.GVK.Kind}
 	}
 	var opts []client.ListOption
 	if s.session.ConfinedTo != "" && s.target.Namespaced {
 		opts = append(opts, client.InNamespace(s.session.ConfinedTo))
 	}
-	if err := s.session.Client.List(ctx, s.newProviderList(), append(opts, client.Limit(1))...); apierrors.IsForbidden(err) {
+	if err := s.session.Client.List(ctx, s.newProviderList(), append(opts, client.Limit(1))...); refusal.IsForbidden(err) {
 		return &AccessRefused{Group: s.target.ProviderGVK.Group, Kind: s.target.ProviderGVK.Kind, Namespace: s.session.ConfinedTo}
 	}
 	return nil

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/ownership"
 )
 
@@ -74,7 +75,7 @@ func (r *releaser) releaseMoved(ctx context.Context, cobj, pobj *unstructured.Un
 	case MoveDelete:
 		uid := pobj.GetUID()
 		if err := r.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			if apierrors.IsForbidden(err) {
+			if refusal.IsForbidden(err) {
 				return r.failed(cobj, err, "delete", where)
 			}
 			return done, fmt.Errorf("deleting the copy a moved object left, %s: %w", where, err)
@@ -86,7 +87,7 @@ func (r *releaser) releaseMoved(ctx context.Context, cobj, pobj *unstructured.Un
 			if apierrors.IsConflict(err) {
 				return requeue, nil
 			}
-			if apierrors.IsForbidden(err) {
+			if refusal.IsForbidden(err) {
 				return r.failed(cobj, err, "patch", where)
 			}
 			return done, fmt.Errorf("releasing the copy a moved object left, %s: %w", where, err)

@@ -97,6 +97,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/patch"
+	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/ownership"
 	"github.com/kbind/kbind/engine/session"
 )
@@ -215,7 +216,7 @@ func (r *releaser) deleteCopy(ctx context.Context, cobj, pobj *unstructured.Unst
 	}
 	uid := pobj.GetUID()
 	if err := r.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}, client.PropagationPolicy(propagationOf(policy))); err != nil && !apierrors.IsNotFound(err) {
-		if apierrors.IsForbidden(err) {
+		if refusal.IsForbidden(err) {
 			_, ferr := r.failed(cobj, err, "delete", r.target.ProviderGVK.Kind+" "+client.ObjectKeyFromObject(pobj).String())
 			return requeue, ferr
 		}

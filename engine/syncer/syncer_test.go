@@ -61,6 +61,7 @@ func TestMain(m *testing.M) {
 		enginetest.CRD("badmutateds", "badmutated", "BadMutated", "mutate.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("cascades", "cascade", "Cascade", "foreground.example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("doubteds", "doubted", "Doubted", "doubted.example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("warmings", "warming", "Warming", "warming.example.org", apiextensionsv1.NamespaceScoped, true),
 	)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

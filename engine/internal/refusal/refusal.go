@@ -8,6 +8,7 @@ package refusal
 
 import (
 	"errors"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -38,7 +39,7 @@ func Of(err error) Kind {
 	switch {
 	case err == nil:
 		return None
-	case apierrors.IsForbidden(err):
+	case IsForbidden(err):
 		return Forbidden
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), storage.TooLarge(err):
 		return Rejected
@@ -46,6 +47,34 @@ func Of(err error) Kind {
 		return NotFound
 	}
 	return None
+}
+
+// IsForbidden reports whether err is a refusal of the verb (RBAC, an
+// admission policy or webhook): a 403 — except the one an API server
+// answers while it warms up, which is no refusal at all (NotYetReady).
+// Every place kbind tells a permission refusal from a transient failure
+// asks this, never apierrors.IsForbidden.
+func IsForbidden(err error) bool {
+	return apierrors.IsForbidden(err) && !NotYetReady(err)
+}
+
+// notYetReady is what an API server's admission answers, as a 403, while
+// the policies or webhooks it enforces (or its namespace lifecycle) are
+// not loaded yet — right after it starts: k8s.io/apiserver
+// pkg/admission/plugin/policy/generic (ValidatingAdmissionPolicies, such
+// as the one kbind grant creates per consumer), plugin/webhook/generic and
+// plugin/namespace/lifecycle, through admission.NewForbidden.
+const notYetReady = "not yet ready to handle request"
+
+// NotYetReady reports whether err is the 403 an API server answers while
+// its admission warms up (see notYetReady): transient, retried like any
+// other transient failure, never reported as a permission refusal.
+func NotYetReady(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsForbidden(err) || !errors.As(err, &status) {
+		return false
+	}
+	return strings.HasSuffix(status.Status().Message, ": "+notYetReady)
 }
 
 // Unreached reports whether a request failed before any API server could

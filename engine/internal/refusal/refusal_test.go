@@ -39,6 +39,8 @@ func TestOf(t *testing.T) {
 		{"timeout", apierrors.NewTimeoutError("slow", 1), None, false},
 		{"unavailable", apierrors.NewServiceUnavailable("down"), None, false},
 		{"connection refused", errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), None, false},
+		{"an API server's admission warming up", warmingUp(gr), None, false},
+		{"an API server's admission warming up, wrapped", fmt.Errorf("apply: %w", warmingUp(gr)), None, false},
 	}
 	for _, tc := range cases {
 		if got := Of(tc.err); got != tc.want {
@@ -82,6 +84,38 @@ func TestUnreached(t *testing.T) {
 	for _, tc := range cases {
 		if got := Unreached(tc.err); got != tc.want {
 			t.Errorf("%s: Unreached = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// warmingUp is the 403 an API server's admission answers while it warms
+// up, as k8s.io/apiserver's admission.NewForbidden builds it.
+func warmingUp(gr schema.GroupResource) error {
+	return apierrors.NewForbidden(gr, "w", errors.New("not yet ready to handle request"))
+}
+
+func TestIsForbidden(t *testing.T) {
+	gr := schema.GroupResource{Group: "example.org", Resource: "widgets"}
+	cases := []struct {
+		name                   string
+		err                    error
+		forbidden, notYetReady bool
+	}{
+		{"no error", nil, false, false},
+		{"RBAC", apierrors.NewForbidden(gr, "w", errors.New(`User "system:serviceaccount:kbind:c1" cannot patch resource "widgets"`)), true, false},
+		{"an admission policy", apierrors.NewForbidden(gr, "w", errors.New("ValidatingAdmissionPolicy 'kbind-c1' denied request: not this consumer's")), true, false},
+		{"the admission warming up", warmingUp(gr), false, true},
+		{"the admission warming up, wrapped", fmt.Errorf("heartbeat: %w", warmingUp(gr)), false, true},
+		{"the words elsewhere in a refusal", apierrors.NewForbidden(gr, "w", errors.New("not yet ready to handle request: no, RBAC says")), true, false},
+		{"the words in another status", apierrors.NewServiceUnavailable("not yet ready to handle request"), false, false},
+		{"a plain error with the words", errors.New("forbidden: not yet ready to handle request"), false, false},
+	}
+	for _, tc := range cases {
+		if got := IsForbidden(tc.err); got != tc.forbidden {
+			t.Errorf("%s: IsForbidden = %v, want %v", tc.name, got, tc.forbidden)
+		}
+		if got := NotYetReady(tc.err); got != tc.notYetReady {
+			t.Errorf("%s: NotYetReady = %v, want %v", tc.name, got, tc.notYetReady)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/kbind/kbind/engine/test/testenv"
@@ -22,11 +24,13 @@ import (
 // the request first (until the client gives up, at most delay), Abort
 // resets the request's stream without an answer (the client sees a
 // transport error, as when a connection is reset after the request left:
-// a write in doubt), and a zero Fault forwards it.
+// a write in doubt), Reply answers with that API status (its code and
+// JSON body, as an API server answers), and a zero Fault forwards it.
 type Fault struct {
 	Status int
 	Delay  time.Duration
 	Abort  bool
+	Reply  *metav1.Status
 }
 
 // Proxy is an HTTPS reverse proxy in front of a real API server, for tests
@@ -94,6 +98,16 @@ func NewProxy(t testing.TB, upstream *rest.Config) *Proxy {
 		}
 		if f.Abort {
 			panic(http.ErrAbortHandler)
+		}
+		if f.Reply != nil {
+			reply := *f.Reply
+			reply.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}
+			reply.Status = metav1.StatusFailure
+			body, _ := json.Marshal(&reply)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(int(reply.Code))
+			_, _ = w.Write(body)
+			return
 		}
 		if f.Status != 0 {
 			http.Error(w, http.StatusText(f.Status), f.Status)

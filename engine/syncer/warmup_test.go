@@ -1,0 +1,81 @@
+package syncer_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/test/enginetest"
+)
+
+var warmingGVK = schema.GroupVersionKind{Group: "warming.example.org", Version: "v1alpha1", Kind: "Warming"}
+
+// A provider API server answers writes 403 "not yet ready to handle
+// request" while its admission loads its policies and webhooks (right
+// after it starts; grant makes one ValidatingAdmissionPolicy per consumer).
+// That is no permission refusal: the write is retried, and neither the
+// object (a ProviderRejected Event) nor the binding (PermissionDenied, a
+// refused verb) says it was refused. Seen by the thousand-consumer restart
+// herd (docs/bench.md).
+func TestAdmissionWarmingUpIsNoRefusal(t *testing.T) {
+	ctx := context.Background()
+	var warming atomic.Bool
+	var answered atomic.Int32
+	warming.Store(true)
+	proxy := enginetest.NewProxy(t, env.Pair.Provider.Config)
+	proxy.SetFault(func(r *http.Request) enginetest.Fault {
+		if !warming.Load() || r.Method != http.MethodPatch || !strings.Contains(r.URL.Path, "/apis/warming.example.org/") {
+			return enginetest.Fault{}
+		}
+		answered.Add(1)
+		name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		return enginetest.Fault{Reply: &metav1.Status{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+			Message: fmt.Sprintf("warmings.warming.example.org %q is forbidden: not yet ready to handle request", name),
+			Details: &metav1.StatusDetails{Name: name, Group: "warming.example.org", Kind: "warmings"}}}
+	})
+	connectAs(t, "warming", proxy.Kubeconfig(t))
+	cb := bindCluster(t, "warmings", "warming", "warmings.warming.example.org")
+
+	w := create(t, env.Consumer, object(warmingGVK, "warming-a", "w1", map[string]any{"size": int64(1)}))
+	enginetest.Eventually(t, "three applies answered 403 not yet ready", func() error {
+		if n := answered.Load(); n < 3 {
+			return fmt.Errorf("%d", n)
+		}
+		return nil
+	})
+	noRefusal := func() {
+		t.Helper()
+		for _, e := range consumerEvents(t, w) {
+			if e.Reason == "ProviderRejected" {
+				t.Errorf("a warming-up API server reported as a refusal: Event %s %q", e.Reason, e.Message)
+			}
+		}
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
+			t.Fatal(err)
+		}
+		if c := findCondition(cb.Status.Conditions, kbindv1alpha1.ConditionPermissionDenied); c != nil && c.Status == metav1.ConditionTrue {
+			t.Errorf("a warming-up API server reported as a refusal: PermissionDenied %q", c.Message)
+		}
+	}
+	noRefusal()
+	warming.Store(false)
+	waitCopy(t, warmingGVK, "warming-a", "w1", nil)
+	noRefusal()
+}
+
+func findCondition(conds []metav1.Condition, t kbindv1alpha1.ConditionType) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == string(t) {
+			return &conds[i]
+		}
+	}
+	return nil
+}
