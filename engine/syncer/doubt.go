@@ -33,9 +33,10 @@ import (
 // UID), for DoubtHorizon. When it releases such an object under a policy
 // that deletes its copy (Delete, Foreground), the copy of that object
 // (its ownership markers: this cluster and that UID) is known to have no
-// owner any more; if it appears later, the Syncer deletes it (UID
-// precondition), under the policy the object was released with. Orphan
-// releases forget the doubt: a copy the user asked to keep may stay.
+// owner any more — until the object's copy is applied again — and if it
+// appears later, the Syncer deletes it (UID precondition), under the
+// policy the object was released with. Orphan releases forget the doubt:
+// a copy the user asked to keep may stay.
 
 // DoubtHorizon is how long after a write in doubt the Syncer deletes the
 // copy it may create once its consumer object is released: longer than an
@@ -139,6 +140,23 @@ func (d *doubts) released(key types.NamespacedName, uid types.UID, policy kbindv
 		delete(d.m, k)
 	default:
 		v.released = policy
+		d.m[k] = v
+	}
+}
+
+// applied records that a copy of the consumer object key with uid was
+// applied: the object holds its copy again (selected again after a
+// release), so a release before no longer says a copy appearing is late;
+// the next release does again.
+func (d *doubts) applied(key types.NamespacedName, uid types.UID) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := doubtKey{key, uid}
+	if v, ok := d.m[k]; ok && v.released != "" {
+		v.released = ""
 		d.m[k] = v
 	}
 }

@@ -103,6 +103,22 @@ func TestDoubts(t *testing.T) {
 			d.released(key, uid, kbindv1alpha1.DeletionPolicyDelete)
 			d.wrote(key, uid)
 		}, uid, "", false},
+		{"applied again after the release (selected again): the release no longer counts", func(d *doubts) {
+			d.wrote(key, uid)
+			d.released(key, uid, kbindv1alpha1.DeletionPolicyDelete)
+			d.applied(key, uid)
+		}, uid, "", false},
+		{"applied again, then released again: late again", func(d *doubts) {
+			d.wrote(key, uid)
+			d.released(key, uid, kbindv1alpha1.DeletionPolicyDelete)
+			d.applied(key, uid)
+			d.released(key, uid, kbindv1alpha1.DeletionPolicyForeground)
+		}, uid, kbindv1alpha1.DeletionPolicyForeground, true},
+		{"another object applied under the key: the released one's copy is still late", func(d *doubts) {
+			d.wrote(key, uid)
+			d.released(key, uid, kbindv1alpha1.DeletionPolicyDelete)
+			d.applied(key, other)
+		}, uid, kbindv1alpha1.DeletionPolicyDelete, true},
 		{"past the horizon: nothing lands any more", func(d *doubts) {
 			d.wrote(key, uid)
 			d.released(key, uid, kbindv1alpha1.DeletionPolicyDelete)
@@ -125,6 +141,7 @@ func TestDoubts(t *testing.T) {
 		var d *doubts
 		d.wrote(key, uid)
 		d.released(key, uid, kbindv1alpha1.DeletionPolicyDelete)
+		d.applied(key, uid)
 		if _, late := d.late(key, uid); late || d.any() {
 			t.Error("a nil doubts remembered")
 		}

@@ -141,6 +141,7 @@ func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstruct
 		out, err := s.failed(cobj, err, "apply", s.target.ProviderGVK.Kind+" "+pkey.String())
 		return nil, out, err
 	}
+	s.doubts.applied(client.ObjectKeyFromObject(cobj), cobj.GetUID())
 	now := time.Now()
 	metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(now.Sub(start).Seconds())
 	seen.acknowledged(s.target.Connection, metrics.DirectionUp, now)
