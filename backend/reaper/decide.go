@@ -1,10 +1,12 @@
 package reaper
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -327,4 +329,19 @@ func summary(items []string, n int) string {
 		return strings.Join(items, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
+}
+
+// Refused reports whether a delete was refused (RBAC, an admission policy
+// or webhook): a 403 — except the one an API server answers while its
+// admission still loads the policies and webhooks it enforces, right after
+// it starts ("... is forbidden: not yet ready to handle request", from
+// k8s.io/apiserver's admission.NewForbidden). That one is transient: the
+// object is reported as failed and the next pass tries again. The engine
+// tells the two apart the same way (engine/internal/refusal.NotYetReady).
+func Refused(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsForbidden(err) || !errors.As(err, &status) {
+		return false
+	}
+	return !strings.HasSuffix(status.Status().Message, ": not yet ready to handle request")
 }

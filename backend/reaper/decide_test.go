@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 
@@ -287,6 +288,27 @@ func TestHeldBy(t *testing.T) {
 	} {
 		if got := HeldBy(tc.holder, tc.consumer); got != tc.want {
 			t.Errorf("HeldBy(%v, %q) = %v, want %v", tc.holder, tc.consumer, got, tc.want)
+		}
+	}
+}
+
+func TestRefused(t *testing.T) {
+	gr := schema.GroupResource{Group: "example.org", Resource: "widgets"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"no error", nil, false},
+		{"RBAC", apierrors.NewForbidden(gr, "w", errors.New(`User "system:serviceaccount:kbind-system:kbind-backend" cannot delete resource "widgets"`)), true},
+		{"an admission policy", apierrors.NewForbidden(gr, "w", errors.New("ValidatingAdmissionPolicy 'p' denied request")), true},
+		{"the admission warming up", apierrors.NewForbidden(gr, "w", errors.New("not yet ready to handle request")), false},
+		{"the admission warming up, wrapped", fmt.Errorf("delete: %w", apierrors.NewForbidden(gr, "w", errors.New("not yet ready to handle request"))), false},
+		{"the words inside a refusal", apierrors.NewForbidden(gr, "w", errors.New("not yet ready to handle request: RBAC says no")), true},
+		{"not a 403", apierrors.NewServiceUnavailable("not yet ready to handle request"), false},
+	} {
+		if got := Refused(tc.err); got != tc.want {
+			t.Errorf("%s: Refused = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -553,7 +553,7 @@ func (r *Reaper) delete(ctx context.Context, uid string, o Object) error {
 		// nothing of ours to delete.
 		logger.V(1).Info("Object gone or replaced before deletion", "reason", string(apierrors.ReasonForError(err)))
 		return nil
-	case apierrors.IsForbidden(err):
+	case Refused(err):
 		deletions.WithLabelValues(kind, resultForbidden).Inc()
 		logger.Info("Not allowed to delete an object of a stale consumer; going on with the rest", "error", err.Error())
 		r.event(o, corev1.EventTypeWarning, ReasonReapForbidden, "the kbind backend may not delete this object of stale consumer cluster %s: %v", uid, err)
