@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -300,21 +301,33 @@ func renew(ctx context.Context, r *Renewer, timeout time.Duration) error {
 
 // Delete removes the Lease (a Connection deleted on purpose is not a stale
 // consumer). A Lease already gone is not an error; one that is no longer
-// ours (another holder) is left alone.
+// ours (another holder) is left alone. It deletes exactly the Lease it
+// read (UID and resourceVersion preconditions) and, when that changed
+// meanwhile, reads it again and tries again (retry.DefaultRetry: 5 tries):
+// the last renewal before the heartbeat stopped may land after the read —
+// a renewal cancelled or timed out on the client may still be committed
+// by the server (a write in doubt).
 func Delete(ctx context.Context, c client.Client, l Lease) error {
-	lease := &coordinationv1.Lease{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
-		if apierrors.IsNotFound(err) {
+	resource := "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name
+	return retry.OnError(retry.DefaultRetry, isLeaseConflict, func() error {
+		lease := &coordinationv1.Lease{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return &Error{Verb: "get", Resource: resource, Err: err}
+		}
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != l.LocalClusterUID {
 			return nil
 		}
-		return &Error{Verb: "get", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}
-	}
-	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != l.LocalClusterUID {
+		err := c.Delete(ctx, lease, client.Preconditions{UID: &lease.UID, ResourceVersion: &lease.ResourceVersion})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return &Error{Verb: "delete", Resource: resource, Err: err}
+		}
 		return nil
-	}
-	err := c.Delete(ctx, lease, client.Preconditions{UID: &lease.UID, ResourceVersion: &lease.ResourceVersion})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return &Error{Verb: "delete", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}
-	}
-	return nil
+	})
 }
+
+// isLeaseConflict reports whether a Lease deletion failed on a precondition:
+// the Lease changed since it was read.
+func isLeaseConflict(err error) bool { return apierrors.IsConflict(err) }

@@ -58,8 +58,9 @@
 //	connection teardown            connection/reconciler.go    the Connection's cleanup        no binding references the Connection
 //	                                                           finalizer
 //	connection deleteLease         connection/reconciler.go,   the heartbeat Lease on the      held by this consumer (holderIdentity), UID
-//	  -> heartbeat.Delete          heartbeat/heartbeat.go      provider                        and resourceVersion preconditions; a failure
-//	                                                                                           never blocks (the backend reaps it)
+//	  -> heartbeat.Delete          heartbeat/heartbeat.go      provider                        and resourceVersion preconditions, read again
+//	                                                                                           on a conflict (a renewal landing late); a
+//	                                                                                           failure never blocks (the backend reaps it)
 //	connection deleteRenewed       connection/credentials.go   the renewed-token Secret        controlled by this Connection, UID precondition
 //	SecretReconciler               connection/secrets.go       the kubeconfig Secret's         no Connection uses the Secret
 //	                                                           cleanup finalizer
