@@ -44,6 +44,10 @@ type Herd struct {
 	ByRequest        map[string]float64 `json:"by_request"`
 	WatchEvents      float64            `json:"watch_events"`
 	EventsByResource map[string]float64 `json:"watch_events_by_resource"`
+	// SentBytes are the bytes the API server sent meanwhile, by "watch
+	// <resource>" and "response <resource>" (the bench's own lists
+	// included).
+	SentBytes map[string]float64 `json:"sent_bytes"`
 }
 
 // RestartHerd stops the provider API server for down, creating as many
@@ -133,7 +137,7 @@ func (e *Env) RestartHerd(ctx context.Context, down time.Duration, timeout time.
 	h.Lists = last.Lists - (last.BenchLists - benchAtStart.BenchLists)
 	h.Throttled = last.Throttled - (last.BenchThrottled - benchAtStart.BenchThrottled)
 	h.WatchStarts = last.WatchStarts
-	h.ByRequest, h.WatchEvents, h.EventsByResource = last.ByRequest, last.WatchEvents, last.EventsByResource
+	h.ByRequest, h.WatchEvents, h.EventsByResource, h.SentBytes = last.ByRequest, last.WatchEvents, last.EventsByResource, last.SentBytes
 	h.MeanRPS = h.Requests / last.At.Sub(serving).Seconds()
 	return h, nil
 }

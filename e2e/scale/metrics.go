@@ -39,6 +39,11 @@ type Sample struct {
 	// EventsByResource are the watch events by resource, the exported
 	// APIs' counted as one.
 	EventsByResource map[string]float64
+	// SentBytes are the bytes the API server sent, by "watch <resource>"
+	// (apiserver_watch_events_sizes) and "response <resource>"
+	// (apiserver_response_sizes: lists and gets), the exported APIs'
+	// counted as one.
+	SentBytes map[string]float64
 	// EtcdKeys are the keys in etcd (etcd_debugging_mvcc_keys_total), and
 	// EtcdBytes the bytes its database uses
 	// (etcd_mvcc_db_total_size_in_use_in_bytes).
@@ -54,7 +59,8 @@ type Sample struct {
 
 // Sample reads the provider's processes and metrics, and the konnectors'.
 func (e *Env) Sample(ctx context.Context) (Sample, error) {
-	s := Sample{At: time.Now(), APIEvents: map[string]float64{}, ByRequest: map[string]float64{}, EventsByResource: map[string]float64{}}
+	s := Sample{At: time.Now(), APIEvents: map[string]float64{}, ByRequest: map[string]float64{}, EventsByResource: map[string]float64{},
+		SentBytes: map[string]float64{}}
 	var err error
 	if s.APIServerCPU, s.APIServerRSS, err = processUsage(e.Provider, testenv.APIServer); err != nil {
 		return s, err
@@ -224,6 +230,10 @@ func (s *Sample) addAPIServer(name string, labels map[string]string, v float64) 
 		case "WATCH":
 			s.WatchStarts += v
 		}
+	case name == "apiserver_watch_events_sizes_sum":
+		s.SentBytes["watch "+resource] += v
+	case name == "apiserver_response_sizes_sum":
+		s.SentBytes["response "+resource] += v
 	case name == "apiserver_watch_events_total":
 		s.WatchEvents += v
 		s.EventsByResource[resource] += v

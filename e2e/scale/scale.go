@@ -68,6 +68,10 @@ type Options struct {
 	Konnector, Plugin string
 	// EtcdArgs are extra etcd flags for every cluster.
 	EtcdArgs map[string][]string
+	// SchemaKiB, when set, gives each exported CRD's spec schema about
+	// this many KiB of documented properties, as real providers' CRDs
+	// carry (tens to hundreds of KiB); without it a CRD is about 2 KiB.
+	SchemaKiB int
 	// Logf, when set, receives progress lines.
 	Logf func(format string, args ...any)
 }
@@ -162,7 +166,9 @@ func Start(opts Options) (*Env, error) {
 	for i := range opts.PerCluster {
 		gvr := API(i)
 		kind := kindOf(gvr)
-		crds = append(crds, enginetest.CRD(gvr.Resource, strings.ToLower(kind), kind, Group, apiextensionsv1.NamespaceScoped, true))
+		crd := enginetest.CRD(gvr.Resource, strings.ToLower(kind), kind, Group, apiextensionsv1.NamespaceScoped, true)
+		padSchema(crd, opts.SchemaKiB)
+		crds = append(crds, crd)
 	}
 	provider, err := testenv.StartCluster("provider", testenv.ClusterOptions{Dir: opts.Dir, CRDs: crds, EtcdArgs: opts.EtcdArgs})
 	if err != nil {
@@ -174,6 +180,23 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// padSchema gives crd's spec schema about kib KiB of documented string
+// properties (none when kib is 0); unknown fields stay preserved, so the
+// bench's objects stay valid.
+func padSchema(crd *apiextensionsv1.CustomResourceDefinition, kib int) {
+	const perProperty = 160 // bytes of JSON per property below, about
+	if kib <= 0 {
+		return
+	}
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	spec.Properties = map[string]apiextensionsv1.JSONSchemaProps{}
+	for i := range kib * 1024 / perProperty {
+		spec.Properties[fmt.Sprintf("field%05d", i)] = apiextensionsv1.JSONSchemaProps{Type: "string",
+			Description: fmt.Sprintf("Field %d of the bench's exported API, documented the way a provider documents its API's fields, in about one sentence.", i)}
+	}
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
 }
 
 // Stop stops every konnector and cluster.

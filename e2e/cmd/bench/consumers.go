@@ -30,6 +30,8 @@ type consumersOptions struct {
 	// profiles, when set, receives the CPU profile and heap of the first
 	// konnector over each idle window.
 	profiles string
+	// schemaKiB pads each exported CRD's schema (scale.Options.SchemaKiB).
+	schemaKiB int
 }
 
 // runConsumers connects consumers to one provider in steps (each size of
@@ -59,7 +61,7 @@ func runConsumers(o consumersOptions) error {
 		}
 		sizes = append(sizes, n)
 	}
-	opts := scale.Options{Dir: dir, PerCluster: o.perCluster, Objects: o.objects, Konnector: o.konnector, Plugin: o.plugin,
+	opts := scale.Options{Dir: dir, PerCluster: o.perCluster, Objects: o.objects, Konnector: o.konnector, Plugin: o.plugin, SchemaKiB: o.schemaKiB,
 		Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }}
 	if !o.fsync {
 		opts.EtcdArgs = map[string][]string{"unsafe-no-fsync": {"true"}}
@@ -113,8 +115,8 @@ func runConsumers(o consumersOptions) error {
 }
 
 func printConsumers(rows []scale.Row, herd *scale.Herd, base scale.Baseline, o consumersOptions) {
-	fmt.Printf("\nOne provider, many consumers: Namespace isolation, one API and %d objects each, %d consumers per consumer cluster (one konnector each), idle window %s, etcd fsync %v\n",
-		o.objects, o.perCluster, o.idle, o.fsync)
+	fmt.Printf("\nOne provider, many consumers: Namespace isolation, one API and %d objects each, %d consumers per consumer cluster (one konnector each), idle window %s, etcd fsync %v, exported schemas padded to %d KiB\n",
+		o.objects, o.perCluster, o.idle, o.fsync, o.schemaKiB)
 	fmt.Printf("provider before any consumer: API server %.0f MiB RSS, %.0f millicores idle; etcd %.0f keys, %.1f MiB\n",
 		base.APIServerRSS, base.APIServerCPURate*1000, base.EtcdKeys, base.EtcdBytes/(1<<20))
 	fmt.Println("per consumer, beyond that:")
@@ -134,6 +136,12 @@ func printConsumers(rows []scale.Row, herd *scale.Herd, base scale.Baseline, o c
 		printByCount(herd.ByRequest)
 		fmt.Printf("watch events sent meanwhile, %.0f, by resource:\n", herd.WatchEvents)
 		printByCount(herd.EventsByResource)
+		fmt.Println("KiB sent meanwhile, by watch events and responses (lists, gets) and resource:")
+		kib := map[string]float64{}
+		for k, v := range herd.SentBytes {
+			kib[k] = v / 1024
+		}
+		printByCount(kib)
 	}
 }
 

@@ -196,6 +196,7 @@ func main() {
 	flag.StringVar(&co.sizes, "consumers", "", "provider-scale mode: connect this many consumers to one provider, in steps (e.g. 10,100,1000), and print the provider's cost per consumer instead of the sync table")
 	flag.IntVar(&co.perCluster, "consumers-per-cluster", 100, "with --consumers: consumers sharing one consumer cluster and konnector (and APIs the provider exports)")
 	flag.IntVar(&co.objects, "consumer-objects", 3, "with --consumers: objects each consumer creates")
+	flag.IntVar(&co.schemaKiB, "schema-kib", 0, "with --consumers: give each exported CRD's spec schema about this many KiB of documented properties, as real providers' CRDs carry (0: the bench's 2 KiB CRDs)")
 	flag.DurationVar(&co.herdDown, "herd-down", 40*time.Second, "with --consumers: restart the provider API server for this long with every consumer connected, and measure the recovery (0: no restart)")
 	flag.StringVar(&co.konnector, "konnector-bench", "bin/konnector-bench", "with --consumers: the konnector built with -tags kbindbench (one identity per Connection)")
 	flag.StringVar(&co.plugin, "plugin", "bin/kubectl-kbind", "with --consumers: kubectl-kbind, which grants each consumer")
