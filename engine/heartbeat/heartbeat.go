@@ -309,7 +309,7 @@ func renew(ctx context.Context, r *Renewer, timeout time.Duration) error {
 // by the server (a write in doubt).
 func Delete(ctx context.Context, c client.Client, l Lease) error {
 	resource := "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name
-	return retry.OnError(retry.DefaultRetry, isLeaseConflict, func() error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		lease := &coordinationv1.Lease{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, lease); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -327,7 +327,3 @@ func Delete(ctx context.Context, c client.Client, l Lease) error {
 		return nil
 	})
 }
-
-// isLeaseConflict reports whether a Lease deletion failed on a precondition:
-// the Lease changed since it was read.
-func isLeaseConflict(err error) bool { return apierrors.IsConflict(err) }

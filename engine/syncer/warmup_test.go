@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,7 +62,7 @@ func TestAdmissionWarmingUpIsNoRefusal(t *testing.T) {
 		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
 			t.Fatal(err)
 		}
-		if c := findCondition(cb.Status.Conditions, kbindv1alpha1.ConditionPermissionDenied); c != nil && c.Status == metav1.ConditionTrue {
+		if c := meta.FindStatusCondition(cb.Status.Conditions, string(kbindv1alpha1.ConditionPermissionDenied)); c != nil && c.Status == metav1.ConditionTrue {
 			t.Errorf("a warming-up API server reported as a refusal: PermissionDenied %q", c.Message)
 		}
 	}
@@ -69,13 +70,4 @@ func TestAdmissionWarmingUpIsNoRefusal(t *testing.T) {
 	warming.Store(false)
 	waitCopy(t, warmingGVK, "warming-a", "w1", nil)
 	noRefusal()
-}
-
-func findCondition(conds []metav1.Condition, t kbindv1alpha1.ConditionType) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == string(t) {
-			return &conds[i]
-		}
-	}
-	return nil
 }
