@@ -156,8 +156,8 @@ func permissionDenied(o observation) string {
 		parts = append(parts, "the provider refuses: "+strings.Join(refused, "; "))
 	}
 	parts = append(parts, o.accessRefused...)
-	if len(o.relatedRefused) > 0 {
-		parts = append(parts, "kbind refuses: "+strings.Join(o.relatedRefused, "; "))
+	if refused := append(append([]string{}, o.instanceRefused...), o.relatedRefused...); len(refused) > 0 {
+		parts = append(parts, "kbind refuses: "+strings.Join(refused, "; "))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -227,6 +227,7 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 			o.ownedByAnother += sum.Conflicts
 		}
 		o.instanceForbidden = append(o.instanceForbidden, sum.Forbidden...)
+		o.instanceRefused = append(o.instanceRefused, sum.Refused...)
 	}
 	return nil
 }
@@ -339,6 +340,9 @@ type observation struct {
 	instanceForbidden []string
 	// relatedRefused lists what kbind refuses to copy of relatedResources.
 	relatedRefused []string
+	// instanceRefused lists what kbind refuses to do for bound objects (a
+	// hand-over the binding would undo).
+	instanceRefused []string
 	// accessRefused lists the APIs whose syncer either side refuses the
 	// list of, with what to grant.
 	accessRefused []string

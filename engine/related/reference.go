@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -154,6 +155,14 @@ func (r *syncRun) resolveReferences(ctx context.Context, plans []entryPlan) {
 			r.failures = append(r.failures, fmt.Errorf("reading the %s objects relatedResources[%d] refers through: %w", rp.api, p.index, err))
 			continue
 		}
+		if p.entry.Direction == kbindv1alpha1.FromConsumer {
+			var imported []*unstructured.Unstructured
+			owners, imported = consumerMade(owners)
+			if len(imported) > 0 {
+				r.res.Status.Skipped += int32(len(imported))
+				r.refuse(*p, "imported-owners", importedOwners(*p, imported))
+			}
+		}
 		refs, problems := referralsOf(owners, rp.path, p.entry.Direction, p.entry.Resource, r.b.Isolation, r.c.denied)
 		rp.referrals = refs
 		for _, pr := range problems {
@@ -168,6 +177,43 @@ func (r *syncRun) resolveReferences(ctx context.Context, plans []entryPlan) {
 			}
 		}
 	}
+}
+
+// consumerMade splits the owners of a FromConsumer reference entry into
+// the objects the consumer made (made) and the imported copies of the
+// provider's own objects (core.kbind.io/owner: provider, docs/import.md).
+// An imported object's spec is written by whoever may write the provider
+// object — a provider-side tenant among them — so the name its field holds
+// is not the consumer's choice: taken as an owner, it would copy any
+// consumer Secret it names up to the provider. Imported objects are never
+// owners of FromConsumer related objects; an adopted one (kubectl kbind
+// adopt) is the consumer's and counts again.
+func consumerMade(owners []*unstructured.Unstructured) (made, imported []*unstructured.Unstructured) {
+	for _, o := range owners {
+		if o.GetAnnotations()[kbindv1alpha1.OwnerAnnotation] == kbindv1alpha1.OwnerProvider {
+			imported = append(imported, o)
+			continue
+		}
+		made = append(made, o)
+	}
+	return made, imported
+}
+
+// importedOwners says why a FromConsumer reference entry copied nothing for
+// the imported objects among its owners, naming a few of them.
+func importedOwners(p entryPlan, imported []*unstructured.Unstructured) string {
+	names := make([]string, 0, len(imported))
+	for _, o := range imported {
+		names = append(names, client.ObjectKeyFromObject(o).String())
+	}
+	sort.Strings(names)
+	named := strings.Join(names[:min(len(names), 3)], ", ")
+	if len(names) > 3 {
+		named += fmt.Sprintf(" and %d more", len(names)-3)
+	}
+	return fmt.Sprintf("relatedResources[%d] copies no consumer %s for %d imported %s object(s) (%s: %s; the provider writes their %s, so the name it holds is not this cluster's choice): %s; "+
+		"kubectl kbind adopt an object to make it this cluster's", p.index, singular(p.entry.Resource), len(imported), p.reference.api,
+		kbindv1alpha1.OwnerAnnotation, kbindv1alpha1.OwnerProvider, p.reference.path.String(), named)
 }
 
 // selectedOwners reads, from the consumer cache, the objects of owner in

@@ -3,11 +3,13 @@ package related_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +26,7 @@ func referenceCRDs() []*apiextensionsv1.CustomResourceDefinition {
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("gadgets", "gadget", "Gadget", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("things", "thing", "Thing", "example.org", apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("grabs", "grab", "Grab", "example.org", apiextensionsv1.NamespaceScoped, true),
 	}
 }
 
@@ -320,4 +323,82 @@ func TestReferenceOfAProjectedAPI(t *testing.T) {
 	}
 	waitAbsent(t, env.Consumer, secretObj(nsName, "t1-conn"))
 	waitAbsent(t, env.Provider, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: "t1-settings"}})
+}
+
+// TestReferenceFromConsumerNeverForImported: a ClusterBinding that imports
+// the provider's Grabs and copies up, by reference, the Secret each Grab
+// names. A provider-side tenant creates an unmarked Grab naming a Secret
+// of team-b that no one in team-b ever referenced: it is imported into
+// team-b, but the Secret is never copied up (issue #51: imported objects
+// own no FromConsumer related objects); the binding says so and counts it
+// skipped. A Grab the consumer made gets its Secret copied (the positive
+// control), and so does the imported one once it is adopted.
+func TestReferenceFromConsumerNeverForImported(t *testing.T) {
+	ctx := context.Background()
+	const nsName, tenant, field = "team-b", "tenant-imp", "passwordSecretRef"
+	ns(t, env.Provider, tenant)
+	ns(t, env.Consumer, nsName)
+	for _, name := range []string{"payroll-db", "mine-db"} {
+		mustCreate(t, env.Consumer, secret(nsName, name, nil, name))
+	}
+	connectWith(t, "refs-import", env.Pair.Provider.Kubeconfig, &kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: tenant})
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "grabs"}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "refs-import"},
+		APIs:          []kbindv1alpha1.APIReference{{Name: "grabs.example.org", ProviderObjects: kbindv1alpha1.ProviderObjectsImport}},
+		RelatedResources: []kbindv1alpha1.RelatedResource{
+			byReference(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromConsumer, "grabs.example.org", ".spec."+field+".name")},
+	}}
+	mustCreate(t, env.Consumer, cb)
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+
+	// The tenant's Grab, written on the provider without markers, as the
+	// grant's credentials may.
+	mustCreate(t, env.Provider, instance("Grab", tenant, nsName+".grab", ref(field, "payroll-db")))
+	imported := instance("Grab", nsName, "grab", nil)
+	enginetest.Eventually(t, "the tenant's Grab imported into "+nsName, func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(imported), imported); err != nil {
+			return err
+		}
+		if imported.GetAnnotations()[kbindv1alpha1.OwnerAnnotation] != kbindv1alpha1.OwnerProvider {
+			return fmt.Errorf("annotations %v", imported.GetAnnotations())
+		}
+		return nil
+	})
+	// The consumer's own Grab: its Secret goes up (the positive control,
+	// and proof that the entry has read its owners since the import).
+	mustCreate(t, env.Consumer, instance("Grab", nsName, "mine", ref(field, "mine-db")))
+	enginetest.Eventually(t, "the Secret the consumer's own Grab names, copied up", func() error {
+		return env.Provider.Get(ctx, client.ObjectKey{Namespace: tenant, Name: nsName + ".mine-db"}, &corev1.Secret{})
+	})
+	absent(t, env.Provider, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: nsName + ".payroll-db"}},
+		"a Secret named only by an imported object must never reach the provider")
+	enginetest.Eventually(t, "the ClusterBinding says why the imported Grab's Secret is not copied", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(cb.Status.Conditions, string(kbindv1alpha1.ConditionPermissionDenied))
+		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "1 imported grabs.example.org object(s)") ||
+			!strings.Contains(c.Message, nsName+"/grab") {
+			return fmt.Errorf("PermissionDenied %+v", c)
+		}
+		if rs := cb.Status.RelatedResources; rs == nil || rs.Skipped < 1 {
+			return fmt.Errorf("related status %+v", rs)
+		}
+		return nil
+	})
+	waitEvent(t, cb, "RelatedSkipped", "imported grabs.example.org", nsName+"/grab")
+
+	// Adopted, the Grab is the consumer's: what it names is copied up.
+	enginetest.Eventually(t, "asking to adopt the imported Grab", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(imported), imported); err != nil {
+			return err
+		}
+		ann := imported.GetAnnotations()
+		ann[kbindv1alpha1.HandOverAnnotation] = kbindv1alpha1.HandOverConsumer
+		imported.SetAnnotations(ann)
+		return env.Consumer.Update(ctx, imported)
+	})
+	enginetest.Eventually(t, "the adopted Grab's Secret copied up", func() error {
+		return env.Provider.Get(ctx, client.ObjectKey{Namespace: tenant, Name: nsName + ".payroll-db"}, &corev1.Secret{})
+	})
 }

@@ -219,3 +219,43 @@ func TestFieldChangeCollectsOnlyOurOldCopy(t *testing.T) {
 		})
 	}
 }
+
+// TestConsumerMade: only the objects the consumer made own FromConsumer
+// related objects; imported copies (the provider's, core.kbind.io/owner:
+// provider) never do, whatever their field names — an adopted object
+// (the annotation gone) does again.
+func TestConsumerMade(t *testing.T) {
+	withOwner := func(name, owner string) *unstructured.Unstructured {
+		w := widget("team-b", name, name, map[string]any{"secretRef": map[string]any{"name": "payroll-db"}}, false)
+		if owner != "" {
+			w.SetAnnotations(map[string]string{kbindv1alpha1.OwnerAnnotation: owner, kbindv1alpha1.ConnectionAnnotation: "provider"})
+		}
+		return w
+	}
+	names := func(objs []*unstructured.Unstructured) []string {
+		out := []string{}
+		for _, o := range objs {
+			out = append(out, o.GetName())
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name           string
+		owners         []*unstructured.Unstructured
+		made, imported []string
+	}{
+		{"none", nil, []string{}, []string{}},
+		{"the consumer's own", []*unstructured.Unstructured{withOwner("mine", "")}, []string{"mine"}, []string{}},
+		{"an imported copy is never an owner", []*unstructured.Unstructured{withOwner("grab", kbindv1alpha1.OwnerProvider)}, []string{}, []string{"grab"}},
+		{"mixed, order kept", []*unstructured.Unstructured{withOwner("a", ""), withOwner("grab", kbindv1alpha1.OwnerProvider), withOwner("b", "")},
+			[]string{"a", "b"}, []string{"grab"}},
+		{"an owner annotation naming no known owner is the consumer's", []*unstructured.Unstructured{withOwner("odd", "consumer")}, []string{"odd"}, []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			made, imported := consumerMade(tc.owners)
+			if !reflect.DeepEqual(names(made), tc.made) || !reflect.DeepEqual(names(imported), tc.imported) {
+				t.Fatalf("made %v imported %v; want %v and %v", names(made), names(imported), tc.made, tc.imported)
+			}
+		})
+	}
+}

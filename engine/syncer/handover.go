@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
@@ -74,6 +75,14 @@ type HandOverState struct {
 	// carries this consumer object's markers; MarkedByOther: another
 	// consumer's or object's.
 	ProviderExists, ProviderDeleting, Reserved, MarkedByOther bool
+	// Reimportable: the binding's objectSelector selects the provider
+	// object's labels as import reads them once kbind's markers are gone
+	// (always true without an objectSelector). A release of an object it
+	// does not select would be read as "import off" right after, and the
+	// consumer object deleted (issue #51). Selector and ProviderLabels say
+	// so in a refusal.
+	Reimportable             bool
+	Selector, ProviderLabels string
 }
 
 // DecideHandOver is the next step of a hand-over, with why when refused.
@@ -118,6 +127,10 @@ func releaseStep(s HandOverState) (HandOverStep, string) {
 		return HandOverRefuse, "it has no provider copy of its own yet (wait until it is synced)"
 	case s.ProviderDeleting:
 		return HandOverRefuse, "its provider copy is being deleted"
+	case !s.Reimportable:
+		return HandOverRefuse, fmt.Sprintf("the binding's objectSelector (%s) does not select its provider copy, whose labels without kbind's markers are {%s}: "+
+			"the import would not take it back, and this object would be deleted; list the labels the selector needs in the binding's spec.metadata.labels "+
+			"so that the provider copy carries them, then release it", s.Selector, s.ProviderLabels)
 	}
 	return HandOverToProvider, ""
 }
@@ -164,14 +177,17 @@ func (s *Syncer) handOver(ctx context.Context, o *objectSync, scope ImportScope,
 		st.ProviderDeleting = !pobj.GetDeletionTimestamp().IsZero()
 		st.Reserved = s.reservedFor(pobj, cobj)
 		st.MarkedByOther = marked(pobj) && !st.Reserved
+		st.Reimportable, st.Selector, st.ProviderLabels = reimportable(o.policy, pobj)
 	}
 	step, why := DecideHandOver(st)
 	switch step {
 	case HandOverNone:
 		return next, false, nil
 	case HandOverRefuse:
-		s.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventHandOverRefused, "HandOver",
-			"%s=%s cannot be done: %s", kbindv1alpha1.HandOverAnnotation, st.Requested, why)
+		msg := fmt.Sprintf("%s=%s cannot be done: %s", kbindv1alpha1.HandOverAnnotation, st.Requested, why)
+		if s.results.set(s.target, o.key, Result{State: StateSynced, Imported: st.Imported, Message: msg, Refused: "hand-over"}) {
+			s.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventHandOverRefused, "HandOver", "%s", msg)
+		}
 		return done, true, nil
 	case HandOverReserve:
 		err = s.markProvider(ctx, o.key, cobj, true)
@@ -199,6 +215,22 @@ func (s *Syncer) handOver(ctx context.Context, o *objectSync, scope ImportScope,
 	// The step's write syncs the key again through its watch event.
 	log.FromContext(ctx).Info("Hand-over step done", "step", step)
 	return done, true, nil
+}
+
+// reimportable says whether the import of the entry covering an object
+// (its policy) takes the provider object pobj back once a release has
+// removed kbind's markers from it: its objectSelector, if any, must select
+// the labels left then. It also returns the selector and those labels, for
+// a refusal's message.
+func reimportable(policy Policy, pobj *unstructured.Unstructured) (ok bool, selector, left string) {
+	if policy.Objects == nil {
+		return true, "", ""
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetLabels(pobj.GetLabels())
+	unmark(u)
+	set := labels.Set(u.GetLabels())
+	return policy.Objects.Matches(set), policy.Objects.String(), set.String()
 }
 
 // markProvider reserves (mark) or unreserves the provider object of key

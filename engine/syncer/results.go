@@ -40,6 +40,10 @@ type Result struct {
 	Deleting bool
 	// Imported marks a synced imported copy (providerObjects: Import).
 	Imported bool
+	// Refused names what kbind itself refuses to do for the object (a
+	// "hand-over" its binding would undo), with Message saying why; the
+	// binding's PermissionDenied condition names it.
+	Refused string
 }
 
 // Results holds per-object results of every Syncer, for the bindings'
@@ -140,6 +144,9 @@ type Summary struct {
 	Forbidden []string
 	// Failures holds up to three failure messages for the binding.
 	Failures []string
+	// Refused holds, per kind of refusal, how many objects kbind refuses
+	// it and the first message (by object key), sorted.
+	Refused []string
 }
 
 // Summarize counts the results of an API in one namespace, or in all when
@@ -153,6 +160,12 @@ func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace st
 	var s Summary
 	reasons := map[kbindv1alpha1.Reason]int{}
 	forbidden := map[string]int{}
+	type refusal struct {
+		n     int
+		first types.NamespacedName
+		msg   string
+	}
+	refused := map[string]*refusal{}
 	for key, res := range r.byAPI[apiKey(connection, gk)] {
 		if !allNamespaces && key.Namespace != namespace || selected != nil && !selected(key.Namespace) {
 			continue
@@ -180,7 +193,21 @@ func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace st
 		if res.Forbidden != "" {
 			forbidden[res.Forbidden]++
 		}
+		if res.Refused != "" {
+			rf := refused[res.Refused]
+			if rf == nil {
+				rf = &refusal{first: key, msg: res.Message}
+				refused[res.Refused] = rf
+			}
+			if rf.n++; key.String() < rf.first.String() {
+				rf.first, rf.msg = key, res.Message
+			}
+		}
 	}
+	for what, rf := range refused {
+		s.Refused = append(s.Refused, fmt.Sprintf("%s of %d object(s), %s: %s", what, rf.n, rf.first, rf.msg))
+	}
+	sort.Strings(s.Refused)
 	if reasons[kbindv1alpha1.ReasonOwnedByAnother] > reasons[kbindv1alpha1.ReasonForeignObjectExists] {
 		s.ConflictReason = kbindv1alpha1.ReasonOwnedByAnother
 	} else if s.Conflicts > 0 {

@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -272,4 +276,101 @@ func TestHandOverBothWays(t *testing.T) {
 	t.Logf("writes during the hand-overs: consumer %d, provider %d; consumer owners %v", consumerWrites.Load(), providerWrites.Load(), owners)
 
 	teardown(t, a)
+}
+
+// TestReleaseRefusedWhenImportWouldNotTakeItBack (issue #51): an entry
+// imports only objects labelled sync=yes, and does not copy that label
+// up. Releasing a consumer object labelled so would unmark a provider
+// copy the objectSelector does not select: the import would read that as
+// "import off" and delete the consumer object, leaving the provider
+// object unmarked for good. The konnector refuses the hand-over, with an
+// Event naming the selector and the binding's PermissionDenied; once the
+// binding copies the label up, the same release goes through and the
+// object stays, imported.
+func TestReleaseRefusedWhenImportWouldNotTakeItBack(t *testing.T) {
+	ctx := context.Background()
+	ts := tenants(t)
+	a := ts[0]
+	const nsP, nsC = "handover-sel", "team-s"
+	ensureNamespace(t, env.Provider, nsP)
+	user := "consumer-a-" + t.Name()
+	bindRole(t, "", "kbind-discovery-handover-sel", user, discoveryRules)
+	bindRole(t, nsP, "kbind-consumer", user, objectRules("widgets", "widgets/status"))
+	ensureNamespace(t, a.consumer, nsC)
+	connect(t, a, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: nsP}, nil, "widgets.example.org")
+	waitBound(t, []tenant{a}, "widgets.example.org")
+	updateClusterBinding(t, a, "widgets.example.org", func(spec *kbindv1alpha1.BindingSpec) {
+		spec.APIs[0].ProviderObjects = kbindv1alpha1.ProviderObjectsImport
+		spec.APIs[0].ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"sync": "yes"}}
+	})
+	ckey, pkey := key(nsC, "db"), key(nsP, nsC+".db")
+	w := object(widgetGVK, nsC, "db", map[string]any{"size": int64(3)})
+	w.SetLabels(map[string]string{"sync": "yes"})
+	if err := a.consumer.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	waitSize(t, env.Provider, pkey, 3)
+
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, kbindv1alpha1.HandOverAnnotation, kbindv1alpha1.HandOverProvider))
+	if err := a.consumer.Patch(ctx, object(widgetGVK, nsC, "db", nil), patch); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, a.consumer, nsC, "db", corev1.EventTypeWarning, "HandOverRefused")
+	enginetest.Eventually(t, "the ClusterBinding names the refused hand-over and the selector", func() error {
+		cb := &kbindv1alpha1.ClusterBinding{}
+		if err := a.consumer.Get(ctx, key("", "widgets.example.org"), cb); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(cb.Status.Conditions, string(kbindv1alpha1.ConditionPermissionDenied))
+		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "kbind refuses: hand-over of 1 object(s), "+ckey.String()) ||
+			!strings.Contains(c.Message, "objectSelector (sync=yes)") {
+			return fmt.Errorf("PermissionDenied %+v", c)
+		}
+		return nil
+	})
+	u := object(widgetGVK, "", "", nil)
+	if err := a.consumer.Get(ctx, ckey, u); err != nil || consumerOwner(u) != "consumer" || u.GetUID() != w.GetUID() {
+		t.Fatalf("the consumer object after the refusal: owner %s, UID %s (want consumer, %s): %v", consumerOwner(u), u.GetUID(), w.GetUID(), err)
+	}
+	p := object(widgetGVK, "", "", nil)
+	if err := env.Provider.Get(ctx, pkey, p); err != nil || providerOwner(p) != "consumer" {
+		t.Fatalf("the provider copy after the refusal: markers %v: %v", p.GetAnnotations(), err)
+	}
+
+	// The label copied up: the import takes the object back, and the
+	// release goes through.
+	updateClusterBinding(t, a, "widgets.example.org", func(spec *kbindv1alpha1.BindingSpec) {
+		spec.Metadata = &kbindv1alpha1.MetadataSync{Labels: []string{"sync"}}
+	})
+	enginetest.Eventually(t, "the released object imported, same UID", func() error {
+		if err := a.consumer.Get(ctx, ckey, u); err != nil {
+			return err
+		}
+		if err := env.Provider.Get(ctx, pkey, p); err != nil {
+			return err
+		}
+		if consumerOwner(u) != "provider" || u.GetUID() != w.GetUID() || providerOwner(p) != "provider" {
+			return fmt.Errorf("consumer owner %s UID %s, provider markers %v", consumerOwner(u), u.GetUID(), p.GetAnnotations())
+		}
+		return nil
+	})
+	waitInstances(t, a, "widgets.example.org", func(in kbindv1alpha1.InstanceCounts) bool { return in.Imported == 1 && in.Total == 1 })
+	teardown(t, a)
+}
+
+// updateClusterBinding changes the spec of the tenant's ClusterBinding
+// name.
+func updateClusterBinding(t *testing.T, tn tenant, name string, change func(*kbindv1alpha1.BindingSpec)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cb := &kbindv1alpha1.ClusterBinding{}
+		if err := tn.consumer.Get(context.Background(), key("", name), cb); err != nil {
+			return err
+		}
+		change(&cb.Spec)
+		return tn.consumer.Update(context.Background(), cb)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
