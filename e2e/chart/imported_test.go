@@ -73,6 +73,18 @@ subjects:
 - {kind: User, name: alice}
 - {kind: ServiceAccount, name: konnector, namespace: kbind}
 - {kind: ServiceAccount, name: namespace-controller, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: widgets-no-delete}
+rules: [{apiGroups: [example.org], resources: ["*"], verbs: [get, list, watch, create, update, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: widgets-no-delete}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: widgets-no-delete}
+subjects:
+- {kind: User, name: bob}
 `)
 	rendered, err := render(t, map[string]any{"rbac": map[string]any{"boundResourceGroups": []any{"example.org"}}, "importedObjects": map[string]any{"admissionPolicy": true}})
 	if err != nil {
@@ -109,6 +121,11 @@ spec: {size: 1}
 apiVersion: example.org/v1alpha1
 kind: Widget
 metadata: {name: mine, namespace: default}
+spec: {size: 1}
+---
+apiVersion: example.org/v1alpha1
+kind: Widget
+metadata: {name: colleagues, namespace: default}
 spec: {size: 1}
 `), 0o600); err != nil {
 		t.Fatal(err)
@@ -175,6 +192,35 @@ spec: {size: 1}
 		if out, err := run(append(args, "--as", konnector, "-n", "default")...); err != nil {
 			t.Errorf("the konnector: kubectl %s refused: %v\n%s", strings.Join(args, " "), err, out)
 		}
+	}
+	// A release (hand-over to the provider) makes the object one kbind
+	// deletes when the provider's goes: bob, who may update but not delete
+	// widgets, is refused it, on update and on create (issue #51); alice,
+	// who may delete, is not; other annotations stay bob's to set.
+	bob := []string{"--as", "bob", "-n", "default"}
+	handOverRefusal := "only a user who may delete it may ask for that"
+	bobsRelease := filepath.Join(t.TempDir(), "bobs.yaml")
+	if err := os.WriteFile(bobsRelease, []byte("apiVersion: example.org/v1alpha1\nkind: Widget\nmetadata: {name: bobs, annotations: {core.kbind.io/hand-over: provider}}\nspec: {size: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"annotate", "widget", "colleagues", "core.kbind.io/hand-over=provider"},
+		{"create", "-f", bobsRelease},
+	} {
+		if out, err := run(append(args, bob...)...); err == nil || !strings.Contains(err.Error(), handOverRefusal) {
+			t.Errorf("bob: kubectl %s: want the refusal %q, got %v\n%s", strings.Join(args, " "), handOverRefusal, err, out)
+		}
+	}
+	for _, args := range [][]string{
+		{"annotate", "widget", "colleagues", "team=b"},
+		{"annotate", "widget", "colleagues", "core.kbind.io/hand-over=consumer"},
+	} {
+		if out, err := run(append(args, bob...)...); err != nil {
+			t.Errorf("bob: kubectl %s refused: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	if out, err := run(append([]string{"annotate", "widget", "colleagues", "--overwrite", "core.kbind.io/hand-over=provider"}, alice...)...); err != nil {
+		t.Errorf("alice, who may delete it, is refused the release: %v\n%s", err, out)
 	}
 	// The namespace controller empties a namespace being deleted.
 	if out, err := run("delete", "widget", "imported-2", "-n", "default", "--as", "system:serviceaccount:kube-system:namespace-controller"); err != nil {
