@@ -3,7 +3,6 @@ package syncer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -12,8 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/ownership"
@@ -239,12 +236,8 @@ func (s *Syncer) deleteLate(ctx context.Context, key types.NamespacedName, pobj 
 	if !late {
 		return false, nil
 	}
-	uid := pobj.GetUID()
-	if err := s.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}, client.PropagationPolicy(propagationOf(policy))); client.IgnoreNotFound(err) != nil {
-		return false, fmt.Errorf("deleting the provider copy %s that a write in doubt created after its consumer object was released: %w",
-			client.ObjectKeyFromObject(pobj), err)
+	if err := s.releaser.deleteLate(ctx, pobj, policy); err != nil {
+		return false, err
 	}
-	log.FromContext(ctx).Info("Deleted a provider copy that a write in doubt created after its consumer object was released",
-		"copy", client.ObjectKeyFromObject(pobj).String(), "objectUID", pobj.GetAnnotations()[kbindv1alpha1.ConsumerObjectUIDAnnotation], "deletionPolicy", policy)
 	return true, nil
 }

@@ -220,7 +220,9 @@ func TestReapLate(t *testing.T) {
 			provider := pb.Build()
 			d := &doubts{}
 			tc.doubts(d)
-			s := &Syncer{reporter: reporter{target: target}, session: &session.Session{Client: provider}, doubts: d}
+			sess := &session.Session{Client: provider}
+			s := &Syncer{reporter: reporter{target: target}, session: sess, doubts: d,
+				releaser: &releaser{reporter: reporter{target: target}, session: sess, doubts: d}}
 			get := func(ctx context.Context, pkey types.NamespacedName) (*unstructured.Unstructured, bool, error) {
 				if tc.readErr != nil {
 					return nil, false, tc.readErr

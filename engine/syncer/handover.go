@@ -199,7 +199,7 @@ func (s *Syncer) handOver(ctx context.Context, o *objectSync, scope ImportScope,
 		// Conditional on the consumer object whose spec the provider copy
 		// holds now: a consumer write since then is synced up first (its
 		// event syncs the key again), then handed over.
-		if err = s.consumer.Update(ctx, toProvider(cobj, s.target.Connection)); err == nil {
+		if err = s.releaser.handOverToProvider(ctx, cobj); err == nil {
 			s.events.Eventf(cobj, nil, corev1.EventTypeNormal, eventHandedOver, "HandOver",
 				"this object is the provider's now (%s: %s): its spec and status follow %s %s on the provider of Connection %q",
 				kbindv1alpha1.OwnerAnnotation, kbindv1alpha1.OwnerProvider, s.target.ProviderGVK.Kind, client.ObjectKeyFromObject(pobj), s.target.Connection)
@@ -313,22 +313,5 @@ func toConsumer(cobj, latest *unstructured.Unstructured) *unstructured.Unstructu
 	delete(ann, kbindv1alpha1.HandOverAnnotation)
 	u.SetAnnotations(ann)
 	controllerutil.AddFinalizer(u, kbindv1alpha1.SyncerFinalizer)
-	return u
-}
-
-// toProvider is the consumer-owned cobj made the provider's: the syncer
-// finalizer and the request go, the owner annotation comes (with no
-// provider resourceVersion yet: the next sync writes the provider's spec
-// over it, without calling that an edit) — one write.
-func toProvider(cobj *unstructured.Unstructured, connection string) *unstructured.Unstructured {
-	u := cobj.DeepCopy()
-	ann := u.GetAnnotations()
-	delete(ann, kbindv1alpha1.HandOverAnnotation)
-	delete(ann, kbindv1alpha1.ConflictAnnotation)
-	ann[kbindv1alpha1.OwnerAnnotation] = kbindv1alpha1.OwnerProvider
-	ann[kbindv1alpha1.ConnectionAnnotation] = connection
-	ann[ProviderResourceVersionAnnotation] = ""
-	u.SetAnnotations(ann)
-	controllerutil.RemoveFinalizer(u, kbindv1alpha1.SyncerFinalizer)
 	return u
 }

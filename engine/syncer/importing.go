@@ -289,11 +289,10 @@ func (s *Syncer) importState(ctx context.Context, o *objectSync) (ImportState, *
 	return st, pobj, nil
 }
 
-// deleteImported deletes an imported copy (UID precondition): its provider
-// object is gone, or (off) the binding no longer imports it.
+// deleteImported deletes an imported copy (releaser.deleteImported): its
+// provider object is gone, or (off) the binding no longer imports it.
 func (s *Syncer) deleteImported(ctx context.Context, cobj *unstructured.Unstructured, off bool) (outcome, error) {
-	uid := cobj.GetUID()
-	if err := s.consumer.Delete(ctx, cobj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+	if _, err := s.releaser.deleteImported(ctx, cobj, s.target.Connection); err != nil {
 		return afterConsumerWrite(err)
 	}
 	why := "its provider object is gone"

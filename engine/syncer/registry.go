@@ -948,11 +948,11 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	if err != nil {
 		return 0, err
 	}
-	if err := r.dropImported(ctx, uncoveredBy(objs.Items, scope), connection, crdName, binding); err != nil {
+	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
+	if err := r.dropImported(ctx, rel, uncoveredBy(objs.Items, scope), connection, crdName, binding); err != nil {
 		return 0, err
 	}
 	draining = holdingFinalizer(draining)
-	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
 	// The objects are released under the draining binding's
 	// spec.deletionPolicy, unless their annotation says otherwise.
 	def := binding.BindingSpec().DeletionPolicy
@@ -981,17 +981,16 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 // drained binding no longer covers: the binding that imported them is
 // going, or lists the API no more. Their provider objects stay; a user's
 // object, or another Connection's copy, is never among them.
-func (r *Registry) dropImported(ctx context.Context, objs []*unstructured.Unstructured, connection, crdName string, binding kbindv1alpha1.BindingObject) error {
+func (r *Registry) dropImported(ctx context.Context, rel *releaser, objs []*unstructured.Unstructured, connection, crdName string, binding kbindv1alpha1.BindingObject) error {
 	var dropped []string
 	for _, obj := range objs {
-		if !isImported(obj) || obj.GetAnnotations()[kbindv1alpha1.ConnectionAnnotation] != connection || !obj.GetDeletionTimestamp().IsZero() {
-			continue
+		deleted, err := rel.deleteImported(ctx, obj, connection)
+		if err != nil {
+			return fmt.Errorf("draining %s: %w", crdName, err)
 		}
-		uid := obj.GetUID()
-		if err := r.Consumer.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting imported %s %s: %w", crdName, client.ObjectKeyFromObject(obj), err)
+		if deleted {
+			dropped = append(dropped, client.ObjectKeyFromObject(obj).String())
 		}
-		dropped = append(dropped, client.ObjectKeyFromObject(obj).String())
 	}
 	if n := len(dropped); n > 0 {
 		named := strings.Join(dropped[:min(n, 10)], ", ")

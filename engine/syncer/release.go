@@ -1,8 +1,17 @@
-// Deletion in the engine: this file owns every deletion of a provider copy
-// of a bound object and every release of the syncer finalizer; the list
-// below maps every other place in the engine that deletes an object or
-// releases a finalizer, with what guards it. A change to any of them
-// starts here.
+// Deletion in the engine goes through one door: this file, whose one type,
+// the releaser, makes every deletion of a provider copy of a bound object,
+// every deletion of a consumer instance (an imported copy) and every
+// removal of the core.kbind.io/syncer finalizer (issue #51). The other
+// files of the syncer decide — sync.go (deselected, deleting), move.go
+// (DecideMove), doubt.go (lateCopy), importing.go (DecideImport),
+// handover.go (DecideHandOver), registry.go (Drain) — and call it. Every
+// other delete or finalizer removal in the engine (Leases, related copies,
+// the renewed-token Secret, the cleanup finalizer, consumer CRDs, the
+// autoBind ClusterBinding) is listed below with the read that justifies
+// it, one row per call; TestOneDoorForDeletes (door_test.go) reads the
+// engine with go/types and fails on any delete or finalizer removal that
+// is neither in this file nor in the map, on a map row that no longer
+// names a call, and on a docs/sync.md copy of the map that differs.
 //
 // Guards the paths share: a failed read is never taken as absence (the
 // path waits and retries); kbind deletes only what its markers or its
@@ -10,73 +19,99 @@
 // very object it read (a UID precondition), so one replaced meanwhile is
 // never hit; an unreachable provider is waited for, never guessed.
 //
-//	path                           file                        deletes / releases              guarded by
-//	-----------------------------  --------------------------  ------------------------------  ---------------------------------------------
-//	releaser.release               syncer/release.go           the provider copy of a          ownership markers (ownership.Ours: cluster
-//	  (a deleting object, from                                 consumer object; then the       and object UID), UID precondition; the
-//	  sync's releaseDeleting)                                  syncer finalizer on it          finalizer goes only once the copy is gone;
-//	                                                                                           the deletion policy (annotation, else the
-//	                                                                                           binding's): Orphan keeps the copy,
-//	                                                                                           Foreground deletes in the foreground, a
-//	                                                                                           value naming no policy keeps both; a
-//	                                                                                           foreign or absent copy releases at once
-//	releaser.releaseDeleted        syncer/release.go           (decides, then release)         cache lag: a copy absent from the session
-//	  confirmAbsence, deletions                                                                cache is confirmed absent by a provider GET,
-//	                                                                                           unless the informer reported that very copy
-//	                                                                                           (UID) deleted
-//	  also for an object the       syncer/sync.go (readConsumer as release, for an object that   the filters are applied to what the cache
-//	  binding's filters no longer    sets deselected)          still holds the finalizer       holds; a failed read of the namespace's
-//	  select (docs/shaping.md)                                                                 labels is an error, never "not selected";
-//	                                                                                           a selector that does not parse gives no
-//	                                                                                           scope at all (nothing released)
-//	Syncer.reapLate, deleteLate    syncer/doubt.go             a provider copy a write in      ownership markers (this cluster and the
-//	  (a gone, deselected or                                   doubt created after its         released object's UID), not terminating,
-//	  replaced object's late copy)                             object was released             UID precondition; only after a release
-//	                                                                                           under Delete/Foreground of an object
-//	                                                                                           whose write was in doubt (DoubtHorizon);
-//	                                                                                           a failed cache read deletes nothing
-//	releaser.releaseOrphaned       syncer/release.go           (Orphan policy) the related     runs before the finalizer goes; related
-//	  -> related ReleaseOrphaned   related/reference.go        copies' owner markers (patch,   copies selected by owner label (and the
-//	                                                           nothing deleted)                consumer-cluster label on the provider)
-//	releaser.drain                 syncer/release.go,          as release, for the objects a   only objects no live binding covers; the
-//	  (Registry.Drain)             syncer/registry.go          deleting binding (or an API     provider copy read from the provider itself
-//	                                                           removed from it) covered        (no cache), never a failed read as absence
-//	releaser.abandon               syncer/release.go           the syncer finalizer only,      with no session: waits while the Connection
-//	  (Registry.Drain, no session)                             provider copies left behind     exists; releases once it is gone (Event names
-//	                                                                                           the copies for the backend reaper); Orphan
-//	                                                                                           releases at once
-//	binding finalize               binding/reconciler.go       the binding's cleanup           drain (above) and related Cleanup done first;
-//	                                                           finalizer; via unbindCRD the    unbindCRD: ClusterBinding only, no other
-//	                                                           consumer CRD                    binding lists the API, created by kbind for
-//	                                                                                           this Connection, pullPolicy not All, UID
-//	                                                                                           precondition
-//	binding unbindRemoved          binding/reconciler.go       an API removed from a binding:  same as finalize, per API; the API stays in
-//	                                                           drain, then unbindCRD           status.boundAPIs until drained
-//	connection deletionPath        connection/reconciler.go    the autoBind ClusterBinding     only one the Connection controls (it then
-//	  (deleteAutoBinding)                                                                      drains like any binding)
-//	connection reconcileAutoBind   connection/reconciler.go    the autoBind ClusterBinding     controlled by the Connection, nothing exported
-//	connection teardown            connection/reconciler.go    the Connection's cleanup        no binding references the Connection
-//	                                                           finalizer
-//	connection deleteLease         connection/reconciler.go,   the heartbeat Lease on the      held by this consumer (holderIdentity), UID
-//	  -> heartbeat.Delete          heartbeat/heartbeat.go      provider                        and resourceVersion preconditions, read again
-//	                                                                                           on a conflict (a renewal landing late); a
-//	                                                                                           failure never blocks (the backend reaps it)
-//	connection deleteRenewed       connection/credentials.go   the renewed-token Secret        controlled by this Connection, UID precondition
-//	SecretReconciler               connection/secrets.go       the kubeconfig Secret's         no Connection uses the Secret
-//	                                                           cleanup finalizer
-//	related Cleanup                related/related.go          every related copy of a         both sides read (a failed read is an error);
-//	  (binding finalize)                                       deleting binding                deleteCopy: UID and resourceVersion
-//	                                                                                           preconditions
-//	related collect, apply         related/related.go          related copies no entry wants   the binding's related-binding marker, claims
-//	  (deleteCopy)                                             any more; an immutable copy     of other entries, an unread source keeps its
-//	                                                           replaced                        copies; UID and resourceVersion preconditions
-//	related Abandon                related/related.go          nothing (the Connection is      an Event names the copies left for the
-//	                                                           gone)                           backend reaper
+//	BEGIN deletion map (TestOneDoorForDeletes holds engine/syncer/release.go and docs/sync.md equal to the code)
+//
+//	door (engine/syncer/release.go)       deletes / releases                  guarded by
+//	------------------------------------  ----------------------------------  ----------------------------------------------
+//	syncer.releaser.release               the syncer finalizer of a deleting  the finalizer goes only once the copy is gone:
+//	                                      (or drained, deselected) object,    ownership markers (ownership.Ours: cluster and
+//	                                      once its provider copy is gone;     object UID); the deletion policy (annotation,
+//	                                      via deleteCopy the copy             else the binding's): Orphan keeps the copy,
+//	                                                                          Foreground deletes in the foreground, a value
+//	                                                                          naming no policy keeps both; a foreign or
+//	                                                                          absent copy releases at once. Absence is the
+//	                                                                          provider's own answer (releaseDeleted's
+//	                                                                          confirmAbsence: a GET unless the informer
+//	                                                                          reported that very copy (UID) deleted; a drain
+//	                                                                          reads the provider itself); a failed read is
+//	                                                                          an error, never absence
+//	syncer.releaser.deleteCopy            the owned provider copy of a        ownership Ours (release), UID precondition,
+//	                                      deleting or drained object          background or foreground propagation; a
+//	                                                                          refusal is reported, the finalizer stays
+//	syncer.releaser.abandon               the syncer finalizer only (no       waits while the Connection exists (an
+//	                                      session), provider copies left      unreachable provider is never guessed);
+//	                                      behind                              releases once it is gone, an Event names the
+//	                                                                          copies for the backend reaper; Orphan releases
+//	                                                                          at once
+//	syncer.releaser.releaseMoved          the copy this route made of an      ownership Ours and not terminating
+//	                                      object another Connection's         (DecideMove); deleted only when the object's
+//	                                      binding claims now                  annotation says Delete or it is itself being
+//	                                                                          deleted under a deleting policy, kept (markers
+//	                                                                          replaced by core.kbind.io/moved) otherwise;
+//	                                                                          UID precondition; the consumer object's
+//	                                                                          finalizer is the new route's and never touched
+//	syncer.releaser.deleteLate            a provider copy a write in doubt    decided by Syncer.lateCopy (doubt.go): this
+//	                                      created after its object was        cluster's and the released object's markers,
+//	                                      released                            not terminating, within DoubtHorizon of a
+//	                                                                          write in doubt, released under
+//	                                                                          Delete/Foreground; UID precondition; a failed
+//	                                                                          cache read deletes nothing
+//	syncer.releaser.deleteImported        an imported consumer copy           this Connection's imported copy, not being
+//	                                      (core.kbind.io/owner: provider)     deleted, UID precondition. Callers:
+//	                                                                          Syncer.deleteImported (DecideImport: the
+//	                                                                          provider's own answer that its object is gone,
+//	                                                                          or the binding's valid scope no longer imports
+//	                                                                          it; an unscoped or failed read deletes
+//	                                                                          nothing) and Registry.dropImported (a drain:
+//	                                                                          objects no live binding covers)
+//	syncer.toProvider                     the syncer finalizer, in memory;    a release (hand-over to the provider) decided
+//	                                      written by                          by DecideHandOver: the provider copy holds the
+//	                                      releaser.handOverToProvider         object's spec and the import takes it back
+//	                                                                          (the objectSelector selects the copy without
+//	                                                                          kbind's markers); one Update conditional on
+//	                                                                          the object's resourceVersion swaps the
+//	                                                                          finalizer for the owner annotation
+//
+//	other deletes (elsewhere)             deletes / releases                  guarded by
+//	------------------------------------  ----------------------------------  ----------------------------------------------
+//	binding.Reconciler.finalize           the binding's cleanup finalizer     drain (Registry.Drain: the releaser, above)
+//	                                                                          and related Cleanup done first;
+//	                                                                          ClusterBinding: unbindCRDs first
+//	binding.Reconciler.unbindCRD          the consumer CRD of an API a        ClusterBinding only, after the drain; no other
+//	                                      ClusterBinding unbinds (finalize,   binding lists the API; created by kbind for
+//	                                      unbindRemoved)                      this Connection (CreatedByKbind), pullPolicy
+//	                                                                          not All, not already deleting; UID
+//	                                                                          precondition
+//	connection.Reconciler.reconcileAutoBind  the autoBind ClusterBinding (it     controlled by the Connection; the Connection
+//	                                      then drains like any binding)       exports nothing
+//	connection.Reconciler.deleteAutoBinding  the autoBind ClusterBinding, on     only one the Connection controls (it then
+//	                                      Connection deletion                 drains like any binding)
+//	connection.Reconciler.teardown        the Connection's cleanup finalizer  no binding references the Connection
+//	connection.Reconciler.deleteRenewed   the renewed-token Secret            controlled by this Connection, UID
+//	                                                                          precondition
+//	connection.SecretReconciler.Reconcile  the kubeconfig Secret's cleanup     no Connection uses the Secret
+//	                                      finalizer
+//	session.Manager.Retire                the heartbeat Lease                 see heartbeat.Delete; a failure never blocks
+//	                                      (heartbeat.Delete) when a           (the backend reaps it)
+//	                                      Connection goes
+//	heartbeat.Delete                      the heartbeat Lease on the          held by this consumer (holderIdentity), UID
+//	                                      provider                            and resourceVersion preconditions, read again
+//	                                                                          on a conflict (a renewal landing late)
+//	related.deleteCopy                    a related copy (Secret, ConfigMap)  the binding's related-binding marker, claims
+//	                                      no entry wants any more, of a       of other entries, an unread source keeps its
+//	                                      deleting binding (Cleanup), or an   copies, both sides read before a Cleanup (a
+//	                                      immutable copy replaced             failed read is an error); UID and
+//	                                                                          resourceVersion preconditions
+//	patch.RemoveFinalizer                 (the helper: removes one finalizer  its callers are listed here or are the door
+//	                                      by a patch)
+//
+//	END deletion map
 //
 // Outside the engine, the backend reaper (backend/reaper) deletes what a
 // consumer cluster that stopped heartbeating left on the provider: its
 // copies, related copies, namespaces and Leases, by their markers, with UID
-// preconditions, never stripping finalizers.
+// preconditions, never stripping finalizers; and kubectl kbind revoke
+// (cli) deletes what grant made for a consumer.
 
 package syncer
 
@@ -85,7 +120,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -432,48 +466,146 @@ func confirmAbsence(cached, hasFinalizer, deletionSeen bool) bool {
 	return !cached && hasFinalizer && !deletionSeen
 }
 
-// deletions remembers, per consumer object, the provider copy (by UID)
-// whose deletion release waits for, and whether the provider informer has
-// reported that very copy deleted. A deleting object whose copy the cache
-// no longer holds needs no confirming GET from the provider (SYNC-D) when
-// the informer reported the deletion of the copy kbind deleted: no other
-// copy can have appeared at that key since, for the Syncer applies nothing
-// for a deleting object and forgets the entry whenever it applies. Without
-// this, every deletion cost two provider requests (the DELETE and a GET
-// answering 404), and a bulk delete ran at half the provider's rate limit.
-type deletions struct {
-	m sync.Map // types.NamespacedName → deletion
-}
-
-// deletion is the copy (uid) a release waits for, and whether the provider
-// informer reported it deleted.
-type deletion struct {
-	uid  types.UID
-	seen bool
-}
-
-// expect records that release is waiting for the copy uid of key to go.
-// It is called before the DELETE is sent, so that the informer's report
-// cannot come first.
-func (d *deletions) expect(key types.NamespacedName, uid types.UID) {
-	if v, ok := d.m.Load(key); ok && v.(deletion).uid == uid {
-		return // already expected, maybe seen
+// releaseMoved releases the copy this route made of cobj, which moved to
+// Connection to (DecideMove). The consumer object's syncer finalizer is
+// the new route's and is never touched here. An Event on the object says
+// what became of the copy.
+func (r *releaser) releaseMoved(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists bool, to string) (outcome, error) {
+	owned := ownership.Classify(exists, annotationsOf(pobj), r.target.ClusterUID, string(cobj.GetUID()))
+	deleting := pobj != nil && !pobj.GetDeletionTimestamp().IsZero()
+	action := DecideMove(owned, deleting, cobj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation], !cobj.GetDeletionTimestamp().IsZero())
+	if action == MoveNothing {
+		return done, nil
 	}
-	d.m.Store(key, deletion{uid: uid})
+	where := fmt.Sprintf("%s %s on the provider of Connection %q", r.target.ProviderGVK.Kind, client.ObjectKeyFromObject(pobj), r.target.Connection)
+	switch action {
+	case MoveDelete:
+		uid := pobj.GetUID()
+		if err := r.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			if refusal.IsForbidden(err) {
+				return r.failed(cobj, err, "delete", where)
+			}
+			return done, fmt.Errorf("deleting the copy a moved object left, %s: %w", where, err)
+		}
+		r.events.Eventf(cobj, nil, corev1.EventTypeNormal, eventMoved, "Move",
+			"moved to Connection %q: its copy %s was deleted", to, where)
+	default:
+		if err := r.keepMoved(ctx, cobj, pobj, to); err != nil {
+			if apierrors.IsConflict(err) {
+				return requeue, nil
+			}
+			if refusal.IsForbidden(err) {
+				return r.failed(cobj, err, "patch", where)
+			}
+			return done, fmt.Errorf("releasing the copy a moved object left, %s: %w", where, err)
+		}
+		r.events.Eventf(cobj, nil, corev1.EventTypeNormal, eventMoved, "Move",
+			"moved to Connection %q: its copy %s was kept, no longer synced and no longer kbind's (annotation %s); "+
+				"annotate the object %s=%s to delete the old copy on a move", to, where, kbindv1alpha1.MovedAnnotation,
+			kbindv1alpha1.DeletionPolicyAnnotation, kbindv1alpha1.DeletionPolicyDelete)
+	}
+	log.FromContext(ctx).Info("Released the copy of an object that moved to another provider", "to", to, "action", string(action))
+	return done, nil
 }
 
-// observed records the provider informer's report that the copy uid of key
-// was deleted; a copy release does not wait for is ignored.
-func (d *deletions) observed(key types.NamespacedName, uid types.UID) {
-	d.m.CompareAndSwap(key, deletion{uid: uid}, deletion{uid: uid, seen: true})
+// keepMoved replaces kbind's markers on pobj — the copy kbind read — by
+// the moved annotation, conditional on that very copy (resourceVersion):
+// it stays on the provider, no longer kbind's, so that no sync, drain or
+// reaper touches it again.
+func (r *releaser) keepMoved(ctx context.Context, cobj, pobj *unstructured.Unstructured, to string) error {
+	base := client.MergeFromWithOptions(pobj.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	unmark(pobj)
+	ann := pobj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[kbindv1alpha1.MovedAnnotation] = fmt.Sprintf("to Connection %s: consumer object %s (UID %s) of consumer cluster %s",
+		to, client.ObjectKeyFromObject(cobj), cobj.GetUID(), r.target.ClusterUID)
+	pobj.SetAnnotations(ann)
+	err := r.session.Client.Patch(ctx, pobj, base)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
-// seen reports whether the copy release waits for was reported deleted.
-func (d *deletions) seen(key types.NamespacedName) bool {
-	v, ok := d.m.Load(key)
-	return ok && v.(deletion).seen
+// releaseMovedAll releases, for a drain, the copies this route made of
+// objects another Connection's binding claims now (to: by object key),
+// each read from the provider itself.
+func (r *releaser) releaseMovedAll(ctx context.Context, objs []*unstructured.Unstructured, to map[client.ObjectKey]string) error {
+	for _, obj := range objs {
+		key := client.ObjectKeyFromObject(obj)
+		pobj, exists, err := r.providerCopy(ctx, key)
+		if err != nil {
+			return err
+		}
+		if _, err := r.releaseMoved(ctx, obj, pobj, exists, to[key]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// forget drops key: its finalizer is released, the object is gone, or the
-// Syncer applies a copy of it again.
-func (d *deletions) forget(key types.NamespacedName) { d.m.Delete(key) }
+// deleteLate deletes pobj, a provider copy that a write in doubt created
+// after its consumer object was released (doubt.go decides: this
+// cluster's and that released object's markers, not terminating, within
+// DoubtHorizon of the write): exactly that copy (UID precondition), under
+// the policy its object was released with.
+func (r *releaser) deleteLate(ctx context.Context, pobj *unstructured.Unstructured, policy kbindv1alpha1.DeletionPolicy) error {
+	uid := pobj.GetUID()
+	if err := r.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}, client.PropagationPolicy(propagationOf(policy))); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting the provider copy %s that a write in doubt created after its consumer object was released: %w",
+			client.ObjectKeyFromObject(pobj), err)
+	}
+	log.FromContext(ctx).Info("Deleted a provider copy that a write in doubt created after its consumer object was released",
+		"copy", client.ObjectKeyFromObject(pobj).String(), "objectUID", pobj.GetAnnotations()[kbindv1alpha1.ConsumerObjectUIDAnnotation], "deletionPolicy", policy)
+	return nil
+}
+
+// deleteImported deletes cobj, an imported copy (core.kbind.io/owner:
+// provider) of Connection connection, exactly that object (UID
+// precondition): its provider object is gone (confirmed by the provider
+// itself), the binding no longer imports it, or a drain of the binding
+// that imported it. Anything else — a user's object, another
+// Connection's copy, one being deleted — is never deleted here; deleted
+// reports whether this call deleted it (false: already gone).
+func (r *releaser) deleteImported(ctx context.Context, cobj *unstructured.Unstructured, connection string) (deleted bool, err error) {
+	if !isImported(cobj) || cobj.GetAnnotations()[kbindv1alpha1.ConnectionAnnotation] != connection || !cobj.GetDeletionTimestamp().IsZero() {
+		return false, nil
+	}
+	uid := cobj.GetUID()
+	if err := r.consumer.Delete(ctx, cobj, client.Preconditions{UID: &uid}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("deleting imported object %s: %w", client.ObjectKeyFromObject(cobj), err)
+	}
+	return true, nil
+}
+
+// handOverToProvider makes the consumer-owned cobj the provider's (a
+// release, docs/import.md#hand-over, step 1): in one write conditional on
+// that very object (its resourceVersion), the syncer finalizer and the
+// request go and the owner annotation comes (toProvider). handover.go
+// decides when (DecideHandOver: the provider copy holds its spec, the
+// import takes it back).
+func (r *releaser) handOverToProvider(ctx context.Context, cobj *unstructured.Unstructured) error {
+	return r.consumer.Update(ctx, toProvider(cobj, r.target.Connection))
+}
+
+// toProvider is the consumer-owned cobj made the provider's: the syncer
+// finalizer and the request go, the owner annotation comes (with no
+// provider resourceVersion yet: the next sync writes the provider's spec
+// over it, without calling that an edit) — one write.
+func toProvider(cobj *unstructured.Unstructured, connection string) *unstructured.Unstructured {
+	u := cobj.DeepCopy()
+	ann := u.GetAnnotations()
+	delete(ann, kbindv1alpha1.HandOverAnnotation)
+	delete(ann, kbindv1alpha1.ConflictAnnotation)
+	ann[kbindv1alpha1.OwnerAnnotation] = kbindv1alpha1.OwnerProvider
+	ann[kbindv1alpha1.ConnectionAnnotation] = connection
+	ann[ProviderResourceVersionAnnotation] = ""
+	u.SetAnnotations(ann)
+	controllerutil.RemoveFinalizer(u, kbindv1alpha1.SyncerFinalizer)
+	return u
+}
