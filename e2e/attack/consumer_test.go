@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/action"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -61,15 +62,7 @@ func (w *consumerWorld) apply(kubeconfig, manifest string) error {
 // Bindings, the bound kinds, Secrets and ConfigMaps.
 func (w *consumerWorld) user(name, ns string) string {
 	w.t.Helper()
-	u, err := w.pair.Consumer.AddUser(name)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if err := w.apply(w.consumer, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: namespace-user, namespace: %[1]s}
-rules:
-- apiGroups: [core.kbind.io]
+	return w.userWith(name, ns, `- apiGroups: [core.kbind.io]
   resources: [bindings]
   verbs: [get, list, watch, create, update, patch, delete]
 - apiGroups: [example.org]
@@ -78,13 +71,28 @@ rules:
 - apiGroups: [""]
   resources: [secrets, configmaps, events]
   verbs: [get, list, watch, create, update, patch, delete]
----
+`)
+}
+
+// userWith provisions a user with a Role of its own in namespace ns
+// holding rules (YAML list items) and returns its kubeconfig path.
+func (w *consumerWorld) userWith(name, ns, rules string) string {
+	w.t.Helper()
+	u, err := w.pair.Consumer.AddUser(name)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.apply(w.consumer, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: user-%[2]s, namespace: %[1]s}
+rules:
+%[3]s---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
-metadata: {name: namespace-user-%[2]s, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: namespace-user}
+metadata: {name: user-%[2]s, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: user-%[2]s}
 subjects: [{kind: User, name: %[2]s, apiGroup: rbac.authorization.k8s.io}]
-`, ns, name)); err != nil {
+`, ns, name, rules)); err != nil {
 		w.t.Fatal(err)
 	}
 	path := filepath.Join(w.t.TempDir(), name+".kubeconfig")
@@ -144,7 +152,7 @@ func TestConsumerAttacks(t *testing.T) {
 		return enginetest.CRD(plural, strings.ToLower(kind), kind, "example.org", apiextensionsv1.NamespaceScoped, true)
 	}
 	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
-		crd("widgets", "Widget"), crd("gadgets", "Gadget"), crd("things", "Thing")}})
+		crd("widgets", "Widget"), crd("gadgets", "Gadget"), crd("things", "Thing"), crd("grabs", "Grab"), crd("vaults", "Vault")}})
 	w := &consumerWorld{t: t, pair: pair, consumer: pair.Consumer.KubeconfigPath,
 		admin: dynamic.NewForConfigOrDie(pair.Consumer.Config), provider: dynamic.NewForConfigOrDie(pair.Provider.Config)}
 	var rows []string
@@ -163,7 +171,7 @@ func TestConsumerAttacks(t *testing.T) {
 		}
 		return bundleKubeconfig(t, out)
 	}
-	teamKC := grantKC("team", "--apis", "widgets.example.org,gadgets.example.org", "--related", "secrets,configmaps")
+	teamKC := grantKC("team", "--apis", "widgets.example.org,gadgets.example.org,grabs.example.org,vaults.example.org", "--related", "secrets,configmaps")
 	adminKC := grantKC("admin-only", "--apis", "widgets.example.org,gadgets.example.org")
 	victimKC := grantKC("victim", "--isolation", "Prefixed", "--apis", "things.example.org", "--provider-events")
 	if err := w.apply(w.consumer, enginetest.ConnectionManifestWith("team", "team-kubeconfig", teamKC,
@@ -180,7 +188,10 @@ spec:
 `); err != nil {
 		t.Fatal(err)
 	}
-	startKonnector(t, w.consumer, "--related-watches-per-namespace", "8")
+	// The konnector as the chart installs it: its RBAC, and the
+	// imported-objects admission policy on.
+	startKonnector(t, installKonnectorChart(t, pair, map[string]any{"importedObjects": map[string]any{"admissionPolicy": true}}),
+		"--related-watches-per-namespace", "8")
 	w.mustKubectl(w.consumer, "wait", "--for=condition=Ready", "connection/team", "connection/admin-only", "connection/victim", "clusterbinding/things", "--timeout=90s")
 	alice := w.user("alice", "team-x")
 	bob := w.user("bob", "team-y")
@@ -323,6 +334,10 @@ spec:
 	})
 	row("a provider tenant copies the victim's markers onto an object of its own and gets an Event recorded on it", "ignored: only the Event on the victim's real copy reaches the victim's object")
 
+	// 7. Features in combination (issue #51).
+	rows = append(rows, importNamesASecret(w, newTenant(t, "team", "Namespace", "kbind-team", "", teamKC), alice)...)
+	rows = append(rows, releaseByUpdater(w, alice)...)
+
 	table := "| attempt | result |\n|---|---|\n" + strings.Join(rows, "\n") + "\n"
 	t.Logf("consumer table:\n%s", table)
 	checkDocs(t, "consumer-attacks", table)
@@ -358,6 +373,32 @@ func writeManifest(t *testing.T, manifest string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// installKonnectorChart installs the konnector chart on the consumer
+// (`helm install konnector charts/konnector -n kbind`, the CRDs already
+// there) with values over the bound group example.org and related
+// resources, and returns a kubeconfig that impersonates the chart's
+// ServiceAccount: the konnector run with it has exactly the chart's RBAC,
+// and the chart's admission policies see it as the konnector.
+func installKonnectorChart(t *testing.T, pair *testenv.Pair, values map[string]any) string {
+	t.Helper()
+	cfg, err := harness.HelmConfig(pair.Consumer.KubeconfigPath, "", "kbind")
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := action.NewInstall(cfg)
+	install.ReleaseName, install.Namespace = "konnector", "kbind"
+	values["installCRDs"] = false
+	values["rbac"] = map[string]any{"boundResourceGroups": []any{"example.org"}, "relatedResources": true}
+	if _, err := install.Run(loadChart(t, "konnector"), values); err != nil {
+		t.Fatalf("helm install konnector: %v", err)
+	}
+	asSA := filepath.Join(t.TempDir(), "konnector-as-serviceaccount.kubeconfig")
+	if err := harness.WriteImpersonating(pair.Consumer.KubeconfigPath, asSA, "system:serviceaccount:kbind:konnector"); err != nil {
+		t.Fatal(err)
+	}
+	return asSA
 }
 
 // startKonnector runs the built konnector against the consumer (the
