@@ -148,3 +148,34 @@ func (w *consumerWorld) updater(name, ns string) string {
 }
 
 func tableRow(attempt, result string) string { return fmt.Sprintf("| %s | %s |", attempt, result) }
+
+// mutationRewritesReference: erin, who may create Bindings in team-w,
+// writes one whose up rule points the field a reference entry maps at
+// team-y's related copy (team-y.payroll-db, in the isolation namespace
+// every consumer namespace shares under Namespace isolation). Before issue
+// #51 the rule ran after kbind mapped the field, so the provider copy of
+// team-w's Widget named team-y's Secret copy. The rule is refused.
+func mutationRewritesReference(w *consumerWorld) []string {
+	t := w.t
+	w.mustKubectl(w.consumer, "create", "namespace", "team-w")
+	w.mustKubectl(w.consumer, "label", "namespace", "team-w", "tenant=team")
+	erin := w.user("erin", "team-w")
+	if err := w.apply(erin, `apiVersion: core.kbind.io/v1alpha1
+kind: Binding
+metadata: {name: redirect, namespace: team-w}
+spec:
+  connectionRef: {name: team}
+  apis:
+  - name: widgets.example.org
+    mutations:
+      up: [{path: .spec.secretRef.name, expression: "'team-y.payroll-db'"}]
+  relatedResources:
+  - {resource: secrets, direction: FromConsumer, reference: {api: widgets.example.org, fieldPath: .spec.secretRef.name}}
+`); err != nil {
+		t.Fatal(err)
+	}
+	ready := w.waitCondition("bindings.core.kbind.io", "team-w", "redirect", "Ready", "False InvalidMutation")
+	expect(t, ready, "mutations.up[0] (.spec.secretRef.name)", "relatedResources[0] reads the related object's name from")
+	return []string{tableRow("a Binding whose `up` mutation rewrites the field a reference entry maps, to name another namespace's related copy (`team-y.payroll-db`)",
+		"refused: `Ready=False`/`InvalidMutation` (… relatedResources[0] reads the related object's name from …); nothing of the Binding syncs")}
+}

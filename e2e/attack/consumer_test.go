@@ -337,6 +337,7 @@ spec:
 	// 7. Features in combination (issue #51).
 	rows = append(rows, importNamesASecret(w, newTenant(t, "team", "Namespace", "kbind-team", "", teamKC), alice)...)
 	rows = append(rows, releaseByUpdater(w, alice)...)
+	rows = append(rows, mutationRewritesReference(w)...)
 
 	table := "| attempt | result |\n|---|---|\n" + strings.Join(rows, "\n") + "\n"
 	t.Logf("consumer table:\n%s", table)

@@ -3,6 +3,7 @@ package syncer
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -16,6 +17,9 @@ func Mutations(spec kbindv1alpha1.BindingSpec, crd string) (up, down *mutation.P
 	entry, ok := spec.APIFor(crd)
 	if !ok || entry.Mutations == nil {
 		return nil, nil, nil
+	}
+	if err := writesReference(spec, entry); err != nil {
+		return nil, nil, fmt.Errorf("the mutations of %s: %w", entry.Name, err)
 	}
 	if up, err = compiled(mutation.Up, entry.Mutations.Up); err != nil {
 		return nil, nil, fmt.Errorf("the mutations of %s: %w", entry.Name, err)
@@ -68,4 +72,28 @@ func compiled(dir mutation.Direction, rules []kbindv1alpha1.MutationRule) (*muta
 	programs.byText[key] = p
 	programs.Unlock()
 	return p, nil
+}
+
+// writesReference refuses an up rule of entry that writes a field one of
+// the binding's reference entries reads a related object's name from (the
+// field itself, a field below it, or an object holding it): kbind maps
+// that field to the related copy at the object's own namespace's provider
+// place, and a rule changing it could point the provider's controller at
+// another consumer namespace's copy under Namespace isolation
+// (team-y.db from team-x's object, issue #51).
+func writesReference(spec kbindv1alpha1.BindingSpec, entry kbindv1alpha1.APIReference) error {
+	for i, rule := range entry.Mutations.Up {
+		for j, rel := range spec.RelatedResources {
+			if rel.Reference == nil || rel.Reference.API != entry.Name {
+				continue
+			}
+			field := rel.Reference.FieldPath
+			if rule.Path == field || strings.HasPrefix(field, rule.Path+".") || strings.HasPrefix(rule.Path, field+".") {
+				return &mutation.RuleError{Direction: mutation.Up, Index: i, Path: rule.Path, Err: fmt.Errorf(
+					"it writes %s, which relatedResources[%d] reads the related object's name from: kbind writes that field of the provider copy itself "+
+						"(naming the related copy at the object's own namespace's place), so no rule may change it; remove the rule, or reference another field", field, j)}
+			}
+		}
+	}
+	return nil
 }

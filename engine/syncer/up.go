@@ -162,7 +162,6 @@ func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured, pkey types.Namespa
 	if spec, ok := cobj.Object["spec"]; ok {
 		u.Object["spec"] = runtime.DeepCopyJSONValue(spec)
 	}
-	mapReferences(u, cobj.GetNamespace(), policy.References, s.target.Isolation)
 	if policy.Up != nil {
 		// The rules' paths are confined to .spec: markers, name and
 		// namespace stay kbind's.
@@ -170,6 +169,10 @@ func (s *Syncer) desiredCopy(cobj *unstructured.Unstructured, pkey types.Namespa
 			return nil, err
 		}
 	}
+	// After the rules (which may not write a reference field, Mutations):
+	// a reference field of the copy always names the related object at
+	// its own namespace's provider place (issue #51).
+	mapReferences(u, cobj.GetNamespace(), policy.References, s.target.Isolation)
 	return u, nil
 }
 
