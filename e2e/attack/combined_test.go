@@ -133,8 +133,40 @@ spec:
 	if u, err := resource(w.provider, vaults, "kbind-team").Get(ctx, "team-x.db", metav1.GetOptions{}); err != nil || string(u.GetUID()) != uid {
 		t.Errorf("the Vault's provider copy after the refused release: %v", err)
 	}
-	return append(rows, tableRow("a release of an object the entry's `objectSelector` would not import back (the selected label not copied up), by a user who may delete it",
+	rows = append(rows, tableRow("a release of an object the entry's `objectSelector` would not import back (the selected label not copied up), by a user who may delete it",
 		"refused by the konnector: `HandOverRefused` Event naming the selector, `PermissionDenied=True` (kbind refuses: hand-over of 1 object(s) …); the object stays the consumer's, its provider copy stays"))
+
+	// dave adopts (which the policy lets anyone who may update do) an
+	// imported Vault that carries sync=yes on the provider only: consumer
+	// owned, the objectSelector would not select it, and the ordinary sync
+	// would release it at once — deleting the provider's own object.
+	prov := object(vaults, "kbind-team", "team-x.prov", map[string]string{"sync": "yes"}, map[string]any{"spec": map[string]any{"size": int64(7)}})
+	prov.SetKind("Vault")
+	adminCreate(t, w.provider, vaults, prov)
+	enginetest.EventuallyWithin(t, 60*time.Second, "the provider's Vault imported into team-x", func() error {
+		out, err := w.kubectl(w.consumer, "get", "vaults.example.org", "-n", "team-x", "prov", "-o", `jsonpath={.metadata.annotations.core\.kbind\.io/owner}`)
+		if err != nil || out != "provider" {
+			return fmt.Errorf("owner %q: %v", out, err)
+		}
+		return nil
+	})
+	before, err := resource(w.provider, vaults, "kbind-team").Get(ctx, "team-x.prov", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.mustKubectl(dave, "annotate", "vaults.example.org", "-n", "team-x", "prov", "core.kbind.io/hand-over=consumer")
+	enginetest.EventuallyWithin(t, 60*time.Second, "the konnector's HandOverRefused Event on team-x/prov", func() error {
+		out, err := w.kubectl(w.consumer, "get", "events", "-n", "team-x", "--field-selector", "involvedObject.name=prov,reason=HandOverRefused", "-o", "jsonpath={.items[*].message}")
+		if err != nil || !strings.Contains(out, "objectSelector (sync=yes) does not select this object") {
+			return fmt.Errorf("events %q: %v", out, err)
+		}
+		return nil
+	})
+	if after, err := resource(w.provider, vaults, "kbind-team").Get(ctx, "team-x.prov", metav1.GetOptions{}); err != nil || after.GetUID() != before.GetUID() {
+		t.Errorf("ATTACK SUCCEEDED: the provider's Vault after dave's adoption: %v", err)
+	}
+	return append(rows, tableRow("a user who may update but not delete objects adopts (`core.kbind.io/hand-over: consumer`) an imported object the entry's `objectSelector` selects by a label only its provider object carries",
+		"refused by the konnector: `HandOverRefused` Event naming the selector; the object stays imported and the provider's object stays (adopted, it would have left the binding at once and its provider object been deleted)"))
 }
 
 // updater provisions a namespace user who may read, create, update and

@@ -75,23 +75,28 @@ type HandOverState struct {
 	// carries this consumer object's markers; MarkedByOther: another
 	// consumer's or object's.
 	ProviderExists, ProviderDeleting, Reserved, MarkedByOther bool
-	// Reimportable: the binding's objectSelector selects the provider
-	// object's labels as import reads them once kbind's markers are gone
-	// (always true without an objectSelector). A release of an object it
-	// does not select would be read as "import off" right after, and the
-	// consumer object deleted (issue #51). Selector and ProviderLabels say
-	// so in a refusal.
-	Reimportable             bool
-	Selector, ProviderLabels string
+	// SelectedAfter: the binding's objectSelector selects the object as
+	// the side taking it over will read it (always true without an
+	// objectSelector) — for a release, the provider object's labels once
+	// kbind's markers are gone (the import reads them); for an adoption,
+	// the consumer object's labels (the ordinary sync reads them). Handed
+	// over unselected, the object would leave the binding at once: a
+	// released object read as "import off" and deleted, an adopted one
+	// released and its provider object deleted (issue #51). Selector and
+	// Labels say so in a refusal.
+	SelectedAfter    bool
+	Selector, Labels string
 }
 
 // DecideHandOver is the next step of a hand-over, with why when refused.
 func DecideHandOver(s HandOverState) (HandOverStep, string) {
 	switch {
-	case s.Imported && s.Reserved && s.Requested == kbindv1alpha1.HandOverConsumer:
+	case s.Imported && s.Reserved && s.Requested == kbindv1alpha1.HandOverConsumer && s.SelectedAfter:
 		return HandOverToConsumer, ""
 	case s.Imported && s.Reserved:
-		// Released (step 1 done), or an adoption withdrawn after step 1.
+		// Released (step 1 done), or an adoption withdrawn after step 1 —
+		// or one the objectSelector stopped selecting meanwhile: unreserved,
+		// then refused (adoptStep).
 		return HandOverUnreserve, ""
 	case s.Imported && s.Requested == kbindv1alpha1.HandOverConsumer:
 		return adoptStep(s)
@@ -112,6 +117,10 @@ func adoptStep(s HandOverState) (HandOverStep, string) {
 		return HandOverRefuse, "its provider object is gone or being deleted"
 	case s.MarkedByOther:
 		return HandOverRefuse, "its provider object carries another consumer object's markers"
+	case !s.SelectedAfter:
+		return HandOverRefuse, fmt.Sprintf("the binding's objectSelector (%s) does not select this object, whose labels are {%s}: "+
+			"once it is the consumer's it would leave the binding at once, and its provider object would be deleted; label it so that the selector selects it "+
+			"(or list the selector's labels in the binding's spec.metadata.labels, which imported copies carry), then adopt it", s.Selector, s.Labels)
 	}
 	return HandOverReserve, ""
 }
@@ -127,10 +136,10 @@ func releaseStep(s HandOverState) (HandOverStep, string) {
 		return HandOverRefuse, "it has no provider copy of its own yet (wait until it is synced)"
 	case s.ProviderDeleting:
 		return HandOverRefuse, "its provider copy is being deleted"
-	case !s.Reimportable:
+	case !s.SelectedAfter:
 		return HandOverRefuse, fmt.Sprintf("the binding's objectSelector (%s) does not select its provider copy, whose labels without kbind's markers are {%s}: "+
 			"the import would not take it back, and this object would be deleted; list the labels the selector needs in the binding's spec.metadata.labels "+
-			"so that the provider copy carries them, then release it", s.Selector, s.ProviderLabels)
+			"so that the provider copy carries them, then release it", s.Selector, s.Labels)
 	}
 	return HandOverToProvider, ""
 }
@@ -177,7 +186,11 @@ func (s *Syncer) handOver(ctx context.Context, o *objectSync, scope ImportScope,
 		st.ProviderDeleting = !pobj.GetDeletionTimestamp().IsZero()
 		st.Reserved = s.reservedFor(pobj, cobj)
 		st.MarkedByOther = marked(pobj) && !st.Reserved
-		st.Reimportable, st.Selector, st.ProviderLabels = reimportable(o.policy, pobj)
+		if st.Imported {
+			st.SelectedAfter, st.Selector, st.Labels = selectedAfter(o.policy, cobj, false)
+		} else {
+			st.SelectedAfter, st.Selector, st.Labels = selectedAfter(o.policy, pobj, true)
+		}
 	}
 	step, why := DecideHandOver(st)
 	switch step {
@@ -217,18 +230,21 @@ func (s *Syncer) handOver(ctx context.Context, o *objectSync, scope ImportScope,
 	return done, true, nil
 }
 
-// reimportable says whether the import of the entry covering an object
-// (its policy) takes the provider object pobj back once a release has
-// removed kbind's markers from it: its objectSelector, if any, must select
-// the labels left then. It also returns the selector and those labels, for
-// a refusal's message.
-func reimportable(policy Policy, pobj *unstructured.Unstructured) (ok bool, selector, left string) {
+// selectedAfter says whether the objectSelector of the entry covering an
+// object (its policy) selects obj as the side taking the object over reads
+// it: a consumer object by its labels (adoption), a provider object by its
+// labels once a release has removed kbind's markers (unmarked: the import
+// reads it then). It also returns the selector and the labels read, for a
+// refusal's message.
+func selectedAfter(policy Policy, obj *unstructured.Unstructured, unmarked bool) (ok bool, selector, read string) {
 	if policy.Objects == nil {
 		return true, "", ""
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{}}
-	u.SetLabels(pobj.GetLabels())
-	unmark(u)
+	u.SetLabels(obj.GetLabels())
+	if unmarked {
+		unmark(u)
+	}
 	set := labels.Set(u.GetLabels())
 	return policy.Objects.Matches(set), policy.Objects.String(), set.String()
 }

@@ -12,8 +12,8 @@ import (
 
 func TestDecideHandOver(t *testing.T) {
 	toConsumer, toProvider := kbindv1alpha1.HandOverConsumer, kbindv1alpha1.HandOverProvider
-	imported := HandOverState{Imported: true, Importing: true, ProviderExists: true}
-	owned := HandOverState{Finalized: true, Importing: true, ProviderExists: true, Reserved: true, Reimportable: true}
+	imported := HandOverState{Imported: true, Importing: true, ProviderExists: true, SelectedAfter: true}
+	owned := HandOverState{Finalized: true, Importing: true, ProviderExists: true, Reserved: true, SelectedAfter: true}
 	with := func(s HandOverState, mut func(*HandOverState)) HandOverState {
 		mut(&s)
 		return s
@@ -42,10 +42,16 @@ func TestDecideHandOver(t *testing.T) {
 		{"release: the object deleting", with(owned, func(s *HandOverState) { s.Requested, s.Deleting = toProvider, true }), HandOverRefuse},
 		{"release asked of an imported object: nothing", with(imported, func(s *HandOverState) { s.Requested = toProvider }), HandOverNone},
 		{"release: the objectSelector would not import it back (issue #51)", with(owned, func(s *HandOverState) {
-			s.Requested, s.Reimportable, s.Selector, s.ProviderLabels = toProvider, false, "sync=yes", "app=db"
+			s.Requested, s.SelectedAfter, s.Selector, s.Labels = toProvider, false, "sync=yes", "app=db"
 		}), HandOverRefuse},
 		{"release done on the consumer: unreserved even if the selector changed since", with(owned, func(s *HandOverState) {
-			s.Imported, s.Finalized, s.Reimportable = true, false, false
+			s.Imported, s.Finalized, s.SelectedAfter = true, false, false
+		}), HandOverUnreserve},
+		{"adopt: the objectSelector would release it at once (issue #51)", with(imported, func(s *HandOverState) {
+			s.Requested, s.SelectedAfter, s.Selector, s.Labels = toConsumer, false, "sync=yes", ""
+		}), HandOverRefuse},
+		{"adopt: reserved, then the object's labels left the selector: unreserved, then refused", with(imported, func(s *HandOverState) {
+			s.Requested, s.Reserved, s.SelectedAfter = toConsumer, true, false
 		}), HandOverUnreserve},
 	}
 	for _, tc := range cases {
@@ -55,10 +61,11 @@ func TestDecideHandOver(t *testing.T) {
 	}
 }
 
-// TestReimportable: a release is refused unless the entry's objectSelector
-// selects the provider copy's labels as import reads them, kbind's markers
-// removed.
-func TestReimportable(t *testing.T) {
+// TestSelectedAfter: a hand-over is refused unless the entry's
+// objectSelector selects the object as the side taking it over reads it:
+// the consumer object's labels for an adoption, the provider copy's
+// labels without kbind's markers for a release.
+func TestSelectedAfter(t *testing.T) {
 	sel := func(s string) labels.Selector {
 		out, err := labels.Parse(s)
 		if err != nil {
@@ -66,7 +73,7 @@ func TestReimportable(t *testing.T) {
 		}
 		return out
 	}
-	copyWith := func(l map[string]string) *unstructured.Unstructured {
+	markedWith := func(l map[string]string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{}}
 		marked := map[string]string{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue, kbindv1alpha1.ConsumerClusterUIDLabel: "c1",
 			kbindv1alpha1.ConsumerNamespaceLabel: "team-a", kbindv1alpha1.ConsumerNameLabel: "db"}
@@ -80,22 +87,25 @@ func TestReimportable(t *testing.T) {
 		name     string
 		policy   Policy
 		labels   map[string]string
+		unmarked bool
 		want     bool
 		selector string
 	}{
-		{"no objectSelector: always", Policy{}, nil, true, ""},
-		{"the selector's label copied up (spec.metadata.labels)", Policy{Objects: sel("sync=yes")}, map[string]string{"sync": "yes"}, true, "sync=yes"},
-		{"the selector's label only on the consumer object", Policy{Objects: sel("sync=yes")}, map[string]string{"app": "db"}, false, "sync=yes"},
-		{"a selector on kbind's markers never counts them", Policy{Objects: sel(kbindv1alpha1.ManagedLabel + "=true")}, nil, false, kbindv1alpha1.ManagedLabel + "=true"},
-		{"a negative selector", Policy{Objects: sel("tier!=gold")}, map[string]string{"tier": "silver"}, true, "tier!=gold"},
+		{"no objectSelector: always", Policy{}, nil, true, true, ""},
+		{"release: the selector's label copied up (spec.metadata.labels)", Policy{Objects: sel("sync=yes")}, map[string]string{"sync": "yes"}, true, true, "sync=yes"},
+		{"release: the selector's label only on the consumer object", Policy{Objects: sel("sync=yes")}, map[string]string{"app": "db"}, true, false, "sync=yes"},
+		{"release: a selector on kbind's markers never counts them", Policy{Objects: sel(kbindv1alpha1.ManagedLabel + "=true")}, nil, true, false, kbindv1alpha1.ManagedLabel + "=true"},
+		{"release: a negative selector", Policy{Objects: sel("tier!=gold")}, map[string]string{"tier": "silver"}, true, true, "tier!=gold"},
+		{"adopt: the imported copy carries the label", Policy{Objects: sel("sync=yes")}, map[string]string{"sync": "yes"}, false, true, "sync=yes"},
+		{"adopt: the label only on the provider object", Policy{Objects: sel("sync=yes")}, map[string]string{"app": "db"}, false, false, "sync=yes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, selector, left := reimportable(tc.policy, copyWith(tc.labels))
+			ok, selector, read := selectedAfter(tc.policy, markedWith(tc.labels), tc.unmarked)
 			if ok != tc.want || selector != tc.selector {
-				t.Fatalf("reimportable = %v, %q (labels left %q); want %v, %q", ok, selector, left, tc.want, tc.selector)
+				t.Fatalf("selectedAfter = %v, %q (labels read %q); want %v, %q", ok, selector, read, tc.want, tc.selector)
 			}
-			if strings.Contains(left, "core.kbind.io/") {
-				t.Errorf("the labels left after a release hold kbind's markers: %q", left)
+			if tc.unmarked && strings.Contains(read, "core.kbind.io/") {
+				t.Errorf("the labels left after a release hold kbind's markers: %q", read)
 			}
 		})
 	}

@@ -374,3 +374,74 @@ func updateClusterBinding(t *testing.T, tn tenant, name string, change func(*kbi
 		t.Fatal(err)
 	}
 }
+
+// TestAdoptRefusedWhenTheSelectorWouldReleaseIt (issue #51): an entry
+// imports only provider objects labelled sync=yes, and its imported
+// copies do not carry that label (spec.metadata.labels does not list it).
+// Adopting one would make it a consumer object the objectSelector does not
+// select: the ordinary sync would release it at once and delete its
+// provider object, the provider's own. The konnector refuses the adoption,
+// naming the selector; once the object carries the label, it adopts it and
+// the provider object stays.
+func TestAdoptRefusedWhenTheSelectorWouldReleaseIt(t *testing.T) {
+	ctx := context.Background()
+	ts := tenants(t)
+	a := ts[0]
+	const nsP, nsC = "adopt-sel", "team-t"
+	ensureNamespace(t, env.Provider, nsP)
+	user := "consumer-a-" + t.Name()
+	bindRole(t, "", "kbind-discovery-adopt-sel", user, discoveryRules)
+	bindRole(t, nsP, "kbind-consumer", user, objectRules("widgets", "widgets/status"))
+	ensureNamespace(t, a.consumer, nsC)
+	connect(t, a, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: nsP}, nil, "widgets.example.org")
+	waitBound(t, []tenant{a}, "widgets.example.org")
+	updateClusterBinding(t, a, "widgets.example.org", func(spec *kbindv1alpha1.BindingSpec) {
+		spec.APIs[0].ProviderObjects = kbindv1alpha1.ProviderObjectsImport
+		spec.APIs[0].ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"sync": "yes"}}
+	})
+	ckey, pkey := key(nsC, "db"), key(nsP, nsC+".db")
+	pw := object(widgetGVK, nsP, nsC+".db", map[string]any{"size": int64(4)})
+	pw.SetLabels(map[string]string{"sync": "yes"})
+	if err := env.Provider.Create(ctx, pw); err != nil {
+		t.Fatal(err)
+	}
+	waitImported(t, a, ckey, 4, "")
+
+	patch := func(p string) {
+		t.Helper()
+		if err := a.consumer.Patch(ctx, object(widgetGVK, nsC, "db", nil), client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, kbindv1alpha1.HandOverAnnotation, kbindv1alpha1.HandOverConsumer))
+	waitEvent(t, a.consumer, nsC, "db", corev1.EventTypeWarning, "HandOverRefused")
+	u, p := object(widgetGVK, "", "", nil), object(widgetGVK, "", "", nil)
+	if err := a.consumer.Get(ctx, ckey, u); err != nil || consumerOwner(u) != "provider" {
+		t.Fatalf("the imported object after the refused adoption: owner %s: %v", consumerOwner(u), err)
+	}
+	if err := env.Provider.Get(ctx, pkey, p); err != nil || p.GetUID() != pw.GetUID() || providerOwner(p) != "provider" {
+		t.Fatalf("the provider's object after the refused adoption: %v (markers %v)", err, p.GetAnnotations())
+	}
+
+	// Labelled so that the selector selects it, it is adopted, and the
+	// provider object stays: now the consumer's copy.
+	patch(`{"metadata":{"labels":{"sync":"yes"}}}`)
+	enginetest.Eventually(t, "the adopted object synced to the provider's object", func() error {
+		if err := a.consumer.Get(ctx, ckey, u); err != nil {
+			return err
+		}
+		if err := env.Provider.Get(ctx, pkey, p); err != nil {
+			return err
+		}
+		if consumerOwner(u) != "consumer" || p.GetUID() != pw.GetUID() || providerOwner(p) != "consumer" {
+			return fmt.Errorf("consumer owner %s, provider object UID %s markers %v", consumerOwner(u), p.GetUID(), p.GetAnnotations())
+		}
+		return nil
+	})
+	setSize(t, a.consumer, ckey, 44)
+	waitSize(t, env.Provider, pkey, 44)
+	if err := env.Provider.Get(ctx, pkey, p); err != nil || p.GetUID() != pw.GetUID() {
+		t.Fatalf("the provider's object after the adoption: %v", err)
+	}
+	teardown(t, a)
+}
