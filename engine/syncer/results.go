@@ -160,12 +160,7 @@ func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace st
 	var s Summary
 	reasons := map[kbindv1alpha1.Reason]int{}
 	forbidden := map[string]int{}
-	type refusal struct {
-		n     int
-		first types.NamespacedName
-		msg   string
-	}
-	refused := map[string]*refusal{}
+	refused := refusals{}
 	for key, res := range r.byAPI[apiKey(connection, gk)] {
 		if !allNamespaces && key.Namespace != namespace || selected != nil && !selected(key.Namespace) {
 			continue
@@ -193,21 +188,9 @@ func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace st
 		if res.Forbidden != "" {
 			forbidden[res.Forbidden]++
 		}
-		if res.Refused != "" {
-			rf := refused[res.Refused]
-			if rf == nil {
-				rf = &refusal{first: key, msg: res.Message}
-				refused[res.Refused] = rf
-			}
-			if rf.n++; key.String() < rf.first.String() {
-				rf.first, rf.msg = key, res.Message
-			}
-		}
+		refused.add(key, res)
 	}
-	for what, rf := range refused {
-		s.Refused = append(s.Refused, fmt.Sprintf("%s of %d object(s), %s: %s", what, rf.n, rf.first, rf.msg))
-	}
-	sort.Strings(s.Refused)
+	s.Refused = refused.summary()
 	if reasons[kbindv1alpha1.ReasonOwnedByAnother] > reasons[kbindv1alpha1.ReasonForeignObjectExists] {
 		s.ConflictReason = kbindv1alpha1.ReasonOwnedByAnother
 	} else if s.Conflicts > 0 {
@@ -222,6 +205,41 @@ func (r *Results) Summarize(connection string, gk schema.GroupKind, namespace st
 	sort.Strings(s.Forbidden)
 	sort.Strings(s.Failures)
 	return s
+}
+
+// refusals counts, per kind of refusal (Result.Refused), the objects
+// kbind refuses it and the message of the first of them by key.
+type refusals map[string]*refusedObjects
+
+// refusedObjects are the objects of one kind of refusal.
+type refusedObjects struct {
+	n     int
+	first types.NamespacedName
+	msg   string
+}
+
+func (r refusals) add(key types.NamespacedName, res Result) {
+	if res.Refused == "" {
+		return
+	}
+	rf := r[res.Refused]
+	if rf == nil {
+		rf = &refusedObjects{first: key, msg: res.Message}
+		r[res.Refused] = rf
+	}
+	if rf.n++; key.String() < rf.first.String() {
+		rf.first, rf.msg = key, res.Message
+	}
+}
+
+// summary is "hand-over of 2 object(s), team-a/db: <why>", per kind, sorted.
+func (r refusals) summary() []string {
+	var out []string
+	for what, rf := range r {
+		out = append(out, fmt.Sprintf("%s of %d object(s), %s: %s", what, rf.n, rf.first, rf.msg))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Conflicts implements metrics.ConflictSource.
