@@ -51,7 +51,7 @@ func (e *env) revoke(ctx context.Context, name string, timeout time.Duration) er
 	err = forEachGranted(ctx, c, name, func(kind string, obj *unstructured.Unstructured) error {
 		if strings.HasPrefix(kind, "ValidatingAdmissionPolicy") && !revoked.denied {
 			if err := revoked.waitDenied(ctx, c, timeout); err != nil {
-				return err
+				return fmt.Errorf("%w; the admission policy is kept: run revoke again", err)
 			}
 		}
 		if err := revoked.remember(kind, obj); err != nil {
@@ -140,7 +140,7 @@ func (r *revokedAccess) waitDenied(ctx context.Context, c client.Client, timeout
 		return true, "", nil
 	})
 	if errors.Is(err, errNotInARow) {
-		return fmt.Errorf("after %s the API server still says %s; the admission policy is kept: run revoke again", timeout, still)
+		return fmt.Errorf("after %s the API server still says %s", timeout, still)
 	}
 	r.denied = err == nil
 	return err
