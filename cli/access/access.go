@@ -3,10 +3,12 @@
 // the consumer's own provider namespace (its heartbeat Lease lives there),
 // exactly the RBAC its Connection needs for the APIs it may bind, and, for
 // Prefixed and None isolation, the admission policy that keeps its writes
-// out of every other tenant's namespaces. Objects is a pure function of a
-// Request; the consumer-access chart renders the same objects (a test in
-// e2e/chart holds them equal). Check (placement.go) refuses a request that
-// would overlap another consumer or the provider's own namespaces.
+// out of every other tenant's namespaces (for Namespace isolation with
+// related Secrets, the one that refuses it service-account token
+// Secrets). Objects is a pure function of a Request; the consumer-access
+// chart renders the same objects (a test in e2e/chart holds them equal).
+// Check (placement.go) refuses a request that would overlap another
+// consumer or the provider's own namespaces.
 package access
 
 import (
@@ -98,8 +100,9 @@ type TokenRenewal struct {
 const MinTokenLifetime = 10 * time.Minute
 
 // Name is the name of the consumer's ServiceAccount, roles, bindings and
-// admission policy. Consumer names are DNS labels (no "."), so no two
-// consumers ever share one.
+// admission policy (the writes policy under Prefixed and None, the Secrets
+// policy under Namespace). Consumer names are DNS labels (no "."), so no
+// two consumers ever share one.
 func Name(consumer string) string { return "kbind-consumer-" + consumer }
 
 // TokenName names the Role (in the ServiceAccounts' namespace), its
@@ -112,6 +115,16 @@ func TokenName(consumer string) string { return Name(consumer) + ".token" }
 // DefaultNamespace is the consumer's own provider namespace unless one is
 // given: the isolation namespace (Namespace), the Lease namespace (None).
 func DefaultNamespace(consumer string) string { return "kbind-" + consumer }
+
+// HasSecretsPolicy reports whether the grant holds the Secrets policy: a
+// Namespace-isolated consumer granted related Secrets may write every
+// Secret of its namespace (its Role), and the policy refuses it the one
+// kind of Secret that would be a credential outliving its grant — a
+// service-account token Secret, which the cluster's token controller
+// fills. The Prefixed and None writes policies refuse those Secrets too.
+func (r Request) HasSecretsPolicy() bool {
+	return r.Isolation.Mode == kbindv1alpha1.IsolationNamespace && slices.Contains(r.Related, "secrets")
+}
 
 // Username is the ServiceAccount's user name.
 func (r Request) Username() string {
@@ -190,16 +203,20 @@ func (r Request) Validate() error {
 
 // Objects are the objects granted, in apply order: the consumer's
 // namespace, then the admission policies (before any right they confine:
-// the writes' under Prefixed and None, the token policy), the
-// ServiceAccount, the roles, and the bindings last.
+// the writes' under Prefixed and None, the Secrets policy under Namespace
+// with related Secrets, the token policy), the ServiceAccount, the roles,
+// and the bindings last.
 func (r Request) Objects() []client.Object {
 	name := Name(r.Consumer)
 	meta := func(ns, n string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: ns, Name: n, Labels: r.labels()}
 	}
 	out := []client.Object{r.namespaceObject()}
-	if r.Isolation.Mode != kbindv1alpha1.IsolationNamespace {
+	switch {
+	case r.Isolation.Mode != kbindv1alpha1.IsolationNamespace:
 		out = append(out, r.policy(meta("", name))...)
+	case r.HasSecretsPolicy():
+		out = append(out, r.secretsPolicy(meta("", name))...)
 	}
 	if r.TokenRenewal != nil {
 		out = append(out, r.tokenPolicy(meta("", TokenName(r.Consumer)))...)

@@ -25,6 +25,12 @@ var (
 // the token grant minted) and --duration's default.
 var renewal = &TokenRenewal{Audiences: []string{"https://kubernetes.default.svc.cluster.local", "k3s"}, MaxLifetimeSeconds: 2592000}
 
+// withRelated is r granting the related kinds.
+func withRelated(r Request, kinds ...string) Request {
+	r.Related = kinds
+	return r
+}
+
 // request is consumer a's request with the defaults grant fills in.
 func request(iso kbindv1alpha1.Isolation, apis ...API) Request {
 	r := Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: iso, APIs: apis, TokenRenewal: renewal}
@@ -90,6 +96,19 @@ func TestObjects(t *testing.T) {
 		want []string
 	}{
 		{"Namespace: everything in a Role of its namespace", request(confined, widgets), []string{
+			"ClusterRole /kbind-consumer-a", "ClusterRoleBinding /kbind-consumer-a", "Namespace /tenant-a",
+			"Role kbind/kbind-consumer-a.token", "Role tenant-a/kbind-consumer-a", "RoleBinding kbind/kbind-consumer-a.token", "RoleBinding tenant-a/kbind-consumer-a",
+			"ServiceAccount kbind/kbind-consumer-a",
+			"ValidatingAdmissionPolicy /kbind-consumer-a.token", "ValidatingAdmissionPolicyBinding /kbind-consumer-a.token",
+		}},
+		{"Namespace with related Secrets: the Secrets policy refuses service-account token Secrets", withRelated(request(confined, widgets), "secrets", "configmaps"), []string{
+			"ClusterRole /kbind-consumer-a", "ClusterRoleBinding /kbind-consumer-a", "Namespace /tenant-a",
+			"Role kbind/kbind-consumer-a.token", "Role tenant-a/kbind-consumer-a", "RoleBinding kbind/kbind-consumer-a.token", "RoleBinding tenant-a/kbind-consumer-a",
+			"ServiceAccount kbind/kbind-consumer-a",
+			"ValidatingAdmissionPolicy /kbind-consumer-a", "ValidatingAdmissionPolicy /kbind-consumer-a.token",
+			"ValidatingAdmissionPolicyBinding /kbind-consumer-a", "ValidatingAdmissionPolicyBinding /kbind-consumer-a.token",
+		}},
+		{"Namespace with related ConfigMaps only: no Secrets policy", withRelated(request(confined, widgets), "configmaps"), []string{
 			"ClusterRole /kbind-consumer-a", "ClusterRoleBinding /kbind-consumer-a", "Namespace /tenant-a",
 			"Role kbind/kbind-consumer-a.token", "Role tenant-a/kbind-consumer-a", "RoleBinding kbind/kbind-consumer-a.token", "RoleBinding tenant-a/kbind-consumer-a",
 			"ServiceAccount kbind/kbind-consumer-a",
@@ -212,6 +231,18 @@ func TestObjectsApplyOrder(t *testing.T) {
 		pos["ClusterRole"] < pos["ClusterRoleBinding"] && pos["Role"] < pos["RoleBinding"]; !ordered {
 		t.Errorf("apply order %v", SortedNames(objs))
 	}
+	// Under Namespace with related Secrets, the Secrets policy is in force
+	// before the Role that lets the consumer write Secrets.
+	objs = withRelated(request(confined, widgets), "secrets").Objects()
+	pos = map[string]int{}
+	for i, o := range objs {
+		pos[Key(o)] = i
+	}
+	policy, binding := pos["ValidatingAdmissionPolicy /kbind-consumer-a"], pos["ValidatingAdmissionPolicyBinding /kbind-consumer-a"]
+	if ordered := pos["Namespace /tenant-a"] < policy && policy < binding && binding < pos["ServiceAccount kbind/kbind-consumer-a"] &&
+		binding < pos["Role tenant-a/kbind-consumer-a"] && pos["Role tenant-a/kbind-consumer-a"] < pos["RoleBinding tenant-a/kbind-consumer-a"] && policy > 0; !ordered {
+		t.Errorf("Namespace with related Secrets, apply order %v", SortedNames(objs))
+	}
 	if Kinds[0].Kind != "ServiceAccount" || Kinds[len(Kinds)-1].Kind != "ValidatingAdmissionPolicy" {
 		t.Errorf("revoke order %v: the ServiceAccount first, the policy last", Kinds)
 	}
@@ -332,7 +363,8 @@ func sharedObjects(a, b string, mode kbindv1alpha1.IsolationMode) string {
 		req := Request{Consumer: consumer, ServiceAccountNamespace: "kbind", APIs: []API{widgets}, Isolation: kbindv1alpha1.Isolation{Mode: mode}, TokenRenewal: renewal}
 		switch mode {
 		case kbindv1alpha1.IsolationNamespace:
-			req.Isolation.Namespace = DefaultNamespace(consumer)
+			// With the Secrets policy: every object a Namespace grant can make.
+			req.Isolation.Namespace, req.Related = DefaultNamespace(consumer), []string{"secrets"}
 		case kbindv1alpha1.IsolationPrefixed:
 			req.Isolation.Prefix = consumer
 		default:
@@ -445,6 +477,78 @@ func TestPolicy(t *testing.T) {
 	} {
 		if !strings.Contains(noneRules, want) {
 			t.Errorf("the None policy lacks %s:\n%s", want, noneRules)
+		}
+	}
+}
+
+// TestSecretsPolicy pins the admission policy of a Namespace-isolated
+// consumer granted related Secrets: its user may not create or change a
+// service-account token Secret (RBAC cannot look at a Secret's type).
+// e2e/attack's TestGrantAttacks proves it against a real API server.
+func TestSecretsPolicy(t *testing.T) {
+	var vap *admissionregistrationv1.ValidatingAdmissionPolicy
+	var binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	for _, o := range withRelated(request(confined, widgets), "secrets").Objects() {
+		switch obj := o.(type) {
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			if obj.Name == Name("a") {
+				vap = obj
+			}
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			if obj.Name == Name("a") {
+				binding = obj
+			}
+		}
+	}
+	if vap == nil || binding == nil {
+		t.Fatal("no Secrets policy under Namespace isolation with related Secrets")
+	}
+	if vap.Labels[ConsumerLabel] != "a" || binding.Labels[ConsumerLabel] != "a" {
+		t.Errorf("the Secrets policy lacks the consumer label revoke finds it by: %v, %v", vap.Labels, binding.Labels)
+	}
+	if binding.Spec.PolicyName != vap.Name || len(binding.Spec.ValidationActions) != 1 || binding.Spec.ValidationActions[0] != admissionregistrationv1.Deny {
+		t.Errorf("binding %+v", binding.Spec)
+	}
+	if vap.Spec.FailurePolicy == nil || *vap.Spec.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("failurePolicy %v, want Fail", vap.Spec.FailurePolicy)
+	}
+	rules := vap.Spec.MatchConstraints.ResourceRules
+	if len(rules) != 1 || strings.Join(rules[0].APIGroups, ",") != "" || strings.Join(rules[0].APIVersions, ",") != "*" ||
+		strings.Join(rules[0].Resources, ",") != "secrets" || len(rules[0].Operations) != 2 ||
+		rules[0].Operations[0] != admissionregistrationv1.Create || rules[0].Operations[1] != admissionregistrationv1.Update {
+		t.Errorf("match constraints %+v: CREATE and UPDATE of Secrets", rules)
+	}
+	if len(vap.Spec.MatchConditions) != 1 || vap.Spec.MatchConditions[0].Expression != `request.userInfo.username == "system:serviceaccount:kbind:kbind-consumer-a"` {
+		t.Errorf("match conditions %+v: the consumer's own requests only", vap.Spec.MatchConditions)
+	}
+	if len(vap.Spec.Variables) != 0 || len(vap.Spec.Validations) != 1 {
+		t.Fatalf("variables %+v, validations %+v: want one validation", vap.Spec.Variables, vap.Spec.Validations)
+	}
+	v := vap.Spec.Validations[0]
+	if want := `request.resource.resource != 'secrets' || request.operation == 'DELETE' || !has(object.type) || object.type != 'kubernetes.io/service-account-token'`; v.Expression != want {
+		t.Errorf("validation:\n%s\nwant:\n%s", v.Expression, want)
+	}
+	if v.Reason == nil || *v.Reason != "Forbidden" {
+		t.Errorf("reason %v, want Forbidden", v.Reason)
+	}
+	// The message says what is refused, why, and what to do instead.
+	for _, m := range []string{"kbind consumer a may not create or change service-account token Secrets", "would outlive its grant", "such as Opaque"} {
+		if !strings.Contains(v.Message, m) {
+			t.Errorf("the message %q does not say %q", v.Message, m)
+		}
+	}
+	// The same rule as the Prefixed and None writes policies.
+	for _, iso := range []kbindv1alpha1.Isolation{prefixed, none} {
+		var same bool
+		for _, o := range request(iso, widgets).Objects() {
+			if p, ok := o.(*admissionregistrationv1.ValidatingAdmissionPolicy); ok && p.Name == Name("a") {
+				for _, w := range p.Spec.Validations {
+					same = same || (w.Expression == v.Expression && w.Message == v.Message)
+				}
+			}
+		}
+		if !same {
+			t.Errorf("the %s writes policy does not refuse service-account token Secrets as the Secrets policy does", iso.Mode)
 		}
 	}
 }

@@ -33,7 +33,7 @@ var SystemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
 //     (kbind.io/consumer) or for a Prefixed consumer (core.kbind.io/prefix).
 //
 // Neither may create a service-account token Secret (a credential that
-// would outlive the grant).
+// would outlive the grant: tokenSecretValidation).
 func (r Request) policy(meta metav1.ObjectMeta) []client.Object {
 	writes := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}
 	rule := func(group string, resources ...string) admissionregistrationv1.NamedRuleWithOperations {
@@ -58,7 +58,7 @@ func (r Request) policy(meta metav1.ObjectMeta) []client.Object {
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy:    &fail,
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: rules},
-			MatchConditions:  []admissionregistrationv1.MatchCondition{{Name: "this-consumer", Expression: fmt.Sprintf("request.userInfo.username == %q", r.Username())}},
+			MatchConditions:  r.thisConsumer(),
 			Variables:        r.policyVariables(),
 			Validations:      r.validations(),
 		},
@@ -126,8 +126,54 @@ func (r Request) validations() []admissionregistrationv1.Validation {
 			v(fmt.Sprintf("variables.namespaced || ((request.operation == 'DELETE' || (variables.newPrefix == '' && variables.newConsumer in %s)) && (request.operation == 'CREATE' || (variables.oldPrefix == '' && variables.oldConsumer in %s)))", mine, mine),
 				fmt.Sprintf("kbind consumer %s may not create or change namespaces and cluster-scoped objects labelled for another consumer (%s or %s)", c, ConsumerLabel, kbindv1alpha1.PrefixLabel)))
 	}
-	return append(out, v("request.resource.resource != 'secrets' || request.operation == 'DELETE' || !has(object.type) || object.type != 'kubernetes.io/service-account-token'",
-		fmt.Sprintf("kbind consumer %s may not create service-account token Secrets", c)))
+	return append(out, r.tokenSecretValidation())
+}
+
+// thisConsumer matches the consumer's own requests only: an admin's are
+// never bounded by its policies.
+func (r Request) thisConsumer() []admissionregistrationv1.MatchCondition {
+	return []admissionregistrationv1.MatchCondition{{Name: "this-consumer", Expression: fmt.Sprintf("request.userInfo.username == %q", r.Username())}}
+}
+
+// tokenSecretRule is the rule of every consumer policy that matches
+// Secrets: never a service-account token Secret. The cluster's token
+// controller fills one with a token of the ServiceAccount it names (any
+// in its namespace), which authenticates until the Secret is deleted —
+// after revoke too. The Secret's type is immutable, so checking the new
+// object covers an UPDATE.
+const tokenSecretRule = "request.resource.resource != 'secrets' || request.operation == 'DELETE' || !has(object.type) || object.type != 'kubernetes.io/service-account-token'"
+
+// tokenSecretValidation refuses tokenSecretRule's Secrets, saying what
+// the consumer may do instead.
+func (r Request) tokenSecretValidation() admissionregistrationv1.Validation {
+	forbidden := metav1.StatusReasonForbidden
+	return admissionregistrationv1.Validation{Expression: tokenSecretRule, Reason: &forbidden, Message: fmt.Sprintf(
+		"kbind consumer %s may not create or change service-account token Secrets: the token the cluster fills in would outlive its grant "+
+			"(kbind never copies such Secrets: a related Secret of that type is skipped); keep a credential in a Secret of another type, such as Opaque", r.Consumer)}
+}
+
+// secretsPolicy is the ValidatingAdmissionPolicy (and its binding) of a
+// Namespace-isolated consumer granted related Secrets (HasSecretsPolicy):
+// its Role lets it write every Secret of its namespace, and RBAC cannot
+// look at a Secret's type. It refuses the consumer's user creating or
+// changing a service-account token Secret, anywhere.
+func (r Request) secretsPolicy(meta metav1.ObjectMeta) []client.Object {
+	fail := admissionregistrationv1.Fail
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+		ObjectMeta: meta,
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"*"}, Resources: []string{"secrets"}},
+				}}}},
+			MatchConditions: r.thisConsumer(),
+			Validations:     []admissionregistrationv1.Validation{r.tokenSecretValidation()},
+		},
+	}
+	return []client.Object{policy, denyBinding(meta)}
 }
 
 // tokenPolicy is the ValidatingAdmissionPolicy (and its binding) that
@@ -152,7 +198,7 @@ func (r Request) tokenPolicy(meta metav1.ObjectMeta) []client.Object {
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"*"}, Resources: []string{"serviceaccounts/token"}},
 				}}}},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "this-consumer", Expression: fmt.Sprintf("request.userInfo.username == %q", r.Username())}},
+			MatchConditions: r.thisConsumer(),
 			Validations: []admissionregistrationv1.Validation{
 				{Expression: fmt.Sprintf("has(object.spec.audiences) && object.spec.audiences.all(a, a in [%s])", quoted(t.Audiences)), Reason: &forbidden,
 					Message: fmt.Sprintf("kbind consumer %s may mint tokens only for the API server's audiences (%s): request a token without spec.audiences", c, strings.Join(t.Audiences, ", "))},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -186,6 +187,8 @@ func TestGrantAttacks(t *testing.T) {
 	}
 	row("the printed and the self-minted token after `revoke`", "401 Unauthorized, both")
 
+	tokenSecretAttacks(t, provider, row)
+
 	// Re-granting the same mode renews and prunes: narrower APIs take the
 	// earlier rights away from the earlier token too.
 	if _, errOut, err := plugin(kc, "grant", "team-a", "--isolation", "Prefixed", "--apis", "widgets.example.org"); err != nil {
@@ -300,4 +303,173 @@ func withToken(cfg *rest.Config, token string) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.BearerToken, out.BearerTokenFile = token, ""
 	return out
+}
+
+// tokenSecretAttacks: a Namespace grant with related Secrets lets the
+// tenant write every Secret of its namespace, but never a service-account
+// token Secret — the cluster's token controller would fill it with a token
+// that outlives revoke — and revoke deletes one made while it was granted
+// (as before the Secrets policy existed or was loaded), listing older ones
+// without deleting them. The namespace exists before the grant, labelled
+// for the consumer by the admin, who keeps a token Secret of its own
+// there. envtest runs no token controller: these Secrets stay unfilled,
+// and the test asserts on the objects and the admission answers.
+func tokenSecretAttacks(t *testing.T, provider *testenv.Cluster, row func(attempt, result string)) {
+	t.Helper()
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(provider.Config)
+	const ns = "sweeper-own"
+	tokenSecret := func(name, sa string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{corev1.ServiceAccountNameKey: sa}},
+			Type: corev1.SecretTypeServiceAccountToken}
+	}
+	adminSecret := func(s *corev1.Secret) {
+		t.Helper()
+		if _, err := admin.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating Secret %s/%s: %v", ns, s.Name, err)
+		}
+	}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{access.ConsumerLabel: "sweeper"}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	adminSecret(tokenSecret("provider-token", "builder"))
+
+	sweeper := grant(t, provider, "sweeper", "Namespace", ns, "", "-n", ns, "--apis", "widgets.example.org", "--related", "secrets")
+	// The Secrets policy is in force the moment grant prints the token.
+	through := 0
+	for i := range 20 {
+		if _, err := sweeper.cs.CoreV1().Secrets(ns).Create(ctx, tokenSecret(fmt.Sprintf("early-%d", i), "default"), metav1.CreateOptions{}); err == nil {
+			through++
+		}
+	}
+	if through > 0 {
+		t.Errorf("%d of 20 service-account token Secrets created right after grant returned", through)
+	}
+	row("20 service-account token Secrets the moment grant printed the token (Namespace, `--related secrets`)", fmt.Sprintf("%d of 20 created", through))
+	// The positive control: every other Secret of its namespace is its own.
+	create(t, sweeper, secrets, object(secrets, ns, "mine", nil, map[string]any{"stringData": map[string]any{"k": "v"}}))
+
+	_, err := sweeper.cs.CoreV1().Secrets(ns).Create(ctx, tokenSecret("forever", "default"), metav1.CreateOptions{})
+	tokenSecretRow(t, row, "a service-account token Secret for `default` in its own namespace (Namespace, `--related secrets`)", err)
+
+	// One made after the grant, by the admin: a stand-in for one the
+	// tenant made in the moment before the policy was loaded (or under a
+	// grant made before the policy existed). Creation timestamps have a
+	// resolution of one second and revoke deletes only what is provably
+	// younger than the grant's ServiceAccount: wait, at most a second, for
+	// the clock to leave the second that ServiceAccount was created in.
+	sa, err := admin.CoreV1().ServiceAccounts("kbind").Get(ctx, "kbind-consumer-sweeper", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.EventuallyWithin(t, 2*time.Second, "a second after the grant's ServiceAccount", func() error {
+		if next := sa.CreationTimestamp.Add(time.Second); time.Now().Before(next) {
+			return fmt.Errorf("it is not %s yet", next)
+		}
+		return nil
+	})
+	adminSecret(tokenSecret("late", "kbind-consumer-sweeper"))
+	adminSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "admin-config"}, StringData: map[string]string{"k": "v"}})
+
+	// Changing a token Secret already there — pointed at another
+	// ServiceAccount, the token controller would fill it for that one.
+	late, err := sweeper.cs.CoreV1().Secrets(ns).Get(ctx, "late", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the tenant reads the Secrets of its namespace: %v", err)
+	}
+	late.Annotations[corev1.ServiceAccountNameKey] = "default"
+	delete(late.Annotations, corev1.ServiceAccountUIDKey)
+	_, err = sweeper.cs.CoreV1().Secrets(ns).Update(ctx, late, metav1.UpdateOptions{})
+	tokenSecretRow(t, row, "point a service-account token Secret already in its namespace at `default` (an update)", err)
+
+	// A consumer granted related Secrets before the Secrets policy existed
+	// (a stand-in: the admin deletes the policy) makes token Secrets at
+	// will; granted again, its earlier token is refused too.
+	for _, kind := range []string{"validatingadmissionpolicybinding", "validatingadmissionpolicy"} {
+		if out, err := testenv.Kubectl(ctx, provider.KubeconfigPath, "delete", kind, "kbind-consumer-sweeper"); err != nil {
+			t.Fatalf("deleting the Secrets policy: %v\n%s", err, out)
+		}
+	}
+	enginetest.EventuallyWithin(t, 30*time.Second, "the tenant makes a token Secret without the Secrets policy", func() error {
+		_, err := sweeper.cs.CoreV1().Secrets(ns).Create(ctx, tokenSecret("legacy", "default"), metav1.CreateOptions{})
+		return err
+	})
+	if _, errOut, err := plugin(provider.KubeconfigPath, "grant", "sweeper", "-n", ns, "--apis", "widgets.example.org", "--related", "secrets"); err != nil {
+		t.Fatalf("granting sweeper again: %v\n%s", err, errOut)
+	}
+	_, err = sweeper.cs.CoreV1().Secrets(ns).Create(ctx, tokenSecret("forever-again", "default"), metav1.CreateOptions{})
+	tokenSecretRow(t, row, "a service-account token Secret with the earlier token of a consumer granted related Secrets before the Secrets policy, once granted again", err)
+
+	out, errOut, err := plugin(provider.KubeconfigPath, "revoke", "sweeper")
+	if err != nil {
+		t.Fatalf("revoke sweeper: %v\n%s%s", err, out, errOut)
+	}
+	t.Logf("revoke sweeper:\n%s%s", out, errOut)
+	swept := true
+	if !strings.Contains(out, "Secret "+ns+"/late deleted") || !strings.Contains(out, "Secret "+ns+"/legacy deleted") ||
+		!strings.Contains(errOut, "kubectl -n "+ns+" delete secret provider-token") {
+		swept = false
+		t.Errorf("revoke must delete the token Secret made after the grant and list the older one:\n%s%s", out, errOut)
+	}
+	if strings.Contains(out, "provider-token") || strings.Contains(out, "admin-config") || strings.Contains(out, ns+"/mine") {
+		swept = false
+		t.Errorf("revoke deleted more than the token Secret made after the grant:\n%s", out)
+	}
+	for name, want := range map[string]bool{"late": false, "legacy": false, "provider-token": true, "mine": true, "admin-config": true} {
+		_, err := admin.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case want && err != nil:
+			swept = false
+			t.Errorf("Secret %s/%s after revoke: %v; want it kept", ns, name, err)
+		case !want && !apierrors.IsNotFound(err):
+			swept = false
+			t.Errorf("Secret %s/%s after revoke: %v; want it deleted", ns, name, err)
+		}
+	}
+	result := "deleted the ones made after the grant (by the tenant under the earlier grant, by the admin); listed the admin's, made before it, " +
+		"with the command to delete it (`kubectl -n " + ns + " delete secret provider-token`), and kept it; Secrets of other types kept"
+	if !swept {
+		result = "**not as documented**"
+	}
+	row("token Secrets in its namespace at `revoke` (two made after the grant, one the admin made before it)", result)
+
+	// Granted again without Secrets: the Secrets policy goes (once the API
+	// server denies the consumer writing Secrets), and RBAC refuses them.
+	dropper := grant(t, provider, "dropper", "Namespace", "kbind-dropper", "", "--apis", "widgets.example.org", "--related", "secrets")
+	create(t, dropper, secrets, object(secrets, "kbind-dropper", "mine", nil, map[string]any{"stringData": map[string]any{"k": "v"}}))
+	if _, errOut, err := plugin(provider.KubeconfigPath, "grant", "dropper", "--apis", "widgets.example.org"); err != nil {
+		t.Fatalf("granting dropper again without Secrets: %v\n%s", err, errOut)
+	} else if !strings.Contains(errOut, "deleted ValidatingAdmissionPolicy /kbind-consumer-dropper, which the earlier grant made") {
+		t.Errorf("a re-grant without Secrets does not prune the Secrets policy:\n%s", errOut)
+	}
+	_, err = dropper.cs.CoreV1().Secrets("kbind-dropper").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kbind-dropper", Name: "forever",
+		Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken}, metav1.CreateOptions{})
+	if got := classify(t, "a token Secret after a re-grant without Secrets", err); got != refusedRBAC {
+		t.Errorf("a token Secret after a re-grant without Secrets: %v (%s), want %s", err, got, refusedRBAC)
+		row("a service-account token Secret with the earlier token after a re-grant without `--related secrets`", "**"+string(got)+"**")
+	} else {
+		row("a service-account token Secret with the earlier token after a re-grant without `--related secrets`",
+			string(got)+": the re-grant drops the Secrets policy only once the API server denies the consumer writing Secrets")
+	}
+	if _, errOut, err := plugin(provider.KubeconfigPath, "revoke", "dropper"); err != nil {
+		t.Fatalf("revoke dropper: %v\n%s", err, errOut)
+	}
+}
+
+// tokenSecretRow records an attempt at a service-account token Secret,
+// which the Secrets policy must refuse with its message.
+func tokenSecretRow(t *testing.T, row func(attempt, result string), attempt string, err error) {
+	t.Helper()
+	got := classify(t, attempt, err)
+	if got != refusedPolicy || !strings.Contains(err.Error(), "may not create or change service-account token Secrets") {
+		t.Errorf("%s: %v (%s), want %s by the Secrets policy", attempt, err, got, refusedPolicy)
+		row(attempt, "**"+string(got)+"**")
+		return
+	}
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, "denied request: "); ok {
+		msg = after
+	}
+	row(attempt, string(got)+": "+msg)
 }

@@ -193,6 +193,14 @@ func catalogue(admin dynamic.Interface) []attack {
 		{"the provider's", "mint a token for its own ServiceAccount living longer than granted (720h)", mintToken("kbind", func(a *tenant) string { return "kbind-consumer-" + a.name },
 			authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(720*3600 + 1))})},
 		{"a Namespace-isolated tenant's", "mint a token for its ServiceAccount", mintToken("kbind", func(*tenant) string { return "kbind-consumer-victim" }, authenticationv1.TokenRequestSpec{})},
+		// Where it may write Secrets (Namespace with related Secrets), the
+		// Secrets policy refuses this kind: its token would outlive revoke.
+		{"its own", "create a service-account token Secret for `default` in its namespace", func(ctx context.Context, a *tenant) error {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: a.own, Name: "forever-default",
+				Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken}
+			_, err := a.cs.CoreV1().Secrets(a.own).Create(ctx, s, metav1.CreateOptions{})
+			return err
+		}},
 		{"the provider's", "create a service-account token Secret for its own ServiceAccount", func(ctx context.Context, a *tenant) error {
 			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kbind", Name: "forever-" + a.name,
 				Annotations: map[string]string{corev1.ServiceAccountNameKey: "kbind-consumer-" + a.name}}, Type: corev1.SecretTypeServiceAccountToken}

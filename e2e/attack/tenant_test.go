@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,7 +144,8 @@ func chartTenant(t *testing.T, provider *testenv.Cluster, name, mode, own, prefi
 		t.Fatal(err)
 	}
 	tn := newTenant(t, name, mode, own, prefix, withContextNamespace(t, kc, own))
-	waitConfined(t, tn)
+	related, _ := values["related"].([]any)
+	waitConfined(t, tn, mode == "Namespace" && slices.Contains(related, any("secrets")))
 	return tn
 }
 
@@ -179,18 +181,24 @@ func toAny(ss []string) []any {
 }
 
 // waitConfined waits until the tenant's admission policies refuse it five
-// times in a row — a dry-run write (Prefixed, None) and a token for a
-// foreign audience — as grant does before it prints a token: the API
-// server loads a new policy asynchronously, and a chart's objects are all
-// applied at once.
-func waitConfined(t *testing.T, tn *tenant) {
+// times in a row — a dry-run write (Prefixed, None), a dry-run
+// service-account token Secret (Namespace with related Secrets) and a
+// token for a foreign audience — as grant does before it prints a token:
+// the API server loads a new policy asynchronously, and a chart's objects
+// are all applied at once.
+func waitConfined(t *testing.T, tn *tenant, secretsPolicy bool) {
 	t.Helper()
 	probe := object(namespaces, "", "kbind-probe", map[string]string{kbindv1alpha1.PrefixLabel: "kbind-probe"}, nil)
+	tokenSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tn.own, Name: "kbind-probe", Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
+		Type: corev1.SecretTypeServiceAccountToken}
 	refusals := 0
 	enginetest.EventuallyWithin(t, 60*time.Second, tn.name+"'s admission policies in force", func() error {
 		var err error
 		if tn.mode != "Namespace" {
 			_, err = tn.dyn.Resource(namespaces).Create(context.Background(), probe.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		}
+		if secretsPolicy {
+			_, err = tn.cs.CoreV1().Secrets(tn.own).Create(context.Background(), tokenSecret.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		}
 		if err == nil || strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
 			// TokenRequest ignores dryRun: a token minted here has an

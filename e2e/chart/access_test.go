@@ -69,6 +69,23 @@ func TestAccessRender(t *testing.T) {
 			"Role/kbind-consumer-a.token@kbind", "Role/kbind-consumer-a@tenant-a", "RoleBinding/kbind-consumer-a.token@kbind", "RoleBinding/kbind-consumer-a@tenant-a",
 			"ServiceAccount/kbind-consumer-a@kbind", "ValidatingAdmissionPolicy/kbind-consumer-a.token", "ValidatingAdmissionPolicyBinding/kbind-consumer-a.token",
 		}},
+		{"Namespace, related Secrets: the Secrets policy", accessValues(namespaceMode, map[string]any{"related": []any{"configmaps", "secrets"}}), []string{
+			"ClusterRole/kbind-consumer-a", "ClusterRoleBinding/kbind-consumer-a", "Namespace/tenant-a",
+			"Role/kbind-consumer-a.token@kbind", "Role/kbind-consumer-a@tenant-a", "RoleBinding/kbind-consumer-a.token@kbind", "RoleBinding/kbind-consumer-a@tenant-a",
+			"ServiceAccount/kbind-consumer-a@kbind",
+			"ValidatingAdmissionPolicy/kbind-consumer-a", "ValidatingAdmissionPolicy/kbind-consumer-a.token",
+			"ValidatingAdmissionPolicyBinding/kbind-consumer-a", "ValidatingAdmissionPolicyBinding/kbind-consumer-a.token",
+		}},
+		{"Namespace, related Secrets, a user", accessValues(namespaceMode, map[string]any{"related": []any{"secrets"}, "user": "consumer-a"}), []string{
+			"ClusterRole/kbind-consumer-a", "ClusterRoleBinding/kbind-consumer-a", "Namespace/tenant-a",
+			"Role/kbind-consumer-a@tenant-a", "RoleBinding/kbind-consumer-a@tenant-a",
+			"ValidatingAdmissionPolicy/kbind-consumer-a", "ValidatingAdmissionPolicyBinding/kbind-consumer-a",
+		}},
+		{"Namespace, related ConfigMaps only: no Secrets policy", accessValues(namespaceMode, map[string]any{"related": []any{"configmaps"}}), []string{
+			"ClusterRole/kbind-consumer-a", "ClusterRoleBinding/kbind-consumer-a", "Namespace/tenant-a",
+			"Role/kbind-consumer-a.token@kbind", "Role/kbind-consumer-a@tenant-a", "RoleBinding/kbind-consumer-a.token@kbind", "RoleBinding/kbind-consumer-a@tenant-a",
+			"ServiceAccount/kbind-consumer-a@kbind", "ValidatingAdmissionPolicy/kbind-consumer-a.token", "ValidatingAdmissionPolicyBinding/kbind-consumer-a.token",
+		}},
 		{"Namespace, existing namespace, OpenAPI, no token renewal", accessValues(map[string]any{"mode": "Namespace", "namespace": "tenant-a", "createNamespace": false},
 			map[string]any{"schemaSource": "OpenAPI", "tokenRenewal": map[string]any{"enabled": false}}), []string{
 			"ClusterRole/kbind-consumer-a", "ClusterRoleBinding/kbind-consumer-a",
@@ -118,6 +135,15 @@ func TestAccessRender(t *testing.T) {
 	cluster, _ := yaml.Marshal(objs["ClusterRole/kbind-consumer-a"]["rules"])
 	if !strings.Contains(string(cluster), "kube-system") || strings.Contains(string(cluster), "widgets") {
 		t.Errorf("the Namespace-mode ClusterRole grants more than the identity and CRD reads:\n%s", cluster)
+	}
+	// The Secrets policy of a user matches that user.
+	objs, err = renderAccess(t, accessValues(namespaceMode, map[string]any{"related": []any{"secrets"}, "user": "consumer-a"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if policy, _ := yaml.Marshal(objs["ValidatingAdmissionPolicy/kbind-consumer-a"]["spec"]); !strings.Contains(string(policy), `request.userInfo.username == "consumer-a"`) ||
+		!strings.Contains(string(policy), "kubernetes.io/service-account-token") {
+		t.Errorf("the Secrets policy of user consumer-a:\n%s", policy)
 	}
 	objs, err = renderAccess(t, accessValues(prefixedMode, map[string]any{"providerEventsClusterWide": true}))
 	if err != nil {
@@ -256,6 +282,12 @@ func TestAccessChartMatchesGrant(t *testing.T) {
 		{accessValues(namespaceMode, map[string]any{"related": []any{"secrets"}}),
 			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"},
 				APIs: apis, Related: []string{"secrets"}, CRDReads: true, TokenRenewal: defaults}},
+		{accessValues(namespaceMode, map[string]any{"related": []any{"secrets", "configmaps"}, "schemaSource": "OpenAPI", "tokenRenewal": customValues}),
+			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"},
+				APIs: apis, Related: []string{"secrets", "configmaps"}, TokenRenewal: custom}},
+		{accessValues(namespaceMode, map[string]any{"related": []any{"configmaps"}}),
+			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"},
+				APIs: apis, Related: []string{"configmaps"}, CRDReads: true, TokenRenewal: defaults}},
 		{accessValues(namespaceMode, map[string]any{"tokenRenewal": customValues}),
 			access.Request{Consumer: "a", ServiceAccountNamespace: "kbind", Isolation: kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "tenant-a"},
 				APIs: apis, CRDReads: true, TokenRenewal: custom}},

@@ -104,3 +104,10 @@ each template includes it.
 - name: {{ .name }}
   expression: {{ printf "%s && %s != null && has(%s.metadata.labels) && %q in %s.metadata.labels ? %s.metadata.labels[%q] : ''" .guard .obj .obj .key .obj .obj .key | quote }}
 {{- end -}}
+
+{{/* Every consumer policy that matches Secrets refuses service-account token Secrets (a credential that would outlive the grant). */}}
+{{- define "access.tokenSecretValidation" -}}
+- expression: "request.resource.resource != 'secrets' || request.operation == 'DELETE' || !has(object.type) || object.type != 'kubernetes.io/service-account-token'"
+  message: {{ printf "kbind consumer %s may not create or change service-account token Secrets: the token the cluster fills in would outlive its grant (kbind never copies such Secrets: a related Secret of that type is skipped); keep a credential in a Secret of another type, such as Opaque" .Values.consumer | quote }}
+  reason: Forbidden
+{{- end -}}

@@ -37,6 +37,10 @@ const probeAudience = "kbind.io/grant-probe"
 //
 //   - Prefixed and None: a dry-run namespace write outside the tenant
 //     (nothing is written);
+//   - Namespace with related Secrets: a dry-run service-account token
+//     Secret in the consumer's namespace, which the Secrets policy
+//     refuses (until the Secrets Role is in force RBAC refuses it, which
+//     confirms nothing);
 //   - token renewal: minting a token for the consumer's own ServiceAccount
 //     with a foreign audience. TokenRequest ignores dryRun, so this is a
 //     real create: refused, it mints nothing. Until the policy is loaded
@@ -59,6 +63,9 @@ func confined(ctx context.Context, cfg *rest.Config, token string, req access.Re
 	var probes []func(context.Context) (bool, string, error)
 	if req.Isolation.Mode != kbindv1alpha1.IsolationNamespace {
 		probes = append(probes, writeProbe(cs, req))
+	}
+	if req.HasSecretsPolicy() {
+		probes = append(probes, tokenSecretProbe(cs, req))
 	}
 	if req.TokenRenewal != nil {
 		probes = append(probes, tokenProbe(cs, req))
@@ -93,6 +100,32 @@ func writeProbe(cs kubernetes.Interface, req access.Request) func(context.Contex
 		}
 		return false, fmt.Sprintf("a dry-run write policy %s must refuse, made with the new token, got: %v", access.Name(req.Consumer), err), nil
 	}
+}
+
+// tokenSecretProbe: the Secrets policy of a Namespace grant with related
+// Secrets refuses a dry-run service-account token Secret in the
+// consumer's namespace (nothing is written).
+func tokenSecretProbe(cs kubernetes.Interface, req access.Request) func(context.Context) (bool, string, error) {
+	name := access.Name(req.Consumer)
+	policy := fmt.Sprintf("ValidatingAdmissionPolicy '%s'", name)
+	return func(ctx context.Context) (bool, string, error) {
+		_, err := cs.CoreV1().Secrets(req.Namespace()).Create(ctx, probeTokenSecret(req.Namespace()), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case err == nil:
+			return false, fmt.Sprintf("policy %s let a dry-run service-account token Secret in namespace %s, made with the new token, through", name, req.Namespace()), nil
+		case strings.Contains(err.Error(), policy):
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("a dry-run service-account token Secret in namespace %s, which policy %s must refuse, made with the new token, got: %v", req.Namespace(), name, err), nil
+	}
+}
+
+// probeTokenSecret is a service-account token Secret for the namespace's
+// default ServiceAccount: what a tenant would make to mint a token that
+// outlives its grant.
+func probeTokenSecret(ns string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kbind-grant-probe", Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
+		Type: corev1.SecretTypeServiceAccountToken}
 }
 
 // tokenProbe: the token policy refuses the consumer a token for a foreign

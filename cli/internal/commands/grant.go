@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,7 +58,8 @@ func newGrant(e *env) *cobra.Command {
 kbind-consumer-NAME (in --service-account-namespace, where the consumer may create nothing), the
 consumer's own provider namespace (its heartbeat Lease lives there), exactly the permissions its
 Connection needs for the isolation mode (docs/isolation.md#permissions) and, for Prefixed and None, the
-admission policy that keeps its writes out of every other tenant's namespaces; the right to mint tokens
+admission policy that keeps its writes out of every other tenant's namespaces (for Namespace with
+--related secrets, the one that refuses it service-account token Secrets); the right to mint tokens
 for its own ServiceAccount, which an admission policy bounds to the API server's audiences and to
 --duration; then a token bound to the ServiceAccount (TokenRequest) valid for --duration, printed only
 once the policies are seen in force. The konnector renews its token itself before it expires
@@ -188,7 +190,7 @@ func (e *env) grant(ctx context.Context, name string, o grantOptions) error {
 			return err
 		}
 	}
-	if err := prune(ctx, c, name, objs, e.err); err != nil {
+	if err := prune(ctx, c, req, objs, e.err, o.confineTimeout); err != nil {
 		return err
 	}
 	if err := confined(ctx, cfg, token, req, o.confineTimeout); err != nil {
@@ -257,14 +259,31 @@ func ensureNamespace(ctx context.Context, c client.Client, name string) error {
 // prune deletes what an earlier grant of the consumer created and this one
 // does not (objects labelled for it that are not among objs): a re-grant
 // leaves no right of the earlier one in place.
-func prune(ctx context.Context, c client.Client, name string, objs []client.Object, log io.Writer) error {
+//
+// The one admission policy a re-grant can drop (isolation never changes,
+// and token renewal is always granted) is the Secrets policy of a
+// Namespace grant no longer granting related Secrets: it goes only once
+// the API server denies the consumer writing Secrets in its namespace
+// (the updated Role takes effect when the authorizer has seen it), so that
+// the earlier tokens, valid until they expire, never write them
+// unconfined.
+func prune(ctx context.Context, c client.Client, req access.Request, objs []client.Object, log io.Writer, timeout time.Duration) error {
 	want := map[string]bool{}
 	for _, o := range objs {
 		want[access.Key(o)] = true
 	}
-	return forEachGranted(ctx, c, name, func(kind string, obj *unstructured.Unstructured) error {
+	secretWrites := revokedAccess{users: []string{req.Username()}}
+	for _, verb := range []string{"create", "update"} {
+		secretWrites.writes = append(secretWrites.writes, authorizationv1.ResourceAttributes{Namespace: req.Namespace(), Verb: verb, Resource: "secrets"})
+	}
+	return forEachGranted(ctx, c, req.Consumer, func(kind string, obj *unstructured.Unstructured) error {
 		if want[kind+" "+client.ObjectKeyFromObject(obj).String()] {
 			return nil
+		}
+		if strings.HasPrefix(kind, "ValidatingAdmissionPolicy") && obj.GetName() == access.Name(req.Consumer) && !secretWrites.denied {
+			if err := secretWrites.waitDenied(ctx, c, timeout); err != nil {
+				return fmt.Errorf("%w; the earlier grant's %s %s is kept: run grant again", err, kind, obj.GetName())
+			}
 		}
 		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting %s %s, which the earlier grant made: %w", kind, client.ObjectKeyFromObject(obj), err)

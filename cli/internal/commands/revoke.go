@@ -4,17 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/cli/access"
 )
 
@@ -22,15 +25,19 @@ func newRevoke(e *env) *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "revoke NAME",
-		Short: "Take a consumer's access away: its ServiceAccount (and with it every token), RBAC and admission policies",
+		Short: "Take a consumer's access away: its ServiceAccount (and with it every token), RBAC, admission policies and the token Secrets it made",
 		Long: `Delete what grant created for consumer NAME: the ServiceAccount kbind-consumer-NAME first, which
 invalidates every token issued for it — the printed one and every one the konnector minted itself: new
 requests are refused at once, watches already open end at the API server's watch timeout — then its
 bindings and roles (the token Role among them); then, once the API server denies the consumer every
 write its roles allowed, the admission policies — so that no moment leaves a right without its
-confinement. The provider objects the consumer synced stay (the backend reaps them once
-its heartbeat is stale); the consumer's own namespace stays. The consumer's Connection then reports
-the refusal.`,
+confinement. Last, the service-account token Secrets in the consumer's own namespace: where it could
+write Secrets (Namespace with related Secrets), those created after its ServiceAccount (each would
+authenticate after revoke) are deleted; older ones, those of the same second, and every one where it
+could not write Secrets may be the provider's own and are only listed, with the command to delete
+them. The
+provider objects the consumer synced stay (the backend reaps them once its heartbeat is stale); the
+consumer's own namespace stays. The consumer's Connection then reports the refusal.`,
 		Example: `  kubectl kbind revoke team-a`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -48,14 +55,25 @@ func (e *env) revoke(ctx context.Context, name string, timeout time.Duration) er
 	}
 	deleted := 0
 	var revoked revokedAccess
+	var sweeps []tokenSweep
 	err = forEachGranted(ctx, c, name, func(kind string, obj *unstructured.Unstructured) error {
 		if strings.HasPrefix(kind, "ValidatingAdmissionPolicy") && !revoked.denied {
 			if err := revoked.waitDenied(ctx, c, timeout); err != nil {
-				return err
+				return fmt.Errorf("%w; the admission policy is kept: run revoke again", err)
 			}
 		}
 		if err := revoked.remember(kind, obj); err != nil {
 			return err
+		}
+		if kind == "ServiceAccount" {
+			// When the grant began, read before the ServiceAccount goes.
+			if s, ok := sweepOf(name, obj); ok {
+				sweeps = addSweep(sweeps, s)
+			} else {
+				fmt.Fprintf(e.err, "ServiceAccount %s does not record consumer %s's namespace (granted by an earlier kubectl-kbind): revoke cannot tell which "+
+					"service-account token Secrets its grant made; look for them: kubectl get secrets -A --field-selector type=%s\n",
+					client.ObjectKeyFromObject(obj), name, corev1.SecretTypeServiceAccountToken)
+			}
 		}
 		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting %s %s: %w", kind, client.ObjectKeyFromObject(obj), err)
@@ -65,12 +83,37 @@ func (e *env) revoke(ctx context.Context, name string, timeout time.Duration) er
 		return nil
 	})
 	if err != nil {
+		if len(sweeps) > 0 {
+			return fmt.Errorf("%w\nthe service-account token Secrets of the consumer's namespace were not checked: %s", err, sweepsByHand(sweeps))
+		}
 		return err
 	}
 	if deleted == 0 {
 		return fmt.Errorf("nothing is granted to consumer %q on this cluster (objects labelled %s=%s)", name, access.ConsumerLabel, name)
 	}
-	return nil
+	return e.sweepTokenSecrets(ctx, c, sweeps, &revoked, timeout)
+}
+
+// sweepTokenSecrets deletes the service-account token Secrets each sweep's
+// namespace got while the consumer was granted, and lists the older ones.
+// It goes last, once the API server denies the consumer every write its
+// roles allowed (a grant without admission policies has not waited for
+// that yet), so that none can be made after it.
+func (e *env) sweepTokenSecrets(ctx context.Context, c client.Client, sweeps []tokenSweep, revoked *revokedAccess, timeout time.Duration) error {
+	if len(sweeps) == 0 {
+		return nil
+	}
+	if !revoked.denied {
+		if err := revoked.waitDenied(ctx, c, timeout); err != nil {
+			return fmt.Errorf("%w\nthe service-account token Secrets of the consumer's namespace were not checked: %s", err, sweepsByHand(sweeps))
+		}
+	}
+	var errs []error
+	for _, s := range sweeps {
+		s.wroteSecrets = s.mode == kbindv1alpha1.IsolationNamespace && revoked.mayCreate(s.namespace, "", "secrets")
+		errs = append(errs, s.run(ctx, c, e.out, e.err))
+	}
+	return errors.Join(errs...)
 }
 
 // revokedAccess is what a revoke deleted before the admission policy: the
@@ -120,6 +163,16 @@ func (r *revokedAccess) remember(kind string, obj *unstructured.Unstructured) er
 	return nil
 }
 
+// mayCreate reports whether the revoked roles let their users create
+// group/resource in namespace ns (a ClusterRole: in every namespace).
+// remember records every resource a role names (grant's rules name the
+// related kinds with every verb).
+func (r *revokedAccess) mayCreate(ns, group, resource string) bool {
+	return slices.ContainsFunc(r.writes, func(w authorizationv1.ResourceAttributes) bool {
+		return w.Group == group && w.Resource == resource && w.Subresource == "" && (w.Namespace == ns || w.Namespace == "")
+	})
+}
+
 // waitDenied waits until the API server denies every remembered user every
 // remembered write, confinedProbes rounds in a row (each API server
 // replica's authorizer follows RBAC changes on its own): only then may the
@@ -140,7 +193,7 @@ func (r *revokedAccess) waitDenied(ctx context.Context, c client.Client, timeout
 		return true, "", nil
 	})
 	if errors.Is(err, errNotInARow) {
-		return fmt.Errorf("after %s the API server still says %s; the admission policy is kept: run revoke again", timeout, still)
+		return fmt.Errorf("after %s the API server still says %s", timeout, still)
 	}
 	r.denied = err == nil
 	return err
