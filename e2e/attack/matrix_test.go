@@ -171,8 +171,8 @@ var cells = map[cellKey]entry{
 		"consumer-attacks: a provider tenant creates an unmarked object the import brings into `team-y`"}, ""},
 	{"adopt", "tenant"}:   {harmless, "adopting is a consumer user's request; from then on the consumer's spec wins and the tenant's edits are reverted", []string{"test: TestHandOverBothWays"}, ""},
 	{"release", "tenant"}: {notApplicable, "a consumer user's request", nil, ""},
-	{"relatedUpSelector", "tenant"}: {harmless, "the tenant reads what its own consumer sends to its place (that is the grant); another tenant's Secrets are refused", []string{
-		"provider-attacks: a Namespace-isolated tenant's read a Secret"}, ""},
+	{"relatedUpSelector", "tenant"}: {harmless, "the tenant reads what its own consumer sends to its place (that is the grant); another tenant's Secrets are refused; the Secrets it may write there are never service-account token Secrets (a credential that would outlive revoke)", []string{
+		"provider-attacks: a Namespace-isolated tenant's read a Secret", "grant-attacks: a service-account token Secret for `default` in its own namespace"}, ""},
 	{"relatedUpReference", "tenant"}: {refused, "an object the tenant plants is imported, and imported objects own no `FromConsumer` related objects", []string{
 		"consumer-attacks: a provider tenant creates an unmarked object the import brings into `team-y`"}, ""},
 	{"relatedDownSelector", "tenant"}: {harmless, "provider objects reach only the namespace whose binding selects them at its own place, never over an object kbind did not make (RelatedConflict)", []string{
