@@ -349,8 +349,13 @@ type observation struct {
 	// versions than the provider (a conversion webhook).
 	reducedVersions []string
 	// projection lists the entries whose projection is refused (a
-	// collision, a reserved group), with why; they are not bound.
+	// collision, a reserved group, names another CRD holds), with why;
+	// they are not bound.
 	projection []string
+	// namesTaken lists the unprojected entries whose consumer CRD kbind
+	// does not create because other CRDs of its group hold its names, with
+	// which; they are not bound.
+	namesTaken []string
 	// invalidFilters lists the selectors that do not parse, and
 	// invalidMutations the mutation rules that do not compile: the binding
 	// gives its syncers no scope (nothing syncs, nothing is released).
@@ -475,7 +480,7 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 			entry.ProviderAPI = api.Name
 		}
 		outcome, ok := r.deliver(ctx, b, o, discoverer, api, export)
-		if outcome.Collision || slices.Contains(o.notExported, api.Name) {
+		if outcome.Collision || outcome.NamesTaken || slices.Contains(o.notExported, api.Name) {
 			continue // never this entry's CRD, or gone from the provider: as for an API not exported
 		}
 		if ok {
@@ -545,6 +550,9 @@ func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *
 	switch {
 	case outcome.Collision:
 		o.projection = append(o.projection, outcome.Problem)
+		return outcome, false
+	case outcome.NamesTaken:
+		o.namesTaken = append(o.namesTaken, outcome.Problem)
 		return outcome, false
 	case err != nil:
 		o.problems = append(o.problems, err.Error())

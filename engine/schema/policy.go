@@ -112,6 +112,26 @@ func DecideTakeOver(existing, desired *apiextensionsv1.CustomResourceDefinition,
 	return Decision{Action: ActionTakeOver}, true
 }
 
+// RefusedNeverServed is the consumer API server's refusal of the names of
+// kbind's consumer CRD crd for connection ("reason: message" of
+// NamesAccepted=False) when crd was never established, "" otherwise. Such
+// a CRD never served, so no object was ever stored under it, and it must
+// not stay: once the CRD holding its names goes it would get them, ahead
+// of that CRD created again. The API server never turns Established back
+// to False (its naming controller keeps an Established condition it finds),
+// so not established now is never established.
+func RefusedNeverServed(crd *apiextensionsv1.CustomResourceDefinition, connection string) string {
+	if crd == nil || !CreatedByKbind(crd, connection) || Established(crd) || !crd.DeletionTimestamp.IsZero() {
+		return ""
+	}
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse {
+			return fmt.Sprintf("%s: %s", c.Reason, c.Message)
+		}
+	}
+	return ""
+}
+
 // scopeChanged explains a provider CRD whose scope changed: the API server
 // never changes a CRD's scope, so kbind cannot follow, and the only way to
 // the new scope deletes every consumer object of the kind — the operator's

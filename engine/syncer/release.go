@@ -52,6 +52,12 @@
 //	                                                                                           precondition
 //	binding unbindRemoved          binding/reconciler.go       an API removed from a binding:  same as finalize, per API; the API stays in
 //	                                                           drain, then unbindCRD           status.boundAPIs until drained
+//	Installer.deleteRefused        schema/installer.go         kbind's consumer CRD whose      schema.RefusedNeverServed: created by kbind
+//	  (schema, Installer.ensure)                               names the API server refused    (schema hash) for this Connection,
+//	                                                           (SCHEMA-7)                      NamesAccepted=False, never Established (no
+//	                                                                                           object ever stored), not deleting; UID and
+//	                                                                                           resourceVersion preconditions (one
+//	                                                                                           established since is never hit)
 //	connection deletionPath        connection/reconciler.go    the autoBind ClusterBinding     only one the Connection controls (it then
 //	  (deleteAutoBinding)                                                                      drains like any binding)
 //	connection reconcileAutoBind   connection/reconciler.go    the autoBind ClusterBinding     controlled by the Connection, nothing exported
