@@ -16,6 +16,7 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // namesCRD is a consumer CRD of group with the given names (the API
@@ -261,4 +262,92 @@ func TestRefusedNeverServedCRDIsDeleted(t *testing.T) {
 	waitGoneBinding(t, cb)
 	deleteCRD(t, bystander.Name, false)
 	deleteCRD(t, foreign.Name, false)
+}
+
+// (c) A namespace's Binding installed the unprojected gizmos.squat.acme.io;
+// an admin's ClusterBinding then projects another provider API onto that
+// very name. While the Binding lists it, or it holds objects, the
+// ClusterBinding is refused naming both; once neither holds it, kbind
+// replaces its CRD and the projection serves the name. The API lives on a
+// provider of its own: the pullPolicy All Connections of other tests
+// install every export of the shared one.
+func TestProjectionOntoANameABindingHeld(t *testing.T) {
+	ctx := context.Background()
+	cluster := testenv.StartClusterT(t, "squat", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
+		enginetest.CRD("gizmos", "gizmo", "Gizmo", "squat.acme.io", ns, true),
+		enginetest.CRD("cogs", "cog", "Cog", "example.org", ns, true),
+	}})
+	provider, err := client.New(cluster.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, "names-c", cluster.Kubeconfig, admitAll)
+	b := namespacedBinding(t, "team-names-c", "gizmos", conn.Name, "gizmos.squat.acme.io")
+	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	old := consumerCRD(t, "gizmos.squat.acme.io")
+	gizmo := namespacedObject("squat.acme.io/v1alpha1", "Gizmo", "team-names-c", "g1")
+	create(t, gizmo)
+	waitProviderSpec(t, provider, "squat.acme.io/v1alpha1", gizmo, 1)
+
+	cb := projecting("names-c", conn.Name, "cogs.example.org", kbindv1alpha1.Projection{Group: "squat.acme.io", Kind: "Gizmo"})
+	if err := env.Consumer.Create(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonProjectionRefused,
+		"CRD gizmos.squat.acme.io serves the provider's gizmos.squat.acme.io", "Binding team-names-c/gizmos lists it", "it holds 1 object(s)",
+		"project cogs.example.org onto another group or kind")
+
+	// The Binding goes (its object's copy drained): the object still holds
+	// the CRD.
+	if err := env.Consumer.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	waitGoneBinding(t, b)
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonProjectionRefused,
+		"it holds 1 object(s)")
+	if strings.Contains(conditionMessage(cb, kbindv1alpha1.ConditionReady), "Binding team-names-c") {
+		t.Errorf("a gone Binding is still named: %s", conditionMessage(cb, kbindv1alpha1.ConditionReady))
+	}
+	if crd := consumerCRD(t, "gizmos.squat.acme.io"); crd.UID != old.UID {
+		t.Fatal("the CRD holding an object was replaced")
+	}
+
+	// Its last object goes: kbind replaces the CRD (waiting for the API
+	// server to delete it), and the projection serves the name.
+	if err := env.Consumer.Delete(ctx, gizmo); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitConditionWithin(t, crdDeletion, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	crd := consumerCRD(t, "gizmos.squat.acme.io")
+	if crd.UID == old.UID || crd.Annotations[kbindv1alpha1.ProviderAPIAnnotation] != "cogs.example.org" || crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != conn.Name {
+		t.Errorf("the consumer CRD after the replacement: uid %s (was %s), annotations %v", crd.UID, old.UID, crd.Annotations)
+	}
+	cogged := namespacedObject("squat.acme.io/v1alpha1", "Gizmo", "team-names-c", "c1")
+	create(t, cogged)
+	asCog := namespacedObject("example.org/v1alpha1", "Cog", "team-names-c", "c1")
+	waitProviderSpec(t, provider, "example.org/v1alpha1", asCog, 1)
+
+	// A Binding of the provider's gizmos now waits: the ClusterBinding
+	// serves that consumer API.
+	again := namespacedBinding(t, "team-names-c", "again", conn.Name, "gizmos.squat.acme.io")
+	enginetest.WaitCondition(t, env.Consumer, again, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
+		"already covered by a ClusterBinding")
+
+	for _, o := range []client.Object{again, cb} {
+		if err := env.Consumer.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		waitGoneBinding(t, o)
+	}
+}
+
+// conditionMessage is the message of a binding's condition.
+func conditionMessage(b kbindv1alpha1.BindingObject, typ kbindv1alpha1.ConditionType) string {
+	for _, c := range b.BindingStatus().Conditions {
+		if c.Type == string(typ) {
+			return c.Message
+		}
+	}
+	return ""
 }

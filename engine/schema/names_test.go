@@ -218,3 +218,52 @@ func TestRefusedNeverServed(t *testing.T) {
 		}
 	}
 }
+
+func TestDecideReplace(t *testing.T) {
+	spec := apiextensionsv1.CustomResourceDefinitionSpec{Group: "acme.io", Names: names4("gizmos", "gizmo", "Gizmo")}
+	unprojected := Stamp("gizmos.acme.io", spec, "c") // a Binding's: the provider's gizmos.acme.io
+	desired := Stamp("gizmos.acme.io", spec, "c")
+	desired.Annotations[kbindv1alpha1.ProviderAPIAnnotation] = "widgets.example.org"
+	desired.Annotations[kbindv1alpha1.ProviderKindAnnotation] = "Widget"
+	foreign := unprojected.DeepCopy()
+	foreign.Labels = nil
+	for _, tc := range []struct {
+		name     string
+		existing *apiextensionsv1.CustomResourceDefinition
+		owner    string
+		h        Holders
+		ok       bool
+		action   Action
+		wants    []string
+	}{
+		{"nothing holds it: replace", unprojected, "c", Holders{}, true, ActionReplace, nil},
+		{"another Connection's, nothing holds it: replace", Stamp("gizmos.acme.io", spec, "d"), "d", Holders{}, true, ActionReplace, nil},
+		{"a live Binding lists it", unprojected, "c", Holders{Bindings: []string{"team-x/gizmos"}}, true, ActionReport,
+			[]string{"CRD gizmos.acme.io serves the provider's gizmos.acme.io (Connection \"c\")", "Binding team-x/gizmos lists it",
+				"remove gizmos.acme.io from those bindings", "project widgets.example.org onto another group or kind"}},
+		{"it holds objects", unprojected, "c", Holders{Objects: 3}, true, ActionReport, []string{"it holds 3 object(s), which deleting it would delete"}},
+		{"Bindings and objects, both named", unprojected, "c", Holders{Bindings: []string{"team-x/a", "team-y/b"}, Objects: 1}, true, ActionReport,
+			[]string{"Binding team-x/a, team-y/b lists it", "it holds 1 object(s)"}},
+		{"a ClusterBinding lists it: never taken", unprojected, "c", Holders{ClusterBindings: []string{"gizmos"}}, true, ActionReport,
+			[]string{"ClusterBinding gizmos lists it (a ClusterBinding never takes"}},
+		{"its Connection installs every export", unprojected, "c", Holders{PullsAll: true}, true, ActionReport, []string{`Connection "c" installs every export (pullPolicy All)`}},
+		{"not kbind's: Collision's message stands", foreign, "", Holders{}, false, "", nil},
+		{"stamped under pullPolicy None: not kbind's", func() *apiextensionsv1.CustomResourceDefinition {
+			c := unprojected.DeepCopy()
+			delete(c.Annotations, kbindv1alpha1.SchemaHashAnnotation)
+			return c
+		}(), "c", Holders{}, false, "", nil},
+		{"the same API: no collision (DecideTakeOver's, or Decide's)", desired.DeepCopy(), "c", Holders{}, false, "", nil},
+		{"absent", nil, "c", Holders{}, false, "", nil},
+	} {
+		d, ok := DecideReplace(tc.existing, desired, tc.owner, tc.h)
+		if ok != tc.ok || d.Action != tc.action {
+			t.Errorf("%s: %v %v (%s), want %v %v", tc.name, d.Action, ok, d.Problem, tc.action, tc.ok)
+		}
+		for _, w := range tc.wants {
+			if !strings.Contains(d.Problem, w) {
+				t.Errorf("%s: %q lacks %q", tc.name, d.Problem, w)
+			}
+		}
+	}
+}

@@ -52,6 +52,14 @@
 //	                                                                                           precondition
 //	binding unbindRemoved          binding/reconciler.go       an API removed from a binding:  same as finalize, per API; the API stays in
 //	                                                           drain, then unbindCRD           status.boundAPIs until drained
+//	binding replaceCRD             binding/reconciler.go       kbind's consumer CRD of         ClusterBinding only, its entry collides with
+//	  (replaceCollided)                                        another provider API, so that   it (schema.DecideReplace): created by kbind
+//	                                                           a ClusterBinding's entry        (schema hash) for its Connection, whose
+//	                                                           installs its own at that        pullPolicy is not All; no ClusterBinding and
+//	                                                           name (SCHEMA-7)                 no live Binding lists it (cache, index);
+//	                                                                                           0 objects counted on the consumer API server
+//	                                                                                           (a failed count replaces nothing); UID and
+//	                                                                                           resourceVersion preconditions
 //	Installer.deleteRefused        schema/installer.go         kbind's consumer CRD whose      schema.RefusedNeverServed: created by kbind
 //	  (schema, Installer.ensure)                               names the API server refused    (schema hash) for this Connection,
 //	                                                           (SCHEMA-7)                      NamesAccepted=False, never Established (no
