@@ -58,6 +58,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -198,12 +199,16 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 	if err := mgr.Add(registry); err != nil {
 		return nil, fmt.Errorf("adding the syncer registry: %w", err)
 	}
+	objects, err := metadata.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("consumer metadata client: %w", err)
+	}
 	for i, namespaced := range []bool{false, true} {
 		if err := (&binding.Reconciler{
 			Client: mgr.GetClient(), Sessions: sessions, Installer: installer,
 			Namespaced: namespaced, Resync: opts.BindingResync,
 			Syncers: registry, Results: results, Triggers: wakeups.bindingTriggers(i),
-			Related: copier, Events: mgr.GetEventRecorder("kbind-konnector"),
+			Related: copier, Events: mgr.GetEventRecorder("kbind-konnector"), Metadata: objects,
 		}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the binding controllers: %w", err)
 		}

@@ -152,7 +152,8 @@ func TestConsumerAttacks(t *testing.T) {
 		return enginetest.CRD(plural, strings.ToLower(kind), kind, "example.org", apiextensionsv1.NamespaceScoped, true)
 	}
 	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
-		crd("widgets", "Widget"), crd("gadgets", "Gadget"), crd("things", "Thing"), crd("grabs", "Grab"), crd("vaults", "Vault")}})
+		crd("widgets", "Widget"), crd("gadgets", "Gadget"), crd("things", "Thing"), crd("grabs", "Grab"), crd("vaults", "Vault"),
+		crd("gizmos", "Gizmo"), crd("sprockets", "Sprocket")}})
 	w := &consumerWorld{t: t, pair: pair, consumer: pair.Consumer.KubeconfigPath,
 		admin: dynamic.NewForConfigOrDie(pair.Consumer.Config), provider: dynamic.NewForConfigOrDie(pair.Provider.Config)}
 	var rows []string
@@ -171,7 +172,8 @@ func TestConsumerAttacks(t *testing.T) {
 		}
 		return bundleKubeconfig(t, out)
 	}
-	teamKC := grantKC("team", "--apis", "widgets.example.org,gadgets.example.org,grabs.example.org,vaults.example.org", "--related", "secrets,configmaps")
+	teamKC := grantKC("team", "--apis", "widgets.example.org,gadgets.example.org,grabs.example.org,vaults.example.org,gizmos.example.org,sprockets.example.org",
+		"--related", "secrets,configmaps")
 	adminKC := grantKC("admin-only", "--apis", "widgets.example.org,gadgets.example.org")
 	victimKC := grantKC("victim", "--isolation", "Prefixed", "--apis", "things.example.org", "--provider-events")
 	if err := w.apply(w.consumer, enginetest.ConnectionManifestWith("team", "team-kubeconfig", teamKC,
@@ -231,6 +233,56 @@ spec:
 	overlap := w.waitCondition("bindings.core.kbind.io", "team-x", "first", "Ready", "False")
 	expect(t, overlap, "already covered by a ClusterBinding", "ClusterBinding gadgets")
 	row("a Binding binds an API before an admin's ClusterBinding of it through another Connection", "the ClusterBinding takes the consumer CRD over and serves every namespace; the Binding reports `Ready=False` (already covered by a ClusterBinding)")
+
+	// 2a. A Binding of an API whose names the consumer cluster's own CRD
+	// of that group holds: installed, kbind's CRD would be refused its
+	// names and take them once the cluster's CRD is deleted and created
+	// again (an operator upgrade).
+	w.mustKubectl(w.consumer, "apply", "-f", writeManifest(t, ownGizmoes))
+	w.mustKubectl(w.consumer, "wait", "--for=condition=Established", "crd/gizmoes.example.org", "--timeout=60s")
+	if err := w.apply(alice, bindingYAML("team-x", "clash", "team", "gizmos.example.org")); err != nil {
+		t.Fatal(err)
+	}
+	clash := w.waitCondition("bindings.core.kbind.io", "team-x", "clash", "Ready", "False Pending")
+	expect(t, clash, "the consumer API gizmos.example.org is not installed", "kind Gizmo", "of the CRD gizmoes.example.org (which kbind did not create)")
+	if _, err := w.kubectl(w.consumer, "get", "crd", "gizmos.example.org"); err == nil {
+		t.Errorf("a Binding installed a consumer CRD whose names the cluster's own CRD holds")
+	}
+	w.mustKubectl(w.consumer, "delete", "crd", "gizmoes.example.org", "--timeout=60s")
+	w.mustKubectl(w.consumer, "apply", "-f", writeManifest(t, ownGizmoes))
+	w.mustKubectl(w.consumer, "wait", "--for=condition=NamesAccepted", "crd/gizmoes.example.org", "--timeout=60s")
+	w.mustKubectl(w.consumer, "wait", "--for=condition=Established", "crd/gizmoes.example.org", "--timeout=60s")
+	if _, err := w.kubectl(w.consumer, "get", "crd", "gizmos.example.org"); err == nil {
+		t.Errorf("kbind installed gizmos.example.org while the cluster's CRD was deleted and created again")
+	}
+	row("a Binding of an API whose names collide with a CRD the consumer cluster has in that group (`gizmos.example.org` beside the cluster's `gizmoes.example.org`, both kind Gizmo)",
+		"refused: `Ready=False`/`Pending` (the consumer API gizmos.example.org is not installed: … kind Gizmo … of the CRD gizmoes.example.org (which kbind did not create) …); nothing installed; the cluster's CRD, deleted and created again, keeps its names")
+	w.mustKubectl(alice, "delete", "bindings.core.kbind.io", "-n", "team-x", "clash", "--timeout=60s")
+
+	// 2b. A Binding binds an unprojected API at the name an admin's
+	// ClusterBinding later projects another API onto.
+	if err := w.apply(alice, bindingYAML("team-x", "sprockets", "team", "sprockets.example.org")); err != nil {
+		t.Fatal(err)
+	}
+	w.waitCondition("bindings.core.kbind.io", "team-x", "sprockets", "Ready", "True")
+	if err := w.apply(w.consumer, `apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: sprocket-widgets}
+spec:
+  connectionRef: {name: admin-only}
+  apis: [{name: widgets.example.org, projection: {group: example.org, kind: Sprocket}}]
+`); err != nil {
+		t.Fatal(err)
+	}
+	held := w.waitCondition("clusterbindings.core.kbind.io", "", "sprocket-widgets", "Ready", "False ProjectionRefused")
+	expect(t, held, "CRD sprockets.example.org serves the provider's sprockets.example.org", "Binding team-x/sprockets lists it")
+	w.mustKubectl(w.consumer, "delete", "bindings.core.kbind.io", "-n", "team-x", "sprockets", "--timeout=60s")
+	w.waitCondition("clusterbindings.core.kbind.io", "", "sprocket-widgets", "Ready", "True")
+	if got := w.mustKubectl(w.consumer, "get", "crd", "sprockets.example.org", "-o", `jsonpath={.metadata.annotations.core\.kbind\.io/provider-api} {.metadata.annotations.core\.kbind\.io/connection}`); got != "widgets.example.org admin-only" {
+		t.Errorf("the consumer CRD sprockets.example.org after the Binding went serves %q, want widgets.example.org through admin-only", got)
+	}
+	row("a Binding binds an unprojected API at the name an admin's ClusterBinding later projects onto",
+		"the ClusterBinding is refused while the Binding lists it (`Ready=False`/`ProjectionRefused`: … Binding team-x/sprockets lists it …); once the Binding is gone kbind replaces its empty CRD and the admin's projection serves the name")
 
 	// 3. Too many names for the konnector to watch.
 	names := make([]string, 33)
@@ -343,6 +395,22 @@ spec:
 	t.Logf("consumer table:\n%s", table)
 	checkDocs(t, "consumer-attacks", table)
 }
+
+// ownGizmoes is a CRD of the consumer cluster's own, kbind's nowhere: kind
+// Gizmo in example.org, the kind of the provider's gizmos.example.org.
+const ownGizmoes = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gizmoes.example.org}
+spec:
+  group: example.org
+  scope: Namespaced
+  names: {plural: gizmoes, singular: gizmoe, kind: Gizmo, listKind: GizmoList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
 
 // bindingYAML is a Binding of one API through connection, with related
 // entries (flow-style YAML).

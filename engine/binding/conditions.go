@@ -92,6 +92,7 @@ func desiredConditions(o observation) []patch.Condition {
 		notReady = append(notReady, "projection refused: "+strings.Join(o.projection, "; "))
 		reason = kbindv1alpha1.ReasonProjectionRefused
 	}
+	notReady = append(notReady, o.namesTaken...)
 	if len(o.importRefused) > 0 {
 		notReady = append(notReady, "import refused: "+strings.Join(o.importRefused, "; "))
 		reason = kbindv1alpha1.ReasonImportRefused
@@ -133,7 +134,7 @@ func desiredConditions(o observation) []patch.Condition {
 	if len(notReady) > 0 {
 		add(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, reason, strings.Join(notReady, "; "))
 		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
-			fmt.Sprintf("%d of %d API(s) installed", max(installed, 0), len(o.bound)-len(o.unbinding)+len(o.notExported)+len(o.clusterScoped)+len(o.unconfinable)+len(o.overlapped)+len(o.overlapping)+len(o.projection)+len(o.importRefused)))
+			fmt.Sprintf("%d of %d API(s) installed", max(installed, 0), len(o.bound)-len(o.unbinding)+len(o.notExported)+len(o.clusterScoped)+len(o.unconfinable)+len(o.overlapped)+len(o.overlapping)+len(o.projection)+len(o.namesTaken)+len(o.importRefused)))
 		return out
 	}
 	add(kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, fmt.Sprintf("%d API(s) bound", len(o.bound)))

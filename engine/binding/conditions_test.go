@@ -46,6 +46,8 @@ func TestDesiredConditions(t *testing.T) {
 			"Conflicts=False/AsExpected PermissionDenied=True/Forbidden AllVersionsServed=True/AsExpected Ready=True/AsExpected Synced=True/AsExpected", nil},
 		{"a side refuses a syncer its list", observation{bound: bound, notSyncing: []string{"widgets.example.org (last attempt failed: …)"}, accessRefused: []string{"widgets.example.org: the consumer cluster refuses the konnector the list of Widget objects (API group example.org): forbidden; … add \"example.org\" to rbac.boundResourceGroups"}},
 			"Conflicts=False/AsExpected PermissionDenied=True/Forbidden AllVersionsServed=True/AsExpected Ready=True/AsExpected Synced=False/Pending", nil},
+		{"names another CRD of the group holds: not bound, not installed", observation{namesTaken: []string{"the consumer API gizmos.example.org is not installed: … kind Gizmo of the CRD gizmoes.example.org …"}},
+			"Conflicts=False/AsExpected PermissionDenied=False/AsExpected AllVersionsServed=True/AsExpected Ready=False/Pending Synced=False/Pending", []string{"gizmos.example.org is not installed", "gizmoes.example.org"}},
 		{"CRD not established", observation{bound: bound, pending: []string{"CRD widgets.example.org is not established yet"}},
 			"Conflicts=False/AsExpected PermissionDenied=False/AsExpected AllVersionsServed=True/AsExpected Ready=False/Pending Synced=False/Pending", []string{"not established"}},
 		{"unbinding a removed API", observation{bound: append(bound, kbindv1alpha1.BoundAPI{Name: "gadgets.example.org"}), unbinding: []string{"gadgets.example.org (2 object(s) waiting)"}},

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -65,6 +66,10 @@ type Reconciler struct {
 	// Events records the Warning Events on Bindings whose consumer CRD a
 	// ClusterBinding took over (BIND-3).
 	Events recorder.EventRecorder
+	// Metadata reads the consumer API server directly, metadata only: the
+	// objects of a consumer CRD a ClusterBinding would replace are counted
+	// there, never in a cache that may lag (replaceCollided).
+	Metadata metadata.Interface
 }
 
 // binding is the ClusterBinding or Binding being reconciled, with its spec
@@ -353,8 +358,13 @@ type observation struct {
 	// versions than the provider (a conversion webhook).
 	reducedVersions []string
 	// projection lists the entries whose projection is refused (a
-	// collision, a reserved group), with why; they are not bound.
+	// collision, a reserved group, names another CRD holds), with why;
+	// they are not bound.
 	projection []string
+	// namesTaken lists the unprojected entries whose consumer CRD kbind
+	// does not create because other CRDs of its group hold its names, with
+	// which; they are not bound.
+	namesTaken []string
 	// invalidFilters lists the selectors that do not parse, and
 	// invalidMutations the mutation rules that do not compile: the binding
 	// gives its syncers no scope (nothing syncs, nothing is released).
@@ -479,7 +489,7 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 			entry.ProviderAPI = api.Name
 		}
 		outcome, ok := r.deliver(ctx, b, o, discoverer, api, export)
-		if outcome.Collision || slices.Contains(o.notExported, api.Name) {
+		if outcome.Collision || outcome.NamesTaken || slices.Contains(o.notExported, api.Name) {
 			continue // never this entry's CRD, or gone from the provider: as for an API not exported
 		}
 		if ok {
@@ -531,6 +541,9 @@ func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *
 		}
 		desired = kbindschema.Project(desired, api, conn.Name)
 	}
+	if outcome, handled := r.replaceCollided(ctx, b, o, consumer, desired); handled {
+		return outcome, false
+	}
 	from := ""
 	if !r.Namespaced {
 		var err error
@@ -550,6 +563,9 @@ func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *
 	case outcome.Collision:
 		o.projection = append(o.projection, outcome.Problem)
 		return outcome, false
+	case outcome.NamesTaken:
+		o.namesTaken = append(o.namesTaken, outcome.Problem)
+		return outcome, false
 	case err != nil:
 		o.problems = append(o.problems, err.Error())
 		return outcome, false
@@ -560,6 +576,136 @@ func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *
 		o.pending = append(o.pending, fmt.Sprintf("CRD %s is not established yet", consumer))
 	}
 	return outcome, true
+}
+
+// replaceCollided decides, for a ClusterBinding, an entry whose consumer
+// CRD desired collides with kbind's consumer CRD of another provider API
+// (docs/shaping.md#projection): when nothing holds that CRD
+// (kbindschema.DecideReplace) it is deleted and the entry waits for it to
+// go (then deliver creates desired, its names checked as any new CRD's);
+// otherwise the entry is refused naming what holds it. handled is false
+// when there is no such CRD: deliver goes on as always.
+func (r *Reconciler) replaceCollided(ctx context.Context, b binding, o *observation, consumer string,
+	desired *apiextensionsv1.CustomResourceDefinition) (kbindschema.Outcome, bool) {
+	if r.Namespaced || desired == nil {
+		return kbindschema.Outcome{}, false
+	}
+	existing := &apiextensionsv1.CustomResourceDefinition{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: consumer}, existing); err != nil {
+		if apierrors.IsNotFound(err) {
+			return kbindschema.Outcome{}, false
+		}
+		o.problems = append(o.problems, fmt.Sprintf("reading consumer CRD %s: %v", consumer, err))
+		return kbindschema.Outcome{}, true
+	}
+	owner := existing.Annotations[kbindv1alpha1.ConnectionAnnotation]
+	if !kbindschema.Replaceable(existing, desired, owner) {
+		return kbindschema.Outcome{}, false
+	}
+	if !existing.DeletionTimestamp.IsZero() {
+		o.pending = append(o.pending, fmt.Sprintf("CRD %s, which served the provider's %s, is being deleted; %s is installed in its place once it is gone",
+			consumer, kbindschema.ProviderAPI(existing), consumer))
+		return kbindschema.Outcome{}, true
+	}
+	holders, err := r.holders(ctx, b, existing, owner)
+	if err != nil {
+		// A failed read never replaces: the entry waits.
+		o.problems = append(o.problems, err.Error())
+		return kbindschema.Outcome{}, true
+	}
+	if d, _ := kbindschema.DecideReplace(existing, desired, owner, holders); d.Action != kbindschema.ActionReplace {
+		o.projection = append(o.projection, d.Problem)
+		return kbindschema.Outcome{Collision: true, Problem: d.Problem}, true
+	}
+	if err := r.replaceCRD(ctx, existing, owner); err != nil {
+		o.problems = append(o.problems, err.Error())
+		return kbindschema.Outcome{}, true
+	}
+	o.pending = append(o.pending, fmt.Sprintf("replacing CRD %s, which served the provider's %s and which nothing held: %s is installed in its place once it is gone",
+		consumer, kbindschema.ProviderAPI(existing), consumer))
+	return kbindschema.Outcome{}, true
+}
+
+// holders reads what holds kbind's consumer CRD crd of Connection owner
+// (kbindschema.Holders): the other bindings with an entry it serves — from
+// the cache, through the BindingAPI index — its Connection's pullPolicy,
+// and its objects, counted on the consumer API server.
+func (r *Reconciler) holders(ctx context.Context, b binding, crd *apiextensionsv1.CustomResourceDefinition, owner string) (kbindschema.Holders, error) {
+	var h kbindschema.Holders
+	all, err := index.ListBindings(ctx, r.Client, index.AllBindings, client.MatchingFields{index.BindingAPI: crd.Name})
+	if err != nil {
+		return h, fmt.Errorf("the bindings of %s: %w", crd.Name, err)
+	}
+	for _, other := range all {
+		ref, listed := other.BindingSpec().APIFor(crd.Name)
+		if other.GetUID() == b.obj.GetUID() || !listed || !kbindschema.Serves(ref, crd) {
+			continue
+		}
+		switch {
+		case other.GetNamespace() == "":
+			h.ClusterBindings = append(h.ClusterBindings, other.GetName())
+		case other.GetDeletionTimestamp().IsZero():
+			h.Bindings = append(h.Bindings, other.GetNamespace()+"/"+other.GetName())
+		}
+	}
+	conn := &kbindv1alpha1.Connection{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Name: owner}, conn); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return h, fmt.Errorf("reading connection %s: %w", owner, err)
+	default:
+		h.PullsAll = conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyAll
+	}
+	h.Objects, err = r.countAll(ctx, crd)
+	return h, err
+}
+
+// countAll counts the objects of a consumer CRD on the consumer API
+// server: one metadata list of one item, whose remainingItemCount says how
+// many follow (paging on when the API server gives no count). A CRD that
+// is not established serves nothing, and never did (kbindschema.Established),
+// so it holds none.
+func (r *Reconciler) countAll(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (int64, error) {
+	gvk, ok := kbindschema.StorageGVK(crd)
+	if !kbindschema.Established(crd) || !ok {
+		return 0, nil
+	}
+	if r.Metadata == nil {
+		return 0, errors.New("binding: no metadata client to count the objects of consumer CRD " + crd.Name)
+	}
+	gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: crd.Spec.Names.Plural}
+	var n int64
+	opts := metav1.ListOptions{Limit: 1}
+	for {
+		list, err := r.Metadata.Resource(gvr).List(ctx, opts)
+		if err != nil {
+			return 0, fmt.Errorf("counting the objects of consumer CRD %s: %w", crd.Name, err)
+		}
+		n += int64(len(list.Items))
+		switch {
+		case list.GetContinue() == "":
+			return n, nil
+		case list.GetRemainingItemCount() != nil:
+			return n + *list.GetRemainingItemCount(), nil
+		}
+		opts = metav1.ListOptions{Limit: 500, Continue: list.GetContinue()}
+	}
+}
+
+// replaceCRD deletes kbind's consumer CRD crd of Connection owner, which
+// DecideReplace found nothing holds, so that a ClusterBinding's entry
+// installs its own in its place. The delete carries the UID and
+// resourceVersion crd was read at: a CRD created again, or changed, since
+// is never hit.
+func (r *Reconciler) replaceCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, owner string) error {
+	err := r.Client.Delete(ctx, crd, client.Preconditions{UID: &crd.UID, ResourceVersion: &crd.ResourceVersion})
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting consumer CRD %s to replace it: %w", crd.Name, err)
+	}
+	r.Installer.Forget(owner, crd.Name)
+	log.FromContext(ctx).Info("Deleted a consumer CRD of another provider API that nothing held, to install the ClusterBinding's entry in its place",
+		"crd", crd.Name, "providerAPI", kbindschema.ProviderAPI(crd), "from", owner)
+	return nil
 }
 
 // schemaOwner is the Connection the consumer CRD of api is stamped for,

@@ -22,8 +22,9 @@ import (
 // SetupWithManager wires the reconciler: its own kind (spec and deletion
 // changes), the Connection it names (any change: Ready and exports live in
 // status, namespacedBindings in spec), consumer CRDs of the APIs it lists,
-// and — for Bindings — ClusterBindings that may overlap them and the
-// labels of their namespace (a Connection's namespace selector, BIND-3).
+// for Bindings the ClusterBindings that may overlap them and the labels of
+// their namespace (a Connection's namespace selector, BIND-3), and for
+// ClusterBindings the Bindings of the same APIs (their spec and deletion).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Resync <= 0 {
 		return errors.New("binding: Resync must be positive")
@@ -36,10 +37,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(r.newObject(), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting))).
 		Watches(&kbindv1alpha1.Connection{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingConnection, func(o client.Object) []string { return []string{o.GetName()} }))).
 		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingAPI, func(o client.Object) []string { return []string{o.GetName()} })))
+	consumerNames := func(o client.Object) []string { return o.(kbindv1alpha1.BindingObject).BindingSpec().ConsumerNames() }
 	if r.Namespaced {
-		b = b.Watches(&kbindv1alpha1.ClusterBinding{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingAPI, func(o client.Object) []string {
-			return o.(kbindv1alpha1.BindingObject).BindingSpec().ConsumerNames()
-		})))
+		b = b.Watches(&kbindv1alpha1.ClusterBinding{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingAPI, consumerNames)))
+	} else {
+		// A Binding that goes, or stops listing an API, may free the
+		// consumer CRD a ClusterBinding's entry waits to replace
+		// (replaceCollided): look again at once, not at the next resync.
+		b = b.Watches(&kbindv1alpha1.Binding{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingAPI, consumerNames)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
 	if r.Namespaced {
 		// Namespaces as metadata only (the informer admission.Admits

@@ -1,6 +1,6 @@
 // Package index owns the cache field indexes the engine reads through, so
-// that finding the bindings of a Connection or the Connections of a Secret
-// never costs an API LIST.
+// that finding the bindings of a Connection, the Connections of a Secret or
+// the CRDs of a group never costs an API LIST.
 package index
 
 import (
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -24,6 +25,9 @@ const (
 	// ConnectionSecret indexes Connections by "<namespace>/<name>" of their
 	// kubeconfig Secret.
 	ConnectionSecret = "spec.kubeconfigSecretRef"
+	// CRDGroup indexes CustomResourceDefinitions by spec.group: the names
+	// a new consumer CRD may take depend on the other CRDs of its group.
+	CRDGroup = "spec.group"
 )
 
 // SecretKey is the ConnectionSecret index value of a Secret.
@@ -57,6 +61,11 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 		return []string{SecretKey(ref.Namespace, ref.Name)}
 	}); err != nil {
 		return fmt.Errorf("indexing connections by secret: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &apiextensionsv1.CustomResourceDefinition{}, CRDGroup, func(obj client.Object) []string {
+		return []string{obj.(*apiextensionsv1.CustomResourceDefinition).Spec.Group}
+	}); err != nil {
+		return fmt.Errorf("indexing CRDs by group: %w", err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,12 +40,16 @@ func newReader(t *testing.T, funcs *interceptor.Funcs) client.Reader {
 	if err := kbindv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
 		&kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "b-cb"}, Spec: spec("c1", "widgets")},
 		&kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "a-cb"}, Spec: spec("c2", "widgets", "gadgets")},
 		&kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "ns2", Name: "x"}, Spec: spec("c1", "widgets")},
 		&kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "y"}, Spec: spec("c1", "gadgets")},
 		&kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "a"}, Spec: spec("c2", "widgets")},
+		crd("gizmos.acme.io", "acme.io"), crd("gizmoz.acme.io", "acme.io"), crd("widgets.example.org", "example.org"),
 	)
 	if err := Setup(context.Background(), builderIndexer{b}); err != nil {
 		t.Fatal(err)
@@ -95,6 +100,29 @@ func TestListBindings(t *testing.T) {
 				t.Errorf("got %q, want %q", names(got), tc.want)
 			}
 		})
+	}
+}
+
+func crd(name, group string) *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: group}}
+}
+
+// The CRDs of a group, as the names check of a new consumer CRD reads them.
+func TestCRDsByGroup(t *testing.T) {
+	r := newReader(t, nil)
+	for group, want := range map[string][]string{"acme.io": {"gizmos.acme.io", "gizmoz.acme.io"}, "example.org": {"widgets.example.org"}, "other.io": nil} {
+		var list apiextensionsv1.CustomResourceDefinitionList
+		if err := r.List(context.Background(), &list, client.MatchingFields{CRDGroup: group}); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range list.Items {
+			got = append(got, c.Name)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("group %s: %q, want %q", group, got, want)
+		}
 	}
 }
 

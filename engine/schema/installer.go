@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/storage"
 )
 
@@ -55,17 +56,26 @@ type Outcome struct {
 	// this call (EnsureTakingOver), "" otherwise.
 	TookOverFrom string
 	// Collision is set with Problem when the CRD serves another provider
-	// API, or the same one projected otherwise (see Collision).
+	// API, or the same one projected otherwise (see Collision), and when a
+	// projected CRD's names are taken (NamesTaken).
 	Collision bool
+	// NamesTaken is set with Problem when other CRDs of the group hold the
+	// CRD's names (NameConflicts): nothing was created, or kbind deleted
+	// its CRD whose names the API server refused (RefusedNeverServed). The
+	// entry is not bound.
+	NamesTaken bool
 }
 
 // Installer applies schema decisions to consumer CRDs and remembers, per
 // Connection, which CRDs lag behind the policy (SchemaInSync).
 type Installer struct {
+	// Client reads through the manager's cache, with the index.CRDGroup
+	// field index on CRDs.
 	Client client.Client
 
-	mu     sync.Mutex
-	status map[string]map[string]bool // connection → CRD name → in sync
+	mu       sync.Mutex
+	status   map[string]map[string]bool // connection → CRD name → in sync
+	released ReleasedNames
 }
 
 // Ensure makes the consumer CRD name what the Connection's policy calls
@@ -95,6 +105,10 @@ func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 		i.record(conn.Name, name, false)
 		return Outcome{Problem: problem, Collision: true}, nil
 	}
+	if refused := RefusedNeverServed(existing, conn.Name); refused != "" {
+		i.record(conn.Name, name, false)
+		return i.deleteRefused(ctx, existing, desired, refused)
+	}
 	d, takeOver := DecideTakeOver(existing, desired, name, conn.Name, takeOverFrom, conn.Spec.Schema)
 	if !takeOver {
 		d = Decide(existing, desired, name, conn.Name, conn.Spec.Schema, conn.Status.ActiveSchemaSource)
@@ -109,6 +123,11 @@ func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 		if desired == nil {
 			i.record(conn.Name, name, false)
 			return Outcome{}, fmt.Errorf("no schema for CRD %s", name)
+		}
+		problem, err := i.namesTaken(ctx, desired)
+		if err != nil || problem != "" {
+			i.record(conn.Name, name, false)
+			return Outcome{Problem: problem, NamesTaken: problem != "", Collision: problem != "" && Projected(desired)}, err
 		}
 		created := desired.DeepCopy()
 		if err := i.Client.Create(ctx, created); err != nil {
@@ -159,6 +178,45 @@ func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 	i.record(conn.Name, name, InSync(existing, desired, conn.Name, conn.Spec.Schema))
 	return Outcome{Hash: existing.Annotations[kbindv1alpha1.SchemaHashAnnotation], Established: Established(existing),
 		Problem: Unestablished(existing, time.Now()), TookOverFrom: tookOver}, nil
+}
+
+// namesTaken is why desired, a consumer CRD kbind is about to create,
+// must not be (DescribeNameConflicts), "" when its names are free: the
+// other CRDs of its group, read through the cache's index.CRDGroup index
+// (no API LIST), and those of them kbind did not create that went less
+// than NamesHold ago.
+func (i *Installer) namesTaken(ctx context.Context, desired *apiextensionsv1.CustomResourceDefinition) (string, error) {
+	var list apiextensionsv1.CustomResourceDefinitionList
+	if err := i.Client.List(ctx, &list, client.MatchingFields{index.CRDGroup: desired.Spec.Group}); err != nil {
+		return "", fmt.Errorf("reading the consumer CRDs of group %s: %w", desired.Spec.Group, err)
+	}
+	now := time.Now()
+	conflicts := NameConflicts(desired, list.Items)
+	i.mu.Lock()
+	i.released.Observe(desired.Spec.Group, list.Items, conflicts, now)
+	conflicts = append(conflicts, i.released.Conflicts(desired)...)
+	i.mu.Unlock()
+	if len(conflicts) == 0 {
+		return "", nil
+	}
+	return DescribeNameConflicts(desired, conflicts, now), nil
+}
+
+// deleteRefused deletes kbind's consumer CRD existing, whose names the
+// consumer API server refused and which never served (RefusedNeverServed:
+// another CRD took the names between namesTaken and the create). The
+// delete carries existing's UID and resourceVersion: a CRD created again
+// meanwhile, or established since it was read, is never hit. The entry is
+// reported; the next reconcile finds the names taken and creates nothing.
+func (i *Installer) deleteRefused(ctx context.Context, existing, desired *apiextensionsv1.CustomResourceDefinition, refused string) (Outcome, error) {
+	problem := fmt.Sprintf("the consumer API server refused the names of CRD %s (%s); kbind deleted it, since it never served (no object was stored in it) "+
+		"and would otherwise take the names once the CRD holding them goes", existing.Name, refused)
+	err := i.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return Outcome{}, fmt.Errorf("deleting consumer CRD %s, whose names the API server refused: %w", existing.Name, err)
+	}
+	log.FromContext(ctx).Info("Deleted a consumer CRD whose names the API server refused and that never served", "crd", existing.Name, "refused", refused)
+	return Outcome{Problem: problem, NamesTaken: true, Collision: Projected(desired) || Projected(existing)}, nil
 }
 
 // writeError wraps the consumer API server's refusal to write CRD name;

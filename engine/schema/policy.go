@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -110,6 +111,97 @@ func DecideTakeOver(existing, desired *apiextensionsv1.CustomResourceDefinition,
 	}
 	// Under updatePolicy Once too: this is the Connection's first install.
 	return Decision{Action: ActionTakeOver}, true
+}
+
+// ActionReplace deletes kbind's consumer CRD of another provider API,
+// which nothing holds, so that a ClusterBinding's entry installs its own
+// under that name (see DecideReplace).
+const ActionReplace Action = "Replace"
+
+// Holders is what holds kbind's consumer CRD of another provider API that
+// a ClusterBinding's entry collides with (DecideReplace): the other
+// bindings whose entries it serves, its objects, and its Connection's
+// policy.
+type Holders struct {
+	// ClusterBindings names the ClusterBindings (deleting ones too: they
+	// drain through it) that list the CRD's API.
+	ClusterBindings []string
+	// Bindings names, as namespace/name, the Bindings not being deleted
+	// that list it.
+	Bindings []string
+	// Objects counts its objects, read from the consumer API server.
+	Objects int64
+	// PullsAll is true when the CRD's Connection installs every export
+	// (pullPolicy All), on a cluster admin's word.
+	PullsAll bool
+}
+
+// DecideReplace decides whether a ClusterBinding's entry whose consumer
+// CRD desired collides (Collision) with existing, kbind's consumer CRD of
+// another provider API for Connection owner, takes the name (SCHEMA-7,
+// docs/shaping.md#projection): only when nothing holds existing — no
+// ClusterBinding lists it (a ClusterBinding never takes from another), no
+// live Binding does, it holds no object (its objects would go with it:
+// never kbind's decision) and its Connection does not install every export
+// — is it deleted (ActionReplace) and desired created in its place; else
+// the entry is refused saying what holds it (ActionReport). This is
+// DecideTakeOver for another API: that one keeps the CRD and its objects,
+// since they stay the same API's; here the CRD's kind, schema and provider
+// API change, so only an empty one is replaced. ok is false when existing
+// is not such a CRD (absent, not kbind's own for owner, no collision):
+// Collision's message stands.
+func DecideReplace(existing, desired *apiextensionsv1.CustomResourceDefinition, owner string, h Holders) (d Decision, ok bool) {
+	if !Replaceable(existing, desired, owner) {
+		return Decision{}, false
+	}
+	var held []string
+	if len(h.ClusterBindings) > 0 {
+		held = append(held, fmt.Sprintf("ClusterBinding %s lists it (a ClusterBinding never takes a consumer API another ClusterBinding serves)", strings.Join(h.ClusterBindings, ", ")))
+	}
+	if len(h.Bindings) > 0 {
+		held = append(held, fmt.Sprintf("Binding %s lists it", strings.Join(h.Bindings, ", ")))
+	}
+	if h.PullsAll {
+		held = append(held, fmt.Sprintf("Connection %q installs every export (pullPolicy All)", owner))
+	}
+	if h.Objects > 0 {
+		held = append(held, fmt.Sprintf("it holds %d object(s), which deleting it would delete", h.Objects))
+	}
+	if len(held) == 0 {
+		return Decision{Action: ActionReplace}, true
+	}
+	return Decision{Action: ActionReport, Problem: fmt.Sprintf(
+		"the consumer API %s collides: CRD %s serves the provider's %s (Connection %q), and kbind replaces it with %s only once nothing holds it: %s; "+
+			"remove %s from those bindings and delete its objects, or project %s onto another group or kind",
+		existing.Name, existing.Name, ProviderAPI(existing), owner, ProviderAPI(desired), strings.Join(held, "; "),
+		ProviderAPI(existing), ProviderAPI(desired))}, true
+}
+
+// Replaceable reports whether existing is a consumer CRD DecideReplace
+// decides about: kbind's own for Connection owner, colliding with desired
+// (Collision). The caller reads what holds it only then.
+func Replaceable(existing, desired *apiextensionsv1.CustomResourceDefinition, owner string) bool {
+	return existing != nil && desired != nil && owner != "" && CreatedByKbind(existing, owner) && Collision(existing, desired) != ""
+}
+
+// RefusedNeverServed is the consumer API server's refusal of the names of
+// kbind's consumer CRD crd for connection ("reason: message" of
+// NamesAccepted=False) when crd was never established, "" otherwise. Such
+// a CRD never served, so no object was ever stored under it, and it must
+// not stay: once the CRD holding its names goes it would get them, ahead
+// of that CRD created again. The API server never turns Established back
+// to False (its naming controller keeps an Established condition it finds),
+// so not established now is never established.
+func RefusedNeverServed(crd *apiextensionsv1.CustomResourceDefinition, connection string) string {
+	if crd == nil || !CreatedByKbind(crd, connection) || Established(crd) || !crd.DeletionTimestamp.IsZero() {
+		return ""
+	}
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse {
+			return fmt.Sprintf("%s: %s", c.Reason, c.Message)
+		}
+	}
+	return ""
 }
 
 // scopeChanged explains a provider CRD whose scope changed: the API server

@@ -82,6 +82,20 @@
 //	                                      unbindRemoved)                      this Connection (CreatedByKbind), pullPolicy
 //	                                                                          not All, not already deleting; UID
 //	                                                                          precondition
+//	binding.Reconciler.replaceCRD         kbind's consumer CRD of another     ClusterBinding only, its entry collides with
+//	                                      provider API, so that a             it (schema.DecideReplace): created by kbind
+//	                                      ClusterBinding's entry installs     (schema hash) for its Connection, whose
+//	                                      its own at that name (SCHEMA-7)     pullPolicy is not All; no ClusterBinding and
+//	                                                                          no live Binding lists it (cache, index); 0
+//	                                                                          objects counted on the consumer API server (a
+//	                                                                          failed count replaces nothing); UID and
+//	                                                                          resourceVersion preconditions
+//	schema.Installer.deleteRefused        kbind's consumer CRD whose names    schema.RefusedNeverServed: created by kbind
+//	                                      the API server refused (SCHEMA-7)   (schema hash) for this Connection,
+//	                                                                          NamesAccepted=False, never Established (no
+//	                                                                          object ever stored), not deleting; UID and
+//	                                                                          resourceVersion preconditions (one established
+//	                                                                          since is never hit)
 //	connection.Reconciler.reconcileAutoBind  the autoBind ClusterBinding (it     controlled by the Connection; the Connection
 //	                                      then drains like any binding)       exports nothing
 //	connection.Reconciler.deleteAutoBinding  the autoBind ClusterBinding, on     only one the Connection controls (it then

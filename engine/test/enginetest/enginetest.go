@@ -281,8 +281,16 @@ func conditionsOf(obj client.Object) []metav1.Condition {
 // and observedGeneration equal to its generation. obj holds the last read.
 func WaitCondition(t testing.TB, c client.Client, obj client.Object, typ kbindv1alpha1.ConditionType, status metav1.ConditionStatus, reason kbindv1alpha1.Reason, fragments ...string) {
 	t.Helper()
+	WaitConditionWithin(t, PollTimeout, c, obj, typ, status, reason, fragments...)
+}
+
+// WaitConditionWithin is WaitCondition with its own timeout, for a
+// condition that waits on something slower than PollTimeout allows for.
+func WaitConditionWithin(t testing.TB, timeout time.Duration, c client.Client, obj client.Object, typ kbindv1alpha1.ConditionType, status metav1.ConditionStatus,
+	reason kbindv1alpha1.Reason, fragments ...string) {
+	t.Helper()
 	key := client.ObjectKeyFromObject(obj)
-	Eventually(t, fmt.Sprintf("%s %s=%s/%s %q", key, typ, status, reason, fragments), func() error {
+	EventuallyWithin(t, timeout, fmt.Sprintf("%s %s=%s/%s %q", key, typ, status, reason, fragments), func() error {
 		if err := c.Get(context.Background(), key, obj); err != nil {
 			return err
 		}
