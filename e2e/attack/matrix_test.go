@@ -214,8 +214,8 @@ var cells = map[cellKey]entry{
 		"consumer-attacks: a Binding naming a Connection that does not admit its namespace", "consumer-attacks: a Binding binds an API before an admin's ClusterBinding of it"}, ""},
 	{"routing", "binder"}: {harmless, "an admin's ClusterBinding takes precedence over its Binding", []string{
 		"consumer-attacks: a Binding binds an API before an admin's ClusterBinding of it"}, ""},
-	{"projection", "binder"}: {refused, "a Binding cannot project (the API server refuses it); the names it installs never collide with the cluster's CRDs", []string{
-		"consumer-attacks: a Binding of an API whose names collide"}, ""},
+	{"projection", "binder"}: {refused, "a Binding cannot project (the API server refuses it); the names it installs never collide with the cluster's CRDs, and never block an admin's later projection onto them for good", []string{
+		"consumer-attacks: a Binding of an API whose names collide", "consumer-attacks: a Binding binds an unprojected API at the name an admin's ClusterBinding later projects onto"}, ""},
 	{"objectSelector", "binder"}:    {harmless, "it selects among its own namespace's objects only", nil, ""},
 	{"namespaceSelector", "binder"}: {refused, "a Binding has none (the API server refuses it)", []string{"test: TestValidationRejects"}, ""},
 	{"mutationsUp", "binder"}: {refused, "a namespaced Binding's rules run under a per-object budget far below a ClusterBinding's, on a queue fair to every namespace; no rule may rewrite a reference field", []string{
@@ -249,6 +249,8 @@ var pairs = []pairEntry{
 	// Orthogonal by construction.
 	{"providerEvents", "*", entry{harmless, "it writes only Events about a consumer object and reads only the Events of its real copy; it changes no object", nil, ""}},
 	{"mutationsDown", "*", entry{harmless, "down rules write only `.status` of what goes to the consumer object, never its metadata, owner, finalizer or spec", nil, ""}},
+	{"projection", "bind", entry{refused, "a projection never installs names another CRD of the group holds, and takes a name a Binding's empty CRD held once no Binding lists it", []string{
+		"consumer-attacks: a Binding binds an unprojected API at the name an admin's ClusterBinding later projects onto", "test: TestProjectionOntoAKindTheGroupHas"}, ""}},
 	{"projection", "*", entry{harmless, "it renames the consumer API; every other feature acts on the objects through the same mapping (a ClusterBinding's only)", []string{"test: TestProjection"}, ""}},
 
 	// Pairs that act on the same object, attacked together.
