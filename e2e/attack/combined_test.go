@@ -118,13 +118,7 @@ spec:
 			"refused (admission policy): … only a user who may delete it may ask for that"))
 	}
 	w.mustKubectl(alice, "annotate", "vaults.example.org", "-n", "team-x", "db", "core.kbind.io/hand-over=provider")
-	enginetest.EventuallyWithin(t, 60*time.Second, "the konnector's HandOverRefused Event on team-x/db", func() error {
-		out, err := w.kubectl(w.consumer, "get", "events", "-n", "team-x", "--field-selector", "involvedObject.name=db,reason=HandOverRefused", "-o", "jsonpath={.items[*].message}")
-		if err != nil || !strings.Contains(out, "objectSelector (sync=yes)") {
-			return fmt.Errorf("events %q: %v", out, err)
-		}
-		return nil
-	})
+	w.waitEvent("team-x", "db", "HandOverRefused", "objectSelector (sync=yes)")
 	denied := w.waitCondition("clusterbindings.core.kbind.io", "", "vaults", "PermissionDenied", "True")
 	expect(t, denied, "kbind refuses: hand-over of 1 object(s), team-x/db")
 	if owner := w.mustKubectl(w.consumer, "get", "vaults.example.org", "-n", "team-x", "db", "-o", `jsonpath={.metadata.finalizers}`); !strings.Contains(owner, "core.kbind.io/syncer") {
@@ -155,13 +149,7 @@ spec:
 		t.Fatal(err)
 	}
 	w.mustKubectl(dave, "annotate", "vaults.example.org", "-n", "team-x", "prov", "core.kbind.io/hand-over=consumer")
-	enginetest.EventuallyWithin(t, 60*time.Second, "the konnector's HandOverRefused Event on team-x/prov", func() error {
-		out, err := w.kubectl(w.consumer, "get", "events", "-n", "team-x", "--field-selector", "involvedObject.name=prov,reason=HandOverRefused", "-o", "jsonpath={.items[*].message}")
-		if err != nil || !strings.Contains(out, "objectSelector (sync=yes) does not select this object") {
-			return fmt.Errorf("events %q: %v", out, err)
-		}
-		return nil
-	})
+	w.waitEvent("team-x", "prov", "HandOverRefused", "objectSelector (sync=yes) does not select this object")
 	if after, err := resource(w.provider, vaults, "kbind-team").Get(ctx, "team-x.prov", metav1.GetOptions{}); err != nil || after.GetUID() != before.GetUID() {
 		t.Errorf("ATTACK SUCCEEDED: the provider's Vault after dave's adoption: %v", err)
 	}
@@ -177,6 +165,19 @@ func (w *consumerWorld) updater(name, ns string) string {
   resources: ["*"]
   verbs: [get, list, watch, create, update, patch]
 `)
+}
+
+// waitEvent waits for an Event of reason on the consumer object ns/name
+// whose message holds fragment.
+func (w *consumerWorld) waitEvent(ns, name, reason, fragment string) {
+	w.t.Helper()
+	enginetest.EventuallyWithin(w.t, 60*time.Second, fmt.Sprintf("a %s Event on %s/%s", reason, ns, name), func() error {
+		out, err := w.kubectl(w.consumer, "get", "events", "-n", ns, "--field-selector", "involvedObject.name="+name+",reason="+reason, "-o", "jsonpath={.items[*].message}")
+		if err != nil || !strings.Contains(out, fragment) {
+			return fmt.Errorf("events %q: %v", out, err)
+		}
+		return nil
+	})
 }
 
 func tableRow(attempt, result string) string { return fmt.Sprintf("| %s | %s |", attempt, result) }

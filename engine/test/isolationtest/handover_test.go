@@ -289,20 +289,8 @@ func TestHandOverBothWays(t *testing.T) {
 // object stays, imported.
 func TestReleaseRefusedWhenImportWouldNotTakeItBack(t *testing.T) {
 	ctx := context.Background()
-	ts := tenants(t)
-	a := ts[0]
 	const nsP, nsC = "handover-sel", "team-s"
-	ensureNamespace(t, env.Provider, nsP)
-	user := "consumer-a-" + t.Name()
-	bindRole(t, "", "kbind-discovery-handover-sel", user, discoveryRules)
-	bindRole(t, nsP, "kbind-consumer", user, objectRules("widgets", "widgets/status"))
-	ensureNamespace(t, a.consumer, nsC)
-	connect(t, a, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: nsP}, nil, "widgets.example.org")
-	waitBound(t, []tenant{a}, "widgets.example.org")
-	updateClusterBinding(t, a, "widgets.example.org", func(spec *kbindv1alpha1.BindingSpec) {
-		spec.APIs[0].ProviderObjects = kbindv1alpha1.ProviderObjectsImport
-		spec.APIs[0].ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"sync": "yes"}}
-	})
+	a := importingSyncYes(t, nsP, nsC)
 	ckey, pkey := key(nsC, "db"), key(nsP, nsC+".db")
 	w := object(widgetGVK, nsC, "db", map[string]any{"size": int64(3)})
 	w.SetLabels(map[string]string{"sync": "yes"})
@@ -358,6 +346,27 @@ func TestReleaseRefusedWhenImportWouldNotTakeItBack(t *testing.T) {
 	teardown(t, a)
 }
 
+// importingSyncYes connects consumer A with Namespace isolation in
+// provider namespace nsP, creates consumer namespace nsC, and binds
+// widgets with a ClusterBinding whose entry imports the provider's
+// objects labelled sync=yes (objectSelector), copying no label.
+func importingSyncYes(t *testing.T, nsP, nsC string) tenant {
+	t.Helper()
+	a := tenants(t)[0]
+	ensureNamespace(t, env.Provider, nsP)
+	user := "consumer-a-" + t.Name()
+	bindRole(t, "", "kbind-discovery-"+nsP, user, discoveryRules)
+	bindRole(t, nsP, "kbind-consumer", user, objectRules("widgets", "widgets/status"))
+	ensureNamespace(t, a.consumer, nsC)
+	connect(t, a, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: nsP}, nil, "widgets.example.org")
+	waitBound(t, []tenant{a}, "widgets.example.org")
+	updateClusterBinding(t, a, "widgets.example.org", func(spec *kbindv1alpha1.BindingSpec) {
+		spec.APIs[0].ProviderObjects = kbindv1alpha1.ProviderObjectsImport
+		spec.APIs[0].ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"sync": "yes"}}
+	})
+	return a
+}
+
 // updateClusterBinding changes the spec of the tenant's ClusterBinding
 // name.
 func updateClusterBinding(t *testing.T, tn tenant, name string, change func(*kbindv1alpha1.BindingSpec)) {
@@ -385,20 +394,8 @@ func updateClusterBinding(t *testing.T, tn tenant, name string, change func(*kbi
 // the provider object stays.
 func TestAdoptRefusedWhenTheSelectorWouldReleaseIt(t *testing.T) {
 	ctx := context.Background()
-	ts := tenants(t)
-	a := ts[0]
 	const nsP, nsC = "adopt-sel", "team-t"
-	ensureNamespace(t, env.Provider, nsP)
-	user := "consumer-a-" + t.Name()
-	bindRole(t, "", "kbind-discovery-adopt-sel", user, discoveryRules)
-	bindRole(t, nsP, "kbind-consumer", user, objectRules("widgets", "widgets/status"))
-	ensureNamespace(t, a.consumer, nsC)
-	connect(t, a, kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: nsP}, nil, "widgets.example.org")
-	waitBound(t, []tenant{a}, "widgets.example.org")
-	updateClusterBinding(t, a, "widgets.example.org", func(spec *kbindv1alpha1.BindingSpec) {
-		spec.APIs[0].ProviderObjects = kbindv1alpha1.ProviderObjectsImport
-		spec.APIs[0].ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"sync": "yes"}}
-	})
+	a := importingSyncYes(t, nsP, nsC)
 	ckey, pkey := key(nsC, "db"), key(nsP, nsC+".db")
 	pw := object(widgetGVK, nsP, nsC+".db", map[string]any{"size": int64(4)})
 	pw.SetLabels(map[string]string{"sync": "yes"})
