@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -104,6 +105,109 @@ func TestFairQueueOneInN(t *testing.T) {
 	for i := range 10 {
 		if !slices.Contains(popped, key(fmt.Sprint("quiet-", i), "only")) {
 			t.Errorf("quiet-%d not among the first 22 pops: %v", i, popped)
+		}
+	}
+}
+
+// Syncs in flight count: a namespace whose objects are being synced
+// yields the next turns to namespaces with fewer in flight, and gets its
+// turn back as they end.
+func TestFairQueueInFlight(t *testing.T) {
+	q := newFairQueue()
+	for _, k := range keys("slow", 6) {
+		q.Push(k)
+	}
+	// Three of slow's objects sync (three workers hold them).
+	for i := range 3 {
+		if got := q.Pop(); got != key("slow", fmt.Sprint(i)) {
+			t.Fatalf("pop %d: %v", i, got)
+		}
+	}
+	for _, k := range keys("quick", 4) {
+		q.Push(k)
+	}
+	// quick has none in flight: it is served until it has as many as
+	// slow, then they alternate (each pop here stays in flight).
+	want := []types.NamespacedName{key("quick", "0"), key("quick", "1"), key("quick", "2"), key("slow", "3"), key("quick", "3"), key("slow", "4")}
+	var got []types.NamespacedName
+	for range want {
+		got = append(got, q.Pop())
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("popped %v, want %v", got, want)
+	}
+	// One of quick's ends: quick (3 in flight, nothing waiting) is no
+	// lane; slow's last item is next.
+	q.done(key("quick", "0"))
+	if got := q.Pop(); got != key("slow", "5") {
+		t.Errorf("popped %v, want slow/5", got)
+	}
+	// Every sync ends: no count is kept.
+	for _, k := range append(keys("slow", 6), keys("quick", 4)[1:]...) {
+		q.done(k)
+	}
+	q.done(key("never", "popped")) // a Done without a Pop changes nothing
+	if len(q.inFlight) != 0 || len(q.lanes) != 0 || q.Len() != 0 {
+		t.Errorf("left: in flight %v, lanes %v, len %d", q.inFlight, q.lanes, q.Len())
+	}
+}
+
+// The case turns alone lost, under client-go's workqueue with 4 workers: a
+// namespace whose syncs block holds every worker, another's quick objects
+// arrive; when one slow sync ends, the worker it frees syncs every quick
+// object before it takes another slow one. (Served in turns, it took one
+// quick object and then a slow one that blocked it; first come, first
+// served, the quick objects waited behind every slow one queued.)
+func TestFairWorkqueueSlowNamespace(t *testing.T) {
+	q := newWorkqueue("")
+	defer q.ShutDown()
+	release := make(chan struct{})
+	slowStarted := make(chan struct{}, 100)
+	quickDone := make(chan types.NamespacedName, 10)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer q.ShutDown()
+	defer close(release)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				k, shutdown := q.Get()
+				if shutdown {
+					return
+				}
+				if k.Namespace == "slow" {
+					slowStarted <- struct{}{}
+					<-release // a slow sync: held until the test lets one end
+				} else {
+					quickDone <- k
+				}
+				q.Done(k)
+			}
+		})
+	}
+	for _, k := range keys("slow", 100) {
+		q.Add(k)
+	}
+	// Every worker holds a slow object: 96 wait.
+	for i := range 4 {
+		select {
+		case <-slowStarted:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 4 workers took a slow object", i)
+		}
+	}
+	if n := q.Len(); n != 96 {
+		t.Fatalf("%d waiting, want 96", n)
+	}
+	for _, k := range keys("quick", 10) {
+		q.Add(k)
+	}
+	release <- struct{}{} // one slow sync ends
+	for i := range 10 {
+		select {
+		case <-quickDone:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 10 quick objects synced after one slow sync ended", i)
 		}
 	}
 }
