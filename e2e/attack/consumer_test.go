@@ -193,7 +193,7 @@ spec:
 	// The konnector as the chart installs it: its RBAC, and the
 	// imported-objects admission policy on.
 	startKonnector(t, installKonnectorChart(t, pair, map[string]any{"importedObjects": map[string]any{"admissionPolicy": true}}),
-		"--related-watches-per-namespace", "8")
+		"--related-watches-per-namespace", "8", "--binding-resync", bindingResync.String())
 	w.mustKubectl(w.consumer, "wait", "--for=condition=Ready", "connection/team", "connection/admin-only", "connection/victim", "clusterbinding/things", "--timeout=90s")
 	alice := w.user("alice", "team-x")
 	bob := w.user("bob", "team-y")
@@ -349,7 +349,14 @@ spec:
 	t.Logf("team-y's ConfigMap copied %s after its Binding, while team-z is over its budget", time.Since(began))
 	row("a Binding watching more related objects than its namespace's budget", "refused for that Binding (`PermissionDenied=True`: over the budget of related watches per namespace); a Binding in another namespace is not held up by it")
 
-	// 6. A tenant on the provider forges the victim's markers on an object
+	// 6. The costliest mutations the API server admits, in a namespace
+	// user's Binding, on objects the user keeps changing; another
+	// namespace's object meanwhile.
+	costlyMutations(t, w, bob)
+	row("a Binding whose mutations are the costliest the API server admits (32 up rules of nested comprehensions) on objects of 10,000 items its user keeps changing",
+		"each object stops at a namespaced Binding's cost limit: `MutationFailed` (… the runtime cost limit of 1000 for one evaluation (a namespaced Binding's; a ClusterBinding's is 1000000) …), nothing written for it; an object of another namespace's Binding syncs meanwhile")
+
+	// 7. A tenant on the provider forges the victim's markers on an object
 	// of its own and gets Events recorded on it.
 	w.mustKubectl(w.consumer, "apply", "-f", writeManifest(t, "apiVersion: example.org/v1alpha1\nkind: Thing\nmetadata: {name: t1, namespace: team-x}\nspec: {size: 1}\n"))
 	var copyObj *unstructured.Unstructured
@@ -411,6 +418,71 @@ spec:
     storage: true
     schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
 `
+
+// bindingResync is the konnector's --binding-resync here: it re-checks
+// every binding that often, so twice that is the longest a healthy
+// konnector leaves an object of a Ready binding unsynced — the bound of
+// the waits on syncs that the attack rows hold against a noisy neighbour.
+const bindingResync = 10 * time.Second
+
+// costlyMutations: nora, a namespace user of team-n, binds widgets with
+// 32 up rules of nested comprehensions that each pass the static cost
+// check (the most the Binding CRD admits), creates objects of 10,000 items
+// and changes them again; bob's object in team-y syncs meanwhile, and each
+// of nora's objects stops at a namespaced Binding's cost limit, named in a
+// MutationFailed Event, with nothing written to the provider. Under the
+// API server's limits the same rules run (about 5 s of CPU per object
+// change on the development machine) and write their copies.
+func costlyMutations(t *testing.T, w *consumerWorld, bob string) {
+	t.Helper()
+	ctx := context.Background()
+	w.mustKubectl(w.consumer, "create", "namespace", "team-n")
+	w.mustKubectl(w.consumer, "label", "namespace", "team-n", "tenant=team")
+	nora := w.user("nora", "team-n")
+	var rules strings.Builder
+	for i := range 32 {
+		fmt.Fprintf(&rules, "      - {path: .spec.r%d, expression: '[1, 2].all(y, object.spec.items.exists(x, x == -y))'}\n", i)
+	}
+	if err := w.apply(nora, "apiVersion: core.kbind.io/v1alpha1\nkind: Binding\nmetadata: {name: costly, namespace: team-n}\nspec:\n  connectionRef: {name: team}\n  apis:\n  - name: widgets.example.org\n    mutations:\n      up:\n"+rules.String()); err != nil {
+		t.Fatal(err)
+	}
+	w.waitCondition("bindings.core.kbind.io", "team-n", "costly", "Ready", "True")
+	items := strings.TrimSuffix(strings.Repeat("1, ", 10_000), ", ")
+	widget := func(name string, generation int) string {
+		return fmt.Sprintf("apiVersion: example.org/v1alpha1\nkind: Widget\nmetadata: {name: %s, namespace: team-n}\nspec: {generation: %d, items: [%s]}\n", name, generation, items)
+	}
+	const objects = 8
+	for i := range objects {
+		if err := w.apply(nora, widget(fmt.Sprint("costly-", i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The victim's object, while nora changes every one of his again.
+	began := time.Now()
+	w.mustKubectl(bob, "apply", "-f", writeManifest(t, "apiVersion: example.org/v1alpha1\nkind: Widget\nmetadata: {name: victim, namespace: team-y}\nspec: {size: 1}\n"))
+	for i := range objects {
+		if err := w.apply(nora, widget(fmt.Sprint("costly-", i), 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enginetest.EventuallyWithin(t, 2*bindingResync, "team-y's Widget on the provider while team-n's mutations run", func() error {
+		_, err := resource(w.provider, widgets, "kbind-team").Get(ctx, "team-y.victim", metav1.GetOptions{})
+		return err
+	})
+	t.Logf("team-y's Widget was on the provider %s after its create (found after nora's %d changes were applied)", time.Since(began), objects)
+	limit := "exceeded the runtime cost limit of 1000 for one evaluation (a namespaced Binding's; a ClusterBinding's is 1000000)"
+	for i := range objects {
+		name := fmt.Sprint("costly-", i)
+		enginetest.EventuallyWithin(t, 2*bindingResync, "MutationFailed naming a namespaced Binding's limit on "+name, func() error {
+			out, err := w.kubectl(w.consumer, "get", "events", "-n", "team-n", "--field-selector", "involvedObject.name="+name+",reason=MutationFailed", "-o", "jsonpath={.items[*].message}")
+			if err != nil || !strings.Contains(out, "mutations.up[0] (.spec.r0): the expression "+limit) {
+				return fmt.Errorf("MutationFailed messages %q %v", out, err)
+			}
+			return nil
+		})
+		w.absentOnProvider("an object over its Binding's cost limit", widgets, "kbind-team", "team-n."+name)
+	}
+}
 
 // bindingYAML is a Binding of one API through connection, with related
 // entries (flow-style YAML).

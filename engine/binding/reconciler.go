@@ -499,7 +499,7 @@ func (r *Reconciler) deliverSchemas(ctx context.Context, b binding, o *observati
 		if _, _, err := syncer.Filters(*b.spec, consumer); err != nil && !slices.Contains(o.invalidFilters, err.Error()) {
 			o.invalidFilters = append(o.invalidFilters, err.Error())
 		}
-		if _, _, err := syncer.Mutations(*b.spec, consumer); err != nil {
+		if _, _, err := syncer.Mutations(*b.spec, consumer, syncer.MutationLimits(b.obj)); err != nil {
 			o.invalidMutations = append(o.invalidMutations, err.Error())
 		}
 	}

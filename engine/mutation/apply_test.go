@@ -275,9 +275,9 @@ func TestApplyRuntimeBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.budget = *details.ActualCost() * 3 / 2
+	p.limits.PerObject = *details.ActualCost() * 3 / 2
 	target = map[string]any{}
-	assertRuleError(t, p.Apply(target, object, nil), Down, 1, ".status.m", fmt.Sprintf("exceeded the runtime cost budget of %d for one object", p.budget))
+	assertRuleError(t, p.Apply(target, object, nil), Down, 1, ".status.m", fmt.Sprintf("exceeded the runtime cost budget of %d for one object (the API server's", p.limits.PerObject))
 	if len(target) != 0 {
 		t.Errorf("target changed: %v", target)
 	}

@@ -37,6 +37,25 @@ const (
 	// budget of all validation rules on one custom resource ("roughly 1
 	// second").
 	RuntimeCostBudget = celconfig.RuntimeCELCostBudget
+	// NamespacedPerCallCostLimit stops one evaluation of a namespaced
+	// Binding's rule at Apply. A namespace user writes those rules, and
+	// they run on the konnector's workers, shared with every other
+	// namespace; under the API server's limits one object could cost
+	// minutes (see "Cost" in the package doc). Chosen by measurement
+	// (BenchmarkApplyWorstNamespaced, the 2-core development machine
+	// under load): the costliest comprehension found, stopped here, took
+	// 0.5 ms, while ordinary rules cost a few units (a field 3, string
+	// concatenation 4 to 14, a lookup among 10 conditions 76, a map over a
+	// list of 10 objects 144, about 14 per item).
+	NamespacedPerCallCostLimit = 1_000
+	// NamespacedCostBudget is what all the rules of a namespaced Binding
+	// may cost on one object at one Apply (one direction of one sync),
+	// values written included (costBudget.convert). An evaluation is
+	// charged when it ends, so the rules of one object spend at most this
+	// plus NamespacedPerCallCostLimit: measured, 2.3 to 3.5 ms for the
+	// worst spread of 32 rules; 32 maps over lists of 10 objects (4,608)
+	// still fit.
+	NamespacedCostBudget = 5_000
 	// MaxElements bounds, for the static estimate, the size of every list,
 	// map and string an expression reaches through object or consumer.
 	// The variables are typed dyn (kbind has no schema to bound them), and
@@ -55,6 +74,59 @@ const (
 	// etcdMaxRequestBytes is embed.DefaultMaxRequestBytes.
 	etcdMaxRequestBytes = 1536 * 1024
 )
+
+// Limits are the runtime cost limits a Program runs under.
+type Limits struct {
+	// PerCall stops one evaluation (cel.CostLimit). It is at most
+	// PerObject: an evaluation is charged to the object's budget only when
+	// it ends, so this is also how far the rules of one object can overrun
+	// PerObject.
+	PerCall uint64
+	// PerObject is what all rules together may cost on one object at one
+	// Apply.
+	PerObject uint64
+	// chargeResults: converting a rule's value costs one per value
+	// converted, from PerObject (see costBudget.convert). The API server
+	// has no such charge (its rules return booleans), so ClusterLimits
+	// keep to its budgets.
+	chargeResults bool
+	// perCallWhose and perObjectWhose say whose limits these are, in
+	// errors; advice, when set, what the operator can do.
+	perCallWhose, perObjectWhose, advice string
+}
+
+var (
+	// ClusterLimits are a ClusterBinding's: the API server's for CRD
+	// validation rules (PerCallCostLimit, RuntimeCostBudget). An
+	// administrator writes those rules.
+	ClusterLimits = Limits{PerCall: PerCallCostLimit, PerObject: RuntimeCostBudget,
+		perCallWhose:   "the API server's for one CEL expression",
+		perObjectWhose: "the API server's for all validation rules of one custom resource"}
+	// NamespacedLimits are a namespaced Binding's
+	// (NamespacedPerCallCostLimit, NamespacedCostBudget), far below a
+	// ClusterBinding's: a namespace user writes those rules, and one
+	// namespace's objects must not hold up every other's.
+	NamespacedLimits = Limits{PerCall: NamespacedPerCallCostLimit, PerObject: NamespacedCostBudget, chargeResults: true,
+		perCallWhose:   fmt.Sprintf("a namespaced Binding's; a ClusterBinding's is %d", PerCallCostLimit),
+		perObjectWhose: fmt.Sprintf("a namespaced Binding's; a ClusterBinding's is %d", RuntimeCostBudget),
+		advice:         "loop over fewer or shorter lists, or have an administrator bind the API with a ClusterBinding"}
+)
+
+// check refuses limits a Program cannot run under.
+func (l Limits) check() error {
+	if l.PerCall == 0 || l.PerCall > l.PerObject {
+		return fmt.Errorf("mutation: a per-call cost limit of %d with a per-object budget of %d: want 0 < per call <= per object", l.PerCall, l.PerObject)
+	}
+	return nil
+}
+
+// suffix is the advice of an error, "" or ": <advice>".
+func (l Limits) suffix() string {
+	if l.advice == "" {
+		return ""
+	}
+	return ": " + l.advice
+}
 
 // compatibilityVersion is the Kubernetes version whose CEL environment
 // new expressions are checked against: the release of the linked
@@ -98,6 +170,9 @@ func buildEnvs() (map[Direction]*cel.Env, error) {
 		if err != nil {
 			return nil, fmt.Errorf("building the CEL environment for %s rules: %w", dir, err)
 		}
+		if env, err = env.Extend(cel.CustomTypeAdapter(objectAdapter{env.CELTypeAdapter()})); err != nil {
+			return nil, fmt.Errorf("building the CEL environment for %s rules: %w", dir, err)
+		}
 		out[dir] = env
 	}
 	return out, nil
@@ -105,10 +180,10 @@ func buildEnvs() (map[Direction]*cel.Env, error) {
 
 // programOptions are the options the API server compiles a CRD validation
 // rule with (apiextensions-apiserver pkg/apiserver/schema/cel
-// compilation.go compileRule).
-func programOptions() []cel.ProgramOption {
+// compilation.go compileRule), with the per-call limit of limits.
+func programOptions(limits Limits) []cel.ProgramOption {
 	return []cel.ProgramOption{
-		cel.CostLimit(PerCallCostLimit),
+		cel.CostLimit(limits.PerCall),
 		cel.CostTracking(costEstimator()),
 		cel.InterruptCheckFrequency(celconfig.CheckFrequency),
 	}

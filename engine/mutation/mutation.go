@@ -3,9 +3,11 @@ package mutation
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
 )
 
@@ -61,9 +63,9 @@ func ruleName(dir Direction, index int) string {
 type Program struct {
 	dir   Direction
 	steps []step
-	// budget is what all rules together may cost on one object
-	// (RuntimeCostBudget; tests lower it).
-	budget uint64
+	// limits are the runtime cost limits it runs under (tests lower
+	// PerObject).
+	limits Limits
 }
 
 // step is one compiled rule.
@@ -94,6 +96,16 @@ func (s step) fail(dir Direction, err error) *RuleError {
 // rules, when it reads a consumer field a down rule writes (see "Loops" in
 // the package doc).
 func Compile(dir Direction, rules []Rule) (*Program, error) {
+	return CompileWithin(dir, rules, ClusterLimits)
+}
+
+// CompileWithin is Compile for a Program that runs under limits
+// (ClusterLimits or NamespacedLimits). The static check is the same for
+// both: limits bound what a rule costs at Apply, on the object at hand.
+func CompileWithin(dir Direction, rules []Rule, limits Limits) (*Program, error) {
+	if err := limits.check(); err != nil {
+		return nil, err
+	}
 	if dir != Up && dir != Down {
 		return nil, fmt.Errorf("mutation: unknown direction %q (want %q or %q)", dir, Up, Down)
 	}
@@ -103,7 +115,7 @@ func Compile(dir Direction, rules []Rule) (*Program, error) {
 	}
 	steps := make([]step, 0, len(rules))
 	for i, r := range rules {
-		s, err := compileRule(envByDir[dir], dir, i, r)
+		s, err := compileRule(envByDir[dir], dir, i, r, limits)
 		if err != nil {
 			return nil, err
 		}
@@ -112,11 +124,11 @@ func Compile(dir Direction, rules []Rule) (*Program, error) {
 	if err := loopError(dir, steps); err != nil {
 		return nil, err
 	}
-	return &Program{dir: dir, steps: steps, budget: RuntimeCostBudget}, nil
+	return &Program{dir: dir, steps: steps, limits: limits}, nil
 }
 
 // compileRule validates and compiles one rule.
-func compileRule(env *cel.Env, dir Direction, index int, r Rule) (step, error) {
+func compileRule(env *cel.Env, dir Direction, index int, r Rule, limits Limits) (step, error) {
 	s := step{index: index, rule: r}
 	fields, err := parsePath(dir, r.Path)
 	if err != nil {
@@ -136,7 +148,7 @@ func compileRule(env *cel.Env, dir Direction, index int, r Rule) (step, error) {
 	if err != nil {
 		return s, s.fail(dir, err)
 	}
-	if s.prog, err = env.Program(checked, programOptions()...); err != nil {
+	if s.prog, err = env.Program(checked, programOptions(limits)...); err != nil {
 		return s, s.fail(dir, fmt.Errorf("building the program: %w", err))
 	}
 	if dir == Down {
@@ -192,7 +204,7 @@ func (p *Program) Apply(target, object, consumer map[string]any) error {
 		vars[consumerVar] = consumer
 	}
 	d := newDraft(target)
-	budget := &costBudget{total: p.budget, left: p.budget}
+	budget := &costBudget{limits: p.limits, left: p.limits.PerObject}
 	for _, s := range p.steps {
 		if err := p.run(s, d, vars, budget); err != nil {
 			return err
@@ -208,7 +220,7 @@ func (p *Program) run(s step, d *draft, vars map[string]any, budget *costBudget)
 		d.remove(s.fields)
 		return nil
 	}
-	value, err := evaluate(s.prog, vars, budget)
+	value, err := budget.evaluate(s.prog, vars)
 	if err != nil {
 		return s.fail(p.dir, err)
 	}
@@ -218,22 +230,41 @@ func (p *Program) run(s step, d *draft, vars map[string]any, budget *costBudget)
 	return nil
 }
 
-// evaluate runs an expression, charges its actual cost to budget and
+// evaluate runs an expression, charges its actual cost to the budget and
 // converts the result.
-func evaluate(prog cel.Program, vars map[string]any, budget *costBudget) (any, error) {
+func (b *costBudget) evaluate(prog cel.Program, vars map[string]any) (any, error) {
 	val, details, err := prog.Eval(vars)
 	if err != nil {
-		return nil, evalError(err)
+		return nil, b.evalError(err)
 	}
-	if err := budget.charge(details.ActualCost()); err != nil {
+	if err := b.charge(details.ActualCost()); err != nil {
 		return nil, err
 	}
-	return toJSON(val)
+	return b.convert(val)
+}
+
+// convert turns a result into unstructured content. Under limits that
+// charge results, every value converted costs one more: a rule whose value
+// is a large part of the object (object.spec.items) costs what copying it
+// takes, and stops when the budget is spent.
+func (b *costBudget) convert(val ref.Val) (any, error) {
+	if !b.limits.chargeResults {
+		unlimited := uint64(math.MaxUint64)
+		return toJSON(val, &unlimited)
+	}
+	left := b.left
+	out, err := toJSON(val, &left)
+	if errors.Is(err, errResultTooLarge) {
+		return nil, fmt.Errorf("%w: %w", err, b.overBudget())
+	}
+	b.left = left
+	return out, err
 }
 
 // costBudget is what the rules may still cost on one object.
 type costBudget struct {
-	total, left uint64
+	limits Limits
+	left   uint64
 }
 
 // charge takes one evaluation's actual cost (nil when not tracked) from the
@@ -243,17 +274,24 @@ func (b *costBudget) charge(cost *uint64) error {
 		return nil
 	}
 	if *cost > b.left {
-		return fmt.Errorf("the rules together exceeded the runtime cost budget of %d for one object (the API server's for all validation rules of one custom resource)", b.total)
+		return b.overBudget()
 	}
 	b.left -= *cost
 	return nil
 }
 
+// overBudget is the error of rules that exceeded the per-object budget.
+func (b *costBudget) overBudget() error {
+	return fmt.Errorf("the rules together exceeded the runtime cost budget of %d for one object (%s)%s",
+		b.limits.PerObject, b.limits.perObjectWhose, b.limits.suffix())
+}
+
 // evalError words an evaluation failure.
-func evalError(err error) error {
+func (b *costBudget) evalError(err error) error {
 	var cancelled interpreter.EvalCancelledError
 	if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
-		return fmt.Errorf("the expression exceeded the runtime cost limit of %d for one evaluation (the API server's for one CEL expression): %w", PerCallCostLimit, err)
+		return fmt.Errorf("the expression exceeded the runtime cost limit of %d for one evaluation (%s)%s: %w",
+			b.limits.PerCall, b.limits.perCallWhose, b.limits.suffix(), err)
 	}
 	return fmt.Errorf("the expression failed on this object: %w", err)
 }

@@ -23,7 +23,22 @@ import (
 // int64 range, map keys that are not strings, optionals (unwrap them with
 // orValue()), and the other Kubernetes library types (IP, CIDR, URL,
 // semver: turn them into strings first).
-func toJSON(v ref.Val) (any, error) {
+//
+// Every value converted — a scalar, a list, a map — takes one from
+// values, a string a tenth of its length more (CEL's cost of traversing
+// it); with too few left the conversion stops with errResultTooLarge.
+// Conversion and what follows (the copy is compared, serialized, sent)
+// take time with the value's size, while evaluating object.spec.items
+// costs 2: values is how a caller bounds that.
+func toJSON(v ref.Val, values *uint64) (any, error) {
+	size := uint64(1)
+	if s, ok := v.(types.String); ok {
+		size += uint64(len(s)) / 10
+	}
+	if *values < size {
+		return nil, errResultTooLarge
+	}
+	*values -= size
 	switch v := v.(type) {
 	case types.Null:
 		return nil, nil
@@ -55,13 +70,16 @@ func toJSON(v ref.Val) (any, error) {
 		}
 		return v.String(), nil
 	case traits.Mapper:
-		return mapToJSON(v)
+		return mapToJSON(v, values)
 	case traits.Lister:
-		return listToJSON(v)
+		return listToJSON(v, values)
 	default:
 		return nil, unsupported(v)
 	}
 }
+
+// errResultTooLarge stops a conversion that used up its values.
+var errResultTooLarge = errors.New("the expression's value is too large")
 
 // unsupported words why a value cannot be written.
 func unsupported(v ref.Val) error {
@@ -76,11 +94,11 @@ func unsupported(v ref.Val) error {
 }
 
 // listToJSON converts a CEL list.
-func listToJSON(l traits.Lister) ([]any, error) {
-	out := make([]any, 0, sizeHint(l))
+func listToJSON(l traits.Lister, values *uint64) ([]any, error) {
+	out := make([]any, 0, sizeHint(l, *values))
 	it := l.Iterator()
 	for i := 0; it.HasNext() == types.True; i++ {
-		e, err := toJSON(it.Next())
+		e, err := toJSON(it.Next(), values)
 		if err != nil {
 			return nil, fmt.Errorf("item %d: %w", i, err)
 		}
@@ -90,8 +108,8 @@ func listToJSON(l traits.Lister) ([]any, error) {
 }
 
 // mapToJSON converts a CEL map whose keys are strings.
-func mapToJSON(m traits.Mapper) (map[string]any, error) {
-	out := make(map[string]any, sizeHint(m))
+func mapToJSON(m traits.Mapper, values *uint64) (map[string]any, error) {
+	out := make(map[string]any, sizeHint(m, *values))
 	it := m.Iterator()
 	for it.HasNext() == types.True {
 		k := it.Next()
@@ -99,7 +117,7 @@ func mapToJSON(m traits.Mapper) (map[string]any, error) {
 		if !ok {
 			return nil, fmt.Errorf("a map key is a %s; JSON object keys are strings", k.Type().TypeName())
 		}
-		e, err := toJSON(m.Get(k))
+		e, err := toJSON(m.Get(k), values)
 		if err != nil {
 			return nil, fmt.Errorf("key %q: %w", string(key), err)
 		}
@@ -108,8 +126,9 @@ func mapToJSON(m traits.Mapper) (map[string]any, error) {
 	return out, nil
 }
 
-// sizeHint is a container's size when it reports one as an int.
-func sizeHint(c traits.Sizer) int {
+// sizeHint is a container's size when it reports one as an int, at most
+// the values left to convert.
+func sizeHint(c traits.Sizer, values uint64) int {
 	n, _ := c.Size().(types.Int)
-	return max(int(n), 0)
+	return int(min(uint64(max(n, 0)), values))
 }

@@ -11,9 +11,10 @@ import (
 )
 
 // Mutations are the compiled mutation rules of the entry of spec.apis
-// whose consumer API is crd, nil when it has none (docs/shaping.md#mutations).
-// An error is the first rule that does not compile, naming it.
-func Mutations(spec kbindv1alpha1.BindingSpec, crd string) (up, down *mutation.Program, err error) {
+// whose consumer API is crd, nil when it has none (docs/shaping.md#mutations),
+// to run under limits (MutationLimits). An error is the first rule that
+// does not compile, naming it.
+func Mutations(spec kbindv1alpha1.BindingSpec, crd string, limits mutation.Limits) (up, down *mutation.Program, err error) {
 	entry, ok := spec.APIFor(crd)
 	if !ok || entry.Mutations == nil {
 		return nil, nil, nil
@@ -21,19 +22,32 @@ func Mutations(spec kbindv1alpha1.BindingSpec, crd string) (up, down *mutation.P
 	if err := writesReference(spec, entry); err != nil {
 		return nil, nil, fmt.Errorf("the mutations of %s: %w", entry.Name, err)
 	}
-	if up, err = compiled(mutation.Up, entry.Mutations.Up); err != nil {
+	if up, err = compiled(mutation.Up, entry.Mutations.Up, limits); err != nil {
 		return nil, nil, fmt.Errorf("the mutations of %s: %w", entry.Name, err)
 	}
-	if down, err = compiled(mutation.Down, entry.Mutations.Down); err != nil {
+	if down, err = compiled(mutation.Down, entry.Mutations.Down, limits); err != nil {
 		return nil, nil, fmt.Errorf("the mutations of %s: %w", entry.Name, err)
 	}
 	return up, down, nil
 }
 
-// programs caches compiled rule lists by their text: a binding's policy is
-// computed at every scope check, and CEL compiles in milliseconds. The same
-// rules give the same *Program, so an unchanged binding leaves its Syncers'
-// scope unchanged (a new Program re-queues every object, as it should).
+// MutationLimits are the runtime cost limits of b's mutation rules: a
+// namespaced Binding's (a namespace user's rules, run on workers every
+// namespace of the Connection shares) are far below a ClusterBinding's,
+// which are the API server's (docs/shaping.md#mutations).
+func MutationLimits(b kbindv1alpha1.BindingObject) mutation.Limits {
+	if b.GetNamespace() != "" {
+		return mutation.NamespacedLimits
+	}
+	return mutation.ClusterLimits
+}
+
+// programs caches compiled rule lists by their text and limits: a
+// binding's policy is computed at every scope check, and CEL compiles in
+// milliseconds. The same rules under the same limits give the same
+// *Program, so an unchanged binding leaves its Syncers' scope unchanged (a
+// new Program re-queues every object, as it should); the same rules in a
+// Binding and a ClusterBinding are two Programs.
 var programs = struct {
 	sync.Mutex
 	byText map[string]*mutation.Program
@@ -43,7 +57,7 @@ var programs = struct {
 // that often recompiles, nothing else).
 const maxPrograms = 1024
 
-func compiled(dir mutation.Direction, rules []kbindv1alpha1.MutationRule) (*mutation.Program, error) {
+func compiled(dir mutation.Direction, rules []kbindv1alpha1.MutationRule, limits mutation.Limits) (*mutation.Program, error) {
 	if len(rules) == 0 {
 		return nil, nil
 	}
@@ -51,7 +65,7 @@ func compiled(dir mutation.Direction, rules []kbindv1alpha1.MutationRule) (*muta
 	if err != nil {
 		return nil, err
 	}
-	key := string(dir) + string(text)
+	key := fmt.Sprintf("%s/%d/%d/%s", dir, limits.PerCall, limits.PerObject, text)
 	programs.Lock()
 	p, ok := programs.byText[key]
 	programs.Unlock()
@@ -62,7 +76,7 @@ func compiled(dir mutation.Direction, rules []kbindv1alpha1.MutationRule) (*muta
 	for _, r := range rules {
 		in = append(in, mutation.Rule{Path: r.Path, Expression: r.Expression, Delete: r.Delete})
 	}
-	if p, err = mutation.Compile(dir, in); err != nil {
+	if p, err = mutation.CompileWithin(dir, in, limits); err != nil {
 		return nil, err
 	}
 	programs.Lock()

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/mutation"
 )
 
 func TestFiltersSelect(t *testing.T) {
@@ -37,7 +38,7 @@ func TestFiltersSelect(t *testing.T) {
 		{"an empty selector selects everything", spec(&metav1.LabelSelector{}, nil), "widgets.example.org", nil, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := policyOf(tc.spec, tc.crd)
+			p, err := policyOf(tc.spec, tc.crd, mutation.ClusterLimits)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +57,7 @@ func TestFiltersInvalid(t *testing.T) {
 		"objectSelector":    {APIs: []kbindv1alpha1.APIReference{{Name: "widgets.example.org", ObjectSelector: bad}}},
 		"namespaceSelector": {NamespaceSelector: bad, APIs: []kbindv1alpha1.APIReference{{Name: "widgets.example.org"}}},
 	} {
-		if _, err := policyOf(spec, "widgets.example.org"); err == nil || !strings.Contains(err.Error(), name) {
+		if _, err := policyOf(spec, "widgets.example.org", mutation.ClusterLimits); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: %v, want an error naming it", name, err)
 		}
 	}
@@ -68,7 +69,7 @@ func TestDownRulesLeaveTheCachedStatus(t *testing.T) {
 	spec := kbindv1alpha1.BindingSpec{APIs: []kbindv1alpha1.APIReference{{Name: "widgets.example.org", Mutations: &kbindv1alpha1.Mutations{
 		Down: []kbindv1alpha1.MutationRule{{Path: ".status.nested.ready", Expression: "true"}, {Path: ".status.phase", Delete: true}},
 	}}}}
-	_, down, err := Mutations(spec, "widgets.example.org")
+	_, down, err := Mutations(spec, "widgets.example.org", mutation.ClusterLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,45 @@ func TestDownRulesLeaveTheCachedStatus(t *testing.T) {
 		t.Errorf("shaped %v", shaped["status"])
 	}
 	// The same rules compile once.
-	if _, again, _ := Mutations(spec, "widgets.example.org"); again != down {
+	if _, again, _ := Mutations(spec, "widgets.example.org", mutation.ClusterLimits); again != down {
 		t.Error("the same rules compiled twice")
+	}
+}
+
+// A namespaced Binding's rules run under the namespaced limits, a
+// ClusterBinding's under the API server's; the compiled programs are
+// cached per rules and limits, so the same rules in both are two programs.
+func TestMutationLimits(t *testing.T) {
+	if got := MutationLimits(&kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "b"}}); got != mutation.NamespacedLimits {
+		t.Errorf("a Binding's limits %+v", got)
+	}
+	if got := MutationLimits(&kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "b"}}); got != mutation.ClusterLimits {
+		t.Errorf("a ClusterBinding's limits %+v", got)
+	}
+	spec := kbindv1alpha1.BindingSpec{APIs: []kbindv1alpha1.APIReference{{Name: "widgets.example.org", Mutations: &kbindv1alpha1.Mutations{
+		Up: []kbindv1alpha1.MutationRule{{Path: ".spec.all", Expression: "object.spec.items.all(x, x >= 0)"}},
+	}}}}
+	cluster, _, err := Mutations(spec, "widgets.example.org", mutation.ClusterLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	namespaced, _, err := Mutations(spec, "widgets.example.org", mutation.NamespacedLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _, _ := Mutations(spec, "widgets.example.org", mutation.NamespacedLimits); again != namespaced || namespaced == cluster {
+		t.Fatal("programs are not cached per rules and limits")
+	}
+	// 1000 items cost about 3000: over the namespaced per-call limit only.
+	items := make([]any, 1000)
+	for i := range items {
+		items[i] = int64(i)
+	}
+	object := map[string]any{"spec": map[string]any{"items": items}}
+	if err := cluster.Apply(map[string]any{}, object, nil); err != nil {
+		t.Errorf("under a ClusterBinding's limits: %v", err)
+	}
+	if err := namespaced.Apply(map[string]any{}, object, nil); err == nil || !strings.Contains(err.Error(), "a namespaced Binding's") {
+		t.Errorf("under a Binding's limits: %v", err)
 	}
 }

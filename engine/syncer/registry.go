@@ -29,6 +29,7 @@ import (
 	"github.com/kbind/kbind/engine/index"
 	"github.com/kbind/kbind/engine/internal/fieldpath"
 	"github.com/kbind/kbind/engine/isolation"
+	"github.com/kbind/kbind/engine/mutation"
 	"github.com/kbind/kbind/engine/providerevents"
 	"github.com/kbind/kbind/engine/routing"
 	kbindschema "github.com/kbind/kbind/engine/schema"
@@ -510,7 +511,7 @@ func (r *Registry) scopesOf(ctx context.Context, crd *apiextensionsv1.CustomReso
 			continue
 		}
 		covering = append(covering, coverage(*cb.BindingSpec()))
-		p, err := policyOf(*cb.BindingSpec(), crd.Name)
+		p, err := policyOf(*cb.BindingSpec(), crd.Name, MutationLimits(cb))
 		if err != nil {
 			// The binding says so (Filters); its objects wait, untouched.
 			log.FromContext(ctx).V(1).Info("A ClusterBinding gives no scope: its filters do not parse", "binding", cb.GetName(), "error", err.Error())
@@ -547,7 +548,7 @@ func (r *Registry) addBindingClaims(ctx context.Context, crd *apiextensionsv1.Cu
 		if !admitted {
 			continue
 		}
-		p, err := policyOf(*b.BindingSpec(), crd.Name)
+		p, err := policyOf(*b.BindingSpec(), crd.Name, MutationLimits(b))
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("A Binding gives no scope: its filters do not parse", "binding", ns+"/"+b.GetName(), "error", err.Error())
 		}
@@ -672,10 +673,10 @@ func claims(b kbindv1alpha1.BindingObject, crd *apiextensionsv1.CustomResourceDe
 	return ok && kbindschema.Serves(entry, crd)
 }
 
-// policyOf is how a binding syncs the objects of consumer API crd; an
-// error when its filters do not parse or its mutations do not compile (the
-// binding says so).
-func policyOf(spec kbindv1alpha1.BindingSpec, crd string) (Policy, error) {
+// policyOf is how a binding syncs the objects of consumer API crd, its
+// mutations under limits; an error when its filters do not parse or its
+// mutations do not compile (the binding says so).
+func policyOf(spec kbindv1alpha1.BindingSpec, crd string, limits mutation.Limits) (Policy, error) {
 	p := Policy{Conflict: spec.ConflictPolicy, References: References(spec, crd),
 		ForwardEvents: spec.ProviderEvents != kbindv1alpha1.ProviderEventsIgnore, Deletion: spec.DeletionPolicy}
 	if entry, ok := spec.APIFor(crd); ok {
@@ -691,7 +692,7 @@ func policyOf(spec kbindv1alpha1.BindingSpec, crd string) (Policy, error) {
 	if p.Objects, p.Namespaces, err = Filters(spec, crd); err != nil {
 		return Policy{}, err
 	}
-	if p.Up, p.Down, err = Mutations(spec, crd); err != nil {
+	if p.Up, p.Down, err = Mutations(spec, crd, limits); err != nil {
 		return Policy{}, err
 	}
 	return p, nil

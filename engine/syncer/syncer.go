@@ -64,7 +64,9 @@
 //
 // The queue is client-go's rate-limited workqueue, named
 // "<connection>/<Kind.group>": its workqueue_* series exist today, one set
-// per (Connection, API) and reused across restarts. `make bench` could not
+// per (Connection, API) and reused across restarts. Its storage is a
+// fairQueue (fairqueue.go): one lane per consumer namespace, served round
+// robin, so that no namespace's objects hold up another's. `make bench` could not
 // decide this (the change was not made); revisit if controller-runtime lets
 // a controller's metrics be labelled by the caller and its name be freed.
 package syncer
@@ -352,12 +354,8 @@ func New(o Options) *Syncer {
 		workers: workers, limiter: limiter, onReady: o.OnReady, onFailed: o.OnFailed,
 		releaser: &releaser{reporter: rp, consumer: o.Consumer, session: o.Session, orphaned: o.ReleaseOrphaned, doubts: inDoubt},
 		doubts:   inDoubt,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedMaxOfRateLimiter(
-				workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, 2*time.Minute),
-			),
-			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: o.Target.Connection + "/" + o.Target.GVK.GroupKind().String()},
-		),
+		// Fair between namespaces (fairqueue.go), with the name and metrics it always had.
+		queue:     newWorkqueue(o.Target.Connection + "/" + o.Target.GVK.GroupKind().String()),
 		unreached: workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, UnreachedRetryCap),
 		done:      make(chan struct{}),
 	}

@@ -9,6 +9,7 @@
 //	make bench BENCH_FLAGS="--json out.json" # the table as JSON too
 //	make bench BENCH_FLAGS="--isolation Namespace" # an isolated Connection
 //	make bench BENCH_FLAGS="--consumers 10,100,1000" # the provider's cost per consumer
+//	make bench BENCH_FLAGS="--noisy-neighbour" # a namespace's costly mutations next to another's sync
 package main
 
 import (
@@ -202,6 +203,15 @@ func main() {
 	flag.StringVar(&co.plugin, "plugin", "bin/kubectl-kbind", "with --consumers: kubectl-kbind, which grants each consumer")
 	flag.IntVar(&providers, "providers", 1, "providers serving the bench APIs, 1 or 2: with 2, a second provider cluster and Connection (same isolation), and two ClusterBindings routing alternate namespaces (half the objects) one to each; the limit is then both providers' direct creates at once, each at the provider QPS")
 	importSizes := flag.String("import", "", "import mode: for each of these counts (e.g. 10000), a provider holding that many objects before the konnector connects with providerObjects: Import (Namespace isolation); prints the import time, consumer writes per object, provider writes and a restart's writes instead of the sync table")
+	var no noisyOptions
+	noisy := flag.Bool("noisy-neighbour", false, "noisy-neighbour mode: a victim namespace's spec-up latency, idle and while an attacker namespace's Binding carries 32 up rules of nested comprehensions (the costliest a namespace user may write) over objects it keeps changing; prints both latencies and the konnector's CPU-s per attacker object change instead of the sync table")
+	flag.IntVar(&no.items, "noisy-items", maxItems, "with --noisy-neighbour: items in each attacker object's list (default: as many as an object holds)")
+	flag.IntVar(&no.objects, "noisy-objects", 8, "with --noisy-neighbour: the attacker's objects")
+	flag.IntVar(&no.rules, "noisy-rules", 32, "with --noisy-neighbour: the attacker Binding's up rules (0: its objects synced without rules, -1: no attacker Binding, its writes alone; for comparison)")
+	flag.Float64Var(&no.changes, "noisy-changes", 2, "with --noisy-neighbour: attacker object changes per second, the objects in turn")
+	flag.IntVar(&no.victims, "noisy-victims", 20, "with --noisy-neighbour: victim objects created in each window, one by one")
+	flag.DurationVar(&no.victimEvery, "noisy-victim-every", 500*time.Millisecond, "with --noisy-neighbour: the time between two victim creates")
+	flag.DurationVar(&no.victimWait, "noisy-victim-wait", 2*time.Minute, "with --noisy-neighbour: how long the victim's objects are waited for after the last create")
 	mode := flag.String("isolation", "None", "the Connection's isolation mode: None, Namespace (provider namespace "+benchTenant+") or Prefixed (prefix "+benchPrefix+")")
 	flag.Parse()
 	if *apis < 1 || extraConnections < 1 || providers < 1 || providers > 2 {
@@ -217,6 +227,14 @@ func main() {
 		return
 	}
 	gvrs = apiGVRs(*apis)
+	if *noisy {
+		no.konnector, no.qps, no.burst, no.workers, no.fsync, no.keep, no.jsonOut, no.profiles = *bin, float32(*qps), *burst, *workers, *fsync, *keep, *jsonOut, *profiles
+		if err := runNoisy(no); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *importSizes != "" {
 		if err := runImports(*importSizes, *jsonOut, float32(*qps), *burst, *bin, *fsync, *keep); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
