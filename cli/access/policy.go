@@ -158,22 +158,8 @@ func (r Request) tokenSecretValidation() admissionregistrationv1.Validation {
 // look at a Secret's type. It refuses the consumer's user creating or
 // changing a service-account token Secret, anywhere.
 func (r Request) secretsPolicy(meta metav1.ObjectMeta) []client.Object {
-	fail := admissionregistrationv1.Fail
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
-		ObjectMeta: meta,
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"*"}, Resources: []string{"secrets"}},
-				}}}},
-			MatchConditions: r.thisConsumer(),
-			Validations:     []admissionregistrationv1.Validation{r.tokenSecretValidation()},
-		},
-	}
-	return []client.Object{policy, denyBinding(meta)}
+	return r.denyingPolicy(meta, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, "secrets",
+		r.tokenSecretValidation())
 }
 
 // tokenPolicy is the ValidatingAdmissionPolicy (and its binding) that
@@ -186,8 +172,22 @@ func (r Request) secretsPolicy(meta metav1.ObjectMeta) []client.Object {
 // ServiceAccount is not matched.
 func (r Request) tokenPolicy(meta metav1.ObjectMeta) []client.Object {
 	forbidden := metav1.StatusReasonForbidden
-	fail := admissionregistrationv1.Fail
 	t, c := r.TokenRenewal, r.Consumer
+	return r.denyingPolicy(meta, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, "serviceaccounts/token",
+		admissionregistrationv1.Validation{Expression: fmt.Sprintf("has(object.spec.audiences) && object.spec.audiences.all(a, a in [%s])", quoted(t.Audiences)), Reason: &forbidden,
+			Message: fmt.Sprintf("kbind consumer %s may mint tokens only for the API server's audiences (%s): request a token without spec.audiences", c, strings.Join(t.Audiences, ", "))},
+		admissionregistrationv1.Validation{Expression: fmt.Sprintf("has(object.spec.expirationSeconds) && object.spec.expirationSeconds <= %d", t.MaxLifetimeSeconds), Reason: &forbidden,
+			Message: fmt.Sprintf("kbind consumer %s may mint tokens valid for at most %d s, the lifetime its grant gave (kubectl kbind grant --duration, the consumer-access chart's tokenRenewal.maxLifetimeSeconds)", c, t.MaxLifetimeSeconds)},
+		admissionregistrationv1.Validation{Expression: "!has(object.spec.boundObjectRef) || object.spec.boundObjectRef == null", Reason: &forbidden,
+			Message: fmt.Sprintf("kbind consumer %s may mint only tokens bound to no object", c)},
+	)
+}
+
+// denyingPolicy is a ValidatingAdmissionPolicy named by meta that matches
+// the consumer's own requests of ops on core resource, refuses what
+// validations refuse (failure policy Fail), and its binding.
+func (r Request) denyingPolicy(meta metav1.ObjectMeta, ops []admissionregistrationv1.OperationType, resource string, validations ...admissionregistrationv1.Validation) []client.Object {
+	fail := admissionregistrationv1.Fail
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
 		ObjectMeta: meta,
@@ -195,18 +195,11 @@ func (r Request) tokenPolicy(meta metav1.ObjectMeta) []client.Object {
 			FailurePolicy: &fail,
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"*"}, Resources: []string{"serviceaccounts/token"}},
+					Operations: ops,
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"*"}, Resources: []string{resource}},
 				}}}},
 			MatchConditions: r.thisConsumer(),
-			Validations: []admissionregistrationv1.Validation{
-				{Expression: fmt.Sprintf("has(object.spec.audiences) && object.spec.audiences.all(a, a in [%s])", quoted(t.Audiences)), Reason: &forbidden,
-					Message: fmt.Sprintf("kbind consumer %s may mint tokens only for the API server's audiences (%s): request a token without spec.audiences", c, strings.Join(t.Audiences, ", "))},
-				{Expression: fmt.Sprintf("has(object.spec.expirationSeconds) && object.spec.expirationSeconds <= %d", t.MaxLifetimeSeconds), Reason: &forbidden,
-					Message: fmt.Sprintf("kbind consumer %s may mint tokens valid for at most %d s, the lifetime its grant gave (kubectl kbind grant --duration, the consumer-access chart's tokenRenewal.maxLifetimeSeconds)", c, t.MaxLifetimeSeconds)},
-				{Expression: "!has(object.spec.boundObjectRef) || object.spec.boundObjectRef == null", Reason: &forbidden,
-					Message: fmt.Sprintf("kbind consumer %s may mint only tokens bound to no object", c)},
-			},
+			Validations:     validations,
 		},
 	}
 	return []client.Object{policy, denyBinding(meta)}
