@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -331,7 +332,7 @@ func TestFeatureMatrix(t *testing.T) {
 		}
 	}
 	for f := range fieldFeatures {
-		if !contains(fields, f) {
+		if !slices.Contains(fields, f) {
 			t.Errorf("fieldFeatures classifies %s, which the binding API no longer has", f)
 		}
 	}
@@ -407,23 +408,14 @@ func TestFeatureMatrix(t *testing.T) {
 	checkDocs(t, "feature-matrix", doc)
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func classified(id string) bool {
 	for _, ids := range fieldFeatures {
-		if contains(ids, id) {
+		if slices.Contains(ids, id) {
 			return true
 		}
 	}
 	for _, ids := range objectAnnotations {
-		if contains(ids, id) {
+		if slices.Contains(ids, id) {
 			return true
 		}
 	}
@@ -621,13 +613,13 @@ func renderMatrix(fields []string, met [][2]string) string {
 	for _, f := range features {
 		var from []string
 		for _, field := range fields {
-			if contains(fieldFeatures[field], f.id) {
+			if slices.Contains(fieldFeatures[field], f.id) {
 				from = append(from, "`"+strings.TrimPrefix(field, "spec.")+"`")
 			}
 		}
 		var anns []string
 		for ann, ids := range objectAnnotations {
-			if contains(ids, f.id) {
+			if slices.Contains(ids, f.id) {
 				anns = append(anns, "`"+ann+"`")
 			}
 		}
@@ -655,15 +647,11 @@ func renderMatrix(fields []string, met [][2]string) string {
 		p, _ := pairFor(m[0], m[1])
 		fmt.Fprintf(&b, "| %s + %s | %s | %s | %s |\n", m[0], m[1], verdictText(p.entry, used), p.why, playedBy(p.entry))
 	}
-	ids := make([]string, 0, len(used))
+	texts := map[string]string{}
 	for id := range used {
-		ids = append(ids, id)
+		texts[id] = matrixAllowances[id]
 	}
-	sort.Strings(ids)
-	b.WriteString("\n")
-	for _, id := range ids {
-		fmt.Fprintf(&b, "- [%s] %s\n", id, matrixAllowances[id])
-	}
+	b.WriteString(footnotes(texts))
 	return b.String()
 }
 

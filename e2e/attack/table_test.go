@@ -105,14 +105,26 @@ func renderTable(attacks []attack, results map[column]map[string]outcome) string
 		}
 		b.WriteString("\n")
 	}
-	ids := make([]string, 0, len(used))
-	for id := range used {
+	texts := map[string]string{}
+	for id, al := range used {
+		texts[id] = al.text
+	}
+	b.WriteString(footnotes(texts))
+	return b.String()
+}
+
+// footnotes renders the allowances a table used, by id: a blank line,
+// then "- [id] text" per allowance, sorted by id.
+func footnotes(texts map[string]string) string {
+	ids := make([]string, 0, len(texts))
+	for id := range texts {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	var b strings.Builder
 	b.WriteString("\n")
 	for _, id := range ids {
-		fmt.Fprintf(&b, "- [%s] %s\n", id, used[id].text)
+		fmt.Fprintf(&b, "- [%s] %s\n", id, texts[id])
 	}
 	return b.String()
 }
