@@ -95,15 +95,16 @@ type Discoverer struct {
 
 // Discover resolves source and lists the exports (CONN-4). Auto tries
 // the labelled CRD list first: one or more exports select CRD, none falls
-// through to OpenAPI, and a list error (403 included) is returned, not a
-// fallback.
-func (d *Discoverer) Discover(ctx context.Context, source kbindv1alpha1.SchemaSource) (*Result, error) {
+// through to OpenAPI — unless Auto resolved to CRD before (resolved, the
+// Connection's activeSchemaSource), see AutoStaysCRD — and a list error
+// (403 included) is returned, not a fallback.
+func (d *Discoverer) Discover(ctx context.Context, source kbindv1alpha1.SchemaSource, resolved kbindv1alpha1.ActiveSchemaSource) (*Result, error) {
 	if source != kbindv1alpha1.SchemaSourceOpenAPI {
 		exports, err := d.ExportedCRDs(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if source == kbindv1alpha1.SchemaSourceCRD || len(exports) > 0 {
+		if source == kbindv1alpha1.SchemaSourceCRD || len(exports) > 0 || AutoStaysCRD(source, resolved) {
 			return &Result{Source: kbindv1alpha1.ActiveSchemaSourceCRD, Exports: exports}, nil
 		}
 	}
@@ -112,6 +113,16 @@ func (d *Discoverer) Discover(ctx context.Context, source kbindv1alpha1.SchemaSo
 		return nil, err
 	}
 	return &Result{Source: kbindv1alpha1.ActiveSchemaSourceOpenAPI, Exports: exports, Unreadable: unreadable}, nil
+}
+
+// AutoStaysCRD reports whether source Auto, resolved to CRD before, stays
+// CRD when no CRD is labelled any more: the provider took its last export
+// back. Falling through to OpenAPI then would export every non-built-in
+// resource of the provider — the unlabelled CRD included, so the label
+// removal would never be seen, and every other CRD of the provider with
+// it. Only the explicit source OpenAPI switches a Connection to it.
+func AutoStaysCRD(source kbindv1alpha1.SchemaSource, resolved kbindv1alpha1.ActiveSchemaSource) bool {
+	return (source == "" || source == kbindv1alpha1.SchemaSourceAuto) && resolved == kbindv1alpha1.ActiveSchemaSourceCRD
 }
 
 // ExportedCRDs lists provider CRDs labelled core.kbind.io/exported=true
