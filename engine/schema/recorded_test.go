@@ -83,14 +83,16 @@ func TestOpenAPIExportsSkipsBrokenGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Only the resource with a usable schema; the missing group, the
-	// resource without a schema and the built-in group are skipped.
+	// Only the resource with a usable schema; the resource without a
+	// schema and the built-in group are skipped.
 	if len(exports) != 1 || exports[0].Name != "widgets.example.org" || exports[0].Scope != kbindv1alpha1.APIScopeNamespaced {
 		t.Fatalf("exports %+v", exports)
 	}
-	// The broken document is not "no export": its group is unreadable, and
-	// the Connection keeps what it exported before.
-	if len(unreadable) != 1 || unreadable[0].Group != "broken.example.org" || !strings.Contains(unreadable[0].Error(), "not valid OpenAPI v3 JSON") {
+	// The broken document and the missing one are not "no export": their
+	// groups are unreadable, and the Connection keeps what it exported
+	// before.
+	if len(unreadable) != 2 || unreadable[0].Group != "broken.example.org" || !strings.Contains(unreadable[0].Error(), "not valid OpenAPI v3 JSON") ||
+		unreadable[1].Group != "missing.example.org" || !strings.Contains(unreadable[1].Error(), "index does not list") {
 		t.Fatalf("unreadable %+v", unreadable)
 	}
 }
