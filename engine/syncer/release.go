@@ -96,8 +96,6 @@
 //	                                                                          object ever stored), not deleting; UID and
 //	                                                                          resourceVersion preconditions (one established
 //	                                                                          since is never hit)
-//	connection.Reconciler.reconcileAutoBind  the autoBind ClusterBinding (it     controlled by the Connection; the Connection
-//	                                      then drains like any binding)       exports nothing
 //	connection.Reconciler.deleteAutoBinding  the autoBind ClusterBinding, on     only one the Connection controls (it then
 //	                                      Connection deletion                 drains like any binding)
 //	connection.Reconciler.teardown        the Connection's cleanup finalizer  no binding references the Connection
