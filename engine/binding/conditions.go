@@ -118,6 +118,10 @@ func desiredConditions(o observation) []patch.Condition {
 			strings.Join(o.incompatible, "; "))
 		reason = kbindv1alpha1.ReasonSchemaIncompatible
 	}
+	if len(o.storageSwitch) > 0 {
+		notReady = append(notReady, "storage-version switch refused: "+strings.Join(o.storageSwitch, "; "))
+		reason = kbindv1alpha1.ReasonStorageVersionChange
+	}
 	if len(o.forbidden) > 0 {
 		notReady = append(notReady, "the provider refuses a schema read: "+strings.Join(o.forbidden, "; "))
 		if reason == kbindv1alpha1.ReasonPending {
@@ -130,7 +134,7 @@ func desiredConditions(o observation) []patch.Condition {
 		notReady = append(notReady, "unbinding APIs no longer listed, waiting for their objects to release the provider copies: "+strings.Join(o.unbinding, ", "))
 	}
 
-	installed := len(o.bound) - len(o.unbinding) - len(o.problems) - len(o.pending) - len(o.forbidden) - len(o.incompatible)
+	installed := len(o.bound) - len(o.unbinding) - len(o.problems) - len(o.pending) - len(o.forbidden) - len(o.incompatible) - len(o.storageSwitch)
 	if len(notReady) > 0 {
 		add(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, reason, strings.Join(notReady, "; "))
 		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,

@@ -64,6 +64,10 @@ type Outcome struct {
 	// its CRD whose names the API server refused (RefusedNeverServed). The
 	// entry is not bound.
 	NamesTaken bool
+	// StorageSwitch is set with Problem when kbind refuses the provider's
+	// storage-version switch (DecideStorageSwitch): the CRD keeps its
+	// storage version and schema, and sync goes on at that version.
+	StorageSwitch bool
 }
 
 // Installer applies schema decisions to consumer CRDs and remembers, per
@@ -74,7 +78,8 @@ type Installer struct {
 	Client client.Client
 
 	mu       sync.Mutex
-	status   map[string]map[string]bool // connection → CRD name → in sync
+	status   map[string]map[string]bool   // connection → CRD name → in sync
+	switches map[string]map[string]string // connection → CRD name → refused storage switch
 	released ReleasedNames
 }
 
@@ -115,6 +120,18 @@ func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 	}
 	tookOver := ""
 	logger := log.FromContext(ctx).WithValues("crd", name)
+	if d.Action == ActionUpdate || d.Action == ActionTakeOver {
+		// Only a CRD that stays: an update never switches the storage
+		// version unless DecideStorageSwitch allows it.
+		if sw := DecideStorageSwitch(existing, desired); sw.Refused {
+			i.recordRefused(conn.Name, name, sw)
+			logger.Info("Refused the provider's storage-version switch", "from", sw.From, "to", sw.To, "webhook", sw.Webhook, "pruned", sw.Pruned)
+			return Outcome{Problem: sw.Problem, StorageSwitch: true}, nil
+		} else if sw.From != sw.To {
+			logger.Info("Following the provider's storage-version switch", "from", sw.From, "to", sw.To,
+				"accepted", existing.Annotations[kbindv1alpha1.AcceptStorageVersionAnnotation] == sw.To, "pruned", sw.Pruned)
+		}
+	}
 	switch d.Action {
 	case ActionReport:
 		i.record(conn.Name, name, false)
@@ -297,6 +314,35 @@ func (i *Installer) record(connection, crd string, inSync bool) {
 		i.status[connection] = map[string]bool{}
 	}
 	i.status[connection][crd] = inSync
+	delete(i.switches[connection], crd)
+}
+
+// recordRefused remembers that kbind refused the storage switch sw of a
+// CRD: it lags, and the Connection's SchemaInSync says why.
+func (i *Installer) recordRefused(connection, crd string, sw StorageSwitch) {
+	i.record(connection, crd, false)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.switches == nil {
+		i.switches = map[string]map[string]string{}
+	}
+	if i.switches[connection] == nil {
+		i.switches[connection] = map[string]string{}
+	}
+	i.switches[connection][crd] = fmt.Sprintf("%s keeps storage version %s (the provider stores %s)", crd, sw.From, sw.To)
+}
+
+// RefusedSwitches lists, sorted, a sentence per CRD of a Connection whose
+// provider storage-version switch kbind refused (DecideStorageSwitch).
+func (i *Installer) RefusedSwitches(connection string) []string {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	var out []string
+	for _, s := range i.switches[connection] {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Forget drops what is remembered of a CRD (unbound) or, with crd "", of a
@@ -306,9 +352,11 @@ func (i *Installer) Forget(connection, crd string) {
 	defer i.mu.Unlock()
 	if crd == "" {
 		delete(i.status, connection)
+		delete(i.switches, connection)
 		return
 	}
 	delete(i.status[connection], crd)
+	delete(i.switches[connection], crd)
 }
 
 // Lagging lists the CRDs of a Connection that do not carry the schema its

@@ -99,6 +99,12 @@ const (
 	// objects (docs/bindings.md#storage-version-changes). A value naming
 	// another version accepts nothing.
 	AcceptStorageVersionAnnotation = "core.kbind.io/accept-storage-version"
+	// ProviderConversionAnnotation on a consumer CRD kbind built from a
+	// provider CRD (CRD source) records the provider's
+	// spec.conversion.strategy, None or Webhook: the consumer always
+	// converts with None, and a storage-version switch the provider
+	// converts by webhook is refused (ReasonStorageVersionChange).
+	ProviderConversionAnnotation = "core.kbind.io/provider-conversion"
 
 	// ConflictAnnotation is set on a consumer instance whose provider target
 	// belongs to someone else; its value is a conflict reason. It is removed

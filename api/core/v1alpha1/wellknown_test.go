@@ -21,6 +21,7 @@ func TestWellKnownSpelling(t *testing.T) {
 		{SyncedMetadataAnnotation, "core.kbind.io/synced-metadata"},
 		{ConflictAnnotation, "core.kbind.io/conflict"},
 		{AcceptStorageVersionAnnotation, "core.kbind.io/accept-storage-version"},
+		{ProviderConversionAnnotation, "core.kbind.io/provider-conversion"},
 		{DeletionPolicyAnnotation, "core.kbind.io/deletion-policy"},
 		{DeletionPolicyOrphan, "Orphan"},
 		{DeletionPolicyDelete, "Delete"},
