@@ -120,17 +120,8 @@ func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 	}
 	tookOver := ""
 	logger := log.FromContext(ctx).WithValues("crd", name)
-	if d.Action == ActionUpdate || d.Action == ActionTakeOver {
-		// Only a CRD that stays: an update never switches the storage
-		// version unless DecideStorageSwitch allows it.
-		if sw := DecideStorageSwitch(existing, desired); sw.Refused {
-			i.recordRefused(conn.Name, name, sw)
-			logger.Info("Refused the provider's storage-version switch", "from", sw.From, "to", sw.To, "webhook", sw.Webhook, "pruned", sw.Pruned)
-			return Outcome{Problem: sw.Problem, StorageSwitch: true}, nil
-		} else if sw.From != sw.To {
-			logger.Info("Following the provider's storage-version switch", "from", sw.From, "to", sw.To,
-				"accepted", existing.Annotations[kbindv1alpha1.AcceptStorageVersionAnnotation] == sw.To, "pruned", sw.Pruned)
-		}
+	if refused, ok := i.refuseSwitch(ctx, conn.Name, existing, desired, d.Action); ok {
+		return refused, nil
 	}
 	switch d.Action {
 	case ActionReport:
@@ -195,6 +186,29 @@ func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 	i.record(conn.Name, name, InSync(existing, desired, conn.Name, conn.Spec.Schema))
 	return Outcome{Hash: existing.Annotations[kbindv1alpha1.SchemaHashAnnotation], Established: Established(existing),
 		Problem: Unestablished(existing, time.Now()), TookOverFrom: tookOver}, nil
+}
+
+// refuseSwitch is the outcome of an update (or take-over) of existing to
+// desired that would switch the storage version and that
+// DecideStorageSwitch refuses, with ok true; the CRD is left as it is.
+// Every other action, and a switch that may proceed (logged), gives ok
+// false.
+func (i *Installer) refuseSwitch(ctx context.Context, connection string, existing, desired *apiextensionsv1.CustomResourceDefinition, action Action) (Outcome, bool) {
+	if action != ActionUpdate && action != ActionTakeOver {
+		return Outcome{}, false
+	}
+	logger := log.FromContext(ctx).WithValues("crd", existing.Name)
+	sw := DecideStorageSwitch(existing, desired)
+	switch {
+	case sw.Refused:
+		i.recordRefused(connection, existing.Name, sw)
+		logger.Info("Refused the provider's storage-version switch", "from", sw.From, "to", sw.To, "webhook", sw.Webhook, "pruned", sw.Pruned)
+		return Outcome{Problem: sw.Problem, StorageSwitch: true}, true
+	case sw.From != sw.To:
+		logger.Info("Following the provider's storage-version switch", "from", sw.From, "to", sw.To,
+			"accepted", existing.Annotations[kbindv1alpha1.AcceptStorageVersionAnnotation] == sw.To, "pruned", sw.Pruned)
+	}
+	return Outcome{}, false
 }
 
 // namesTaken is why desired, a consumer CRD kbind is about to create,

@@ -89,64 +89,81 @@ func schemaOf(v *apiextensionsv1.CustomResourceDefinitionVersion) *apiextensions
 	return v.Schema.OpenAPIV3Schema
 }
 
-// PrunedFields lists, sorted, the fields an object valid under old holds
-// that the API server would prune when reading it under new: properties
-// new lacks, array items and map values new does not describe, unknown
-// fields old keeps and new does not. Nothing under a node where new keeps
-// unknown fields is pruned. The root's apiVersion, kind and metadata are
-// never pruned by a schema. A nil old (no schema) prunes nothing known; a
-// nil new keeps everything.
-func PrunedFields(old, new *apiextensionsv1.JSONSchemaProps) []string {
+// PrunedFields lists, sorted, the fields an object valid under from holds
+// that the API server would prune when reading it under to: properties to
+// lacks, array items and map values to does not describe, unknown fields
+// from keeps and to does not. Nothing under a node where to keeps unknown
+// fields is pruned. The root's apiVersion, kind and metadata are never
+// pruned by a schema. A nil from (no schema) prunes nothing known; a nil
+// to keeps everything.
+func PrunedFields(from, to *apiextensionsv1.JSONSchemaProps) []string {
 	var out []string
-	pruned(old, new, "", true, &out)
+	pruned(from, to, "", true, &out)
 	sort.Strings(out)
 	return out
 }
 
-func pruned(old, new *apiextensionsv1.JSONSchemaProps, path string, root bool, out *[]string) {
-	if old == nil || new == nil || preserves(new) {
+// pruned appends to out the fields under path that from describes and to
+// would prune (PrunedFields).
+func pruned(from, to *apiextensionsv1.JSONSchemaProps, path string, root bool, out *[]string) {
+	if from == nil || to == nil || preserves(to) {
 		return
 	}
-	at := func(name string) string {
-		if path == "" {
-			return name
+	prunedProperties(from, to, path, root, out)
+	if from.Items != nil && from.Items.Schema != nil {
+		if to.Items == nil || to.Items.Schema == nil {
+			*out = append(*out, path+"[*]")
+		} else {
+			pruned(from.Items.Schema, to.Items.Schema, path+"[*]", false, out)
 		}
-		return path + "." + name
 	}
-	for name := range old.Properties {
+	if from.AdditionalProperties != nil && (from.AdditionalProperties.Schema != nil || from.AdditionalProperties.Allows) {
+		switch {
+		case mapSchema(to) != nil && from.AdditionalProperties.Schema != nil:
+			pruned(from.AdditionalProperties.Schema, mapSchema(to), join(path, "*"), false, out)
+		case to.AdditionalProperties != nil && (to.AdditionalProperties.Schema != nil || to.AdditionalProperties.Allows):
+		default:
+			*out = append(*out, join(path, "*"))
+		}
+	}
+	if preserves(from) {
+		*out = append(*out, join(path, "*"))
+	}
+}
+
+// prunedProperties appends the properties of from that to would prune.
+func prunedProperties(from, to *apiextensionsv1.JSONSchemaProps, path string, root bool, out *[]string) {
+	for name := range from.Properties {
 		if root && (name == "apiVersion" || name == "kind" || name == "metadata") {
 			continue
 		}
-		o := old.Properties[name]
-		switch n, ok := new.Properties[name]; {
+		f := from.Properties[name]
+		switch t, ok := to.Properties[name]; {
 		case ok:
-			pruned(&o, &n, at(name), false, out)
-		case new.AdditionalProperties != nil && new.AdditionalProperties.Schema != nil:
-			pruned(&o, new.AdditionalProperties.Schema, at(name), false, out)
-		case new.AdditionalProperties != nil && new.AdditionalProperties.Allows:
+			pruned(&f, &t, join(path, name), false, out)
+		case mapSchema(to) != nil:
+			pruned(&f, mapSchema(to), join(path, name), false, out)
+		case to.AdditionalProperties != nil && to.AdditionalProperties.Allows:
 		default:
-			*out = append(*out, at(name))
+			*out = append(*out, join(path, name))
 		}
 	}
-	if old.Items != nil && old.Items.Schema != nil {
-		if new.Items == nil || new.Items.Schema == nil {
-			*out = append(*out, path+"[*]")
-		} else {
-			pruned(old.Items.Schema, new.Items.Schema, path+"[*]", false, out)
-		}
+}
+
+// mapSchema is the schema of s's map values, nil when it has none.
+func mapSchema(s *apiextensionsv1.JSONSchemaProps) *apiextensionsv1.JSONSchemaProps {
+	if s.AdditionalProperties == nil {
+		return nil
 	}
-	if old.AdditionalProperties != nil && (old.AdditionalProperties.Schema != nil || old.AdditionalProperties.Allows) {
-		switch {
-		case new.AdditionalProperties != nil && new.AdditionalProperties.Schema != nil && old.AdditionalProperties.Schema != nil:
-			pruned(old.AdditionalProperties.Schema, new.AdditionalProperties.Schema, at("*"), false, out)
-		case new.AdditionalProperties != nil && (new.AdditionalProperties.Schema != nil || new.AdditionalProperties.Allows):
-		default:
-			*out = append(*out, at("*"))
-		}
+	return s.AdditionalProperties.Schema
+}
+
+// join is path.name, or name at the root.
+func join(path, name string) string {
+	if path == "" {
+		return name
 	}
-	if preserves(old) {
-		*out = append(*out, at("*"))
-	}
+	return path + "." + name
 }
 
 // preserves reports whether a schema node keeps unknown fields.
