@@ -65,6 +65,9 @@ type observation struct {
 	// schemaKnown is false before any CRD was handled.
 	lagging     []string
 	schemaKnown bool
+	// refusedSwitches names the consumer CRDs whose provider
+	// storage-version switch kbind refused (schema.DecideStorageSwitch).
+	refusedSwitches []string
 	// creds is the credential in use and its renewal.
 	creds credentialView
 }
@@ -240,10 +243,16 @@ func cond(t kbindv1alpha1.ConditionType, s metav1.ConditionStatus, r kbindv1alph
 // Heartbeat (once the heartbeat has reported).
 func withHeartbeat(out []patch.Condition, o observation) []patch.Condition {
 	if o.schemaKnown {
-		if len(o.lagging) == 0 {
+		switch {
+		case len(o.lagging) == 0:
 			out = append(out, cond(kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
 				"every consumer CRD supplied by this Connection carries the schema its policy calls for"))
-		} else {
+		case len(o.refusedSwitches) > 0:
+			out = append(out, cond(kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionFalse, kbindv1alpha1.ReasonStorageVersionChange,
+				"%d consumer CRD(s) lag behind the provider schema: %s; the provider moved the storage version of %d of them and kbind refuses to follow "+
+					"until the operator accepts (the bindings' Ready condition says why and how, docs/bindings.md#storage-version-changes): %s",
+				len(o.lagging), strings.Join(o.lagging, ", "), len(o.refusedSwitches), strings.Join(o.refusedSwitches, "; ")))
+		default:
 			out = append(out, cond(kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
 				"%d consumer CRD(s) lag behind the provider schema: %s", len(o.lagging), strings.Join(o.lagging, ", ")))
 		}

@@ -182,6 +182,7 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 		r.installAll(ctx, conn, sess, obs.discovery.Source, obs.exports)
 	}
 	obs.lagging, obs.schemaKnown = r.Installer.Lagging(conn.Name)
+	obs.refusedSwitches = r.Installer.RefusedSwitches(conn.Name)
 	return obs, sess, next
 }
 

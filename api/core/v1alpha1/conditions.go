@@ -115,6 +115,16 @@ const (
 	// neither is touched (the conflict annotation's value,
 	// docs/import.md).
 	ReasonConsumerObjectExists Reason = "ConsumerObjectExists"
+	// ReasonStorageVersionChange: the provider moved an API's storage
+	// version and kbind refuses to follow on the consumer CRD — the
+	// provider converts with a webhook, which kbind cannot run on the
+	// consumer, or the new storage version's schema lacks fields of the
+	// current one, which reading the stored objects at it would prune.
+	// The consumer CRD keeps its storage version and schema (the
+	// binding's Ready=False and the Connection's SchemaInSync=False) until
+	// the operator accepts the switch with AcceptStorageVersionAnnotation
+	// (docs/bindings.md#storage-version-changes).
+	ReasonStorageVersionChange Reason = "StorageVersionChange"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
@@ -137,5 +147,5 @@ var Reasons = []Reason{
 	ReasonForbidden, ReasonDrainingBindings, ReasonConversionWebhook,
 	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused, ReasonInvalidFilter, ReasonInvalidMutation,
 	ReasonOverlappingBinding, ReasonSchemaIncompatible, ReasonProviderCopyDeleting,
-	ReasonImportRefused, ReasonConsumerObjectExists,
+	ReasonImportRefused, ReasonConsumerObjectExists, ReasonStorageVersionChange,
 }

@@ -92,6 +92,20 @@ const (
 	// on the consumer is removed on the provider too.
 	SyncedMetadataAnnotation = "core.kbind.io/synced-metadata"
 
+	// AcceptStorageVersionAnnotation on a consumer CRD kbind created
+	// accepts a provider storage-version switch kbind refused
+	// (ReasonStorageVersionChange): its value is the new storage version
+	// the operator accepts, after migrating or checking the stored
+	// objects (docs/bindings.md#storage-version-changes). A value naming
+	// another version accepts nothing.
+	AcceptStorageVersionAnnotation = "core.kbind.io/accept-storage-version"
+	// ProviderConversionAnnotation on a consumer CRD kbind built from a
+	// provider CRD (CRD source) records the provider's
+	// spec.conversion.strategy, None or Webhook: the consumer always
+	// converts with None, and a storage-version switch the provider
+	// converts by webhook is refused (ReasonStorageVersionChange).
+	ProviderConversionAnnotation = "core.kbind.io/provider-conversion"
+
 	// ConflictAnnotation is set on a consumer instance whose provider target
 	// belongs to someone else; its value is a conflict reason. It is removed
 	// once the object syncs cleanly.

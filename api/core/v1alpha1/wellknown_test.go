@@ -20,6 +20,8 @@ func TestWellKnownSpelling(t *testing.T) {
 		{RelatedBindingAnnotation, "core.kbind.io/related-binding"},
 		{SyncedMetadataAnnotation, "core.kbind.io/synced-metadata"},
 		{ConflictAnnotation, "core.kbind.io/conflict"},
+		{AcceptStorageVersionAnnotation, "core.kbind.io/accept-storage-version"},
+		{ProviderConversionAnnotation, "core.kbind.io/provider-conversion"},
 		{DeletionPolicyAnnotation, "core.kbind.io/deletion-policy"},
 		{DeletionPolicyOrphan, "Orphan"},
 		{DeletionPolicyDelete, "Delete"},
@@ -58,7 +60,7 @@ func TestWellKnownSpelling(t *testing.T) {
 	for _, want := range []Reason{"AsExpected", "Pending", "SecretNotFound", "ClusterIdentityChanged",
 		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings", "ConversionWebhook",
 		"RenewalFailed", "ExpiresSoon", "Expired", "ProjectionRefused", "InvalidFilter", "InvalidMutation",
-		"OverlappingBinding", "SchemaIncompatible", "ProviderCopyDeleting", "ImportRefused", "ConsumerObjectExists"} {
+		"OverlappingBinding", "SchemaIncompatible", "ProviderCopyDeleting", "ImportRefused", "ConsumerObjectExists", "StorageVersionChange"} {
 		if !reasons[want] {
 			t.Errorf("reason %s missing", want)
 		}
@@ -67,9 +69,11 @@ func TestWellKnownSpelling(t *testing.T) {
 	// credential reasons (docs/connections.md#credentials), the shaping
 	// reasons (docs/shaping.md), the routing reasons
 	// (docs/bindings.md#one-api-several-providers) and the deleting
-	// object's ProviderCopyDeleting (docs/sync.md#deletion).
-	if len(reasons) != 21 {
-		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping, the 2 routing, the deletion and the 2 import reasons", len(reasons))
+	// object's ProviderCopyDeleting (docs/sync.md#deletion), and the
+	// refused storage-version switch's StorageVersionChange
+	// (docs/bindings.md#storage-version-changes).
+	if len(reasons) != 22 {
+		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping, the 2 routing, the deletion, the 2 import and the storage-version reasons", len(reasons))
 	}
 	types := map[ConditionType]bool{}
 	for _, ct := range append(append([]ConditionType{}, ConnectionConditionTypes...), BindingConditionTypes...) {
