@@ -69,6 +69,8 @@ type Registry struct {
 	Notify func(connection string)
 	// ReleaseOrphaned is passed to every Syncer (see Options).
 	ReleaseOrphaned ReleaseOrphanedFunc
+	// ImportAbsenceWindow is passed to every Syncer (see Options).
+	ImportAbsenceWindow time.Duration
 
 	mu       sync.Mutex
 	syncers  map[Route]*Syncer
@@ -894,6 +896,7 @@ func (r *Registry) newSyncer(rt Route, api API) *Syncer {
 	return New(Options{
 		Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session,
 		Events: r.Events, Results: r.Results, Workers: r.Workers, EventLimiter: limiter, ReleaseOrphaned: r.ReleaseOrphaned,
+		ImportAbsenceWindow: r.ImportAbsenceWindow,
 		OnReady: func() {
 			r.mu.Lock()
 			delete(r.failures, rt)
