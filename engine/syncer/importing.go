@@ -237,10 +237,20 @@ func (s *Syncer) syncImport(ctx context.Context, o *objectSync) (outcome, error)
 		return next, nil
 	}
 	st, pobj, err := s.importState(ctx, o)
-	if err != nil || st.Scope == ImportUnscoped {
+	if err != nil {
+		return done, err
+	}
+	// An absence is confirmed only by syncs that each see it: any read
+	// that does not (the object there, no copy to keep, no scope) starts
+	// the window again.
+	gone := st.Scope == ImportOn && (!st.ProviderExists || st.ProviderDeleting) && st.ConsumerImported && !st.ConsumerDeleting
+	if !gone {
+		s.absences.forget(o.key)
+	}
+	if st.Scope == ImportUnscoped {
 		// The scope's absence proves nothing of the provider object: an
 		// imported copy is left as it is.
-		return done, err
+		return done, nil
 	}
 	if o.cobj != nil {
 		if out, handled, err := s.handOver(ctx, o, st.Scope, pobj); handled {
@@ -248,11 +258,15 @@ func (s *Syncer) syncImport(ctx context.Context, o *objectSync) (outcome, error)
 		}
 	}
 	var wait time.Duration
-	if st.Scope == ImportOn && (!st.ProviderExists || st.ProviderDeleting) && st.ConsumerImported && !st.ConsumerDeleting {
+	if gone {
 		// The cache may lag the provider: only the provider's own answer
 		// deletes a copy.
 		if !st.ProviderExists {
-			if _, exists, err := s.releaser.providerCopy(ctx, o.key); err != nil || exists {
+			_, exists, err := s.releaser.providerCopy(ctx, o.key)
+			if exists {
+				s.absences.forget(o.key)
+			}
+			if err != nil || exists {
 				return requeue, err
 			}
 		}
@@ -263,8 +277,6 @@ func (s *Syncer) syncImport(ctx context.Context, o *objectSync) (outcome, error)
 		if first {
 			log.FromContext(ctx).Info(importAbsenceNoted, "confirmIn", wait.String())
 		}
-	} else {
-		s.absences.forget(o.key)
 	}
 	switch DecideImport(st) {
 	case ImportCreate:
