@@ -259,23 +259,9 @@ func (s *Syncer) syncImport(ctx context.Context, o *objectSync) (outcome, error)
 	}
 	var wait time.Duration
 	if gone {
-		// The cache may lag the provider: only the provider's own answer
-		// deletes a copy.
-		if !st.ProviderExists {
-			_, exists, err := s.releaser.providerCopy(ctx, o.key)
-			if exists {
-				s.absences.forget(o.key)
-			}
-			if err != nil || exists {
-				return requeue, err
-			}
-		}
-		// And only an absence that lasts: a provider object deleted and
-		// made again (a restore, its namespace re-created) keeps its copy.
-		since, first := s.absences.observe(o.key)
-		st.AbsenceConfirmed, wait = AbsenceLasted(since, s.absences.clock(), s.absences.window)
-		if first {
-			log.FromContext(ctx).Info(importAbsenceNoted, "confirmIn", wait.String())
+		var read bool
+		if wait, read, err = s.absenceLasted(ctx, o, &st); !read {
+			return requeue, err
 		}
 	}
 	switch DecideImport(st) {
@@ -350,6 +336,31 @@ func (s *Syncer) deleteImported(ctx context.Context, cobj *unstructured.Unstruct
 	log.FromContext(ctx).Info("Deleted an imported object", "reason", why)
 	s.results.forget(s.target, client.ObjectKeyFromObject(cobj))
 	return done, nil
+}
+
+// absenceLasted reads, for an imported copy whose provider object the
+// cache says is gone or going, the provider's own answer (the cache may
+// lag) and how long the absence has lasted (st.AbsenceConfirmed; wait is
+// what is left of the window). read is false when the provider has the
+// object after all, or did not answer: the sync is retried.
+func (s *Syncer) absenceLasted(ctx context.Context, o *objectSync, st *ImportState) (wait time.Duration, read bool, err error) {
+	if !st.ProviderExists {
+		_, exists, err := s.releaser.providerCopy(ctx, o.key)
+		if exists {
+			s.absences.forget(o.key)
+		}
+		if err != nil || exists {
+			return 0, false, err
+		}
+	}
+	// Only an absence that lasts deletes: a provider object deleted and
+	// made again (a restore, its namespace re-created) keeps its copy.
+	since, first := s.absences.observe(o.key)
+	st.AbsenceConfirmed, wait = AbsenceLasted(since, s.absences.clock(), s.absences.window)
+	if first {
+		log.FromContext(ctx).Info(importAbsenceNoted, "confirmIn", wait.String())
+	}
+	return wait, true, nil
 }
 
 // importAbsenceNoted is logged when the provider object of an imported
