@@ -69,6 +69,8 @@ type Registry struct {
 	Notify func(connection string)
 	// ReleaseOrphaned is passed to every Syncer (see Options).
 	ReleaseOrphaned ReleaseOrphanedFunc
+	// ImportAbsenceWindow is passed to every Syncer (see Options).
+	ImportAbsenceWindow time.Duration
 
 	mu       sync.Mutex
 	syncers  map[Route]*Syncer
@@ -489,22 +491,34 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 // could, selecting nothing itself: nothing of it syncs and nothing it
 // could cover is released (the binding says so).
 func (r *Registry) scopesOf(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (map[string]Scope, error) {
+	own, claimed, err := r.claimsOf(ctx, crd)
+	if err != nil {
+		return nil, err
+	}
+	return withElsewhere(own, claimed), nil
+}
+
+// claimsOf computes what scopesOf does, per Connection: own, the scopes
+// its valid bindings give its Syncer, and claimed, everything its live
+// bindings claim, a binding whose filters do not parse claiming every
+// namespace it could. A failed read is an error, never fewer claims.
+func (r *Registry) claimsOf(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (own, claimed map[string]Scope, err error) {
 	byAPI := client.MatchingFields{index.BindingAPI: crd.Name}
 	cbs, err := index.ListBindings(ctx, r.Consumer, index.ClusterBindings, byAPI)
 	if err != nil {
-		return nil, fmt.Errorf("the bindings of %s: %w", crd.Name, err)
+		return nil, nil, fmt.Errorf("the bindings of %s: %w", crd.Name, err)
 	}
 	var bs []kbindv1alpha1.BindingObject
 	if crd.Spec.Scope == apiextensionsv1.NamespaceScoped {
 		if bs, err = index.ListBindings(ctx, r.Consumer, index.Bindings, byAPI); err != nil {
-			return nil, fmt.Errorf("the bindings of %s: %w", crd.Name, err)
+			return nil, nil, fmt.Errorf("the bindings of %s: %w", crd.Name, err)
 		}
 	}
 	refused := Refusals(crd.Name, crd, append(append([]kbindv1alpha1.BindingObject{}, cbs...), bs...))
 	// own are the scopes the Connections' Syncers sync; claimed what each
 	// claims for the others' Elsewhere, where a binding whose filters do
 	// not parse claims everything it could.
-	own, claimed := map[string]Scope{}, map[string]Scope{}
+	own, claimed = map[string]Scope{}, map[string]Scope{}
 	var covering []labels.Selector // the live ClusterBindings' namespace selectors (nil: every namespace)
 	for _, cb := range cbs {
 		if !claims(cb, crd, refused) {
@@ -519,9 +533,9 @@ func (r *Registry) scopesOf(ctx context.Context, crd *apiextensionsv1.CustomReso
 		addClaim(own, claimed, cb.BindingSpec().ConnectionRef.Name, "", p, err == nil)
 	}
 	if err := r.addBindingClaims(ctx, crd, bs, refused, covering, own, claimed); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return withElsewhere(own, claimed), nil
+	return own, claimed, nil
 }
 
 // addBindingClaims adds the claims of the namespaced Bindings bs of the
@@ -882,6 +896,7 @@ func (r *Registry) newSyncer(rt Route, api API) *Syncer {
 	return New(Options{
 		Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session,
 		Events: r.Events, Results: r.Results, Workers: r.Workers, EventLimiter: limiter, ReleaseOrphaned: r.ReleaseOrphaned,
+		ImportAbsenceWindow: r.ImportAbsenceWindow,
 		OnReady: func() {
 			r.mu.Lock()
 			delete(r.failures, rt)
@@ -908,7 +923,11 @@ func (r *Registry) newSyncer(rt Route, api API) *Syncer {
 // once they are gone. It returns how many objects still wait. An object
 // another Connection's binding claims now is left to that route and keeps
 // its finalizer (its copy on this Connection's provider stays, as after a
-// takeover, BIND-3). With no provider session the objects wait
+// takeover, BIND-3). What live bindings claim is read from the bindings
+// whatever the Connection's state: an object another live binding of the
+// Connection covers is never this drain's, and an imported copy stays
+// while a live binding of the Connection claims its namespace (its scope
+// decides). With no provider session the objects wait
 // (unreachable); when the Connection itself is gone they are released and
 // an Event on binding names the provider copies left behind; they are
 // released under binding's spec.deletionPolicy (an object's annotation
@@ -924,19 +943,21 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	if crd.Annotations[kbindv1alpha1.ConnectionAnnotation] == "" {
 		return 0, nil // not kbind's CRD: nothing of ours to drain
 	}
-	scopes, err := r.scopesOf(ctx, crd)
+	// What the live bindings claim comes from the bindings alone, whatever
+	// the Connection's state (issue #52): an unusable Connection never
+	// widens what a drain takes. Claims that cannot be read are an error:
+	// nothing is released, and the drain is retried.
+	own, claimed, err := r.claimsOf(ctx, crd)
 	if err != nil {
 		return 0, err
 	}
+	imports := claimed[connection] // before withElsewhere, which adds to own
+	scope := withElsewhere(own, claimed)[connection]
 	// A drain needs no compatible schema: it deletes the copies the route
 	// made, read by their provider names.
 	api, ok, err := r.resolve(ctx, rt, false)
 	if err != nil {
 		return 0, err
-	}
-	scope := scopes[connection]
-	if !ok {
-		scope = Scope{Elsewhere: scope.Elsewhere}
 	}
 	gvk, _ := kbindschema.StorageGVK(crd)
 	objs, err := r.listConsumer(ctx, rt, gvk, namespace, allNamespaces)
@@ -950,7 +971,10 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 		return 0, err
 	}
 	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
-	if err := r.dropImported(ctx, rel, uncoveredBy(objs.Items, scope), connection, crdName, binding); err != nil {
+	// An imported copy stays while any live binding of this Connection
+	// claims its namespace, one whose filters do not parse included: that
+	// binding's scope decides (Syncer.importScope), never this drain.
+	if err := r.dropImported(ctx, rel, uncoveredBy(objs.Items, imports), connection, crdName, binding); err != nil {
 		return 0, err
 	}
 	draining = holdingFinalizer(draining)

@@ -59,11 +59,18 @@
 //	syncer.releaser.deleteImported        an imported consumer copy           this Connection's imported copy, not being
 //	                                      (core.kbind.io/owner: provider)     deleted, UID precondition. Callers:
 //	                                                                          Syncer.deleteImported (DecideImport: the
-//	                                                                          provider's own answer that its object is gone,
+//	                                                                          provider's own answer (a GET) that its object
+//	                                                                          is gone or going, again once the absence
+//	                                                                          window (AbsenceLasted: a binding resync) has
+//	                                                                          passed, one back meanwhile keeping its copy;
 //	                                                                          or the binding's valid scope no longer imports
 //	                                                                          it; an unscoped or failed read deletes
 //	                                                                          nothing) and Registry.dropImported (a drain:
-//	                                                                          objects no live binding covers)
+//	                                                                          objects in no namespace a live binding of the
+//	                                                                          Connection claims, one whose filters do not
+//	                                                                          parse included, read from the bindings
+//	                                                                          whatever the Connection's state; claims that
+//	                                                                          cannot be read delete nothing)
 //	syncer.toProvider                     the syncer finalizer, in memory;    a release (hand-over to the provider) decided
 //	                                      written by                          by DecideHandOver: the provider copy holds the
 //	                                      releaser.handOverToProvider         object's spec and the import takes it back

@@ -270,6 +270,9 @@ type Syncer struct {
 	releaser *releaser
 	// doubts are the writes in doubt (doubt.go), shared with releaser.
 	doubts *doubts
+	// absences are the imported copies whose provider object was seen
+	// gone, waiting for the absence to be confirmed (importing.go).
+	absences *absences
 
 	// ready is set once both informers have synced and the workers run.
 	ready atomic.Bool
@@ -331,17 +334,31 @@ type Options struct {
 	// deleted with the Orphan policy is released, when a binding names
 	// related objects through its fields.
 	ReleaseOrphaned ReleaseOrphanedFunc
+	// ImportAbsenceWindow is how long the provider object of an imported
+	// copy must stay gone (or going), read from the provider itself at
+	// both ends, before the copy is deleted (importing.go); one that comes
+	// back meanwhile keeps the copy. DefaultImportAbsenceWindow when < 1;
+	// the engine passes its BindingResync.
+	ImportAbsenceWindow time.Duration
 }
 
 // DefaultWorkers is the number of sync workers of a Syncer whose Options
 // name none (the engine's default too).
 const DefaultWorkers = 4
 
+// DefaultImportAbsenceWindow is the ImportAbsenceWindow of a Syncer whose
+// Options name none: the engine's default BindingResync.
+const DefaultImportAbsenceWindow = 30 * time.Second
+
 // New returns a Syncer; Start runs it.
 func New(o Options) *Syncer {
 	workers := o.Workers
 	if workers < 1 {
 		workers = DefaultWorkers
+	}
+	window := o.ImportAbsenceWindow
+	if window < 1 {
+		window = DefaultImportAbsenceWindow
 	}
 	limiter := o.EventLimiter
 	if limiter == nil {
@@ -354,6 +371,7 @@ func New(o Options) *Syncer {
 		workers: workers, limiter: limiter, onReady: o.OnReady, onFailed: o.OnFailed,
 		releaser: &releaser{reporter: rp, consumer: o.Consumer, session: o.Session, orphaned: o.ReleaseOrphaned, doubts: inDoubt},
 		doubts:   inDoubt,
+		absences: &absences{window: window, clock: time.Now},
 		// Fair between namespaces (fairqueue.go), with the name and metrics it always had.
 		queue:     newWorkqueue(o.Target.Connection + "/" + o.Target.GVK.GroupKind().String()),
 		unreached: workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, UnreachedRetryCap),
