@@ -964,7 +964,7 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	// spec.deletionPolicy, unless their annotation says otherwise.
 	def := binding.BindingSpec().DeletionPolicy
 	if ok {
-		if err := rel.releaseMovedAll(ctx, moved, to); err != nil {
+		if err := rel.releaseMovedAll(ctx, moved, to, def); err != nil {
 			return 0, err
 		}
 		return rel.drain(ctx, draining, def)

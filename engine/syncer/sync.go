@@ -229,12 +229,13 @@ func (s *Syncer) readProvider(ctx context.Context, o *objectSync) (outcome, erro
 
 // releaseMoved releases, for an object another Connection's binding
 // claims now, the copy this route made of it on its provider
-// (releaser.releaseMoved); the sync ends there.
+// (releaser.releaseMoved, under this route's binding's default for a
+// Terminating object); the sync ends there.
 func (s *Syncer) releaseMoved(ctx context.Context, o *objectSync) (outcome, error) {
 	if o.movedTo == "" {
 		return next, nil
 	}
-	return s.releaser.releaseMoved(ctx, o.cobj, o.pobj, o.exists, o.movedTo)
+	return s.releaser.releaseMoved(ctx, o.cobj, o.pobj, o.exists, o.movedTo, o.policy.Deletion)
 }
 
 // releaseDeleting hands a deleting consumer object, or one the binding's
