@@ -34,7 +34,10 @@
 //	                                                                          confirmAbsence: a GET unless the informer
 //	                                                                          reported that very copy (UID) deleted; a drain
 //	                                                                          reads the provider itself); a failed read is
-//	                                                                          an error, never absence
+//	                                                                          an error, never absence. A deselected object
+//	                                                                          only once its deselection persisted for the
+//	                                                                          grace on claims computed after it was seen
+//	                                                                          (DecideSelection); a move meanwhile wins
 //	syncer.releaser.deleteCopy            the owned provider copy of a        ownership Ours (release), UID precondition,
 //	                                      deleting or drained object          background or foreground propagation; a
 //	                                                                          refusal is reported, the finalizer stays
@@ -45,11 +48,13 @@
 //	                                                                          at once
 //	syncer.releaser.releaseMoved          the copy this route made of an      ownership Ours and not terminating
 //	                                      object another Connection's         (DecideMove); deleted only when the object's
-//	                                      binding claims now                  annotation says Delete or it is itself being
-//	                                                                          deleted under a deleting policy, kept (markers
-//	                                                                          replaced by core.kbind.io/moved) otherwise;
-//	                                                                          UID precondition; the consumer object's
-//	                                                                          finalizer is the new route's and never touched
+//	                                      binding claims now                  annotation says Delete or it is itself
+//	                                                                          Terminating under a deleting policy (its
+//	                                                                          annotation, else the binding's
+//	                                                                          spec.deletionPolicy), kept (markers replaced
+//	                                                                          by core.kbind.io/moved) otherwise; UID
+//	                                                                          precondition; the consumer object's finalizer
+//	                                                                          is the new route's and never touched
 //	syncer.releaser.deleteLate            a provider copy a write in doubt    decided by Syncer.lateCopy (doubt.go): this
 //	                                      created after its object was        cluster's and the released object's markers,
 //	                                      released                            not terminating, within DoubtHorizon of a
