@@ -98,6 +98,7 @@ func TestFaults(t *testing.T) {
 	t.Log(b.String())
 	t.Run("two-providers-one-unreachable", e.twoProviders)
 	t.Run("autobind-provider-crd-recreated", e.autoBindCRDRecreated)
+	t.Run("relabel-under-load", e.relabelUnderLoad)
 	t.Run("churn", e.churn)
 }
 

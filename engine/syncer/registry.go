@@ -71,6 +71,9 @@ type Registry struct {
 	ReleaseOrphaned ReleaseOrphanedFunc
 	// ImportAbsenceWindow is passed to every Syncer (see Options).
 	ImportAbsenceWindow time.Duration
+	// DeselectionGrace is passed to every Syncer (see Options): the engine
+	// gives two binding resync intervals.
+	DeselectionGrace time.Duration
 
 	mu       sync.Mutex
 	syncers  map[Route]*Syncer
@@ -769,6 +772,8 @@ func nextStep(current *Syncer, want bool, api API, backoffPending bool) step {
 func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	scopes := map[string]Scope{}
+	// Before any read: the claims are at least as fresh as this.
+	computedAt := time.Now()
 	switch err := r.Consumer.Get(ctx, client.ObjectKey{Name: crdName}, crd); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -791,7 +796,7 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 	r.mu.Unlock()
 	var errs []error
 	for _, conn := range slices.Sorted(maps.Keys(connections)) {
-		if err := r.reconcileRoute(ctx, Route{CRD: crdName, Connection: conn}, scopes[conn]); err != nil {
+		if err := r.reconcileRoute(ctx, Route{CRD: crdName, Connection: conn}, scopes[conn], computedAt); err != nil {
 			errs = append(errs, fmt.Errorf("the route through Connection %s: %w", conn, err))
 		}
 	}
@@ -805,7 +810,7 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 // happens unlocked) the state is read again — another call may have
 // started one meanwhile, which is then kept or replaced, never
 // overwritten and left running.
-func (r *Registry) reconcileRoute(ctx context.Context, rt Route, scope Scope) error {
+func (r *Registry) reconcileRoute(ctx context.Context, rt Route, scope Scope, computedAt time.Time) error {
 	api, ok, err := r.resolve(ctx, rt, true)
 	if err != nil {
 		return err
@@ -856,13 +861,13 @@ func (r *Registry) reconcileRoute(ctx context.Context, rt Route, scope Scope) er
 			log.FromContext(ctx).Info("Stopped syncer", "crd", rt.CRD, "connection", rt.Connection)
 		case stepRescope:
 			r.mu.Unlock()
-			current.SetScope(ctx, scope)
+			current.SetScope(ctx, scope, computedAt)
 			return nil
 		case stepStart:
 			r.recordInformerLocked(rt, api.Target.GVK, api.Session, api.Target.ProviderGVK)
 			logger := log.FromContext(ctx).WithValues("crd", rt.CRD, "connection", rt.Connection)
 			s := r.newSyncer(rt, api)
-			s.scope = scope
+			s.scope, s.scopeAt = scope, computedAt
 			s.prepare(log.IntoContext(api.Session.Context(), logger))
 			r.syncers[rt] = s
 			r.mu.Unlock()
@@ -897,6 +902,7 @@ func (r *Registry) newSyncer(rt Route, api API) *Syncer {
 		Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session,
 		Events: r.Events, Results: r.Results, Workers: r.Workers, EventLimiter: limiter, ReleaseOrphaned: r.ReleaseOrphaned,
 		ImportAbsenceWindow: r.ImportAbsenceWindow,
+		DeselectionGrace:    r.DeselectionGrace,
 		OnReady: func() {
 			r.mu.Lock()
 			delete(r.failures, rt)
@@ -982,7 +988,7 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	// spec.deletionPolicy, unless their annotation says otherwise.
 	def := binding.BindingSpec().DeletionPolicy
 	if ok {
-		if err := rel.releaseMovedAll(ctx, moved, to); err != nil {
+		if err := rel.releaseMovedAll(ctx, moved, to, def); err != nil {
 			return 0, err
 		}
 		return rel.drain(ctx, draining, def)

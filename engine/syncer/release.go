@@ -34,7 +34,10 @@
 //	                                                                          confirmAbsence: a GET unless the informer
 //	                                                                          reported that very copy (UID) deleted; a drain
 //	                                                                          reads the provider itself); a failed read is
-//	                                                                          an error, never absence
+//	                                                                          an error, never absence. A deselected object
+//	                                                                          only once its deselection persisted for the
+//	                                                                          grace on claims computed after it was seen
+//	                                                                          (DecideSelection); a move meanwhile wins
 //	syncer.releaser.deleteCopy            the owned provider copy of a        ownership Ours (release), UID precondition,
 //	                                      deleting or drained object          background or foreground propagation; a
 //	                                                                          refusal is reported, the finalizer stays
@@ -45,11 +48,13 @@
 //	                                                                          at once
 //	syncer.releaser.releaseMoved          the copy this route made of an      ownership Ours and not terminating
 //	                                      object another Connection's         (DecideMove); deleted only when the object's
-//	                                      binding claims now                  annotation says Delete or it is itself being
-//	                                                                          deleted under a deleting policy, kept (markers
-//	                                                                          replaced by core.kbind.io/moved) otherwise;
-//	                                                                          UID precondition; the consumer object's
-//	                                                                          finalizer is the new route's and never touched
+//	                                      binding claims now                  annotation says Delete or it is itself
+//	                                                                          Terminating under a deleting policy (its
+//	                                                                          annotation, else the binding's
+//	                                                                          spec.deletionPolicy), kept (markers replaced
+//	                                                                          by core.kbind.io/moved) otherwise; UID
+//	                                                                          precondition; the consumer object's finalizer
+//	                                                                          is the new route's and never touched
 //	syncer.releaser.deleteLate            a provider copy a write in doubt    decided by Syncer.lateCopy (doubt.go): this
 //	                                      created after its object was        cluster's and the released object's markers,
 //	                                      released                            not terminating, within DoubtHorizon of a
@@ -486,13 +491,14 @@ func confirmAbsence(cached, hasFinalizer, deletionSeen bool) bool {
 }
 
 // releaseMoved releases the copy this route made of cobj, which moved to
-// Connection to (DecideMove). The consumer object's syncer finalizer is
-// the new route's and is never touched here. An Event on the object says
-// what became of the copy.
-func (r *releaser) releaseMoved(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists bool, to string) (outcome, error) {
+// Connection to (DecideMove; def is the spec.deletionPolicy of the binding
+// that made the copy, which only a Terminating object follows). The
+// consumer object's syncer finalizer is the new route's and is never
+// touched here. An Event on the object says what became of the copy.
+func (r *releaser) releaseMoved(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists bool, to string, def kbindv1alpha1.DeletionPolicy) (outcome, error) {
 	owned := ownership.Classify(exists, annotationsOf(pobj), r.target.ClusterUID, string(cobj.GetUID()))
 	deleting := pobj != nil && !pobj.GetDeletionTimestamp().IsZero()
-	action := DecideMove(owned, deleting, cobj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation], !cobj.GetDeletionTimestamp().IsZero())
+	action := DecideMove(owned, deleting, cobj.GetAnnotations(), def, !cobj.GetDeletionTimestamp().IsZero())
 	if action == MoveNothing {
 		return done, nil
 	}
@@ -550,15 +556,16 @@ func (r *releaser) keepMoved(ctx context.Context, cobj, pobj *unstructured.Unstr
 
 // releaseMovedAll releases, for a drain, the copies this route made of
 // objects another Connection's binding claims now (to: by object key),
-// each read from the provider itself.
-func (r *releaser) releaseMovedAll(ctx context.Context, objs []*unstructured.Unstructured, to map[client.ObjectKey]string) error {
+// each read from the provider itself; def is the draining binding's
+// spec.deletionPolicy (DecideMove: for Terminating objects only).
+func (r *releaser) releaseMovedAll(ctx context.Context, objs []*unstructured.Unstructured, to map[client.ObjectKey]string, def kbindv1alpha1.DeletionPolicy) error {
 	for _, obj := range objs {
 		key := client.ObjectKeyFromObject(obj)
 		pobj, exists, err := r.providerCopy(ctx, key)
 		if err != nil {
 			return err
 		}
-		if _, err := r.releaseMoved(ctx, obj, pobj, exists, to[key]); err != nil {
+		if _, err := r.releaseMoved(ctx, obj, pobj, exists, to[key], def); err != nil {
 			return err
 		}
 	}
