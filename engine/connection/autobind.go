@@ -71,8 +71,8 @@ func (r *Reconciler) reconcileAutoBind(ctx context.Context, conn *kbindv1alpha1.
 
 // desiredAutoBinding is the autoBind ClusterBinding of a Connection that
 // lists the APIs listed already (nil for a new one): those, as they are,
-// plus every exported API not among them, sorted by name (CONN-6: autoBind
-// only ever adds APIs).
+// plus every exported API not among them (CONN-6: autoBind only ever adds
+// APIs; see autoBindAPIs).
 func desiredAutoBinding(conn *kbindv1alpha1.Connection, listed []kbindv1alpha1.APIReference) *kbindv1alpha1.ClusterBinding {
 	return &kbindv1alpha1.ClusterBinding{
 		ObjectMeta: metav1.ObjectMeta{
