@@ -49,6 +49,9 @@ func TestPrunedFields(t *testing.T) {
 			root(mapOf(props(map[string]apiextensionsv1.JSONSchemaProps{"y": str}))), "spec.a.x"},
 		{"spec dropped entirely", root(props(map[string]apiextensionsv1.JSONSchemaProps{"size": str})), &apiextensionsv1.JSONSchemaProps{Type: "object"}, "spec"},
 		{"metadata, apiVersion and kind are never pruned", root(keep), &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": keep}}, ""},
+		{"status is the provider's: not counted", &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": keep, "status": keep}},
+			&apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": keep}}, ""},
+		{"a nested status is the consumer's", root(props(map[string]apiextensionsv1.JSONSchemaProps{"status": str})), root(props(map[string]apiextensionsv1.JSONSchemaProps{})), "spec.status"},
 		{"no old schema", nil, root(keep), ""},
 		{"no new schema", root(keep), nil, ""},
 	}
