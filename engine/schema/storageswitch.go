@@ -94,8 +94,10 @@ func schemaOf(v *apiextensionsv1.CustomResourceDefinitionVersion) *apiextensions
 // lacks, array items and map values to does not describe, unknown fields
 // from keeps and to does not. Nothing under a node where to keeps unknown
 // fields is pruned. The root's apiVersion, kind and metadata are never
-// pruned by a schema. A nil from (no schema) prunes nothing known; a nil
-// to keeps everything.
+// pruned by a schema, and status is not the consumer's data: it comes
+// down from the provider, whose own copies are read at the new version
+// too. A nil from (no schema) prunes nothing known; a nil to keeps
+// everything.
 func PrunedFields(from, to *apiextensionsv1.JSONSchemaProps) []string {
 	var out []string
 	pruned(from, to, "", true, &out)
@@ -134,7 +136,7 @@ func pruned(from, to *apiextensionsv1.JSONSchemaProps, path string, root bool, o
 // prunedProperties appends the properties of from that to would prune.
 func prunedProperties(from, to *apiextensionsv1.JSONSchemaProps, path string, root bool, out *[]string) {
 	for name := range from.Properties {
-		if root && (name == "apiVersion" || name == "kind" || name == "metadata") {
+		if root && (name == "apiVersion" || name == "kind" || name == "metadata" || name == "status") {
 			continue
 		}
 		f := from.Properties[name]

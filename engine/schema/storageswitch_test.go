@@ -49,6 +49,9 @@ func TestPrunedFields(t *testing.T) {
 			root(mapOf(props(map[string]apiextensionsv1.JSONSchemaProps{"y": str}))), "spec.a.x"},
 		{"spec dropped entirely", root(props(map[string]apiextensionsv1.JSONSchemaProps{"size": str})), &apiextensionsv1.JSONSchemaProps{Type: "object"}, "spec"},
 		{"metadata, apiVersion and kind are never pruned", root(keep), &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": keep}}, ""},
+		{"status is the provider's: not counted", &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": keep, "status": keep}},
+			&apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": keep}}, ""},
+		{"a nested status is the consumer's", root(props(map[string]apiextensionsv1.JSONSchemaProps{"status": str})), root(props(map[string]apiextensionsv1.JSONSchemaProps{})), "spec.status"},
 		{"no old schema", nil, root(keep), ""},
 		{"no new schema", root(keep), nil, ""},
 	}
@@ -119,6 +122,24 @@ func TestDecideStorageSwitch(t *testing.T) {
 		{"accepted earlier, next switch: refused again", accepted(crd(none, version("v2", true, "size", "color")), "v2"),
 			crd(none, version("v3", true, "size")), true, []string{"spec.color", "accept-storage-version=v3"}},
 	}
+	// e2e/suite/schema_test.go's switch: v1 (spec and status keep unknown
+	// fields) back to v1alpha1 (spec only): followed, status being the
+	// provider's.
+	preserving := func(name string, storage bool, status bool) apiextensionsv1.CustomResourceDefinitionVersion {
+		p := map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: "object", XPreserveUnknownFields: ptrTrue()}}
+		if status {
+			p["status"] = apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTrue()}
+		}
+		root := props(p)
+		return apiextensionsv1.CustomResourceDefinitionVersion{Name: name, Served: true, Storage: storage, Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &root}}
+	}
+	cases = append(cases, struct {
+		name              string
+		existing, desired *apiextensionsv1.CustomResourceDefinition
+		refused           bool
+		problem           []string
+	}{"None, back to a version without status: proceeds", crd(none, preserving("v1alpha1", false, false), preserving("v1", true, true)),
+		crd(none, preserving("v1alpha1", true, false), preserving("v1", false, true)), false, nil})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := DecideStorageSwitch(tc.existing, tc.desired)
