@@ -87,6 +87,11 @@ func TestLiveConsumerWithRefusedRenewalsIsNeverReaped(t *testing.T) {
 
 	startBackend(t, env, backend.Options{StaleAfter: window, Reap: true, ReapInterval: 200 * time.Millisecond, ReapGrace: grace})
 	backendtest.Eventually(t, 2*window+5*time.Second, "the reaper marked a copy and the konnector cleared it", func() error {
+		for _, name := range []string{"db", "cache"} {
+			if _, found, terminating := markOf(t, env, "Widget", "team-a", name); !found || terminating {
+				t.Fatalf("copy %s reaped (found=%v terminating=%v) although its konnector syncs (marks cleared: %d)", name, found, terminating, cleared.Load())
+			}
+		}
 		if cleared.Load() == 0 {
 			return fmt.Errorf("no mark cleared yet")
 		}
