@@ -192,6 +192,7 @@ func scenarios() []scenario {
 		killedInstalling(),
 		killedRotating(),
 		leaderFailover(),
+		reaperRenewalsRefused(),
 	}
 }
 
