@@ -358,15 +358,15 @@ func Refused(err error) bool {
 type CopyAction int
 
 const (
-	// KeepCopy: the copy is kept on purpose (core.kbind.io/kept): never
+	// KeepCopy means the copy is kept on purpose (core.kbind.io/kept): never
 	// marked, never deleted.
 	KeepCopy CopyAction = iota
-	// MarkCopy: unmarked (never marked, or a live konnector cleared the
+	// MarkCopy means unmarked (never marked, or a live konnector cleared the
 	// mark), or marked with a time that cannot count: mark it now.
 	MarkCopy
-	// WaitForGrace: marked less than the grace period ago.
+	// WaitForGrace means marked less than the grace period ago.
 	WaitForGrace
-	// DeleteCopy: the mark survived the grace period.
+	// DeleteCopy means the mark survived the grace period.
 	DeleteCopy
 )
 
