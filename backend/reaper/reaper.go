@@ -42,9 +42,6 @@ const (
 	ReasonReaped        = "Reaped"
 	ReasonReapForbidden = "ReapForbidden"
 	ReasonReapFailed    = "ReapFailed"
-	// ReasonReapMarked: phase 1 marked a copy of a stale consumer; it is
-	// deleted once the mark survives the grace period.
-	ReasonReapMarked = "ReapMarked"
 )
 
 // DefaultGrace is how long a reap mark must survive before the copy is
