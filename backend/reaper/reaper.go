@@ -475,18 +475,50 @@ func (r *Reaper) reapCopies(ctx context.Context, p *pass) (end bool, v Verdict) 
 		// due; the refused ones are reported (Blocked), as a refused
 		// delete would be.
 	}
-	waiting, refusedBefore := 0, p.refused
+	refusedBefore := p.refused
 	p.refused += len(refused)
+	waiting, end, v := r.deleteDue(ctx, p, objs, refused, now, grace)
+	if end {
+		return true, v
+	}
+	left := r.collect(ctx, p.resources, p.uid, PhaseCopies)
+	for _, o := range left.byPhase[PhaseCopies] {
+		if !refused[o.Key()] {
+			// Deleted and still there (finalizers), kept back, or new.
+			waiting++
+		}
+	}
+	if v := PhaseVerdict(waiting, p.refused-refusedBefore); v == Waiting {
+		logger.V(1).Info("Waiting for the copies to be gone", "left", len(left.byPhase[PhaseCopies]))
+		return true, Waiting
+	}
+	return false, Done
+}
+
+// deleteDue deletes the due copies objs (not terminating nor refused),
+// each confirmed by a fresh read, and returns how many it kept back for a
+// reason that may pass; end (with v) when the pass ends here: the consumer
+// renewed, or a mark was cleared meanwhile (a live konnector: none of the
+// rest goes). Refused deletions are added to refused.
+func (r *Reaper) deleteDue(ctx context.Context, p *pass, objs []Object, refused map[string]bool, now time.Time, grace time.Duration) (waiting int, end bool, v Verdict) {
+	logger := log.FromContext(ctx)
 	for _, o := range objs {
 		if o.Terminating || refused[o.Key()] {
-			continue // its finalizers run (waited for below), or refused
+			continue // its finalizers run (waited for by the caller), or refused
 		}
 		if !p.stillStale() {
 			p.stopped = true
 			logger.Info("The consumer renewed a heartbeat Lease; stopping reaping at once")
-			return true, Stopped
+			return waiting, true, Stopped
 		}
-		fresh, ok := r.confirmDue(ctx, p.uid, o, now, grace)
+		fresh, ok, cleared := r.confirmDue(ctx, p.uid, o, now, grace)
+		if cleared {
+			// A konnector cleared a mark since the list: it is live, and
+			// every other copy stays too.
+			logger.Info("A mark was cleared since the copies were listed (a live konnector); deleting none of the rest", "resource", o.Resource.ResourceName(),
+				"namespace", o.Namespace, "name", o.Name)
+			return waiting, true, Waiting
+		}
 		if !ok {
 			waiting++
 			continue
@@ -501,18 +533,7 @@ func (r *Reaper) reapCopies(ctx context.Context, p *pass) (end bool, v Verdict) 
 			waiting++
 		}
 	}
-	left := r.collect(ctx, p.resources, p.uid, PhaseCopies)
-	for _, o := range left.byPhase[PhaseCopies] {
-		if !refused[o.Key()] {
-			// Deleted and still there (finalizers), kept back, or new.
-			waiting++
-		}
-	}
-	if v := PhaseVerdict(waiting, p.refused-refusedBefore); v == Waiting {
-		logger.V(1).Info("Waiting for the copies to be gone", "left", len(left.byPhase[PhaseCopies]))
-		return true, Waiting
-	}
-	return false, Done
+	return waiting, false, Done
 }
 
 // dueActions are the actions of the copies that are not terminating nor
@@ -581,24 +602,25 @@ func (r *Reaper) mark(ctx context.Context, o Object, now time.Time) error {
 // confirmDue reads the copy o again, right before deleting it, and returns
 // it at the version read when it is still the consumer's, not kept, and
 // still carries a mark that survived the grace period. A failed read, or
-// anything else, deletes nothing.
-func (r *Reaper) confirmDue(ctx context.Context, uid string, o Object, now time.Time, grace time.Duration) (Object, bool) {
+// anything else, deletes nothing; cleared says the very copy lost its mark
+// meanwhile (a live konnector).
+func (r *Reaper) confirmDue(ctx context.Context, uid string, o Object, now time.Time, grace time.Duration) (fresh Object, ok, cleared bool) {
 	m, err := r.resourceClient(o).Get(ctx, o.Name, metav1.GetOptions{})
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			log.FromContext(ctx).Info("Reading a copy of a stale consumer again before deleting it failed; not deleting it", "resource", o.Resource.ResourceName(),
 				"namespace", o.Namespace, "name", o.Name, "error", err.Error())
 		}
-		return o, false
+		return o, false, false
 	}
-	if m.UID != o.UID || !Owned(PhaseCopies, uid, m.Labels, m.Annotations) || m.DeletionTimestamp != nil ||
-		DecideCopy(m.Labels, m.Annotations[kbindv1alpha1.ReapMarkedAtAnnotation], now, grace) != DeleteCopy {
+	action := DecideCopy(m.Labels, m.Annotations[kbindv1alpha1.ReapMarkedAtAnnotation], now, grace)
+	if m.UID != o.UID || !Owned(PhaseCopies, uid, m.Labels, m.Annotations) || m.DeletionTimestamp != nil || action != DeleteCopy {
 		log.FromContext(ctx).V(1).Info("A copy of a stale consumer changed since it was listed (its mark cleared, kept, or replaced); not deleting it",
 			"resource", o.Resource.ResourceName(), "namespace", o.Namespace, "name", o.Name)
-		return o, false
+		return o, false, m.UID == o.UID && action == MarkCopy
 	}
 	o.ResourceVersion = m.ResourceVersion
-	return o, true
+	return o, true, false
 }
 
 // resourceClient is the metadata client of o's resource (and namespace).
