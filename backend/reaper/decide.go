@@ -423,5 +423,21 @@ func CopiesVerdict(actions []CopyAction) (deleteAll bool) {
 	return due
 }
 
+// UntilDue is how long until the earliest of marks (valid ones, see
+// DecideCopy) survived the grace period: when a pass can first delete
+// anything. Before that, passes would only mark again the copies a live
+// konnector unmarked. At least a second; grace when none is valid.
+func UntilDue(marks []string, now time.Time, grace time.Duration) time.Duration {
+	d := grace
+	for _, m := range marks {
+		t, err := time.Parse(time.RFC3339, m)
+		if err != nil || t.After(now) {
+			continue
+		}
+		d = min(d, t.Add(grace).Sub(now))
+	}
+	return max(d, time.Second)
+}
+
 // MarkValue is the reap mark's value at now: RFC 3339, UTC, seconds.
 func MarkValue(now time.Time) string { return now.UTC().Format(time.RFC3339) }

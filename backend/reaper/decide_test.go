@@ -360,3 +360,25 @@ func TestCopiesVerdict(t *testing.T) {
 		})
 	}
 }
+
+func TestUntilDue(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	grace := 10 * time.Minute
+	for _, tc := range []struct {
+		name  string
+		marks []string
+		want  time.Duration
+	}{
+		{"none", nil, grace},
+		{"all marked now", []string{MarkValue(now), MarkValue(now)}, grace},
+		{"the earliest mark counts", []string{MarkValue(now), MarkValue(now.Add(-4 * time.Minute))}, 6 * time.Minute},
+		{"already due: at least a second", []string{MarkValue(now.Add(-time.Hour))}, time.Second},
+		{"invalid and future marks do not count", []string{"x", MarkValue(now.Add(time.Hour))}, grace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := UntilDue(tc.marks, now, grace); got != tc.want {
+				t.Errorf("UntilDue = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

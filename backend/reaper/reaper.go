@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -74,6 +75,32 @@ type Reaper struct {
 	// Clock is the backend's clock, which marks are written and judged
 	// by; the real one when nil.
 	Clock clock.PassiveClock
+
+	// next paces the passes of a consumer whose copies carry marks: no
+	// pass before its marks fall due (NextPass). It only paces, never
+	// decides: a restarted backend marks again sooner, nothing else.
+	mu   sync.Mutex
+	next map[string]time.Duration
+}
+
+// NextPass says how long the consumer's next pass may wait: until the
+// earliest mark of its last marking round falls due; ok is false when
+// its last pass did not end marking (the controller's own interval then).
+func (r *Reaper) NextPass(uid string) (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.next[uid]
+	delete(r.next, uid)
+	return d, ok
+}
+
+func (r *Reaper) pace(uid string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next == nil {
+		r.next = map[string]time.Duration{}
+	}
+	r.next[uid] = d
 }
 
 func (r *Reaper) now() time.Time {
@@ -467,8 +494,10 @@ func (r *Reaper) reapCopies(ctx context.Context, p *pass) (end bool, v Verdict) 
 		}
 		refused = refusedMarks
 		if len(f.failed) > 0 || !CopiesVerdict(dueActions(objs, refused, now, grace)) {
+			due := UntilDue(dueMarks(objs, refused, now), now, grace)
 			logger.Info("Marked the stale consumer's copies; they are deleted only if the marks survive the grace period (a live konnector clears them)",
-				"marked", marked, "copies", len(objs), "grace", grace.String())
+				"marked", marked, "copies", len(objs), "grace", grace.String(), "nextPassIn", due.String())
+			r.pace(p.uid, due)
 			return true, Waiting
 		}
 		// Only copies the backend may not mark were left: the others are
@@ -534,6 +563,24 @@ func (r *Reaper) deleteDue(ctx context.Context, p *pass, objs []Object, refused 
 		}
 	}
 	return waiting, false, Done
+}
+
+// dueMarks are the marks of the copies that are not terminating nor
+// refused, as they are now: a copy marked by this pass counts as marked
+// now.
+func dueMarks(objs []Object, refused map[string]bool, now time.Time) []string {
+	var out []string
+	for _, o := range objs {
+		if o.Terminating || refused[o.Key()] {
+			continue
+		}
+		mark := o.MarkedAt
+		if DecideCopy(nil, mark, now, time.Hour) == MarkCopy {
+			mark = MarkValue(now)
+		}
+		out = append(out, mark)
+	}
+	return out
 }
 
 // dueActions are the actions of the copies that are not terminating nor
