@@ -194,6 +194,7 @@ func scenarios() []scenario {
 		killedInstalling(),
 		killedRotating(),
 		leaderFailover(),
+		reaperRenewalsRefused(),
 	}
 }
 

@@ -210,6 +210,7 @@ func (r *Reconciler) act(ctx context.Context, before, conn *kbindv1alpha1.Connec
 		r.Sessions.StopHeartbeat(conn.Name)
 	}
 	r.useSession(conn.Name, sess, d.useSession, obs.published)
+	r.reportHeartbeat(before, conn, conds)
 	patch.SetConditions(&conn.Status.Conditions, conds, conn.Generation)
 	r.reportCredentials(conn, obs.creds, time.Now())
 	conn.Status.KonnectorVersion = r.Version

@@ -72,6 +72,8 @@ type Heartbeat struct {
 	Err   error
 	// LastRenewal is when a renewal last succeeded (zero: never).
 	LastRenewal time.Time
+	// Started is when the renewal loop started (kept when it moves).
+	Started time.Time
 	// RecheckAt is when the heartbeat last failed anew or found its Lease
 	// changed or gone: the provider's identity is read again after it.
 	RecheckAt time.Time
@@ -104,7 +106,29 @@ func (h Heartbeat) record(err error, reread bool, now time.Time) (Heartbeat, boo
 // another Lease: the last result and renewal carry over (the Condition
 // does not flap), the reasons to recheck the identity do not.
 func (h Heartbeat) moved(lease heartbeat.Lease, interval time.Duration) Heartbeat {
-	return Heartbeat{Running: true, Lease: lease, Interval: interval, Known: h.Known, Err: h.Err, LastRenewal: h.LastRenewal}
+	started := h.Started
+	if started.IsZero() {
+		started = time.Now()
+	}
+	return Heartbeat{Running: true, Lease: lease, Interval: interval, Known: h.Known, Err: h.Err, LastRenewal: h.LastRenewal, Started: started}
+}
+
+// renewedAt is what kbind_heartbeat_age_seconds counts from: the last
+// successful renewal or, for a heartbeat that has failed since it
+// started (renewals refused from the start, as after a konnector restart
+// while they are), its start — so that KbindHeartbeatStale fires for a
+// sustained refusal either way (issue #52). ok is false before the first
+// result.
+func (h Heartbeat) renewedAt() (time.Time, bool) {
+	switch {
+	case !h.Running:
+		return time.Time{}, false
+	case !h.LastRenewal.IsZero():
+		return h.LastRenewal, true
+	case h.Known && h.Err != nil && !h.Started.IsZero():
+		return h.Started, true
+	}
+	return time.Time{}, false
 }
 
 func errString(err error) string {
@@ -187,14 +211,15 @@ func (m *Manager) recordOf(connection string) *connRecord {
 }
 
 // LastRenewals implements metrics.HeartbeatSource: the last successful
-// renewal of every Connection whose heartbeat runs.
+// renewal of every Connection whose heartbeat runs (renewedAt: its start
+// when none succeeded yet and it fails).
 func (m *Manager) LastRenewals() map[string]time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := map[string]time.Time{}
 	for name, t := range m.records {
-		if hb := t.health.Heartbeat; hb.Running && !hb.LastRenewal.IsZero() {
-			out[name] = hb.LastRenewal
+		if at, ok := t.health.Heartbeat.renewedAt(); ok {
+			out[name] = at
 		}
 	}
 	return out

@@ -53,9 +53,9 @@ func TestHeartbeatRecord(t *testing.T) {
 func TestHeartbeatMoved(t *testing.T) {
 	refused := errors.New("forbidden")
 	before := Heartbeat{Running: true, Lease: heartbeat.Lease{Name: "old"}, Interval: time.Second, Known: true, Err: refused,
-		LastRenewal: t0, RecheckAt: t0, UnansweredAt: t0}
+		LastRenewal: t0, Started: t0, RecheckAt: t0, UnansweredAt: t0}
 	lease := heartbeat.Lease{Name: "new"}
-	want := Heartbeat{Running: true, Lease: lease, Interval: time.Minute, Known: true, Err: refused, LastRenewal: t0}
+	want := Heartbeat{Running: true, Lease: lease, Interval: time.Minute, Known: true, Err: refused, LastRenewal: t0, Started: t0}
 	if got := before.moved(lease, time.Minute); got != want {
 		t.Errorf("moved = %+v, want %+v", got, want)
 	}

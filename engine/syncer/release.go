@@ -26,8 +26,11 @@
 //	syncer.releaser.release               the syncer finalizer of a deleting  the finalizer goes only once the copy is gone:
 //	                                      (or drained, deselected) object,    ownership markers (ownership.Ours: cluster and
 //	                                      once its provider copy is gone;     object UID); the deletion policy (annotation,
-//	                                      via deleteCopy the copy             else the binding's): Orphan keeps the copy,
-//	                                                                          Foreground deletes in the foreground, a value
+//	                                      via deleteCopy the copy             else the binding's): Orphan keeps the copy
+//	                                                                          with its markers, labelled core.kbind.io/kept:
+//	                                                                          Orphan first (the backend reaper never deletes
+//	                                                                          it; a sync removes the label), Foreground
+//	                                                                          deletes in the foreground, a value
 //	                                                                          naming no policy keeps both; a foreign or
 //	                                                                          absent copy releases at once. Absence is the
 //	                                                                          provider's own answer (releaseDeleted's
@@ -134,13 +137,17 @@
 // Outside the engine, the backend reaper (backend/reaper) deletes what a
 // consumer cluster that stopped heartbeating left on the provider: its
 // copies, related copies, namespaces and Leases, by their markers, with UID
-// preconditions, never stripping finalizers; and kubectl kbind revoke
+// preconditions, never stripping finalizers — copies only once the reaper's
+// mark on every one of them survived its grace period (Syncer.unmark
+// removes the marks while this konnector syncs), never a copy labelled
+// core.kbind.io/kept (releaser.keep); and kubectl kbind revoke
 // (cli) deletes what grant made for a consumer.
 
 package syncer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -243,6 +250,11 @@ func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstruc
 		return r.unknownPolicy(cobj), nil
 	case owned && policy != kbindv1alpha1.DeletionPolicyOrphan:
 		return r.deleteCopy(ctx, cobj, pobj, policy)
+	case owned && pobj.GetLabels()[kbindv1alpha1.KeptLabel] != kbindv1alpha1.KeptOrphan:
+		// Orphan keeps the copy with its markers, and says so before the
+		// finalizer goes: the backend reaper never deletes a kept copy,
+		// even while a Lease of this consumer cluster goes stale.
+		return r.keep(ctx, cobj, pobj)
 	}
 	if err := patch.RemoveFinalizer(ctx, r.consumer, cobj, kbindv1alpha1.SyncerFinalizer); err != nil {
 		if apierrors.IsConflict(err) {
@@ -284,6 +296,33 @@ func (r *releaser) deleteCopy(ctx context.Context, cobj, pobj *unstructured.Unst
 	log.FromContext(ctx).V(1).Info("Deleted the provider copy; waiting for it to be gone", "propagation", propagationOf(policy))
 	r.results.set(r.target, key, Result{State: StatePending, Deleting: true})
 	return done, nil
+}
+
+// keep labels the owned provider copy pobj of an object released under
+// Orphan core.kbind.io/kept: Orphan (exactly that copy: its UID in the
+// patch), and requeues so the finalizer goes once the label is there. A
+// refusal is reported and the finalizer stays.
+func (r *releaser) keep(ctx context.Context, cobj, pobj *unstructured.Unstructured) (outcome, error) {
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":    string(pobj.GetUID()),
+		"labels": map[string]any{kbindv1alpha1.KeptLabel: kbindv1alpha1.KeptOrphan},
+	}})
+	if err != nil {
+		return done, err
+	}
+	kept := pobj.DeepCopy()
+	if err := r.session.Client.Patch(ctx, kept, client.RawPatch(types.MergePatchType, data)); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return requeue, nil // gone or replaced: read again
+		}
+		if refusal.IsForbidden(err) {
+			_, ferr := r.failed(cobj, err, "patch", r.target.ProviderGVK.Kind+" "+client.ObjectKeyFromObject(pobj).String())
+			return requeue, ferr
+		}
+		return done, fmt.Errorf("labelling the kept provider copy: %w", err)
+	}
+	log.FromContext(ctx).V(1).Info("Labelled the provider copy kept under Orphan", "label", kbindv1alpha1.KeptLabel)
+	return r.release(ctx, cobj, kept, true, kbindv1alpha1.DeletionPolicyOrphan)
 }
 
 // propagationOf is the propagation policy kbind deletes a provider copy

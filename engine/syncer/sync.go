@@ -95,6 +95,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName, seen *chang
 		s.holdFinalizer,   // before the first provider write (SYNC-D)
 		s.waitTerminating, // a terminating copy is waited for (SYNC-5)
 		s.classify,        // a conflict is reported, nothing written (SYNC-4)
+		s.unmark,          // the reaper's mark, a kept label: removed (BE-3)
 		s.ensureNamespace, // the provider namespace (SYNC-3)
 		s.applySpec,       // spec up (SYNC-1)
 		s.syncStatus,      // status down (SYNC-2)

@@ -157,6 +157,21 @@ const (
 	// judges stale, with the RFC 3339 time it became stale.
 	StaleSinceAnnotation = "core.kbind.io/stale-since"
 
+	// ReapMarkedAtAnnotation is the backend reaper's phase-1 mark on a
+	// provider copy of a consumer whose heartbeat Leases are all stale,
+	// with the RFC 3339 time (the backend's clock) it was marked. A live
+	// konnector, which watches its copies, removes it; only a mark that
+	// survives the backend's --reap-grace leads to a delete.
+	ReapMarkedAtAnnotation = "core.kbind.io/reap-marked-at"
+
+	// KeptLabel is on provider copies kbind keeps on purpose (KeptOrphan:
+	// released under the Orphan deletion policy): they keep their markers,
+	// and the backend reaper never deletes (nor marks) an object carrying
+	// it. The konnector removes it when the object is synced again.
+	KeptLabel = "core.kbind.io/kept"
+	// KeptOrphan is KeptLabel's value on a copy kept by an Orphan release.
+	KeptOrphan = "Orphan"
+
 	// The heartbeat Lease says who renews it (docs/connections.md#the-heartbeat-lease):
 	// the konnector's version and the core.kbind.io API version it serves,
 	// the user the provider knows its credential as, and that credential's
