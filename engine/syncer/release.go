@@ -37,7 +37,10 @@
 //	                                                                          an error, never absence. A deselected object
 //	                                                                          only once its deselection persisted for the
 //	                                                                          grace on claims computed after it was seen
-//	                                                                          (DecideSelection); a move meanwhile wins
+//	                                                                          (DecideSelection); a move meanwhile wins.
+//	                                                                          Never an object another route syncs
+//	                                                                          (routedElsewhere: its core.kbind.io/connection
+//	                                                                          names another Connection)
 //	syncer.releaser.deleteCopy            the owned provider copy of a        ownership Ours (release), UID precondition,
 //	                                      deleting or drained object          background or foreground propagation; a
 //	                                                                          refusal is reported, the finalizer stays
@@ -45,7 +48,8 @@
 //	                                      session), provider copies left      unreachable provider is never guessed);
 //	                                      behind                              releases once it is gone, an Event names the
 //	                                                                          copies for the backend reaper; Orphan releases
-//	                                                                          at once
+//	                                                                          at once; never an object another route syncs
+//	                                                                          (routedElsewhere)
 //	syncer.releaser.releaseMoved          the copy this route made of an      ownership Ours and not terminating
 //	                                      object another Connection's         (DecideMove); deleted only when the object's
 //	                                      binding claims now                  annotation says Delete or it is itself
