@@ -955,7 +955,11 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	if err != nil {
 		return 0, err
 	}
-	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
+	// Without a session api.Target is empty: the route's Connection still
+	// tells its objects from another route's (routedElsewhere).
+	target := api.Target
+	target.Connection = connection
+	rel := &releaser{reporter: reporter{target: target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
 	if err := r.dropImported(ctx, rel, uncoveredBy(objs.Items, scope), connection, crdName, binding); err != nil {
 		return 0, err
 	}
