@@ -191,7 +191,7 @@ spec:
 	// Every live Shard converges on west with its current spec; east
 	// keeps each original's copy (the same UID), no longer kbind's.
 	var last error
-	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(pctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		err := shardsOnWest(ctx, e.consumer, westClient)
 		if err != nil {
 			last = err
