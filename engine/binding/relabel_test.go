@@ -80,6 +80,37 @@ func TestRelabelInTwoSteps(t *testing.T) {
 		east.waitKeptFor(t, db, west.conn.Name)
 	})
 
+	t.Run("after a hand-over, the bindings deleted one by one: the new route's copy is drained, never orphaned", func(t *testing.T) {
+		const ns = "rl-handed"
+		makeNamespace(t, ns, map[string]string{"rl": "east"})
+		toEast := relabelBinding(t, "relabels-east", east.conn.Name, "east")
+		toWest := relabelBinding(t, "relabels-west", west.conn.Name, "west")
+		waiting := namespacedBinding(t, ns, "relabels", west.conn.Name, relabelAPI)
+		defer deleteBindings(t, waiting, toEast, toWest)
+		enginetest.WaitCondition(t, env.Consumer, toEast, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+		db := namespacedObject("example.org/v1alpha1", "Relabel", ns, "db")
+		create(t, db)
+		east.waitCopies(t, "Relabel", ns+"/db")
+		relabel(t, ns, nil)
+		west.waitCopies(t, "Relabel", ns+"/db")
+		west.statusComesBack(t, db)
+		east.waitKeptFor(t, db, west.conn.Name)
+
+		// The Binding goes: west's ClusterBinding covers the namespace
+		// without selecting it, so west's route releases the object once
+		// the deselection persists. East's drain, meanwhile, must not take
+		// the finalizer of an object west syncs: west's copy would be left
+		// with nothing to delete it.
+		deleteBindings(t, waiting, toEast)
+		west.waitCopies(t, "Relabel")
+		enginetest.Eventually(t, "the finalizer released by west's route", func() error {
+			if got := consumerObject(t, db); len(got.GetFinalizers()) > 0 {
+				return fmt.Errorf("finalizers %v", got.GetFinalizers())
+			}
+			return nil
+		})
+	})
+
 	t.Run("a deselection that persists is released under the binding's policy", func(t *testing.T) {
 		const ns = "rl-left"
 		makeNamespace(t, ns, map[string]string{"rl": "east"})

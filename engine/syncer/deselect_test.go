@@ -3,6 +3,10 @@ package syncer
 import (
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 )
 
 func TestDecideSelection(t *testing.T) {
@@ -41,6 +45,24 @@ func TestDecideSelection(t *testing.T) {
 		got, after := DecideSelection(tc.selected, tc.elsewhere, tc.deleting, since, t0.Add(tc.claimsAt), t0.Add(tc.now), grace)
 		if got != tc.want || after != tc.after {
 			t.Errorf("%s: %s after %s, want %s after %s", tc.name, got, after, tc.want, tc.after)
+		}
+	}
+}
+
+func TestRoutedElsewhere(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want        bool
+	}{
+		{"no route annotation (synced before it existed): the covering route's", nil, false},
+		{"this route's", map[string]string{kbindv1alpha1.ConnectionAnnotation: "east"}, false},
+		{"moved to another route: that route's finalizer, never released here", map[string]string{kbindv1alpha1.ConnectionAnnotation: "west"}, true},
+	} {
+		obj := &unstructured.Unstructured{}
+		obj.SetAnnotations(tc.annotations)
+		if got := routedElsewhere(obj, "east"); got != tc.want {
+			t.Errorf("%s: %t, want %t", tc.name, got, tc.want)
 		}
 	}
 }

@@ -976,7 +976,11 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	if err != nil {
 		return 0, err
 	}
-	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
+	// Without a session api.Target is empty: the route's Connection still
+	// tells its objects from another route's (routedElsewhere).
+	target := api.Target
+	target.Connection = connection
+	rel := &releaser{reporter: reporter{target: target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
 	// An imported copy stays while any live binding of this Connection
 	// claims its namespace, one whose filters do not parse included: that
 	// binding's scope decides (Syncer.importScope), never this drain.

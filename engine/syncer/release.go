@@ -40,7 +40,10 @@
 //	                                                                          an error, never absence. A deselected object
 //	                                                                          only once its deselection persisted for the
 //	                                                                          grace on claims computed after it was seen
-//	                                                                          (DecideSelection); a move meanwhile wins
+//	                                                                          (DecideSelection); a move meanwhile wins.
+//	                                                                          Never an object another route syncs
+//	                                                                          (routedElsewhere: its core.kbind.io/connection
+//	                                                                          names another Connection)
 //	syncer.releaser.deleteCopy            the owned provider copy of a        ownership Ours (release), UID precondition,
 //	                                      deleting or drained object          background or foreground propagation; a
 //	                                                                          refusal is reported, the finalizer stays
@@ -48,7 +51,8 @@
 //	                                      session), provider copies left      unreachable provider is never guessed);
 //	                                      behind                              releases once it is gone, an Event names the
 //	                                                                          copies for the backend reaper; Orphan releases
-//	                                                                          at once
+//	                                                                          at once; never an object another route syncs
+//	                                                                          (routedElsewhere)
 //	syncer.releaser.releaseMoved          the copy this route made of an      ownership Ours and not terminating
 //	                                      object another Connection's         (DecideMove); deleted only when the object's
 //	                                      binding claims now                  annotation says Delete or it is itself
@@ -209,6 +213,10 @@ func (r *releaser) copyDeleted(key types.NamespacedName, uid types.UID) {
 // reported it deleted (confirmAbsence); one found there that way is looked
 // at again (requeue), for its deletion may come without an event.
 func (r *releaser) releaseDeleted(ctx context.Context, cobj *unstructured.Unstructured, policy Policy, pobj *unstructured.Unstructured, cached bool) (outcome, error) {
+	if routedElsewhere(cobj, r.target.Connection) {
+		r.results.forget(r.target, client.ObjectKeyFromObject(cobj))
+		return done, nil // another route's (release)
+	}
 	if out, err := r.releaseOrphaned(ctx, cobj, policy); err != nil || out != next {
 		return out, err
 	}
@@ -239,7 +247,9 @@ func (r *releaser) releaseDeleted(ctx context.Context, cobj *unstructured.Unstru
 // that names no policy keeps the copy and the object until it is fixed.
 func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists bool, def kbindv1alpha1.DeletionPolicy) (outcome, error) {
 	key := client.ObjectKeyFromObject(cobj)
-	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
+	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) || routedElsewhere(cobj, r.target.Connection) {
+		// An object another route syncs (it moved there): its finalizer
+		// and its copy are that route's, never released here.
 		r.results.forget(r.target, key)
 		return done, nil
 	}
@@ -477,10 +487,14 @@ func holdingFinalizer(objs []*unstructured.Unstructured) []*unstructured.Unstruc
 // drain releases objs (see leftScope) as their deletion would: each owned
 // provider copy, read from the provider itself, is deleted and the
 // finalizer released once it is gone (SYNC-D). It returns how many
-// objects still wait.
+// objects still wait. An object another route syncs is that route's
+// (routedElsewhere): skipped.
 func (r *releaser) drain(ctx context.Context, objs []*unstructured.Unstructured, def kbindv1alpha1.DeletionPolicy) (int, error) {
 	remaining := 0
 	for _, obj := range objs {
+		if routedElsewhere(obj, r.target.Connection) {
+			continue
+		}
 		pobj, exists, err := r.providerCopy(ctx, client.ObjectKeyFromObject(obj))
 		if err != nil {
 			return 0, err
@@ -504,6 +518,9 @@ func (r *releaser) drain(ctx context.Context, objs []*unstructured.Unstructured,
 // escape hatch for a provider gone for good.
 func (r *releaser) abandon(ctx context.Context, objs []*unstructured.Unstructured, connGone bool, def kbindv1alpha1.DeletionPolicy) (remaining int, abandoned []string, err error) {
 	for _, obj := range objs {
+		if routedElsewhere(obj, r.target.Connection) {
+			continue // another route's (drain)
+		}
 		policy, _ := deletionPolicyOf(obj.GetAnnotations(), def)
 		orphan := policy == kbindv1alpha1.DeletionPolicyOrphan
 		if !connGone && !orphan {
@@ -518,6 +535,21 @@ func (r *releaser) abandon(ctx context.Context, objs []*unstructured.Unstructure
 		}
 	}
 	return remaining, abandoned, nil
+}
+
+// routedElsewhere reports whether the consumer object cobj is synced
+// through another Connection than conn: its core.kbind.io/connection
+// annotation, which the route that holds the syncer finalizer writes with
+// it (holdFinalizer) and the new route rewrites after a move, names
+// another. Such an object's finalizer and copy are that route's
+// (docs/shaping.md#filters): a route that no longer claims it — its
+// binding drained, or its filters no longer selecting it — never releases
+// it, or the other route's copy would be left with nothing to delete it.
+// An object without the annotation (synced before it existed) is the
+// route's that covers it, as before.
+func routedElsewhere(cobj *unstructured.Unstructured, conn string) bool {
+	route, annotated := cobj.GetAnnotations()[kbindv1alpha1.ConnectionAnnotation]
+	return annotated && route != conn
 }
 
 // confirmAbsence decides whether a deleting consumer object whose provider
