@@ -115,6 +115,13 @@ const (
 	// neither is touched (the conflict annotation's value,
 	// docs/import.md).
 	ReasonConsumerObjectExists Reason = "ConsumerObjectExists"
+	// ReasonDuplicateConsumer: two live konnectors serve this Connection
+	// with one consumer identity — a consumer cluster restored from an etcd
+	// snapshot of this one (a disaster-recovery drill, a staging clone)
+	// renews the same heartbeat Lease, their nonces alternating on it
+	// (Heartbeat=False and Ready=False): sync pauses and no provider copy
+	// is deleted until one of them stops (docs/troubleshooting.md#duplicate-consumer).
+	ReasonDuplicateConsumer Reason = "DuplicateConsumer"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
@@ -137,5 +144,5 @@ var Reasons = []Reason{
 	ReasonForbidden, ReasonDrainingBindings, ReasonConversionWebhook,
 	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused, ReasonInvalidFilter, ReasonInvalidMutation,
 	ReasonOverlappingBinding, ReasonSchemaIncompatible, ReasonProviderCopyDeleting,
-	ReasonImportRefused, ReasonConsumerObjectExists,
+	ReasonImportRefused, ReasonConsumerObjectExists, ReasonDuplicateConsumer,
 }

@@ -45,6 +45,7 @@ func TestWellKnownSpelling(t *testing.T) {
 		{CredentialExpiryAnnotation, "core.kbind.io/credential-expiry"},
 		{CredentialRenewsAnnotation, "core.kbind.io/credential-renews"},
 		{RenewedFromAnnotation, "core.kbind.io/renewed-from"},
+		{KonnectorNonceAnnotation, "core.kbind.io/konnector-nonce"},
 		{GroupName, "core.kbind.io"},
 	} {
 		if tc.got != tc.want {
@@ -58,7 +59,7 @@ func TestWellKnownSpelling(t *testing.T) {
 	for _, want := range []Reason{"AsExpected", "Pending", "SecretNotFound", "ClusterIdentityChanged",
 		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings", "ConversionWebhook",
 		"RenewalFailed", "ExpiresSoon", "Expired", "ProjectionRefused", "InvalidFilter", "InvalidMutation",
-		"OverlappingBinding", "SchemaIncompatible", "ProviderCopyDeleting", "ImportRefused", "ConsumerObjectExists"} {
+		"OverlappingBinding", "SchemaIncompatible", "ProviderCopyDeleting", "ImportRefused", "ConsumerObjectExists", "DuplicateConsumer"} {
 		if !reasons[want] {
 			t.Errorf("reason %s missing", want)
 		}
@@ -67,9 +68,10 @@ func TestWellKnownSpelling(t *testing.T) {
 	// credential reasons (docs/connections.md#credentials), the shaping
 	// reasons (docs/shaping.md), the routing reasons
 	// (docs/bindings.md#one-api-several-providers) and the deleting
-	// object's ProviderCopyDeleting (docs/sync.md#deletion).
-	if len(reasons) != 21 {
-		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping, the 2 routing, the deletion and the 2 import reasons", len(reasons))
+	// object's ProviderCopyDeleting (docs/sync.md#deletion), the import
+	// reasons and DuplicateConsumer (docs/troubleshooting.md#duplicate-consumer).
+	if len(reasons) != 22 {
+		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping, the 2 routing, the deletion, the 2 import and the duplicate-consumer reasons", len(reasons))
 	}
 	types := map[ConditionType]bool{}
 	for _, ct := range append(append([]ConditionType{}, ConnectionConditionTypes...), BindingConditionTypes...) {
