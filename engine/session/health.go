@@ -312,11 +312,19 @@ const leaseDeleteTimeout = 10 * time.Second
 // is deleted from the provider, so that the consumer does not look stale
 // to the backend. A failed deletion (provider unreachable or refusing) is
 // logged and never blocks the caller: the backend reaps that Lease once
-// it is stale.
+// it is stale. A Lease another live konnector renews with this
+// consumer's identity (Duplicate not Alone: a restored clone) is
+// theirs too and is kept.
 func (m *Manager) Retire(ctx context.Context, connection string) {
+	verdict := m.Duplicate(connection)
 	s, lease := m.StopHeartbeat(connection)
 	m.Stop(connection)
 	if s == nil {
+		return
+	}
+	if verdict != heartbeat.Alone {
+		log.FromContext(ctx).Info("Heartbeat Lease kept: another konnector renews it with this consumer cluster's identity",
+			"lease", lease.Namespace+"/"+lease.Name, "verdict", verdict.String())
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, leaseDeleteTimeout)
