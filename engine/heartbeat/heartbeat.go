@@ -8,8 +8,8 @@ package heartbeat
 
 import (
 	"context"
-	"errors"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
 	"time"

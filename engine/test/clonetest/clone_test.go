@@ -63,6 +63,7 @@ func TestRestoredCloneDeletesNothing(t *testing.T) {
 		t.Fatalf("the clone does not hold production's widget with its UID %s: %v", w.GetUID(), cw)
 	}
 
+	lease := heartbeatLease(t)
 	stopClone := env.StartEngineOn(t, clone.Config, nil)
 	started := time.Now()
 	// Both report it (not fatal here: what the clone deletes is the point).
@@ -100,9 +101,41 @@ func TestRestoredCloneDeletesNothing(t *testing.T) {
 		return
 	}
 
-	// The clone procedure stops the clone's konnector: production resumes
-	// once the duplicate signal has stopped for the recovery window, and
-	// deletes again.
+	// The clone procedure (docs/troubleshooting.md#duplicate-consumer):
+	// on the clone, every binding's deletionPolicy Orphan, then the
+	// bindings and the Connection deleted — the clone lets go of
+	// everything, production's copies and Lease stay.
+	cb := &kbindv1alpha1.ClusterBinding{}
+	if err := cc.Get(ctx, client.ObjectKey{Name: "widgets"}, cb); err != nil {
+		t.Fatal(err)
+	}
+	cb.Spec.DeletionPolicy = kbindv1alpha1.DeletionPolicyOrphan
+	if err := cc.Update(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.Delete(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.Delete(ctx, &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, cc, "drill", "db")
+	enginetest.Eventually(t, "the clone's Connection gone", func() error {
+		err := cc.Get(ctx, client.ObjectKey{Name: "provider"}, &kbindv1alpha1.Connection{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+	if p, ok := get(t, env.Provider, "drill", "db"); !ok || p.GetUID() != original.GetUID() || p.GetDeletionTimestamp() != nil {
+		t.Fatalf("the clone procedure touched production's provider copy: %s", describe(p))
+	}
+	if l := heartbeatLease(t); l.UID != lease.UID {
+		t.Fatalf("the clone's Connection deleted production's heartbeat Lease (UID %s, now %s)", lease.UID, l.UID)
+	}
+
+	// The clone's konnector stops: production resumes once the duplicate
+	// signal has stopped for the recovery window, and deletes again.
 	stopClone()
 	stopped := time.Now()
 	conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"}}
@@ -184,6 +217,12 @@ func waitDuplicate(c client.Client, deadline time.Time) error {
 // leaseNonce is the konnector nonce on production's heartbeat Lease.
 func leaseNonce(t *testing.T) string {
 	t.Helper()
+	return heartbeatLease(t).Annotations[kbindv1alpha1.KonnectorNonceAnnotation]
+}
+
+// heartbeatLease is production's heartbeat Lease on the provider.
+func heartbeatLease(t *testing.T) *coordinationv1.Lease {
+	t.Helper()
 	uid := kubeSystemUID(t, env.Consumer)
 	var leases coordinationv1.LeaseList
 	if err := env.Provider.List(context.Background(), &leases); err != nil {
@@ -191,11 +230,11 @@ func leaseNonce(t *testing.T) string {
 	}
 	for _, l := range leases.Items {
 		if ptr.Deref(l.Spec.HolderIdentity, "") == uid && strings.HasPrefix(l.Name, "provider-") {
-			return l.Annotations[kbindv1alpha1.KonnectorNonceAnnotation]
+			return &l
 		}
 	}
 	t.Fatalf("no heartbeat Lease of consumer %s on the provider", uid)
-	return ""
+	return nil
 }
 
 func kubeSystemUID(t *testing.T, c client.Client) string {
