@@ -2,7 +2,7 @@ package heartbeat
 
 import "time"
 
-// Clone detection (docs/troubleshooting.md#duplicate-consumer). A consumer
+// Clone detection (HB-2, docs/troubleshooting.md#duplicate-consumer). A consumer
 // cluster restored from an etcd snapshot of another (a disaster-recovery
 // drill, a staging clone) keeps its identity (CONN-3), its object UIDs and
 // its kubeconfig Secret: its konnector renews the same Lease and takes the
@@ -18,14 +18,14 @@ import "time"
 type Verdict int
 
 const (
-	// Alone: no sighting within the window; deletion goes on.
+	// Alone is no sighting within the window; deletion goes on.
 	Alone Verdict = iota
-	// Suspect: one sighting within the window — a predecessor's last
+	// Suspect is one sighting within the window — a predecessor's last
 	// renewal (a failover, an upgrade) or the start of a duplicate. Not
 	// reported as a condition; provider deletes wait until the window has
 	// passed without another.
 	Suspect
-	// Duplicate: two sightings within a window of each other, the later
+	// Duplicate is two sightings within a window of each other, the later
 	// within the window of now: two live konnectors with one consumer
 	// identity. Both report DuplicateConsumer, sync pauses and no provider
 	// copy is deleted, until the window passes without a sighting.
