@@ -949,7 +949,8 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	if err != nil {
 		return 0, err
 	}
-	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
+	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session,
+		duplicate: verdictOf(api.Session)}
 	if err := r.dropImported(ctx, rel, uncoveredBy(objs.Items, scope), connection, crdName, binding); err != nil {
 		return 0, err
 	}

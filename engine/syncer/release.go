@@ -171,6 +171,9 @@ type releaser struct {
 	// session is the provider session; nil for a drain without one (it
 	// can only abandon).
 	session *session.Session
+	// duplicate is the verdict on the Connection's heartbeat Lease
+	// (session.Session.Duplicate); nil: Alone.
+	duplicate func() heartbeat.Verdict
 	// orphaned, when set, releases the related copies of an object deleted
 	// with the Orphan policy before its finalizer goes.
 	orphaned ReleaseOrphanedFunc
@@ -272,10 +275,7 @@ func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstruc
 // backoff, and deletes once the Lease has been quiet for the window
 // (heartbeat.Judge). Orphan releases go on: they delete nothing.
 func (r *releaser) deletesHeld(cobj *unstructured.Unstructured) bool {
-	if r.session == nil {
-		return false
-	}
-	v := r.session.Duplicate()
+	v := r.verdict()
 	if v == heartbeat.Alone {
 		return false
 	}
@@ -286,6 +286,22 @@ func (r *releaser) deletesHeld(cobj *unstructured.Unstructured) bool {
 		r.events.Eventf(cobj, nil, corev1.EventTypeWarning, string(kbindv1alpha1.ReasonDuplicateConsumer), "Delete", "%s", msg)
 	}
 	return true
+}
+
+// verdict is r.duplicate's, Alone without one.
+func (r *releaser) verdict() heartbeat.Verdict {
+	if r.duplicate == nil {
+		return heartbeat.Alone
+	}
+	return r.duplicate()
+}
+
+// verdictOf is the verdict function of s (nil without a session).
+func verdictOf(s *session.Session) func() heartbeat.Verdict {
+	if s == nil {
+		return nil
+	}
+	return s.Duplicate
 }
 
 // deleteCopy deletes the owned provider copy pobj of the consumer object
@@ -609,7 +625,7 @@ func (r *releaser) releaseMovedAll(ctx context.Context, objs []*unstructured.Uns
 // DoubtHorizon of the write): exactly that copy (UID precondition), under
 // the policy its object was released with.
 func (r *releaser) deleteLate(ctx context.Context, pobj *unstructured.Unstructured, policy kbindv1alpha1.DeletionPolicy) error {
-	if v := r.session.Duplicate(); v != heartbeat.Alone {
+	if v := r.verdict(); v != heartbeat.Alone {
 		return fmt.Errorf("not deleting the provider copy %s that a write in doubt created after its consumer object was released: another konnector renews this Connection's heartbeat Lease with this consumer cluster's identity (%s)",
 			client.ObjectKeyFromObject(pobj), v)
 	}
