@@ -196,6 +196,7 @@ func (r *Reconciler) observeHeartbeat(name string, obs *observation) {
 	obs.heartbeatKnown, obs.heartbeat = h.Heartbeat.Known, h.Heartbeat.Err
 	obs.leaseRef = h.Heartbeat.Lease.Namespace + "/" + h.Heartbeat.Lease.Name
 	obs.leaseEvery = r.HeartbeatInterval
+	obs.duplicate = h.Heartbeat.VerdictAt(time.Now()) == heartbeat.Duplicate
 }
 
 // act carries out decision d: the heartbeat and the session through the

@@ -980,7 +980,8 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	// tells its objects from another route's (routedElsewhere).
 	target := api.Target
 	target.Connection = connection
-	rel := &releaser{reporter: reporter{target: target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
+	rel := &releaser{reporter: reporter{target: target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session,
+		duplicate: verdictOf(api.Session)}
 	// An imported copy stays while any live binding of this Connection
 	// claims its namespace, one whose filters do not parse included: that
 	// binding's scope decides (Syncer.importScope), never this drain.

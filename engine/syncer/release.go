@@ -43,10 +43,15 @@
 //	                                                                          (DecideSelection); a move meanwhile wins.
 //	                                                                          Never an object another route syncs
 //	                                                                          (routedElsewhere: its core.kbind.io/connection
-//	                                                                          names another Connection)
+//	                                                                          names another Connection). No copy is deleted
+//	                                                                          while another konnector may renew the Lease
+//	                                                                          with this consumer's identity (deletesHeld:
+//	                                                                          heartbeat.Judge not Alone, a restored clone):
+//	                                                                          the object waits
 //	syncer.releaser.deleteCopy            the owned provider copy of a        ownership Ours (release), UID precondition,
 //	                                      deleting or drained object          background or foreground propagation; a
-//	                                                                          refusal is reported, the finalizer stays
+//	                                                                          refusal is reported, the finalizer stays; never
+//	                                                                          while deletesHeld (release)
 //	syncer.releaser.abandon               the syncer finalizer only (no       waits while the Connection exists (an
 //	                                      session), provider copies left      unreachable provider is never guessed);
 //	                                      behind                              releases once it is gone, an Event names the
@@ -61,13 +66,15 @@
 //	                                                                          spec.deletionPolicy), kept (markers replaced
 //	                                                                          by core.kbind.io/moved) otherwise; UID
 //	                                                                          precondition; the consumer object's finalizer
-//	                                                                          is the new route's and never touched
+//	                                                                          is the new route's and never touched; nothing
+//	                                                                          while deletesHeld
 //	syncer.releaser.deleteLate            a provider copy a write in doubt    decided by Syncer.lateCopy (doubt.go): this
 //	                                      created after its object was        cluster's and the released object's markers,
 //	                                      released                            not terminating, within DoubtHorizon of a
 //	                                                                          write in doubt, released under
 //	                                                                          Delete/Foreground; UID precondition; a failed
-//	                                                                          cache read deletes nothing
+//	                                                                          cache read deletes nothing; nothing while
+//	                                                                          Session.Duplicate is not Alone
 //	syncer.releaser.deleteImported        an imported consumer copy           this Connection's imported copy, not being
 //	                                      (core.kbind.io/owner: provider)     deleted, UID precondition. Callers:
 //	                                                                          Syncer.deleteImported (DecideImport: the
@@ -123,8 +130,9 @@
 //	connection.SecretReconciler.Reconcile  the kubeconfig Secret's cleanup     no Connection uses the Secret
 //	                                      finalizer
 //	session.Manager.Retire                the heartbeat Lease                 see heartbeat.Delete; a failure never blocks
-//	                                      (heartbeat.Delete) when a           (the backend reaps it)
-//	                                      Connection goes
+//	                                      (heartbeat.Delete) when a           (the backend reaps it); kept while another
+//	                                      Connection goes                     konnector renews it with this consumer's
+//	                                                                          identity (Duplicate not Alone)
 //	heartbeat.Delete                      the heartbeat Lease on the          held by this consumer (holderIdentity), UID
 //	                                      provider                            and resourceVersion preconditions, read again
 //	                                                                          on a conflict (a renewal landing late)
@@ -166,6 +174,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/heartbeat"
 	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/ownership"
@@ -183,6 +192,9 @@ type releaser struct {
 	// session is the provider session; nil for a drain without one (it
 	// can only abandon).
 	session *session.Session
+	// duplicate is the verdict on the Connection's heartbeat Lease
+	// (session.Session.Duplicate); nil: Alone.
+	duplicate func() heartbeat.Verdict
 	// orphaned, when set, releases the related copies of an object deleted
 	// with the Orphan policy before its finalizer goes.
 	orphaned ReleaseOrphanedFunc
@@ -259,6 +271,9 @@ func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstruc
 	case owned && !known:
 		return r.unknownPolicy(cobj), nil
 	case owned && policy != kbindv1alpha1.DeletionPolicyOrphan:
+		if r.deletesHeld(cobj) {
+			return requeue, nil
+		}
 		return r.deleteCopy(ctx, cobj, pobj, policy)
 	case owned && pobj.GetLabels()[kbindv1alpha1.KeptLabel] != kbindv1alpha1.KeptOrphan:
 		// Orphan keeps the copy with its markers, and says so before the
@@ -280,6 +295,45 @@ func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstruc
 	r.deletions.forget(key)
 	r.results.forget(r.target, key)
 	return done, nil
+}
+
+// deletesHeld reports whether provider deletes wait because another live
+// konnector may renew this Connection's heartbeat Lease with this
+// consumer's identity (session.Session.Duplicate: a restored clone, whose
+// markers say "ours" on copies production uses). Which of the two is
+// production cannot be told from here, so neither deletes: a deleting
+// object keeps its finalizer and waits, with a pending result and a
+// Warning Event (once per message) saying why; it is looked at again with
+// backoff, and deletes once the Lease has been quiet for the window
+// (heartbeat.Judge). Orphan releases go on: they delete nothing.
+func (r *releaser) deletesHeld(cobj *unstructured.Unstructured) bool {
+	v := r.verdict()
+	if v == heartbeat.Alone {
+		return false
+	}
+	msg := fmt.Sprintf("deleting: the provider copy is kept and the object waits: another konnector renews the heartbeat Lease of Connection %s with this consumer cluster's identity (%s), "+
+		"as a consumer cluster restored from an etcd snapshot of this one does; no provider copy is deleted until it has stopped (docs/troubleshooting.md#duplicate-consumer)",
+		r.target.Connection, map[heartbeat.Verdict]string{heartbeat.Suspect: "one renewal seen", heartbeat.Duplicate: string(kbindv1alpha1.ReasonDuplicateConsumer)}[v])
+	if r.results.set(r.target, client.ObjectKeyFromObject(cobj), Result{State: StatePending, Message: msg, Deleting: true}) {
+		r.events.Eventf(cobj, nil, corev1.EventTypeWarning, string(kbindv1alpha1.ReasonDuplicateConsumer), "Delete", "%s", msg)
+	}
+	return true
+}
+
+// verdict is r.duplicate's, Alone without one.
+func (r *releaser) verdict() heartbeat.Verdict {
+	if r.duplicate == nil {
+		return heartbeat.Alone
+	}
+	return r.duplicate()
+}
+
+// verdictOf is the verdict function of s (nil without a session).
+func verdictOf(s *session.Session) func() heartbeat.Verdict {
+	if s == nil {
+		return nil
+	}
+	return s.Duplicate
 }
 
 // deleteCopy deletes the owned provider copy pobj of the consumer object
@@ -573,6 +627,11 @@ func (r *releaser) releaseMoved(ctx context.Context, cobj, pobj *unstructured.Un
 	if action == MoveNothing {
 		return done, nil
 	}
+	if r.deletesHeld(cobj) {
+		// Deleting the old copy or replacing its markers both change
+		// what may be another consumer's copy.
+		return requeue, nil
+	}
 	where := fmt.Sprintf("%s %s on the provider of Connection %q", r.target.ProviderGVK.Kind, client.ObjectKeyFromObject(pobj), r.target.Connection)
 	switch action {
 	case MoveDelete:
@@ -649,6 +708,10 @@ func (r *releaser) releaseMovedAll(ctx context.Context, objs []*unstructured.Uns
 // DoubtHorizon of the write): exactly that copy (UID precondition), under
 // the policy its object was released with.
 func (r *releaser) deleteLate(ctx context.Context, pobj *unstructured.Unstructured, policy kbindv1alpha1.DeletionPolicy) error {
+	if v := r.verdict(); v != heartbeat.Alone {
+		return fmt.Errorf("not deleting the provider copy %s that a write in doubt created after its consumer object was released: another konnector renews this Connection's heartbeat Lease with this consumer cluster's identity (%s)",
+			client.ObjectKeyFromObject(pobj), v)
+	}
 	uid := pobj.GetUID()
 	if err := r.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}, client.PropagationPolicy(propagationOf(policy))); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting the provider copy %s that a write in doubt created after its consumer object was released: %w",

@@ -386,7 +386,7 @@ func New(o Options) *Syncer {
 	return &Syncer{
 		reporter: rp, consumer: o.Consumer, ccache: o.Cache, session: o.Session,
 		workers: workers, limiter: limiter, onReady: o.OnReady, onFailed: o.OnFailed,
-		releaser:         &releaser{reporter: rp, consumer: o.Consumer, session: o.Session, orphaned: o.ReleaseOrphaned, doubts: inDoubt},
+		releaser:         &releaser{reporter: rp, consumer: o.Consumer, session: o.Session, duplicate: verdictOf(o.Session), orphaned: o.ReleaseOrphaned, doubts: inDoubt},
 		doubts:           inDoubt,
 		absences:         &absences{window: window, clock: time.Now},
 		deselectionGrace: grace,

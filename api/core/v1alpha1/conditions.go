@@ -125,6 +125,13 @@ const (
 	// the operator accepts the switch with AcceptStorageVersionAnnotation
 	// (docs/bindings.md#storage-version-changes).
 	ReasonStorageVersionChange Reason = "StorageVersionChange"
+	// ReasonDuplicateConsumer: two live konnectors serve this Connection
+	// with one consumer identity — a consumer cluster restored from an etcd
+	// snapshot of this one (a disaster-recovery drill, a staging clone)
+	// renews the same heartbeat Lease, their nonces alternating on it
+	// (Heartbeat=False and Ready=False): sync pauses and no provider copy
+	// is deleted until one of them stops (docs/troubleshooting.md#duplicate-consumer).
+	ReasonDuplicateConsumer Reason = "DuplicateConsumer"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
@@ -147,5 +154,5 @@ var Reasons = []Reason{
 	ReasonForbidden, ReasonDrainingBindings, ReasonConversionWebhook,
 	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused, ReasonInvalidFilter, ReasonInvalidMutation,
 	ReasonOverlappingBinding, ReasonSchemaIncompatible, ReasonProviderCopyDeleting,
-	ReasonImportRefused, ReasonConsumerObjectExists, ReasonStorageVersionChange,
+	ReasonImportRefused, ReasonConsumerObjectExists, ReasonStorageVersionChange, ReasonDuplicateConsumer,
 }

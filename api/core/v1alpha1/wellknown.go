@@ -196,6 +196,14 @@ const (
 	// token in: the hash of the kubeconfig whose token it renews, so that
 	// a changed kubeconfig Secret always wins over the renewed token.
 	RenewedFromAnnotation = "core.kbind.io/renewed-from"
+	// KonnectorNonceAnnotation is on the heartbeat Lease: a random value
+	// each konnector process draws when it starts and writes with each
+	// renewal. A restart, a leader failover or an upgrade changes it once;
+	// two values alternating on one Lease mean two live konnectors with one
+	// consumer identity (a restored clone), and both report
+	// DuplicateConsumer (docs/troubleshooting.md#duplicate-consumer). Not a
+	// secret.
+	KonnectorNonceAnnotation = "core.kbind.io/konnector-nonce"
 	// CredentialRenewsAnnotation is "true" when the konnector renews the
 	// credential before it expires.
 	CredentialRenewsAnnotation = "core.kbind.io/credential-renews"
