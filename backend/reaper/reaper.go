@@ -755,11 +755,10 @@ func (r *Reaper) report(ctx context.Context, p *pass, f *found) {
 	}
 }
 
-// deleteAll deletes objects one by one, asking stillStale before each, and
-// returns the keys of the refused ones. Objects already terminating are
+// deleteAll deletes objects one by one, asking stillStale before each;
+// each refused one counts in p.refused. Objects already terminating are
 // not deleted again: their finalizers run, the reaper waits.
-func (r *Reaper) deleteAll(ctx context.Context, p *pass, objs []Object) map[string]bool {
-	refused := map[string]bool{}
+func (r *Reaper) deleteAll(ctx context.Context, p *pass, objs []Object) {
 	for _, o := range objs {
 		if o.Terminating {
 			continue
@@ -767,14 +766,12 @@ func (r *Reaper) deleteAll(ctx context.Context, p *pass, objs []Object) map[stri
 		if !p.stillStale() {
 			p.stopped = true
 			log.FromContext(ctx).Info("The consumer renewed a heartbeat Lease; stopping reaping at once")
-			return refused
+			return
 		}
 		if err := r.delete(ctx, p.uid, o); err != nil {
-			refused[o.Key()] = true
 			p.refused++
 		}
 	}
-	return refused
 }
 
 // delete deletes one object with a UID precondition (a re-created object of
