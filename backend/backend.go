@@ -47,8 +47,8 @@ type Options struct {
 	// ReapInterval is how soon an unfinished reaping is looked at again.
 	ReapInterval time.Duration
 	// ReapGrace is how long the reaper's mark on a stale consumer's copy
-	// must survive (no live konnector cleared it) before the copy is
-	// deleted; reaper.DefaultGrace when zero.
+	// or related copy must survive (no live konnector cleared it) before
+	// it is deleted; reaper.DefaultGrace when zero.
 	ReapGrace time.Duration
 	// Clock is the backend's own clock; the real one when nil.
 	Clock clock.Clock

@@ -294,7 +294,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	if c.announceReaping(uid) {
 		logger.Info("Every heartbeat Lease of the consumer is stale; reaping")
-		c.event(&leases[0], corev1.EventTypeWarning, ReasonReaping, "Reap", "every heartbeat Lease of consumer cluster %s is stale; marking its copies (core.kbind.io/reap-marked-at), and deleting what it left on this cluster once every mark survived the grace period (a live konnector clears them)", uid)
+		c.event(&leases[0], corev1.EventTypeWarning, ReasonReaping, "Reap", "every heartbeat Lease of consumer cluster %s is stale; marking its copies and related copies (core.kbind.io/reap-marked-at), and deleting what it left on this cluster once every mark survived the grace period (a live konnector clears them)", uid)
 	}
 	done, err := c.Reaper.Reap(ctx, uid, func() bool { return c.stillStale(ctx, uid) })
 	if err != nil {

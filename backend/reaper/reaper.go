@@ -1,7 +1,9 @@
 // Package reaper deletes what a consumer cluster that stopped heartbeating
 // left on the provider (BE-3): its provider copies, then its related
-// Secret/ConfigMap copies, then the namespaces kbind created for it once they
-// hold nothing else, and last its heartbeat Leases. It selects server-side by
+// Secret/ConfigMap copies — both marked first and deleted only once every
+// mark survived the grace period, no live konnector clearing one — then
+// the namespaces kbind created for it once they hold nothing else, and
+// last its heartbeat Leases. It selects server-side by
 // the consumer-cluster-uid label, re-checks every marker before deleting,
 // deletes with a UID precondition, never strips finalizers, and keeps no
 // state between passes: a restarted backend recomputes everything from the
@@ -416,63 +418,34 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 	// reported and is retried), and no namespace can be proven empty.
 	p.refused += len(undiscovered)
 
-	// Copies, then related copies: each phase waits for the previous one to
-	// be gone, since a provider controller finalizing a copy may still need
-	// its related Secret.
-	if end, v := r.reapCopies(ctx, p); end {
-		return v, nil
-	}
-	if end, v := r.reapPhase(ctx, p, PhaseRelated); end {
+	// Copies and related copies are marked in one round and go only when
+	// every mark survived; then copies first, related copies once the
+	// copies are gone, since a provider controller finalizing a copy may
+	// still need its related Secret.
+	if end, v := r.reapMarked(ctx, p); end {
 		return v, nil
 	}
 	return r.reapNamespacesAndLeases(ctx, p), nil
 }
 
-// reapPhase deletes the consumer's objects of one phase and says whether
-// the pass ends there, and how: Stopped when the consumer stopped being
-// stale, Waiting while objects it deleted are still there (a refused one
-// does not make it wait: waiting would not help).
-func (r *Reaper) reapPhase(ctx context.Context, p *pass, phase Phase) (end bool, v Verdict) {
-	f := r.collect(ctx, p.resources, p.uid, phase)
-	r.report(ctx, p, f)
-	objs := f.byPhase[phase]
-	p.found += len(objs)
-	if len(objs) == 0 {
-		return false, Done
-	}
-	refusedBefore := p.refused
-	refusedKeys := r.deleteAll(ctx, p, objs)
-	if p.stopped {
-		return true, Stopped
-	}
-	left := r.collect(ctx, p.resources, p.uid, phase)
-	remaining := 0
-	for _, o := range left.byPhase[phase] {
-		if !refusedKeys[o.Key()] {
-			remaining++
-		}
-	}
-	if v := PhaseVerdict(remaining, p.refused-refusedBefore); v == Waiting {
-		log.FromContext(ctx).V(1).Info("Waiting for deletions to finish", "phase", phase.String(), "left", remaining)
-		return true, Waiting
-	}
-	return false, Done
-}
-
-// reapCopies is the copies phase, in two (BE-3): the Lease's word alone
-// never deletes. Copies that are not all marked long enough are marked
-// (phase 1) and the pass waits; only when every copy carries a mark that
-// survived the grace period — no live konnector cleared any — are they
-// deleted, each read again first (a failed read deletes nothing) and
-// deleted at the very version that was read (UID and resourceVersion
-// preconditions: a konnector clearing the mark meanwhile wins). Anything
-// that keeps a copy for a reason that may pass ends the pass (Waiting):
-// the related copies, namespaces and Leases wait for the copies.
-func (r *Reaper) reapCopies(ctx context.Context, p *pass) (end bool, v Verdict) {
+// reapMarked is the copies and related copies phases, in two (BE-3): the
+// Lease's word alone never deletes. The consumer's copies and related
+// Secret/ConfigMap copies are one marking round: unless every one of them
+// carries a mark that survived the grace period, those without one are
+// marked (phase 1) and the pass waits. A live konnector clears the marks
+// (its syncer on copies, its related syncer on related copies), so one
+// unmarked object — cleared, or new — keeps them all. Only then are they
+// deleted, copies first and related copies once the copies are gone, each
+// read again first (a failed read deletes nothing) and deleted at the very
+// version that was read (UID and resourceVersion preconditions: a
+// konnector clearing the mark meanwhile wins, and stops the round).
+// Anything that keeps an object for a reason that may pass ends the pass
+// (Waiting): the namespaces and Leases wait for both.
+func (r *Reaper) reapMarked(ctx context.Context, p *pass) (end bool, v Verdict) {
 	logger := log.FromContext(ctx)
-	f := r.collect(ctx, p.resources, p.uid, PhaseCopies)
+	f := r.collect(ctx, p.resources, p.uid, PhaseCopies, PhaseRelated)
 	r.report(ctx, p, f)
-	objs := f.byPhase[PhaseCopies]
+	objs := slices.Concat(f.byPhase[PhaseCopies], f.byPhase[PhaseRelated])
 	p.found += len(objs)
 	if len(objs) == 0 {
 		return false, Done
@@ -495,31 +468,34 @@ func (r *Reaper) reapCopies(ctx context.Context, p *pass) (end bool, v Verdict) 
 		refused = refusedMarks
 		if len(f.failed) > 0 || !CopiesVerdict(dueActions(objs, refused, now, grace)) {
 			due := UntilDue(dueMarks(objs, refused, now), now, grace)
-			logger.Info("Marked the stale consumer's copies; they are deleted only if the marks survive the grace period (a live konnector clears them)",
-				"marked", marked, "copies", len(objs), "grace", grace.String(), "nextPassIn", due.String())
+			logger.Info("Marked the stale consumer's copies and related copies; they are deleted only if the marks survive the grace period (a live konnector clears them)",
+				"marked", marked, "copies", len(f.byPhase[PhaseCopies]), "relatedCopies", len(f.byPhase[PhaseRelated]),
+				"grace", grace.String(), "nextPassIn", due.String())
 			r.pace(p.uid, due)
 			return true, Waiting
 		}
-		// Only copies the backend may not mark were left: the others are
+		// Only objects the backend may not mark were left: the others are
 		// due; the refused ones are reported (Blocked), as a refused
 		// delete would be.
 	}
 	refusedBefore := p.refused
 	p.refused += len(refused)
-	waiting, end, v := r.deleteDue(ctx, p, objs, refused, now, grace)
-	if end {
-		return true, v
-	}
-	left := r.collect(ctx, p.resources, p.uid, PhaseCopies)
-	for _, o := range left.byPhase[PhaseCopies] {
-		if !refused[o.Key()] {
-			// Deleted and still there (finalizers), kept back, or new.
-			waiting++
+	for _, phase := range []Phase{PhaseCopies, PhaseRelated} {
+		waiting, end, v := r.deleteDue(ctx, p, f.byPhase[phase], refused, now, grace)
+		if end {
+			return true, v
 		}
-	}
-	if v := PhaseVerdict(waiting, p.refused-refusedBefore); v == Waiting {
-		logger.V(1).Info("Waiting for the copies to be gone", "left", len(left.byPhase[PhaseCopies]))
-		return true, Waiting
+		left := r.collect(ctx, p.resources, p.uid, phase)
+		for _, o := range left.byPhase[phase] {
+			if !refused[o.Key()] {
+				// Deleted and still there (finalizers), kept back, or new.
+				waiting++
+			}
+		}
+		if v := PhaseVerdict(waiting, p.refused-refusedBefore); v == Waiting {
+			logger.V(1).Info("Waiting for deletions to finish", "phase", phase.String(), "left", len(left.byPhase[phase]))
+			return true, Waiting
+		}
 	}
 	return false, Done
 }
@@ -661,7 +637,7 @@ func (r *Reaper) confirmDue(ctx context.Context, uid string, o Object, now time.
 		return o, false, false
 	}
 	action := DecideCopy(m.Labels, m.Annotations[kbindv1alpha1.ReapMarkedAtAnnotation], now, grace)
-	if m.UID != o.UID || !Owned(PhaseCopies, uid, m.Labels, m.Annotations) || m.DeletionTimestamp != nil || action != DeleteCopy {
+	if m.UID != o.UID || !Owned(o.Resource.Phase, uid, m.Labels, m.Annotations) || m.DeletionTimestamp != nil || action != DeleteCopy {
 		log.FromContext(ctx).V(1).Info("A copy of a stale consumer changed since it was listed (its mark cleared, kept, or replaced); not deleting it",
 			"resource", o.Resource.ResourceName(), "namespace", o.Namespace, "name", o.Name)
 		return o, false, m.UID == o.UID && action == MarkCopy
@@ -779,11 +755,10 @@ func (r *Reaper) report(ctx context.Context, p *pass, f *found) {
 	}
 }
 
-// deleteAll deletes objects one by one, asking stillStale before each, and
-// returns the keys of the refused ones. Objects already terminating are
+// deleteAll deletes objects one by one, asking stillStale before each;
+// each refused one counts in p.refused. Objects already terminating are
 // not deleted again: their finalizers run, the reaper waits.
-func (r *Reaper) deleteAll(ctx context.Context, p *pass, objs []Object) map[string]bool {
-	refused := map[string]bool{}
+func (r *Reaper) deleteAll(ctx context.Context, p *pass, objs []Object) {
 	for _, o := range objs {
 		if o.Terminating {
 			continue
@@ -791,14 +766,12 @@ func (r *Reaper) deleteAll(ctx context.Context, p *pass, objs []Object) map[stri
 		if !p.stillStale() {
 			p.stopped = true
 			log.FromContext(ctx).Info("The consumer renewed a heartbeat Lease; stopping reaping at once")
-			return refused
+			return
 		}
 		if err := r.delete(ctx, p.uid, o); err != nil {
-			refused[o.Key()] = true
 			p.refused++
 		}
 	}
-	return refused
 }
 
 // delete deletes one object with a UID precondition (a re-created object of

@@ -103,7 +103,7 @@ func TestBackendRenderReap(t *testing.T) {
 	rules := fmt.Sprint(objs["ClusterRole/backend"]["rules"])
 	for _, want := range []string{
 		"map[apiGroups:[example.org] resources:[*] verbs:[get list patch delete]]",
-		"resources:[secrets configmaps] verbs:[list delete]",
+		"resources:[secrets configmaps] verbs:[get list patch delete]",
 		"resources:[namespaces] verbs:[list]]",
 		"resources:[leases] verbs:[get list watch patch delete]",
 	} {

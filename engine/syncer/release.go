@@ -149,9 +149,10 @@
 // Outside the engine, the backend reaper (backend/reaper) deletes what a
 // consumer cluster that stopped heartbeating left on the provider: its
 // copies, related copies, namespaces and Leases, by their markers, with UID
-// preconditions, never stripping finalizers — copies only once the reaper's
-// mark on every one of them survived its grace period (Syncer.unmark
-// removes the marks while this konnector syncs), never a copy labelled
+// preconditions, never stripping finalizers — copies and related copies
+// only once the reaper's mark on every one of them survived its grace
+// period (Syncer.unmark and, on related copies, the related syncer's
+// unmark remove the marks while this konnector syncs), never a copy labelled
 // core.kbind.io/kept (releaser.keep); and kubectl kbind revoke
 // (cli) deletes what grant made for a consumer.
 

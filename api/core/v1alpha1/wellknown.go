@@ -158,10 +158,10 @@ const (
 	StaleSinceAnnotation = "core.kbind.io/stale-since"
 
 	// ReapMarkedAtAnnotation is the backend reaper's phase-1 mark on a
-	// provider copy of a consumer whose heartbeat Leases are all stale,
-	// with the RFC 3339 time (the backend's clock) it was marked. A live
-	// konnector, which watches its copies, removes it; only a mark that
-	// survives the backend's --reap-grace leads to a delete.
+	// provider copy or related copy of a consumer whose heartbeat Leases
+	// are all stale, with the RFC 3339 time (the backend's clock) it was
+	// marked. A live konnector, which watches its copies, removes it; only
+	// a mark that survives the backend's --reap-grace leads to a delete.
 	ReapMarkedAtAnnotation = "core.kbind.io/reap-marked-at"
 
 	// KeptLabel is on provider copies kbind keeps on purpose (KeptOrphan:
