@@ -127,36 +127,5 @@ func TestGoneConsumerRelatedCopiesAreMarkedFirst(t *testing.T) {
 	env.Related(t, "ConfigMap", "team-a", "a-cm", consumerA)
 	env.Lease(t, "kbind", "a-1", consumerA)
 
-	const longGrace = 4 * time.Second
-	startBackend(t, env, backend.Options{StaleAfter: window, Reap: true, ReapInterval: 200 * time.Millisecond, ReapGrace: longGrace})
-	var markedSeen time.Time
-	backendtest.Eventually(t, 2*window+5*time.Second, "the related copy marked", func() error {
-		mark, found, _ := related(t, env, "ConfigMap", "team-a", "a-cm")
-		if !found {
-			t.Fatal("the related copy was deleted without ever being marked")
-		}
-		if mark == "" {
-			return fmt.Errorf("not marked")
-		}
-		markedSeen = time.Now()
-		return nil
-	})
-	backendtest.Consistently(t, longGrace-time.Second, "the marked related copy waits for the grace period", func() error {
-		if _, found, terminating := related(t, env, "ConfigMap", "team-a", "a-cm"); !found || terminating {
-			return fmt.Errorf("deleted %s after the mark was seen, before the grace period (%s)", time.Since(markedSeen), longGrace)
-		}
-		if _, err := lease(t, env, "kbind", "a-1"); err != nil {
-			return fmt.Errorf("the Lease deleted before the related copies: %v", err)
-		}
-		return nil
-	})
-	backendtest.Eventually(t, longGrace+10*time.Second, "the gone consumer reaped", func() error {
-		if _, found, _ := related(t, env, "ConfigMap", "team-a", "a-cm"); found {
-			return fmt.Errorf("a-cm still there")
-		}
-		if _, err := lease(t, env, "kbind", "a-1"); err == nil {
-			return fmt.Errorf("the Lease still there")
-		}
-		return nil
-	})
+	reapedAfterGrace(t, env, "the related copy team-a/a-cm", func() (string, bool, bool) { return related(t, env, "ConfigMap", "team-a", "a-cm") })
 }

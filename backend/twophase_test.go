@@ -72,6 +72,48 @@ func markOf(t *testing.T, env *backendtest.Env, kind, namespace, name string) (m
 	return u.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation], found, terminating
 }
 
+// reapedAfterGrace starts a reaping backend with a grace period of a few
+// seconds and holds what read reads (one provider object of the gone
+// consumer: its reap mark, whether it exists, whether it is terminating)
+// to the two phases: marked first (never deleted unmarked), kept — and the
+// consumer's Lease with it — while the mark's grace period runs, then
+// reaped, the Lease after it.
+func reapedAfterGrace(t *testing.T, env *backendtest.Env, what string, read func() (mark string, found, terminating bool)) {
+	t.Helper()
+	const longGrace = 4 * time.Second
+	startBackend(t, env, backend.Options{StaleAfter: window, Reap: true, ReapInterval: 200 * time.Millisecond, ReapGrace: longGrace})
+	var markedSeen time.Time
+	backendtest.Eventually(t, 2*window+5*time.Second, what+" marked", func() error {
+		mark, found, _ := read()
+		if !found {
+			t.Fatalf("%s was deleted without ever being marked", what)
+		}
+		if mark == "" {
+			return fmt.Errorf("not marked")
+		}
+		markedSeen = time.Now()
+		return nil
+	})
+	backendtest.Consistently(t, longGrace-time.Second, what+" waits for the grace period", func() error {
+		if _, found, terminating := read(); !found || terminating {
+			return fmt.Errorf("%s deleted %s after the mark was seen, before the grace period (%s)", what, time.Since(markedSeen), longGrace)
+		}
+		if _, err := lease(t, env, "kbind", "a-1"); err != nil {
+			return fmt.Errorf("the Lease deleted before %s: %v", what, err)
+		}
+		return nil
+	})
+	backendtest.Eventually(t, longGrace+10*time.Second, "the gone consumer reaped", func() error {
+		if _, found, _ := read(); found {
+			return fmt.Errorf("%s still there", what)
+		}
+		if _, err := lease(t, env, "kbind", "a-1"); err == nil {
+			return fmt.Errorf("the Lease still there")
+		}
+		return nil
+	})
+}
+
 // TestLiveConsumerWithRefusedRenewalsIsNeverReaped (issue #52, path 4): the
 // consumer's Lease is never renewed (renewals refused) while its konnector
 // keeps syncing and clears the reaper's marks: its copies, related copies,
@@ -122,38 +164,7 @@ func TestGoneConsumerIsReapedAfterGrace(t *testing.T) {
 	env.Related(t, "ConfigMap", "team-a", "a-cm", consumerA)
 	env.Lease(t, "kbind", "a-1", consumerA)
 
-	const longGrace = 4 * time.Second
-	startBackend(t, env, backend.Options{StaleAfter: window, Reap: true, ReapInterval: 200 * time.Millisecond, ReapGrace: longGrace})
-	var markedSeen time.Time
-	backendtest.Eventually(t, 2*window+5*time.Second, "the copy marked", func() error {
-		mark, found, _ := markOf(t, env, "Widget", "team-a", "db")
-		if !found {
-			return fmt.Errorf("the copy is gone, never marked")
-		}
-		if mark == "" {
-			return fmt.Errorf("not marked")
-		}
-		markedSeen = time.Now()
-		return nil
-	})
-	backendtest.Consistently(t, longGrace-time.Second, "the marked copy waits for the grace period", func() error {
-		if _, found, terminating := markOf(t, env, "Widget", "team-a", "db"); !found || terminating {
-			return fmt.Errorf("deleted %s after the mark was seen, before the grace period (%s)", time.Since(markedSeen), longGrace)
-		}
-		if _, err := lease(t, env, "kbind", "a-1"); err != nil {
-			return fmt.Errorf("the Lease deleted before the copies: %v", err)
-		}
-		return nil
-	})
-	backendtest.Eventually(t, longGrace+10*time.Second, "the gone consumer reaped", func() error {
-		if _, found, _ := markOf(t, env, "Widget", "team-a", "db"); found {
-			return fmt.Errorf("db still there")
-		}
-		if _, err := lease(t, env, "kbind", "a-1"); err == nil {
-			return fmt.Errorf("the Lease still there")
-		}
-		return nil
-	})
+	reapedAfterGrace(t, env, "the copy team-a/db", func() (string, bool, bool) { return markOf(t, env, "Widget", "team-a", "db") })
 	if n := events(t, env, "team-a", "db", reaper.ReasonReaped); n > 1 {
 		t.Errorf("%d Reaped Events about db", n)
 	}
