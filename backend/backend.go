@@ -46,6 +46,10 @@ type Options struct {
 	Reap bool
 	// ReapInterval is how soon an unfinished reaping is looked at again.
 	ReapInterval time.Duration
+	// ReapGrace is how long the reaper's mark on a stale consumer's copy
+	// or related copy must survive (no live konnector cleared it) before
+	// it is deleted; reaper.DefaultGrace when zero.
+	ReapGrace time.Duration
 	// Clock is the backend's own clock; the real one when nil.
 	Clock clock.Clock
 }
@@ -93,6 +97,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*liveness.Controller, error) {
 			return nil, err
 		}
 		r.Events = mgr.GetEventRecorder(EventSource)
+		r.Grace, r.Clock = opts.ReapGrace, clk
 		c.Reaper = r
 	}
 	if err := c.SetupWithManager(mgr); err != nil {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -88,6 +89,10 @@ func startBackend(t *testing.T, env *backendtest.Env, opts backend.Options) (sto
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.Reap && opts.ReapGrace == 0 {
+		// The grace period's own tests are in twophase_test.go.
+		opts.ReapGrace = 500 * time.Millisecond
 	}
 	if _, err := backend.Setup(mgr, opts); err != nil {
 		t.Fatal(err)
@@ -567,6 +572,12 @@ func TestPassStopsBetweenDeletions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	r.Grace, r.Clock = time.Minute, clk
+	if v, err := r.Pass(context.Background(), consumerA, func() bool { return true }); err != nil || v != reaper.Waiting {
+		t.Fatalf("first pass: %v %v, want waiting (marked)", v, err)
+	}
+	clk.SetTime(clk.Now().Add(r.Grace)) // the marks survived the grace period
 	calls := 0
 	v, err := r.Pass(context.Background(), consumerA, func() bool { calls++; return calls <= 2 })
 	if err != nil || v != reaper.Stopped {
@@ -654,8 +665,10 @@ func TestForbiddenKindIsReported(t *testing.T) {
 	cfg := env.AddUser(t, "reaper")
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "reaper"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"list"}},
-		{APIGroups: []string{"example.org"}, Resources: []string{"widgets"}, Verbs: []string{"delete"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "namespaces"}, Verbs: []string{"delete"}},
+		{APIGroups: []string{"example.org"}, Resources: []string{"widgets"}, Verbs: []string{"get", "patch", "delete"}},
+		// Related copies are marked and read again like copies.
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"delete"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"delete"}},
 	}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reaper"},
@@ -668,6 +681,7 @@ func TestForbiddenKindIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.Grace = 500 * time.Millisecond
 	before, _ := metricValue(t, "kbind_backend_deletions_total", map[string]string{"kind": "Gadget.example.org", "result": "forbidden"})
 	var v reaper.Verdict
 	backendtest.Eventually(t, 10*time.Second, "a blocked pass (RBAC takes a moment)", func() error {
@@ -695,7 +709,8 @@ func TestForbiddenKindIsReported(t *testing.T) {
 	if after, _ := metricValue(t, "kbind_backend_deletions_total", map[string]string{"kind": "Gadget.example.org", "result": "forbidden"}); after <= before {
 		t.Errorf("forbidden deletions of Gadgets not counted (%v → %v)", before, after)
 	}
-	if !strings.Contains(logs.String(), "Not allowed to delete an object of a stale consumer") {
+	// The Gadget may not even be marked (phase 1 of reaping): refused too.
+	if !strings.Contains(logs.String(), "Marking a copy of a stale consumer failed") {
 		t.Error("the refusal was not logged")
 	}
 }
@@ -877,9 +892,11 @@ func TestReapCandidatesMetric(t *testing.T) {
 	env.Lease(t, "kbind", "c-1", consumerC)
 
 	startBackend(t, env, backend.Options{StaleAfter: window, Reap: true, ReapInterval: 100 * time.Millisecond})
-	backendtest.Eventually(t, 15*time.Second, "the held copy counted", func() error {
-		if v, ok := candidates(); !ok || v != 1 {
-			return fmt.Errorf("kbind_backend_reap_candidates = %v (present: %v), want 1", v, ok)
+	// Copies and related copies are listed in one round: the held copy
+	// and the related ConfigMap waiting for it.
+	backendtest.Eventually(t, 15*time.Second, "the held copy and the related copy counted", func() error {
+		if v, ok := candidates(); !ok || v != 2 {
+			return fmt.Errorf("kbind_backend_reap_candidates = %v (present: %v), want 2", v, ok)
 		}
 		return nil
 	})
@@ -893,8 +910,8 @@ func TestReapCandidatesMetric(t *testing.T) {
 	})
 	stop()
 	backendtest.Eventually(t, 15*time.Second, "counted again once stale again", func() error {
-		if v, ok := candidates(); !ok || v != 1 {
-			return fmt.Errorf("kbind_backend_reap_candidates = %v (present: %v), want 1", v, ok)
+		if v, ok := candidates(); !ok || v != 2 {
+			return fmt.Errorf("kbind_backend_reap_candidates = %v (present: %v), want 2", v, ok)
 		}
 		return nil
 	})

@@ -179,6 +179,11 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Engine, err
 		Consumer: mgr.GetClient(), Cache: mgr.GetCache(), Sessions: sessions,
 		Events: mgr.GetEventRecorder("kbind-konnector"), Results: results, Workers: opts.Workers,
 		Notify: wakeups.syncerChanged,
+		// A provider object of an imported copy must stay gone one binding
+		// resync before the copy goes (issue #52).
+		ImportAbsenceWindow: opts.BindingResync,
+		// Every binding recomputes its claims at least once in it.
+		DeselectionGrace: 2 * opts.BindingResync,
 	}
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {

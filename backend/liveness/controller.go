@@ -46,6 +46,13 @@ type Reaper interface {
 	Reap(ctx context.Context, consumerUID string, stillStale func() bool) (done bool, err error)
 }
 
+// pacer is a Reaper that says how long a consumer's next pass may wait:
+// its copies carry marks that fall due later, and passes before would only
+// mark again what a live konnector unmarked.
+type pacer interface {
+	NextPass(consumerUID string) (time.Duration, bool)
+}
+
 // forgetter is a Reaper that reports per consumer while reaping it
 // (metrics) and is told when that ends between passes.
 type forgetter interface {
@@ -287,15 +294,21 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	if c.announceReaping(uid) {
 		logger.Info("Every heartbeat Lease of the consumer is stale; reaping")
-		c.event(&leases[0], corev1.EventTypeWarning, ReasonReaping, "Reap", "every heartbeat Lease of consumer cluster %s is stale; deleting what it left on this cluster", uid)
+		c.event(&leases[0], corev1.EventTypeWarning, ReasonReaping, "Reap", "every heartbeat Lease of consumer cluster %s is stale; marking its copies and related copies (core.kbind.io/reap-marked-at), and deleting what it left on this cluster once every mark survived the grace period (a live konnector clears them)", uid)
 	}
 	done, err := c.Reaper.Reap(ctx, uid, func() bool { return c.stillStale(ctx, uid) })
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reaping consumer %s: %w", uid, err)
 	}
 	if !done {
-		logger.V(1).Info("Reaping not finished; looking again later", "after", c.ReapInterval.String())
-		return reconcile.Result{RequeueAfter: c.ReapInterval}, nil
+		after := c.ReapInterval
+		if p, ok := c.Reaper.(pacer); ok {
+			if d, ok := p.NextPass(uid); ok && d > after {
+				after = d // a renewal still requeues at once (its watch event)
+			}
+		}
+		logger.V(1).Info("Reaping not finished; looking again later", "after", after.String())
+		return reconcile.Result{RequeueAfter: after}, nil
 	}
 	logger.Info("Reaped stale consumer")
 	return reconcile.Result{}, nil

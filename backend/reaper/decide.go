@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -155,6 +156,9 @@ type Object struct {
 	// was judged on its contents at that version (a Lease's holder).
 	ResourceVersion string
 	Terminating     bool
+	// MarkedAt is the copy's reap mark (core.kbind.io/reap-marked-at), ""
+	// when unmarked.
+	MarkedAt string
 }
 
 // Key identifies the object across resources.
@@ -345,3 +349,95 @@ func Refused(err error) bool {
 	}
 	return !strings.HasSuffix(status.Status().Message, ": not yet ready to handle request")
 }
+
+// CopyAction is what the two-phase reaper does with one provider copy of a
+// stale consumer (BE-3): the Lease's word alone never deletes. Phase 1
+// marks the copy (core.kbind.io/reap-marked-at, the backend's clock); a
+// live konnector, which watches its copies, removes the mark; only a mark
+// that survived the grace period leads to a delete.
+type CopyAction int
+
+const (
+	// KeepCopy means the copy is kept on purpose (core.kbind.io/kept): never
+	// marked, never deleted.
+	KeepCopy CopyAction = iota
+	// MarkCopy means unmarked (never marked, or a live konnector cleared the
+	// mark), or marked with a time that cannot count: mark it now.
+	MarkCopy
+	// WaitForGrace means marked less than the grace period ago.
+	WaitForGrace
+	// DeleteCopy means the mark survived the grace period.
+	DeleteCopy
+)
+
+func (a CopyAction) String() string {
+	return [...]string{"keep", "mark", "wait", "delete"}[a]
+}
+
+// Kept reports whether an object is kept on purpose by kbind (the
+// core.kbind.io/kept label, any value): the reaper never marks nor deletes
+// it.
+func Kept(labels map[string]string) bool {
+	_, ok := labels[kbindv1alpha1.KeptLabel]
+	return ok
+}
+
+// DecideCopy decides one copy's fate from its labels, its mark and the
+// backend's clock. A mark that cannot be parsed, or lies in the future (a
+// replica with another clock wrote it), is written again: the grace
+// period starts over, never shortens.
+func DecideCopy(labels map[string]string, markedAt string, now time.Time, grace time.Duration) CopyAction {
+	if Kept(labels) {
+		return KeepCopy
+	}
+	if markedAt == "" {
+		return MarkCopy
+	}
+	t, err := time.Parse(time.RFC3339, markedAt)
+	if err != nil || t.After(now) {
+		return MarkCopy
+	}
+	if now.Sub(t) < grace {
+		return WaitForGrace
+	}
+	return DeleteCopy
+}
+
+// CopiesVerdict decides a consumer's copies as a whole: they are deleted
+// only when every copy that is not kept or already terminating carries a
+// mark that survived the grace period. One unmarked copy — new, or
+// cleared by a live konnector — keeps them all: a konnector that clears
+// any mark is live, whatever its Lease says.
+func CopiesVerdict(actions []CopyAction) (deleteAll bool) {
+	due := false
+	for _, a := range actions {
+		switch a {
+		case KeepCopy:
+			continue
+		case DeleteCopy:
+			due = true
+		default:
+			return false
+		}
+	}
+	return due
+}
+
+// UntilDue is how long until the earliest of marks (valid ones, see
+// DecideCopy) survived the grace period: when a pass can first delete
+// anything. Before that, passes would only mark again the copies a live
+// konnector unmarked. At least a second; grace when none is valid.
+func UntilDue(marks []string, now time.Time, grace time.Duration) time.Duration {
+	d := grace
+	for _, m := range marks {
+		t, err := time.Parse(time.RFC3339, m)
+		if err != nil || t.After(now) {
+			continue
+		}
+		d = min(d, t.Add(grace).Sub(now))
+	}
+	return max(d, time.Second)
+}
+
+// MarkValue is the reap mark's value at now: RFC 3339, UTC, seconds.
+func MarkValue(now time.Time) string { return now.UTC().Format(time.RFC3339) }

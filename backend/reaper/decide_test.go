@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -310,5 +311,74 @@ func TestRefused(t *testing.T) {
 		if got := Refused(tc.err); got != tc.want {
 			t.Errorf("%s: Refused = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestDecideCopy(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	grace := 10 * time.Minute
+	kept := map[string]string{kbindv1alpha1.KeptLabel: kbindv1alpha1.KeptOrphan}
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		mark   string
+		want   CopyAction
+	}{
+		{"unmarked: mark", nil, "", MarkCopy},
+		{"kept: never marked", kept, "", KeepCopy},
+		{"kept and marked: never deleted", kept, "2000-01-01T00:00:00Z", KeepCopy},
+		{"marked a moment ago: wait", nil, MarkValue(now.Add(-time.Minute)), WaitForGrace},
+		{"marked just under the grace period: wait", nil, MarkValue(now.Add(-grace + time.Second)), WaitForGrace},
+		{"the mark survived the grace period: delete", nil, MarkValue(now.Add(-grace)), DeleteCopy},
+		{"a mark that cannot be parsed: marked again", nil, "yesterday", MarkCopy},
+		{"a mark in the future (another clock): marked again, never early", nil, MarkValue(now.Add(time.Hour)), MarkCopy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DecideCopy(tc.labels, tc.mark, now, grace); got != tc.want {
+				t.Errorf("DecideCopy = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCopiesVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		actions []CopyAction
+		want    bool
+	}{
+		{"nothing", nil, false},
+		{"only kept copies", []CopyAction{KeepCopy}, false},
+		{"every mark survived", []CopyAction{DeleteCopy, DeleteCopy, KeepCopy}, true},
+		{"one mark cleared (a live konnector): none goes", []CopyAction{DeleteCopy, MarkCopy}, false},
+		{"one mark still young: none goes", []CopyAction{DeleteCopy, WaitForGrace}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := CopiesVerdict(tc.actions); got != tc.want {
+				t.Errorf("CopiesVerdict = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestUntilDue(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	grace := 10 * time.Minute
+	for _, tc := range []struct {
+		name  string
+		marks []string
+		want  time.Duration
+	}{
+		{"none", nil, grace},
+		{"all marked now", []string{MarkValue(now), MarkValue(now)}, grace},
+		{"the earliest mark counts", []string{MarkValue(now), MarkValue(now.Add(-4 * time.Minute))}, 6 * time.Minute},
+		{"already due: at least a second", []string{MarkValue(now.Add(-time.Hour))}, time.Second},
+		{"invalid and future marks do not count", []string{"x", MarkValue(now.Add(time.Hour))}, grace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := UntilDue(tc.marks, now, grace); got != tc.want {
+				t.Errorf("UntilDue = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

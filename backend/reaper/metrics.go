@@ -43,4 +43,9 @@ func recordCandidates(uid string, v Verdict, found int) {
 
 // Forget drops what the reaper reports of a consumer whose reaping ended
 // between passes (it renewed, or its Leases are gone).
-func (r *Reaper) Forget(uid string) { candidates.DeleteLabelValues(uid) }
+func (r *Reaper) Forget(uid string) {
+	candidates.DeleteLabelValues(uid)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.next, uid)
+}

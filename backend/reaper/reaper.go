@@ -1,7 +1,9 @@
 // Package reaper deletes what a consumer cluster that stopped heartbeating
 // left on the provider (BE-3): its provider copies, then its related
-// Secret/ConfigMap copies, then the namespaces kbind created for it once they
-// hold nothing else, and last its heartbeat Leases. It selects server-side by
+// Secret/ConfigMap copies — both marked first and deleted only once every
+// mark survived the grace period, no live konnector clearing one — then
+// the namespaces kbind created for it once they hold nothing else, and
+// last its heartbeat Leases. It selects server-side by
 // the consumer-cluster-uid label, re-checks every marker before deleting,
 // deletes with a UID precondition, never strips finalizers, and keeps no
 // state between passes: a restarted backend recomputes everything from the
@@ -14,10 +16,13 @@ package reaper
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,9 +30,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -39,6 +46,12 @@ const (
 	ReasonReapForbidden = "ReapForbidden"
 	ReasonReapFailed    = "ReapFailed"
 )
+
+// DefaultGrace is how long a reap mark must survive before the copy is
+// deleted: twenty times the konnector's 30 s binding resync, and as long as
+// its 10 m recheck — a live konnector clears a mark within seconds of the
+// watch event, and even a restarting one lists its copies well within it.
+const DefaultGrace = 10 * time.Minute
 
 // LeaseLister lists heartbeat Leases in every namespace with their spec,
 // which metadata-only requests cannot see (a typed client's
@@ -58,6 +71,52 @@ type Reaper struct {
 	Discovery discovery.DiscoveryInterface
 	// Events records one Event per deletion; nil records none.
 	Events events.EventRecorder
+	// Grace is how long a copy's reap mark must survive before the copy
+	// is deleted (DefaultGrace when zero).
+	Grace time.Duration
+	// Clock is the backend's clock, which marks are written and judged
+	// by; the real one when nil.
+	Clock clock.PassiveClock
+
+	// next paces the passes of a consumer whose copies carry marks: no
+	// pass before its marks fall due (NextPass). It only paces, never
+	// decides: a restarted backend marks again sooner, nothing else.
+	mu   sync.Mutex
+	next map[string]time.Duration
+}
+
+// NextPass says how long the consumer's next pass may wait: until the
+// earliest mark of its last marking round falls due; ok is false when
+// its last pass did not end marking (the controller's own interval then).
+func (r *Reaper) NextPass(uid string) (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.next[uid]
+	delete(r.next, uid)
+	return d, ok
+}
+
+func (r *Reaper) pace(uid string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next == nil {
+		r.next = map[string]time.Duration{}
+	}
+	r.next[uid] = d
+}
+
+func (r *Reaper) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
+
+func (r *Reaper) grace() time.Duration {
+	if r.Grace <= 0 {
+		return DefaultGrace
+	}
+	return r.Grace
 }
 
 // Plan is everything of one consumer the reaper would delete now, in order.
@@ -147,10 +206,12 @@ func (r *Reaper) listOwned(ctx context.Context, res Resource, uid string) ([]Obj
 	var out []Object
 	for i := range list.Items {
 		m := &list.Items[i]
-		if !Owned(res.Phase, uid, m.Labels, m.Annotations) {
+		if !Owned(res.Phase, uid, m.Labels, m.Annotations) || Kept(m.Labels) {
+			// Kept on purpose (an Orphan release): never the reaper's.
 			continue
 		}
-		out = append(out, Object{Resource: res, Namespace: m.Namespace, Name: m.Name, UID: m.UID, Terminating: m.DeletionTimestamp != nil})
+		out = append(out, Object{Resource: res, Namespace: m.Namespace, Name: m.Name, UID: m.UID, Terminating: m.DeletionTimestamp != nil,
+			MarkedAt: m.Annotations[kbindv1alpha1.ReapMarkedAtAnnotation]})
 	}
 	return out, nil
 }
@@ -357,46 +418,241 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 	// reported and is retried), and no namespace can be proven empty.
 	p.refused += len(undiscovered)
 
-	// Copies, then related copies: each phase waits for the previous one to
-	// be gone, since a provider controller finalizing a copy may still need
-	// its related Secret.
-	for _, phase := range []Phase{PhaseCopies, PhaseRelated} {
-		if end, v := r.reapPhase(ctx, p, phase); end {
-			return v, nil
-		}
+	// Copies and related copies are marked in one round and go only when
+	// every mark survived; then copies first, related copies once the
+	// copies are gone, since a provider controller finalizing a copy may
+	// still need its related Secret.
+	if end, v := r.reapMarked(ctx, p); end {
+		return v, nil
 	}
 	return r.reapNamespacesAndLeases(ctx, p), nil
 }
 
-// reapPhase deletes the consumer's objects of one phase and says whether
-// the pass ends there, and how: Stopped when the consumer stopped being
-// stale, Waiting while objects it deleted are still there (a refused one
-// does not make it wait: waiting would not help).
-func (r *Reaper) reapPhase(ctx context.Context, p *pass, phase Phase) (end bool, v Verdict) {
-	f := r.collect(ctx, p.resources, p.uid, phase)
+// reapMarked is the copies and related copies phases, in two (BE-3): the
+// Lease's word alone never deletes. The consumer's copies and related
+// Secret/ConfigMap copies are one marking round: unless every one of them
+// carries a mark that survived the grace period, those without one are
+// marked (phase 1) and the pass waits. A live konnector clears the marks
+// (its syncer on copies, its related syncer on related copies), so one
+// unmarked object — cleared, or new — keeps them all. Only then are they
+// deleted, copies first and related copies once the copies are gone, each
+// read again first (a failed read deletes nothing) and deleted at the very
+// version that was read (UID and resourceVersion preconditions: a
+// konnector clearing the mark meanwhile wins, and stops the round).
+// Anything that keeps an object for a reason that may pass ends the pass
+// (Waiting): the namespaces and Leases wait for both.
+func (r *Reaper) reapMarked(ctx context.Context, p *pass) (end bool, v Verdict) {
+	logger := log.FromContext(ctx)
+	f := r.collect(ctx, p.resources, p.uid, PhaseCopies, PhaseRelated)
 	r.report(ctx, p, f)
-	objs := f.byPhase[phase]
+	objs := slices.Concat(f.byPhase[PhaseCopies], f.byPhase[PhaseRelated])
 	p.found += len(objs)
 	if len(objs) == 0 {
 		return false, Done
 	}
-	refusedBefore := p.refused
-	refusedKeys := r.deleteAll(ctx, p, objs)
-	if p.stopped {
-		return true, Stopped
-	}
-	left := r.collect(ctx, p.resources, p.uid, phase)
-	remaining := 0
-	for _, o := range left.byPhase[phase] {
-		if !refusedKeys[o.Key()] {
-			remaining++
+	now, grace := r.now(), r.grace()
+	var actions []CopyAction
+	for _, o := range objs {
+		if !o.Terminating {
+			actions = append(actions, DecideCopy(nil, o.MarkedAt, now, grace))
 		}
 	}
-	if v := PhaseVerdict(remaining, p.refused-refusedBefore); v == Waiting {
-		log.FromContext(ctx).V(1).Info("Waiting for deletions to finish", "phase", phase.String(), "left", remaining)
-		return true, Waiting
+	refused := map[string]bool{}
+	if len(actions) > 0 && (len(f.failed) > 0 || !CopiesVerdict(actions)) {
+		// Phase 1, or a mark cleared by a live konnector, or copies that
+		// could not be listed (whose marks are unknown): mark, and wait.
+		marked, refusedMarks := r.markAll(ctx, p, objs, now, grace)
+		if p.stopped {
+			return true, Stopped
+		}
+		refused = refusedMarks
+		if len(f.failed) > 0 || !CopiesVerdict(dueActions(objs, refused, now, grace)) {
+			due := UntilDue(dueMarks(objs, refused, now), now, grace)
+			logger.Info("Marked the stale consumer's copies and related copies; they are deleted only if the marks survive the grace period (a live konnector clears them)",
+				"marked", marked, "copies", len(f.byPhase[PhaseCopies]), "relatedCopies", len(f.byPhase[PhaseRelated]),
+				"grace", grace.String(), "nextPassIn", due.String())
+			r.pace(p.uid, due)
+			return true, Waiting
+		}
+		// Only objects the backend may not mark were left: the others are
+		// due; the refused ones are reported (Blocked), as a refused
+		// delete would be.
+	}
+	refusedBefore := p.refused
+	p.refused += len(refused)
+	for _, phase := range []Phase{PhaseCopies, PhaseRelated} {
+		waiting, end, v := r.deleteDue(ctx, p, f.byPhase[phase], refused, now, grace)
+		if end {
+			return true, v
+		}
+		left := r.collect(ctx, p.resources, p.uid, phase)
+		for _, o := range left.byPhase[phase] {
+			if !refused[o.Key()] {
+				// Deleted and still there (finalizers), kept back, or new.
+				waiting++
+			}
+		}
+		if v := PhaseVerdict(waiting, p.refused-refusedBefore); v == Waiting {
+			logger.V(1).Info("Waiting for deletions to finish", "phase", phase.String(), "left", len(left.byPhase[phase]))
+			return true, Waiting
+		}
 	}
 	return false, Done
+}
+
+// deleteDue deletes the due copies objs (not terminating nor refused),
+// each confirmed by a fresh read, and returns how many it kept back for a
+// reason that may pass; end (with v) when the pass ends here: the consumer
+// renewed, or a mark was cleared meanwhile (a live konnector: none of the
+// rest goes). Refused deletions are added to refused.
+func (r *Reaper) deleteDue(ctx context.Context, p *pass, objs []Object, refused map[string]bool, now time.Time, grace time.Duration) (waiting int, end bool, v Verdict) {
+	logger := log.FromContext(ctx)
+	for _, o := range objs {
+		if o.Terminating || refused[o.Key()] {
+			continue // its finalizers run (waited for by the caller), or refused
+		}
+		if !p.stillStale() {
+			p.stopped = true
+			logger.Info("The consumer renewed a heartbeat Lease; stopping reaping at once")
+			return waiting, true, Stopped
+		}
+		fresh, ok, cleared := r.confirmDue(ctx, p.uid, o, now, grace)
+		if cleared {
+			// A konnector cleared a mark since the list: it is live, and
+			// every other copy stays too.
+			logger.Info("A mark was cleared since the copies were listed (a live konnector); deleting none of the rest", "resource", o.Resource.ResourceName(),
+				"namespace", o.Namespace, "name", o.Name)
+			return waiting, true, Waiting
+		}
+		if !ok {
+			waiting++
+			continue
+		}
+		if err := r.delete(ctx, p.uid, fresh); err != nil {
+			if Refused(err) {
+				// Waiting would not help; the rest goes on (Blocked).
+				refused[o.Key()] = true
+				p.refused++
+				continue
+			}
+			waiting++
+		}
+	}
+	return waiting, false, Done
+}
+
+// dueMarks are the marks of the copies that are not terminating nor
+// refused, as they are now: a copy marked by this pass counts as marked
+// now.
+func dueMarks(objs []Object, refused map[string]bool, now time.Time) []string {
+	var out []string
+	for _, o := range objs {
+		if o.Terminating || refused[o.Key()] {
+			continue
+		}
+		mark := o.MarkedAt
+		if DecideCopy(nil, mark, now, time.Hour) == MarkCopy {
+			mark = MarkValue(now)
+		}
+		out = append(out, mark)
+	}
+	return out
+}
+
+// dueActions are the actions of the copies that are not terminating nor
+// refused.
+func dueActions(objs []Object, refused map[string]bool, now time.Time, grace time.Duration) []CopyAction {
+	var out []CopyAction
+	for _, o := range objs {
+		if !o.Terminating && !refused[o.Key()] {
+			out = append(out, DecideCopy(nil, o.MarkedAt, now, grace))
+		}
+	}
+	return out
+}
+
+// markAll writes the reap mark (now) on every copy whose action is
+// MarkCopy, asking stillStale before each; it returns how many it marked
+// and the keys of those it may not mark (RBAC, a policy: reported like a
+// refused delete, it would be refused too). A failed mark is logged: the
+// copy stays unmarked, so nothing is deleted.
+func (r *Reaper) markAll(ctx context.Context, p *pass, objs []Object, now time.Time, grace time.Duration) (int, map[string]bool) {
+	n, refused := 0, map[string]bool{}
+	for _, o := range objs {
+		if o.Terminating || DecideCopy(nil, o.MarkedAt, now, grace) != MarkCopy {
+			continue
+		}
+		if !p.stillStale() {
+			p.stopped = true
+			log.FromContext(ctx).Info("The consumer renewed a heartbeat Lease; stopping reaping at once")
+			return n, refused
+		}
+		if err := r.mark(ctx, o, now); err != nil {
+			if Refused(err) {
+				refused[o.Key()] = true
+				deletions.WithLabelValues(o.Resource.KindName(), resultForbidden).Inc()
+				r.event(o, corev1.EventTypeWarning, ReasonReapForbidden, "the kbind backend may not mark this object of stale consumer cluster %s for reaping: %v", p.uid, err)
+			}
+			log.FromContext(ctx).Info("Marking a copy of a stale consumer failed; it is not deleted", "resource", o.Resource.ResourceName(),
+				"namespace", o.Namespace, "name", o.Name, "error", err.Error())
+			continue
+		}
+		n++
+	}
+	return n, refused
+}
+
+// mark writes the reap mark on exactly the copy o (its UID in the patch:
+// a re-created object of the same name is refused, not marked).
+func (r *Reaper) mark(ctx context.Context, o Object, now time.Time) error {
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         o.UID,
+		"annotations": map[string]any{kbindv1alpha1.ReapMarkedAtAnnotation: MarkValue(now)},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := r.resourceClient(o).Patch(ctx, o.Name, types.MergePatchType, data, metav1.PatchOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("marking %s: %w", o, err)
+	}
+	log.FromContext(ctx).V(1).Info("Marked a copy of a stale consumer", "resource", o.Resource.ResourceName(), "namespace", o.Namespace, "name", o.Name)
+	return nil
+}
+
+// confirmDue reads the copy o again, right before deleting it, and returns
+// it at the version read when it is still the consumer's, not kept, and
+// still carries a mark that survived the grace period. A failed read, or
+// anything else, deletes nothing; cleared says the very copy lost its mark
+// meanwhile (a live konnector).
+func (r *Reaper) confirmDue(ctx context.Context, uid string, o Object, now time.Time, grace time.Duration) (fresh Object, ok, cleared bool) {
+	m, err := r.resourceClient(o).Get(ctx, o.Name, metav1.GetOptions{})
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			log.FromContext(ctx).Info("Reading a copy of a stale consumer again before deleting it failed; not deleting it", "resource", o.Resource.ResourceName(),
+				"namespace", o.Namespace, "name", o.Name, "error", err.Error())
+		}
+		return o, false, false
+	}
+	action := DecideCopy(m.Labels, m.Annotations[kbindv1alpha1.ReapMarkedAtAnnotation], now, grace)
+	if m.UID != o.UID || !Owned(o.Resource.Phase, uid, m.Labels, m.Annotations) || m.DeletionTimestamp != nil || action != DeleteCopy {
+		log.FromContext(ctx).V(1).Info("A copy of a stale consumer changed since it was listed (its mark cleared, kept, or replaced); not deleting it",
+			"resource", o.Resource.ResourceName(), "namespace", o.Namespace, "name", o.Name)
+		return o, false, m.UID == o.UID && action == MarkCopy
+	}
+	o.ResourceVersion = m.ResourceVersion
+	return o, true, false
+}
+
+// resourceClient is the metadata client of o's resource (and namespace).
+func (r *Reaper) resourceClient(o Object) metadata.ResourceInterface {
+	ri := r.Metadata.Resource(o.Resource.GVR)
+	if o.Namespace != "" {
+		return ri.Namespace(o.Namespace)
+	}
+	return ri
 }
 
 // reapNamespacesAndLeases ends the pass once the copies are gone: the
@@ -499,11 +755,10 @@ func (r *Reaper) report(ctx context.Context, p *pass, f *found) {
 	}
 }
 
-// deleteAll deletes objects one by one, asking stillStale before each, and
-// returns the keys of the refused ones. Objects already terminating are
+// deleteAll deletes objects one by one, asking stillStale before each;
+// each refused one counts in p.refused. Objects already terminating are
 // not deleted again: their finalizers run, the reaper waits.
-func (r *Reaper) deleteAll(ctx context.Context, p *pass, objs []Object) map[string]bool {
-	refused := map[string]bool{}
+func (r *Reaper) deleteAll(ctx context.Context, p *pass, objs []Object) {
 	for _, o := range objs {
 		if o.Terminating {
 			continue
@@ -511,14 +766,12 @@ func (r *Reaper) deleteAll(ctx context.Context, p *pass, objs []Object) map[stri
 		if !p.stillStale() {
 			p.stopped = true
 			log.FromContext(ctx).Info("The consumer renewed a heartbeat Lease; stopping reaping at once")
-			return refused
+			return
 		}
 		if err := r.delete(ctx, p.uid, o); err != nil {
-			refused[o.Key()] = true
 			p.refused++
 		}
 	}
-	return refused
 }
 
 // delete deletes one object with a UID precondition (a re-created object of
@@ -526,11 +779,7 @@ func (r *Reaper) deleteAll(ctx context.Context, p *pass, objs []Object) map[stri
 // object, the deletion metric and a log line. Only refusals return an error.
 func (r *Reaper) delete(ctx context.Context, uid string, o Object) error {
 	logger := log.FromContext(ctx).WithValues("resource", o.Resource.ResourceName(), "namespace", o.Namespace, "name", o.Name)
-	ri := r.Metadata.Resource(o.Resource.GVR)
-	var client metadata.ResourceInterface = ri
-	if o.Namespace != "" {
-		client = ri.Namespace(o.Namespace)
-	}
+	client := r.resourceClient(o)
 	pre := &metav1.Preconditions{UID: &o.UID}
 	if o.ResourceVersion != "" {
 		pre.ResourceVersion = &o.ResourceVersion

@@ -273,7 +273,7 @@ func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {
 
 	// The backend, reaping, as the chart's ServiceAccount.
 	probe, metricsAddr := harness.FreeAddr(t), harness.FreeAddr(t)
-	backend := start(t, "backend", backendBin, "--kubeconfig", saKubeconfig, "--reap", "--stale-after", "10s", "--reap-interval", "1s",
+	backend := start(t, "backend", backendBin, "--kubeconfig", saKubeconfig, "--reap", "--stale-after", "10s", "--reap-interval", "1s", "--reap-grace", "2s",
 		"--health-probe-bind-address", probe, "--metrics-bind-address", metricsAddr, "--leader-elect")
 	enginetest.EventuallyWithin(t, 30*time.Second, "backend /readyz", func() error {
 		resp, err := http.Get("http://" + probe + "/readyz")

@@ -207,7 +207,7 @@ func TestIsolatedConsumersOnOneProvider(t *testing.T) {
 	konnectorA.stop()
 	stopped := time.Now()
 	probe := harness.FreeAddr(t)
-	start(t, "backend", backendBin, "--kubeconfig", saKubeconfig, "--reap", "--stale-after", "10s", "--reap-interval", "1s",
+	start(t, "backend", backendBin, "--kubeconfig", saKubeconfig, "--reap", "--stale-after", "10s", "--reap-interval", "1s", "--reap-grace", "2s",
 		"--health-probe-bind-address", probe, "--metrics-bind-address", "0")
 	enginetest.EventuallyWithin(t, 90*time.Second, "consumer A reaped", func() error {
 		state = providerState(t, pkc, isolationKinds...)

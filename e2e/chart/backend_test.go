@@ -53,7 +53,7 @@ func TestBackendRenderDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := backendArgs(t, objs)
-	for _, want := range []string{"--namespace=kbind", "--leader-elect=false", "--stale-after=30m", "--reap=false", "--reap-interval=30s",
+	for _, want := range []string{"--namespace=kbind", "--leader-elect=false", "--stale-after=30m", "--reap=false", "--reap-interval=30s", "--reap-grace=10m",
 		"--qps=50", "--burst=100", "--timeout=30s", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"} {
 		if !strings.Contains(a, want) {
 			t.Errorf("args %q lack %s", a, want)
@@ -102,8 +102,8 @@ func TestBackendRenderReap(t *testing.T) {
 	}
 	rules := fmt.Sprint(objs["ClusterRole/backend"]["rules"])
 	for _, want := range []string{
-		"map[apiGroups:[example.org] resources:[*] verbs:[list delete]]",
-		"resources:[secrets configmaps] verbs:[list delete]",
+		"map[apiGroups:[example.org] resources:[*] verbs:[get list patch delete]]",
+		"resources:[secrets configmaps] verbs:[get list patch delete]",
 		"resources:[namespaces] verbs:[list]]",
 		"resources:[leases] verbs:[get list watch patch delete]",
 	} {
@@ -188,7 +188,7 @@ func TestBackendRenderWildcardReapGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rules := fmt.Sprint(objs["ClusterRole/backend"]["rules"]); !strings.Contains(rules, "map[apiGroups:[*] resources:[*] verbs:[list delete]]") {
+	if rules := fmt.Sprint(objs["ClusterRole/backend"]["rules"]); !strings.Contains(rules, "map[apiGroups:[*] resources:[*] verbs:[get list patch delete]]") {
 		t.Errorf("wildcard rule: %s", rules)
 	}
 	if n := backendNotes(t, values); !strings.Contains(n, "WARNING: rbac.reapGroups contains \"*\": the backend may delete EVERY resource of EVERY API group") {
@@ -321,7 +321,7 @@ func TestBackendChartOnARealAPIServer(t *testing.T) {
 	apply(consumerObjects("consumer-a", "team-a"))
 	log := &enginetest.SyncBuffer{}
 	bctx, cancel := context.WithCancel(ctx)
-	b := exec.CommandContext(bctx, bin, "--kubeconfig", asSA, "--reap", "--stale-after", "2s", "--reap-interval", "500ms",
+	b := exec.CommandContext(bctx, bin, "--kubeconfig", asSA, "--reap", "--stale-after", "2s", "--reap-interval", "500ms", "--reap-grace", "1s",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	b.Stdout, b.Stderr = log, log
 	if err := b.Start(); err != nil {

@@ -97,6 +97,8 @@ func TestFaults(t *testing.T) {
 	}
 	t.Log(b.String())
 	t.Run("two-providers-one-unreachable", e.twoProviders)
+	t.Run("autobind-provider-crd-recreated", e.autoBindCRDRecreated)
+	t.Run("relabel-under-load", e.relabelUnderLoad)
 	t.Run("churn", e.churn)
 }
 
@@ -192,6 +194,7 @@ func scenarios() []scenario {
 		killedInstalling(),
 		killedRotating(),
 		leaderFailover(),
+		reaperRenewalsRefused(),
 	}
 }
 

@@ -419,7 +419,7 @@ func TestBackendImage(t *testing.T) {
 		reap   bool
 	}{
 		{"defaults: report only", map[string]any{"staleAfter": "3s"}, false},
-		{"reap", map[string]any{"staleAfter": "3s", "reap": true, "reapInterval": "1s", "rbac": map[string]any{"reapGroups": []any{"example.org"}}}, true},
+		{"reap", map[string]any{"staleAfter": "3s", "reap": true, "reapInterval": "1s", "reapGrace": "2s", "rbac": map[string]any{"reapGroups": []any{"example.org"}}}, true},
 	}
 	for i, v := range variants {
 		ok := t.Run(v.name, func(t *testing.T) {

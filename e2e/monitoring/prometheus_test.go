@@ -196,7 +196,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: kbind-test-ba
 	startBackend := func() {
 		t.Helper()
 		b, err := harness.NewProcess(backendBin, filepath.Join(r.dir, "backend.log"), "--kubeconfig", backendKubeconfig,
-			"--metrics-bind-address", backendMetrics, "--stale-after", "10s", "--reap", "--reap-interval", "1s")
+			"--metrics-bind-address", backendMetrics, "--stale-after", "10s", "--reap", "--reap-interval", "1s", "--reap-grace", "2s")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -113,11 +113,7 @@ func desiredConditions(o observation) []patch.Condition {
 			"(make the namespaceSelectors or objectSelectors disjoint, or delete one binding): "+strings.Join(o.overlapping, "; "))
 		reason = kbindv1alpha1.ReasonOverlappingBinding
 	}
-	if len(o.incompatible) > 0 {
-		notReady = append(notReady, "the provider's schema is not compatible with the consumer CRD another Connection supplies, so nothing of it syncs through this one: "+
-			strings.Join(o.incompatible, "; "))
-		reason = kbindv1alpha1.ReasonSchemaIncompatible
-	}
+	notReady, reason = schemaRefusals(o, notReady, reason)
 	if len(o.forbidden) > 0 {
 		notReady = append(notReady, "the provider refuses a schema read: "+strings.Join(o.forbidden, "; "))
 		if reason == kbindv1alpha1.ReasonPending {
@@ -130,7 +126,7 @@ func desiredConditions(o observation) []patch.Condition {
 		notReady = append(notReady, "unbinding APIs no longer listed, waiting for their objects to release the provider copies: "+strings.Join(o.unbinding, ", "))
 	}
 
-	installed := len(o.bound) - len(o.unbinding) - len(o.problems) - len(o.pending) - len(o.forbidden) - len(o.incompatible)
+	installed := len(o.bound) - len(o.unbinding) - len(o.problems) - len(o.pending) - len(o.forbidden) - len(o.incompatible) - len(o.storageSwitch)
 	if len(notReady) > 0 {
 		add(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, reason, strings.Join(notReady, "; "))
 		add(kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
@@ -144,6 +140,22 @@ func desiredConditions(o observation) []patch.Condition {
 	}
 	add(kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "every listed API is installed and its syncer runs")
 	return out
+}
+
+// schemaRefusals appends to notReady the provider schemas kbind refuses —
+// incompatible with another Connection's consumer CRD, a storage-version
+// switch it will not follow — and returns the reason then.
+func schemaRefusals(o observation, notReady []string, reason kbindv1alpha1.Reason) ([]string, kbindv1alpha1.Reason) {
+	if len(o.incompatible) > 0 {
+		notReady = append(notReady, "the provider's schema is not compatible with the consumer CRD another Connection supplies, so nothing of it syncs through this one: "+
+			strings.Join(o.incompatible, "; "))
+		reason = kbindv1alpha1.ReasonSchemaIncompatible
+	}
+	if len(o.storageSwitch) > 0 {
+		notReady = append(notReady, "storage-version switch refused: "+strings.Join(o.storageSwitch, "; "))
+		reason = kbindv1alpha1.ReasonStorageVersionChange
+	}
+	return notReady, reason
 }
 
 // permissionDenied is the PermissionDenied message: the provider's

@@ -354,6 +354,10 @@ type observation struct {
 	// unbinding lists APIs no longer listed whose objects still wait for
 	// their provider copies to go.
 	unbinding []string
+	// storageSwitch says, per API, why kbind keeps its consumer CRD at its
+	// storage version although the provider moved to another
+	// (kbindschema.DecideStorageSwitch); sync goes on at the old one.
+	storageSwitch []string
 	// reducedVersions says, per API, why its consumer CRD serves fewer
 	// versions than the provider (a conversion webhook).
 	reducedVersions []string
@@ -565,6 +569,9 @@ func (r *Reconciler) deliver(ctx context.Context, b binding, o *observation, d *
 		return outcome, false
 	case outcome.NamesTaken:
 		o.namesTaken = append(o.namesTaken, outcome.Problem)
+		return outcome, false
+	case outcome.StorageSwitch:
+		o.storageSwitch = append(o.storageSwitch, outcome.Problem)
 		return outcome, false
 	case err != nil:
 		o.problems = append(o.problems, err.Error())

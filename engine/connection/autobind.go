@@ -16,8 +16,13 @@ import (
 
 // reconcileAutoBind maintains the ClusterBinding named after the
 // Connection while autoBind is on (CONN-6): every exported API, Fail,
-// controlled by the Connection; deleted when nothing is exported. Turning
-// autoBind off leaves it.
+// controlled by the Connection. It only ever adds APIs: an API that stops
+// being exported stays listed (the binding reports APINotExported, like an
+// explicit one) and the ClusterBinding stays when nothing is exported —
+// removing an API would drain its provider copies and delete the consumer
+// CRD with every object of it, on a provider's label change or CRD
+// re-creation. Unbinding is the user's explicit act. Turning autoBind off
+// leaves it.
 func (r *Reconciler) reconcileAutoBind(ctx context.Context, conn *kbindv1alpha1.Connection) error {
 	if !conn.Spec.AutoBind {
 		return nil
@@ -32,16 +37,11 @@ func (r *Reconciler) reconcileAutoBind(ctx context.Context, conn *kbindv1alpha1.
 		log.FromContext(ctx).Info("Not managing autoBind ClusterBinding: an object of that name exists and is not controlled by this Connection", "clusterBinding", conn.Name)
 		return nil
 	}
-	if len(conn.Status.ExportedAPIs) == 0 {
-		if exists && cb.DeletionTimestamp.IsZero() {
-			if err := r.Client.Delete(ctx, cb); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("deleting autoBind ClusterBinding %s: %w", conn.Name, err)
-			}
-		}
-		return nil
-	}
-	desired := desiredAutoBinding(conn)
 	if !exists {
+		if len(conn.Status.ExportedAPIs) == 0 {
+			return nil // nothing to bind yet
+		}
+		desired := desiredAutoBinding(conn, nil)
 		if err := controllerutil.SetControllerReference(conn, desired, r.Client.Scheme()); err != nil {
 			return err
 		}
@@ -50,6 +50,10 @@ func (r *Reconciler) reconcileAutoBind(ctx context.Context, conn *kbindv1alpha1.
 		}
 		return nil
 	}
+	if !cb.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	desired := desiredAutoBinding(conn, cb.Spec.APIs)
 	if equality.Semantic.DeepEqual(cb.Spec, desired.Spec) && cb.Labels[kbindv1alpha1.ManagedLabel] == kbindv1alpha1.ManagedLabelValue {
 		return nil
 	}
@@ -65,12 +69,11 @@ func (r *Reconciler) reconcileAutoBind(ctx context.Context, conn *kbindv1alpha1.
 	return nil
 }
 
-// desiredAutoBinding is the autoBind ClusterBinding of a Connection.
-func desiredAutoBinding(conn *kbindv1alpha1.Connection) *kbindv1alpha1.ClusterBinding {
-	apis := make([]kbindv1alpha1.APIReference, 0, len(conn.Status.ExportedAPIs))
-	for _, e := range conn.Status.ExportedAPIs {
-		apis = append(apis, kbindv1alpha1.APIReference{Name: e.Name})
-	}
+// desiredAutoBinding is the autoBind ClusterBinding of a Connection that
+// lists the APIs listed already (nil for a new one): those, as they are,
+// plus every exported API not among them (CONN-6: autoBind only ever adds
+// APIs; see autoBindAPIs).
+func desiredAutoBinding(conn *kbindv1alpha1.Connection, listed []kbindv1alpha1.APIReference) *kbindv1alpha1.ClusterBinding {
 	return &kbindv1alpha1.ClusterBinding{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   conn.Name,
@@ -78,10 +81,29 @@ func desiredAutoBinding(conn *kbindv1alpha1.Connection) *kbindv1alpha1.ClusterBi
 		},
 		Spec: kbindv1alpha1.BindingSpec{
 			ConnectionRef:  kbindv1alpha1.ConnectionReference{Name: conn.Name},
-			APIs:           apis,
+			APIs:           autoBindAPIs(listed, conn.Status.ExportedAPIs),
 			ConflictPolicy: kbindv1alpha1.ConflictPolicyFail,
 		},
 	}
+}
+
+// autoBindAPIs is what the autoBind ClusterBinding lists: every API listed
+// already, kept as it is and where it is, then every exported API not
+// listed, in the exports' order (by name). It never removes one.
+func autoBindAPIs(listed []kbindv1alpha1.APIReference, exported []kbindv1alpha1.ExportedAPI) []kbindv1alpha1.APIReference {
+	apis := make([]kbindv1alpha1.APIReference, 0, len(listed)+len(exported))
+	have := map[string]bool{}
+	for _, a := range listed {
+		have[a.Name] = true
+		apis = append(apis, *a.DeepCopy())
+	}
+	for _, e := range exported {
+		if !have[e.Name] {
+			have[e.Name] = true
+			apis = append(apis, kbindv1alpha1.APIReference{Name: e.Name})
+		}
+	}
+	return apis
 }
 
 // deleteAutoBinding deletes the autoBind ClusterBinding of a deleting

@@ -61,10 +61,16 @@ type observation struct {
 	leaseRef       string
 	// leaseEvery is the heartbeat interval, for the message.
 	leaseEvery time.Duration
+	// duplicate: another live konnector renews the heartbeat Lease with
+	// this consumer's identity (heartbeat.Duplicate).
+	duplicate bool
 	// lagging lists consumer CRDs whose schema lags the policy;
 	// schemaKnown is false before any CRD was handled.
 	lagging     []string
 	schemaKnown bool
+	// refusedSwitches names the consumer CRDs whose provider
+	// storage-version switch kbind refused (schema.DecideStorageSwitch).
+	refusedSwitches []string
 	// creds is the credential in use and its renewal.
 	creds credentialView
 }
@@ -137,6 +143,12 @@ func connectionConditions(o observation) []patch.Condition {
 		return withHeartbeat(out, o)
 	}
 	add(kbindv1alpha1.ConditionConnected, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "the provider cluster identity matches")
+	if o.duplicate {
+		// Which of the two is production cannot be told from here: both
+		// stop writing to and deleting from the provider.
+		ready(metav1.ConditionFalse, kbindv1alpha1.ReasonDuplicateConsumer, "sync paused: "+duplicateMessage(o))
+		return withHeartbeat(out, o)
+	}
 
 	switch {
 	case o.discoveryErr != nil && refusal.IsForbidden(o.discoveryErr):
@@ -200,11 +212,14 @@ const (
 // decide turns an observation (and whether the conditions say Ready) into
 // what to do. The session serves syncers and bindings while the Connection
 // is Ready, and while it is deleting and drains through a verified
-// provider. The heartbeat renews through any verified session, whatever
+// provider — unless another konnector renews the Lease with this
+// consumer's identity (duplicate): then nothing writes to or deletes from
+// the provider, and a drain waits (or releases Orphan objects) as for an
+// unreachable provider. The heartbeat renews through any verified session, whatever
 // else fails: liveness means "the konnector serves this Connection"; it
 // stops only when the very kubeconfig it uses now reaches another cluster.
 func decide(o observation, ready bool) decision {
-	d := decision{ready: ready, useSession: ready || (o.deleting && o.verified)}
+	d := decision{ready: ready, useSession: ready || (o.deleting && o.verified && !o.duplicate)}
 	switch {
 	case o.verified:
 		d.heartbeat = heartbeatRun
@@ -240,10 +255,16 @@ func cond(t kbindv1alpha1.ConditionType, s metav1.ConditionStatus, r kbindv1alph
 // Heartbeat (once the heartbeat has reported).
 func withHeartbeat(out []patch.Condition, o observation) []patch.Condition {
 	if o.schemaKnown {
-		if len(o.lagging) == 0 {
+		switch {
+		case len(o.lagging) == 0:
 			out = append(out, cond(kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
 				"every consumer CRD supplied by this Connection carries the schema its policy calls for"))
-		} else {
+		case len(o.refusedSwitches) > 0:
+			out = append(out, cond(kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionFalse, kbindv1alpha1.ReasonStorageVersionChange,
+				"%d consumer CRD(s) lag behind the provider schema: %s; the provider moved the storage version of %d of them and kbind refuses to follow "+
+					"until the operator accepts (the bindings' Ready condition says why and how, docs/bindings.md#storage-version-changes): %s",
+				len(o.lagging), strings.Join(o.lagging, ", "), len(o.refusedSwitches), strings.Join(o.refusedSwitches, "; ")))
+		default:
 			out = append(out, cond(kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
 				"%d consumer CRD(s) lag behind the provider schema: %s", len(o.lagging), strings.Join(o.lagging, ", ")))
 		}
@@ -253,6 +274,8 @@ func withHeartbeat(out []patch.Condition, o observation) []patch.Condition {
 	}
 	var held *heartbeat.HeldByAnother
 	switch {
+	case o.duplicate:
+		out = append(out, cond(kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonDuplicateConsumer, "%s", duplicateMessage(o)))
 	case o.heartbeat == nil:
 		out = append(out, cond(kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected,
 			"Lease %s is renewed every %s", o.leaseRef, o.leaseEvery))
@@ -266,6 +289,16 @@ func withHeartbeat(out []patch.Condition, o observation) []patch.Condition {
 		out = append(out, cond(kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, "%s", o.heartbeat.Error()))
 	}
 	return out
+}
+
+// duplicateMessage says that another konnector renews the Connection's
+// Lease with this consumer's identity, and what to do.
+func duplicateMessage(o observation) string {
+	return fmt.Sprintf("another konnector renews the heartbeat Lease %s with this consumer cluster's identity: its nonce (annotation %s) alternates with this konnector's — "+
+		"two consumer clusters with one identity, such as one restored from an etcd snapshot of the other (a disaster-recovery drill, a staging clone). "+
+		"Neither writes to nor deletes from the provider until the other stops renewing for %s; on the clone, set every binding's deletionPolicy to Orphan and never drain there "+
+		"(docs/troubleshooting.md#duplicate-consumer)",
+		o.leaseRef, kbindv1alpha1.KonnectorNonceAnnotation, heartbeat.DuplicateWindow(o.leaseEvery))
 }
 
 // isReady reports whether the decided conditions make the Connection Ready.

@@ -54,10 +54,17 @@ func TestDesiredConditions(t *testing.T) {
 			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Heartbeat=False/OwnedByAnother"},
 		{"ready, heartbeat renewed", observation{probed: true, discovery: discovered, heartbeatKnown: true, leaseRef: "kbind/x"},
 			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected Heartbeat=True/AsExpected"},
+		{"duplicate consumer: sync paused", observation{probed: true, verified: true, discovery: discovered, heartbeatKnown: true, leaseRef: "kbind/x", duplicate: true},
+			"SecretValid=True/AsExpected Connected=True/AsExpected Ready=False/DuplicateConsumer Heartbeat=False/DuplicateConsumer"},
+		{"duplicate consumer, deleting: draining wins Ready", observation{probed: true, verified: true, discovery: discovered, heartbeatKnown: true, duplicate: true, draining: []string{"ClusterBinding a"}},
+			"SecretValid=True/AsExpected Connected=True/AsExpected Ready=False/DrainingBindings Heartbeat=False/DuplicateConsumer"},
 		{"ready, schema in sync", observation{probed: true, discovery: discovered, schemaKnown: true},
 			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected SchemaInSync=True/AsExpected"},
 		{"ready, schema lagging", observation{probed: true, discovery: discovered, schemaKnown: true, lagging: []string{"a.x", "b.x"}},
 			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected SchemaInSync=False/Pending"},
+		{"ready, a storage-version switch refused", observation{probed: true, discovery: discovered, schemaKnown: true, lagging: []string{"a.x", "b.x"},
+			refusedSwitches: []string{"a.x keeps storage version v1 (the provider stores v2)"}},
+			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected SchemaInSync=False/StorageVersionChange"},
 		{"ready, a group unreadable (503)", observation{probed: true, discovery: discovered, unreadable: []kbindschema.GroupError{{Group: "a", Err: apierrors.NewServiceUnavailable("down")}}},
 			"SecretValid=True/AsExpected Connected=True/AsExpected PermissionDenied=False/AsExpected Ready=True/AsExpected"},
 		{"ready, a group refused (403)", observation{probed: true, discovery: discovered, unreadable: []kbindschema.GroupError{{Group: "a", Err: forbidden}}},
@@ -135,10 +142,54 @@ func TestDrainingReady(t *testing.T) {
 func TestDesiredAutoBinding(t *testing.T) {
 	conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 	conn.Status.ExportedAPIs = []kbindv1alpha1.ExportedAPI{{Name: "a.x"}, {Name: "b.x"}}
-	cb := desiredAutoBinding(conn)
+	cb := desiredAutoBinding(conn, nil)
 	if cb.Name != "p" || cb.Labels[kbindv1alpha1.ManagedLabel] != "true" || cb.Spec.ConflictPolicy != kbindv1alpha1.ConflictPolicyFail ||
 		fmt.Sprint(cb.Spec.ConsumerNames()) != "[a.x b.x]" || cb.Spec.ConnectionRef.Name != "p" {
 		t.Errorf("%+v", cb)
+	}
+}
+
+// TestAutoBindAPIs: autoBind only ever adds APIs (CONN-6).
+func TestAutoBindAPIs(t *testing.T) {
+	ref := func(names ...string) []kbindv1alpha1.APIReference {
+		var out []kbindv1alpha1.APIReference
+		for _, n := range names {
+			out = append(out, kbindv1alpha1.APIReference{Name: n})
+		}
+		return out
+	}
+	exp := func(names ...string) []kbindv1alpha1.ExportedAPI {
+		var out []kbindv1alpha1.ExportedAPI
+		for _, n := range names {
+			out = append(out, kbindv1alpha1.ExportedAPI{Name: n})
+		}
+		return out
+	}
+	cases := []struct {
+		name     string
+		listed   []kbindv1alpha1.APIReference
+		exported []kbindv1alpha1.ExportedAPI
+		want     string
+	}{
+		{"new: every export", nil, exp("a.x", "b.x"), "[a.x b.x]"},
+		{"an export added", ref("a.x"), exp("a.x", "b.x"), "[a.x b.x]"},
+		{"an export gone stays listed", ref("a.x", "b.x"), exp("b.x"), "[a.x b.x]"},
+		{"nothing exported: everything stays listed", ref("a.x", "b.x"), nil, "[a.x b.x]"},
+		{"listed order kept, new ones after", ref("c.x"), exp("a.x", "c.x"), "[c.x a.x]"},
+		{"nothing listed, nothing exported", nil, nil, "[]"},
+	}
+	for _, tc := range cases {
+		var names []string
+		for _, a := range autoBindAPIs(tc.listed, tc.exported) {
+			names = append(names, a.Name)
+		}
+		if got := fmt.Sprint(names); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	listed := []kbindv1alpha1.APIReference{{Name: "a.x", Projection: &kbindv1alpha1.Projection{}}}
+	if got := autoBindAPIs(listed, nil); got[0].Projection == nil {
+		t.Errorf("a listed API is not kept as it is: %+v", got)
 	}
 }
 
@@ -190,6 +241,10 @@ func TestDecide(t *testing.T) {
 			decision{heartbeat: heartbeatStop, requeue: requeueBackoff}},
 		{"deleting, draining through a verified provider", observation{deleting: true, verified: true, published: true}, false,
 			decision{useSession: true, heartbeat: heartbeatRun, requeue: requeueDiscovery}},
+		{"duplicate consumer: no session, the heartbeat goes on (it tells when the other stops)", observation{verified: true, published: true, duplicate: true}, false,
+			decision{heartbeat: heartbeatRun, requeue: requeueBackoff}},
+		{"deleting a duplicate consumer: no session, the drain waits (Orphan releases)", observation{deleting: true, verified: true, published: true, duplicate: true}, false,
+			decision{heartbeat: heartbeatRun, requeue: requeueBackoff}},
 		{"deleting, provider unreachable: bindings wait", observation{deleting: true, identityErr: errors.New("refused")}, false,
 			decision{heartbeat: heartbeatKeep, requeue: requeueBackoff}},
 	}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/test/enginetest"
 	"github.com/kbind/kbind/engine/test/testenv"
 )
 
@@ -620,15 +621,20 @@ func TestAutoBindFollowsExports(t *testing.T) {
 	if err := otherClient.Update(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "autoBind ClusterBinding removed with the last export", func() error {
-		err := consumer.Get(ctx, client.ObjectKey{Name: "follow"}, &kbindv1alpha1.ClusterBinding{})
-		if apierrors.IsNotFound(err) {
-			return nil
+	// autoBind only ever adds APIs (CONN-6): the last export gone, the
+	// ClusterBinding stays and still lists it.
+	eventually(t, "the last export gone", func() error {
+		if n := len(getConnection(t, "follow").Status.ExportedAPIs); n != 0 {
+			return fmt.Errorf("%d exports left", n)
 		}
-		return fmt.Errorf("still there (%v)", err)
+		return nil
 	})
-	if n := len(getConnection(t, "follow").Status.ExportedAPIs); n != 0 {
-		t.Errorf("%d exports left", n)
+	cb := &kbindv1alpha1.ClusterBinding{}
+	enginetest.WaitCondition(t, consumer, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "follow"}},
+		kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonAPINotExported, "widgets.example.org")
+	if err := consumer.Get(ctx, client.ObjectKey{Name: "follow"}, cb); err != nil || !cb.DeletionTimestamp.IsZero() ||
+		fmt.Sprint(cb.Spec.ConsumerNames()) != "[widgets.example.org]" {
+		t.Errorf("the autoBind ClusterBinding %+v (%v)", cb.Spec, err)
 	}
 }
 

@@ -40,7 +40,7 @@ func (r *Reconciler) probe(ctx context.Context, conn *kbindv1alpha1.Connection, 
 	}
 	if verified && (identityWasDue || discoveryDue(p, health.ExportsChangedAt, now, r.DiscoveryInterval)) {
 		d := &kbindschema.Discoverer{Client: sess.CRDs, Discovery: sess.Discovery}
-		p.Discovery, p.DiscoveryErr = d.Discover(ctx, conn.Spec.Schema.Source)
+		p.Discovery, p.DiscoveryErr = d.Discover(ctx, conn.Spec.Schema.Source, conn.Status.ActiveSchemaSource)
 		p.DiscoveredAt = now
 		obs.fresh = true
 	}

@@ -182,6 +182,7 @@ func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection
 		r.installAll(ctx, conn, sess, obs.discovery.Source, obs.exports)
 	}
 	obs.lagging, obs.schemaKnown = r.Installer.Lagging(conn.Name)
+	obs.refusedSwitches = r.Installer.RefusedSwitches(conn.Name)
 	return obs, sess, next
 }
 
@@ -195,6 +196,7 @@ func (r *Reconciler) observeHeartbeat(name string, obs *observation) {
 	obs.heartbeatKnown, obs.heartbeat = h.Heartbeat.Known, h.Heartbeat.Err
 	obs.leaseRef = h.Heartbeat.Lease.Namespace + "/" + h.Heartbeat.Lease.Name
 	obs.leaseEvery = r.HeartbeatInterval
+	obs.duplicate = h.Heartbeat.VerdictAt(time.Now()) == heartbeat.Duplicate
 }
 
 // act carries out decision d: the heartbeat and the session through the
@@ -209,6 +211,7 @@ func (r *Reconciler) act(ctx context.Context, before, conn *kbindv1alpha1.Connec
 		r.Sessions.StopHeartbeat(conn.Name)
 	}
 	r.useSession(conn.Name, sess, d.useSession, obs.published)
+	r.reportHeartbeat(before, conn, conds)
 	patch.SetConditions(&conn.Status.Conditions, conds, conn.Generation)
 	r.reportCredentials(conn, obs.creds, time.Now())
 	conn.Status.KonnectorVersion = r.Version

@@ -8,9 +8,10 @@ package heartbeat
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	mathrand "math/rand/v2"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -45,7 +46,17 @@ type Lease struct {
 	// Info is written on the Lease with each renewal (no request of its
 	// own): who renews it and with what credential.
 	Info Info
+	// Nonce is the konnector process's (NewNonce), written on the Lease
+	// with each renewal (core.kbind.io/konnector-nonce): another value
+	// found there after this process's own write is another konnector's
+	// renewal (Renewer.Foreign, Judge).
+	Nonce string
 }
+
+// NewNonce returns a random nonce for one konnector process (one engine):
+// drawn once when it starts, so a restart, a leader failover or an
+// upgrade changes the nonce on the Lease once. Not a secret.
+func NewNonce() string { return rand.Text() }
 
 // Info is what a Lease says about the konnector renewing it
 // (docs/connections.md#the-heartbeat-lease); never a credential.
@@ -126,7 +137,19 @@ type Renewer struct {
 	// reread is set when the last renewal found the Lease it wrote before
 	// changed or gone and had to read it again.
 	reread bool
+	// foreign is set when the Lease read again carried another nonce than
+	// this Renewer's (absent included): another konnector renewed it
+	// after this Renewer's own write.
+	foreign bool
 }
+
+// Foreign reports whether the last Renew found, on the Lease it had
+// written before, another konnector's renewal: a nonce not its own
+// (absent included: a konnector that writes none). The first renewal of a
+// Renewer never does — what it finds was written before it started (a
+// restart's, a failover's or an upgrade's predecessor) — so only a write
+// that came after this process's own counts (Judge).
+func (r *Renewer) Foreign() bool { return r.foreign }
 
 // Reread reports whether the last Renew found the Lease it had written
 // changed or gone: someone else wrote or deleted it — or the provider is
@@ -144,7 +167,8 @@ func NewRenewer(c client.Client, l Lease) *Renewer {
 // (marked as kbind's) when it is missing.
 func (r *Renewer) Renew(ctx context.Context, now time.Time) error {
 	l := r.lease
-	r.reread = false
+	r.reread, r.foreign = false, false
+	wrote := r.last != nil
 	if r.last != nil {
 		lease := r.last.DeepCopy()
 		l.stamp(lease, now)
@@ -186,6 +210,7 @@ func (r *Renewer) Renew(ctx context.Context, now time.Time) error {
 		return &Error{Verb: "renew", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name,
 			Err: &HeldByAnother{Namespace: l.Namespace, Name: l.Name, Holder: holder, Consumer: l.LocalClusterUID}}
 	}
+	r.foreign = wrote && lease.Annotations[kbindv1alpha1.KonnectorNonceAnnotation] != l.Nonce
 	l.stamp(lease, now)
 	if err := r.c.Update(ctx, lease); err != nil {
 		return &Error{Verb: "update", Resource: "leases.coordination.k8s.io " + l.Namespace + "/" + l.Name, Err: err}
@@ -201,6 +226,9 @@ func (l Lease) stamp(lease *coordinationv1.Lease, now time.Time) {
 		lease.Annotations = map[string]string{}
 	}
 	l.Info.stamp(lease.Annotations)
+	if l.Nonce != "" {
+		lease.Annotations[kbindv1alpha1.KonnectorNonceAnnotation] = l.Nonce
+	}
 	lease.Spec.HolderIdentity = ptr.To(l.LocalClusterUID)
 	lease.Spec.LeaseDurationSeconds = ptr.To[int32](DurationSeconds)
 	renew := metav1.NewMicroTime(now)
@@ -252,9 +280,10 @@ func RenewTimeout(interval, requestTimeout time.Duration) time.Duration {
 
 // Run renews the Lease at once and then every interval until ctx ends,
 // each renewal bounded by timeout (none when 0), calling report with each
-// outcome (nil on success) and whether the renewal had to read the Lease
-// again (Renewer.Reread).
-func Run(ctx context.Context, c client.Client, l Lease, interval, timeout time.Duration, report func(err error, reread bool)) {
+// outcome (nil on success), whether the renewal had to read the Lease
+// again (Renewer.Reread) and whether it found another konnector's renewal
+// there (Renewer.Foreign).
+func Run(ctx context.Context, c client.Client, l Lease, interval, timeout time.Duration, report func(err error, reread, foreign bool)) {
 	logger := log.FromContext(ctx).WithValues("lease", l.Namespace+"/"+l.Name)
 	renewer := NewRenewer(c, l)
 	for {
@@ -265,11 +294,11 @@ func Run(ctx context.Context, c client.Client, l Lease, interval, timeout time.D
 		if err != nil {
 			logger.V(2).Info("Heartbeat renewal failed", "error", err.Error())
 		}
-		report(err, renewer.Reread())
+		report(err, renewer.Reread(), renewer.Foreign())
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(Jittered(interval, rand.Float64())):
+		case <-time.After(Jittered(interval, mathrand.Float64())):
 		}
 	}
 }

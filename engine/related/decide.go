@@ -1,6 +1,7 @@
 package related
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -455,4 +456,20 @@ func planReference(p *entryPlan, namespace string, denied map[string]bool, owner
 	default:
 		p.reference = &referencePlan{api: e.Reference.API, path: path, owner: owner, pending: !owner.Ready}
 	}
+}
+
+// unmarkPatch is the JSON merge patch that removes the backend reaper's
+// phase-1 mark (core.kbind.io/reap-marked-at, issue #52) from a provider
+// copy this binding keeps, exactly that copy (its UID: a replaced copy is
+// refused, not patched); ok is false on a copy without the mark, and on
+// the consumer side, where the reaper never marks.
+func unmarkPatch(s side, obj client.Object) (data []byte, ok bool) {
+	if _, marked := obj.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation]; !marked || s != providerSide {
+		return nil, false
+	}
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         string(obj.GetUID()),
+		"annotations": map[string]any{kbindv1alpha1.ReapMarkedAtAnnotation: nil},
+	}})
+	return data, err == nil
 }

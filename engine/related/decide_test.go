@@ -442,3 +442,30 @@ func TestRefusalMessages(t *testing.T) {
 		}
 	}
 }
+
+func TestUnmarkPatch(t *testing.T) {
+	mark := kbindv1alpha1.ReapMarkedAtAnnotation
+	obj := func(annotations map[string]string) client.Object {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u-1", Annotations: annotations}}
+	}
+	for _, tc := range []struct {
+		name   string
+		s      side
+		obj    client.Object
+		want   string
+		wantOK bool
+	}{
+		{"a marked provider copy: the mark removed, exactly that copy", providerSide, obj(map[string]string{mark: "2026-01-01T00:00:00Z", "other": "x"}),
+			`{"metadata":{"annotations":{"core.kbind.io/reap-marked-at":null},"uid":"u-1"}}`, true},
+		{"an unmarked provider copy: nothing", providerSide, obj(map[string]string{"other": "x"}), "", false},
+		{"no annotations: nothing", providerSide, obj(nil), "", false},
+		{"the consumer side is never marked by the reaper: nothing", consumerSide, obj(map[string]string{mark: "2026-01-01T00:00:00Z"}), "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, ok := unmarkPatch(tc.s, tc.obj)
+			if ok != tc.wantOK || string(data) != tc.want {
+				t.Errorf("unmarkPatch = %s, %v; want %s, %v", data, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}

@@ -48,6 +48,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -748,8 +749,9 @@ func (r *syncRun) copiesUnread(s side, kind kbindv1alpha1.RelatedResourceKind, e
 }
 
 // collectCopy deletes one copy of this binding when it is collectable; a
-// provider copy that stays is remembered. A copy deleted that was made
-// before from a stray provider object gets a Warning Event.
+// provider copy that stays is remembered, and loses the reaper's mark
+// (unmark). A copy deleted that was made before from a stray provider
+// object gets a Warning Event.
 func (r *syncRun) collectCopy(ctx context.Context, s side, kind kbindv1alpha1.RelatedResourceKind, obj client.Object) {
 	objKey := claimKey(s, kind, client.ObjectKeyFromObject(obj))
 	owner := obj.GetAnnotations()[kbindv1alpha1.RelatedBindingAnnotation]
@@ -757,6 +759,7 @@ func (r *syncRun) collectCopy(ctx context.Context, s side, kind kbindv1alpha1.Re
 		if s == providerSide {
 			r.providerCopies[string(kind)+" "+obj.GetNamespace()+"/"+obj.GetName()] = true
 		}
+		r.unmark(ctx, s, kind, obj)
 		return
 	}
 	if err := deleteCopy(ctx, r.targets[s], obj); err != nil {
@@ -769,6 +772,39 @@ func (r *syncRun) collectCopy(ctx context.Context, s side, kind kbindv1alpha1.Re
 			"deleted %s %s/%s: kbind copied it before from a provider object that is not consumer namespace %s's, which a Binding never copies",
 			singular(kind), obj.GetNamespace(), obj.GetName(), obj.GetNamespace())
 	}
+}
+
+// unmark removes the backend reaper's phase-1 mark from a provider copy
+// this binding keeps (issue #52, BE-3): a konnector syncing the binding is
+// live, whatever its heartbeat Lease says (renewals refused by RBAC or a
+// webhook while sync works). The mark's own event on the copies informer
+// re-queues the binding, so a live konnector clears a mark within seconds;
+// the reaper deletes a consumer's related copies only when every mark
+// survived its grace period. Every copy of the binding the provider
+// copies informer holds comes here, whatever its entry's state: the copies
+// informer is the cheapest reliable read (no request per pass), and a
+// copy kept is a copy of a live konnector. A refused patch is reported
+// like a refused write; a copy gone or replaced meanwhile is left to its
+// own event.
+func (r *syncRun) unmark(ctx context.Context, s side, kind kbindv1alpha1.RelatedResourceKind, obj client.Object) {
+	data, ok := unmarkPatch(s, obj)
+	if !ok {
+		return
+	}
+	err := r.targets[s].Patch(ctx, obj.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, data))
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return // gone or replaced: its event brings the binding back
+	case refusal.Of(err) == refusal.Forbidden:
+		r.forbidden[fmt.Sprintf("patch %s in namespace %s (%s side)", kind, obj.GetNamespace(), s)] = true
+		return
+	case err != nil:
+		r.failures = append(r.failures, fmt.Errorf("removing the reaper's mark from related copy %s %s/%s (%s side): %w",
+			singular(kind), obj.GetNamespace(), obj.GetName(), s, err))
+		return
+	}
+	log.FromContext(ctx).V(1).Info("Removed the reaper's mark from a related copy", "side", s.String(), "resource", kind,
+		"namespace", obj.GetNamespace(), "name", obj.GetName(), "reapMarkedAt", obj.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation])
 }
 
 func (c *Copier) remember(b Binding, providerCopies map[string]bool) {

@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -365,4 +366,60 @@ func TestForbiddenTargetNamespace(t *testing.T) {
 		return env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-d", Name: "cfg"}, &corev1.ConfigMap{})
 	})
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
+}
+
+// TestReapMarkIsClearedOnARelatedCopy (issue #52, path 4, related copies):
+// the backend reaper marks the provider copies of a consumer whose Lease
+// looks stale (core.kbind.io/reap-marked-at); a live konnector's related
+// syncer removes the mark from every related copy it keeps, through the
+// mark's own event (the binding resync here is a minute), and leaves the
+// copy's payload as it is.
+func TestReapMarkIsClearedOnARelatedCopy(t *testing.T) {
+	ctx := context.Background()
+	mustCreate(t, env.Consumer, secret("rel-reap", "db-password", map[string]string{"share": "yes"}, "s1"))
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-reap", Name: "settings", Labels: map[string]string{"share": "yes"}},
+		Data: map[string]string{"k": "v"}})
+	sel := kbindv1alpha1.RelatedResourceSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"share": "yes"}}}
+	binding(t, "rel-reap", "related",
+		kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromConsumer, Selector: sel},
+		kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceConfigMaps, Direction: kbindv1alpha1.FromConsumer, Selector: sel})
+	waitSecret(t, env.Provider, "rel-reap", "db-password", data("s1"))
+	copies := []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}
+	names := []string{"db-password", "settings"}
+	enginetest.Eventually(t, "the ConfigMap copy on the provider", func() error {
+		return env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-reap", Name: "settings"}, copies[1])
+	})
+
+	// The reaper's phase-1 mark, written as the backend writes it.
+	for i, obj := range copies {
+		if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-reap", Name: names[i]}, obj); err != nil {
+			t.Fatal(err)
+		}
+		mark := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, obj.GetUID(), kbindv1alpha1.ReapMarkedAtAnnotation,
+			time.Now().UTC().Format(time.RFC3339))
+		if err := env.Provider.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(mark))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marked := time.Now()
+	enginetest.Eventually(t, "the reaper's marks cleared", func() error {
+		for i, obj := range copies {
+			if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-reap", Name: names[i]}, obj); err != nil {
+				return err
+			}
+			if m, ok := obj.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation]; ok {
+				return fmt.Errorf("%T %s still marked (%s)", obj, names[i], m)
+			}
+		}
+		return nil
+	})
+	took := time.Since(marked)
+	if took > 10*time.Second {
+		t.Errorf("clearing the marks took %s, more than the watch should", took)
+	}
+	t.Logf("marks cleared after %s", took)
+	s := copies[0].(*corev1.Secret)
+	if string(s.Data["key"]) != "s1" || s.Annotations[kbindv1alpha1.RelatedBindingAnnotation] == "" || s.UID == "" {
+		t.Errorf("the Secret copy changed: data %q, annotations %v", s.Data["key"], s.Annotations)
+	}
 }

@@ -51,7 +51,9 @@ func StorageGVK(crd *apiextensionsv1.CustomResourceDefinition) (gvk schema.Group
 // versions PlanVersions picks, each with its schema, printer columns,
 // subresources and selectable fields, the same storage version,
 // conversion None, every server-populated field dropped, and kbind's
-// markers. reduced is "" when the consumer serves every version the
+// markers — with the provider's conversion strategy, which the consumer
+// does not use, recorded in core.kbind.io/provider-conversion (a storage
+// switch the provider converts by webhook is refused: DecideStorageSwitch). reduced is "" when the consumer serves every version the
 // provider serves, else a sentence saying which it serves and why (the
 // binding reports it).
 func FromCRD(provider *apiextensionsv1.CustomResourceDefinition, connection string) (crd *apiextensionsv1.CustomResourceDefinition, reduced string, err error) {
@@ -79,7 +81,12 @@ func FromCRD(provider *apiextensionsv1.CustomResourceDefinition, connection stri
 		Versions:   versions,
 		Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
 	}
-	return Stamp(provider.Name, spec, connection), plan.Reduced(provider.Name), nil
+	crd = Stamp(provider.Name, spec, connection)
+	crd.Annotations[kbindv1alpha1.ProviderConversionAnnotation] = string(apiextensionsv1.NoneConverter)
+	if c := provider.Spec.Conversion; c != nil && c.Strategy == apiextensionsv1.WebhookConverter {
+		crd.Annotations[kbindv1alpha1.ProviderConversionAnnotation] = string(apiextensionsv1.WebhookConverter)
+	}
+	return crd, plan.Reduced(provider.Name), nil
 }
 
 // VersionPlan is which of a provider CRD's versions its consumer CRD

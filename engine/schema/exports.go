@@ -95,15 +95,16 @@ type Discoverer struct {
 
 // Discover resolves source and lists the exports (CONN-4). Auto tries
 // the labelled CRD list first: one or more exports select CRD, none falls
-// through to OpenAPI, and a list error (403 included) is returned, not a
-// fallback.
-func (d *Discoverer) Discover(ctx context.Context, source kbindv1alpha1.SchemaSource) (*Result, error) {
+// through to OpenAPI — unless Auto resolved to CRD before (resolved, the
+// Connection's activeSchemaSource), see AutoStaysCRD — and a list error
+// (403 included) is returned, not a fallback.
+func (d *Discoverer) Discover(ctx context.Context, source kbindv1alpha1.SchemaSource, resolved kbindv1alpha1.ActiveSchemaSource) (*Result, error) {
 	if source != kbindv1alpha1.SchemaSourceOpenAPI {
 		exports, err := d.ExportedCRDs(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if source == kbindv1alpha1.SchemaSourceCRD || len(exports) > 0 {
+		if source == kbindv1alpha1.SchemaSourceCRD || len(exports) > 0 || AutoStaysCRD(source, resolved) {
 			return &Result{Source: kbindv1alpha1.ActiveSchemaSourceCRD, Exports: exports}, nil
 		}
 	}
@@ -112,6 +113,16 @@ func (d *Discoverer) Discover(ctx context.Context, source kbindv1alpha1.SchemaSo
 		return nil, err
 	}
 	return &Result{Source: kbindv1alpha1.ActiveSchemaSourceOpenAPI, Exports: exports, Unreadable: unreadable}, nil
+}
+
+// AutoStaysCRD reports whether source Auto, resolved to CRD before, stays
+// CRD when no CRD is labelled any more: the provider took its last export
+// back. Falling through to OpenAPI then would export every non-built-in
+// resource of the provider — the unlabelled CRD included, so the label
+// removal would never be seen, and every other CRD of the provider with
+// it. Only the explicit source OpenAPI switches a Connection to it.
+func AutoStaysCRD(source kbindv1alpha1.SchemaSource, resolved kbindv1alpha1.ActiveSchemaSource) bool {
+	return (source == "" || source == kbindv1alpha1.SchemaSourceAuto) && resolved == kbindv1alpha1.ActiveSchemaSourceCRD
 }
 
 // ExportedCRDs lists provider CRDs labelled core.kbind.io/exported=true
@@ -166,10 +177,10 @@ func BuiltInGroup(group string) bool {
 
 // OpenAPIExports lists every resource of a non-built-in group that server
 // discovery announces and /openapi/v3 describes. A successful read that does
-// not describe a resource (no document for its group version, no schema for
-// its kind) skips it, with a log line. A group that cannot be read (its
-// discovery failed, its document could not be fetched or is malformed) is
-// returned in unreadable instead: its exports are unknown, not absent. Only
+// not describe a resource (no schema for its kind in its group version's
+// document) skips it, with a log line. A group that cannot be read (its
+// discovery failed, its document is missing from the /openapi/v3 index,
+// could not be fetched or is malformed) is returned in unreadable instead: its exports are unknown, not absent. Only
 // a failure of the whole discovery or of the /openapi/v3 index is an error.
 func (d *Discoverer) OpenAPIExports(ctx context.Context) (exports []kbindv1alpha1.ExportedAPI, unreadable []GroupError, err error) {
 	logger := log.FromContext(ctx)
@@ -245,9 +256,9 @@ type openAPIDocs struct {
 }
 
 // exports lists the resources (not subresources) of group version gv that
-// its document describes, served at versions. A group version without a
-// document exports nothing (logged); one whose document cannot be read is
-// an error (its exports are unknown), returned on the first read only.
+// its document describes, served at versions. A group version whose
+// document is missing from the index or cannot be read is an error (its
+// exports are unknown), returned on the first read only.
 func (o *openAPIDocs) exports(ctx context.Context, gv schema.GroupVersion, resources []metav1.APIResource, versions []string) ([]kbindv1alpha1.ExportedAPI, error) {
 	logger := log.FromContext(ctx)
 	var out []kbindv1alpha1.ExportedAPI
@@ -255,9 +266,9 @@ func (o *openAPIDocs) exports(ctx context.Context, gv schema.GroupVersion, resou
 		if strings.Contains(res.Name, "/") {
 			continue // subresource
 		}
-		doc, err := o.doc(ctx, gv)
+		doc, err := o.doc(gv)
 		if err != nil || doc == nil {
-			return out, err // unreadable, or no document: nothing of this group version
+			return out, err // unreadable (reported on the first read): nothing of this group version
 		}
 		if FindSchema(doc, gv.WithKind(res.Kind)) == "" {
 			logger.Info("Skipping resource without a usable OpenAPI schema", "resource", res.Name, "groupVersion", gv.String())
@@ -276,24 +287,21 @@ func (o *openAPIDocs) exports(ctx context.Context, gv schema.GroupVersion, resou
 }
 
 // doc returns gv's document, reading it the first time (and returning the
-// read error then only); nil when there is none (logged) or it could not
-// be read.
-func (o *openAPIDocs) doc(ctx context.Context, gv schema.GroupVersion) (*spec3.OpenAPI, error) {
+// read error then only); nil when it could not be read.
+func (o *openAPIDocs) doc(gv schema.GroupVersion) (*spec3.OpenAPI, error) {
 	if doc, ok := o.docs[gv]; ok {
 		return doc, nil
 	}
 	doc, err := readGVSpec(o.paths, gv)
-	if err == nil && doc == nil {
-		log.FromContext(ctx).Info("Skipping API group version without an /openapi/v3 document", "groupVersion", gv.String())
-	}
 	o.docs[gv] = doc
 	return doc, err
 }
 
 // readGVSpec reads one group version's /openapi/v3 document from the index.
-// A group version the index does not list is a successful read with no
-// document (nil, nil); a fetch failure or an undecodable document is an
-// error (the group's exports are unknown).
+// A group version the index does not list is an error like a fetch failure
+// or an undecodable document: discovery announces it, so its document is
+// missing only for now (an aggregated API restarting, a CRD's document
+// being rebuilt) and the group's exports are unknown, not absent.
 func readGVSpec(paths map[string]openapi.GroupVersion, gv schema.GroupVersion) (*spec3.OpenAPI, error) {
 	path := "apis/" + gv.Group + "/" + gv.Version
 	if gv.Group == "" {
@@ -301,7 +309,8 @@ func readGVSpec(paths map[string]openapi.GroupVersion, gv schema.GroupVersion) (
 	}
 	entry, ok := paths[path]
 	if !ok {
-		return nil, nil
+		return nil, &ListError{Verb: "get", Resource: "/openapi/v3/" + path,
+			Err: errors.New("the /openapi/v3 index does not list the document of a group version server discovery announces")}
 	}
 	data, err := entry.Schema(runtime.ContentTypeJSON)
 	if err != nil {

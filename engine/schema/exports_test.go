@@ -108,3 +108,26 @@ func TestKeepUnreadable(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoStaysCRD: Auto resolved to CRD never falls through to OpenAPI
+// (issue #52: a label removal went unseen behind the fallback).
+func TestAutoStaysCRD(t *testing.T) {
+	const auto, crdSrc, oapi = kbindv1alpha1.SchemaSourceAuto, kbindv1alpha1.SchemaSourceCRD, kbindv1alpha1.SchemaSourceOpenAPI
+	cases := []struct {
+		source   kbindv1alpha1.SchemaSource
+		resolved kbindv1alpha1.ActiveSchemaSource
+		want     bool
+	}{
+		{auto, kbindv1alpha1.ActiveSchemaSourceCRD, true},
+		{"", kbindv1alpha1.ActiveSchemaSourceCRD, true},
+		{auto, kbindv1alpha1.ActiveSchemaSourceOpenAPI, false},
+		{auto, "", false},
+		{crdSrc, kbindv1alpha1.ActiveSchemaSourceCRD, false}, // CRD never falls through anyway
+		{oapi, kbindv1alpha1.ActiveSchemaSourceCRD, false},
+	}
+	for _, tc := range cases {
+		if got := AutoStaysCRD(tc.source, tc.resolved); got != tc.want {
+			t.Errorf("AutoStaysCRD(%q, %q) = %v, want %v", tc.source, tc.resolved, got, tc.want)
+		}
+	}
+}

@@ -64,6 +64,10 @@ type Outcome struct {
 	// its CRD whose names the API server refused (RefusedNeverServed). The
 	// entry is not bound.
 	NamesTaken bool
+	// StorageSwitch is set with Problem when kbind refuses the provider's
+	// storage-version switch (DecideStorageSwitch): the CRD keeps its
+	// storage version and schema, and sync goes on at that version.
+	StorageSwitch bool
 }
 
 // Installer applies schema decisions to consumer CRDs and remembers, per
@@ -74,7 +78,8 @@ type Installer struct {
 	Client client.Client
 
 	mu       sync.Mutex
-	status   map[string]map[string]bool // connection → CRD name → in sync
+	status   map[string]map[string]bool   // connection → CRD name → in sync
+	switches map[string]map[string]string // connection → CRD name → refused storage switch
 	released ReleasedNames
 }
 
@@ -115,6 +120,9 @@ func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 	}
 	tookOver := ""
 	logger := log.FromContext(ctx).WithValues("crd", name)
+	if refused, ok := i.refuseSwitch(ctx, conn.Name, existing, desired, d.Action); ok {
+		return refused, nil
+	}
 	switch d.Action {
 	case ActionReport:
 		i.record(conn.Name, name, false)
@@ -178,6 +186,29 @@ func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 	i.record(conn.Name, name, InSync(existing, desired, conn.Name, conn.Spec.Schema))
 	return Outcome{Hash: existing.Annotations[kbindv1alpha1.SchemaHashAnnotation], Established: Established(existing),
 		Problem: Unestablished(existing, time.Now()), TookOverFrom: tookOver}, nil
+}
+
+// refuseSwitch is the outcome of an update (or take-over) of existing to
+// desired that would switch the storage version and that
+// DecideStorageSwitch refuses, with ok true; the CRD is left as it is.
+// Every other action, and a switch that may proceed (logged), gives ok
+// false.
+func (i *Installer) refuseSwitch(ctx context.Context, connection string, existing, desired *apiextensionsv1.CustomResourceDefinition, action Action) (Outcome, bool) {
+	if action != ActionUpdate && action != ActionTakeOver {
+		return Outcome{}, false
+	}
+	logger := log.FromContext(ctx).WithValues("crd", existing.Name)
+	sw := DecideStorageSwitch(existing, desired)
+	switch {
+	case sw.Refused:
+		i.recordRefused(connection, existing.Name, sw)
+		logger.Info("Refused the provider's storage-version switch", "from", sw.From, "to", sw.To, "webhook", sw.Webhook, "pruned", sw.Pruned)
+		return Outcome{Problem: sw.Problem, StorageSwitch: true}, true
+	case sw.From != sw.To:
+		logger.Info("Following the provider's storage-version switch", "from", sw.From, "to", sw.To,
+			"accepted", existing.Annotations[kbindv1alpha1.AcceptStorageVersionAnnotation] == sw.To, "pruned", sw.Pruned)
+	}
+	return Outcome{}, false
 }
 
 // namesTaken is why desired, a consumer CRD kbind is about to create,
@@ -297,6 +328,35 @@ func (i *Installer) record(connection, crd string, inSync bool) {
 		i.status[connection] = map[string]bool{}
 	}
 	i.status[connection][crd] = inSync
+	delete(i.switches[connection], crd)
+}
+
+// recordRefused remembers that kbind refused the storage switch sw of a
+// CRD: it lags, and the Connection's SchemaInSync says why.
+func (i *Installer) recordRefused(connection, crd string, sw StorageSwitch) {
+	i.record(connection, crd, false)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.switches == nil {
+		i.switches = map[string]map[string]string{}
+	}
+	if i.switches[connection] == nil {
+		i.switches[connection] = map[string]string{}
+	}
+	i.switches[connection][crd] = fmt.Sprintf("%s keeps storage version %s (the provider stores %s)", crd, sw.From, sw.To)
+}
+
+// RefusedSwitches lists, sorted, a sentence per CRD of a Connection whose
+// provider storage-version switch kbind refused (DecideStorageSwitch).
+func (i *Installer) RefusedSwitches(connection string) []string {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	var out []string
+	for _, s := range i.switches[connection] {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Forget drops what is remembered of a CRD (unbound) or, with crd "", of a
@@ -306,9 +366,11 @@ func (i *Installer) Forget(connection, crd string) {
 	defer i.mu.Unlock()
 	if crd == "" {
 		delete(i.status, connection)
+		delete(i.switches, connection)
 		return
 	}
 	delete(i.status[connection], crd)
+	delete(i.switches[connection], crd)
 }
 
 // Lagging lists the CRDs of a Connection that do not carry the schema its

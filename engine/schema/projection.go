@@ -49,6 +49,9 @@ func Project(crd *apiextensionsv1.CustomResourceDefinition, ref kbindv1alpha1.AP
 	out := Stamp(ref.ConsumerName(), spec, connection)
 	out.Annotations[kbindv1alpha1.ProviderAPIAnnotation] = ref.Name
 	out.Annotations[kbindv1alpha1.ProviderKindAnnotation] = providerKind
+	if c, ok := crd.Annotations[kbindv1alpha1.ProviderConversionAnnotation]; ok {
+		out.Annotations[kbindv1alpha1.ProviderConversionAnnotation] = c
+	}
 	return out
 }
 

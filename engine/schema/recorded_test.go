@@ -3,6 +3,7 @@ package schema
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -82,14 +83,16 @@ func TestOpenAPIExportsSkipsBrokenGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Only the resource with a usable schema; the missing group, the
-	// resource without a schema and the built-in group are skipped.
+	// Only the resource with a usable schema; the resource without a
+	// schema and the built-in group are skipped.
 	if len(exports) != 1 || exports[0].Name != "widgets.example.org" || exports[0].Scope != kbindv1alpha1.APIScopeNamespaced {
 		t.Fatalf("exports %+v", exports)
 	}
-	// The broken document is not "no export": its group is unreadable, and
-	// the Connection keeps what it exported before.
-	if len(unreadable) != 1 || unreadable[0].Group != "broken.example.org" || !strings.Contains(unreadable[0].Error(), "not valid OpenAPI v3 JSON") {
+	// The broken document and the missing one are not "no export": their
+	// groups are unreadable, and the Connection keeps what it exported
+	// before.
+	if len(unreadable) != 2 || unreadable[0].Group != "broken.example.org" || !strings.Contains(unreadable[0].Error(), "not valid OpenAPI v3 JSON") ||
+		unreadable[1].Group != "missing.example.org" || !strings.Contains(unreadable[1].Error(), "index does not list") {
 		t.Fatalf("unreadable %+v", unreadable)
 	}
 }
@@ -159,5 +162,50 @@ func TestSynthesisFromRecordedDocument(t *testing.T) {
 	again, _ := FromOpenAPI(api, "p")
 	if SpecHash(&crd.Spec) != SpecHash(&again.Spec) {
 		t.Error("synthesis is not deterministic")
+	}
+}
+
+// TestOpenAPIMissingDocumentIsUnreadable (issue #52): a group version that
+// server discovery announces but the /openapi/v3 index does not list (yet,
+// or briefly: an aggregated API restarting, a CRD's document being
+// rebuilt) is unreadable, not "no export": the Connection keeps the last
+// known exports of its group, where skipping it dropped them — and with
+// autoBind drained them.
+func TestOpenAPIMissingDocumentIsUnreadable(t *testing.T) {
+	const oapi = kbindv1alpha1.ActiveSchemaSourceOpenAPI
+	previous := []kbindv1alpha1.ExportedAPI{
+		{Name: "ghosts.missing.example.org", Group: "missing.example.org", Resource: "ghosts", Scope: kbindv1alpha1.APIScopeCluster, Versions: []string{"v1"}},
+		{Name: "widgets.example.org", Group: "example.org", Resource: "widgets", Scope: kbindv1alpha1.APIScopeNamespaced, Versions: []string{"v1alpha1"}},
+	}
+	cases := []struct {
+		name string
+		docs map[string][]byte
+		want string // exports kept, then unreadable groups
+	}{
+		{"the group version's document missing from the index",
+			map[string][]byte{"apis/example.org/v1alpha1": recorded(t), "apis/broken.example.org/v1": recorded(t)},
+			"[ghosts.missing.example.org widgets.example.org] [missing.example.org]"},
+		{"every document missing",
+			map[string][]byte{},
+			"[ghosts.missing.example.org widgets.example.org] [broken.example.org example.org missing.example.org]"},
+	}
+	for _, tc := range cases {
+		fresh, unreadable, err := (&Discoverer{Discovery: newRecordedDiscovery(t, tc.docs)}).OpenAPIExports(context.Background())
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var names, groups []string
+		for _, e := range KeepUnreadable(fresh, unreadable, previous, oapi, oapi) {
+			names = append(names, e.Name)
+		}
+		for _, u := range unreadable {
+			groups = append(groups, u.Group)
+			if !strings.Contains(u.Error(), "/openapi/v3/apis/"+u.Group+"/") {
+				t.Errorf("%s: the error does not name the document: %v", tc.name, u)
+			}
+		}
+		if got := fmt.Sprint(names) + " " + fmt.Sprint(groups); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }

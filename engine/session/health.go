@@ -72,19 +72,46 @@ type Heartbeat struct {
 	Err   error
 	// LastRenewal is when a renewal last succeeded (zero: never).
 	LastRenewal time.Time
+	// Started is when the renewal loop started (kept when it moves).
+	Started time.Time
 	// RecheckAt is when the heartbeat last failed anew or found its Lease
 	// changed or gone: the provider's identity is read again after it.
 	RecheckAt time.Time
 	// UnansweredAt is when a renewal last timed out (heartbeat.Unanswered).
 	UnansweredAt time.Time
+	// Sightings are the last two times renewals found another konnector's
+	// renewal on the Lease (heartbeat.Renewer.Foreign), the later last;
+	// zero: none. Judge needs no more. Verdict is heartbeat.Judge of them
+	// at the last renewal.
+	Sightings [2]time.Time
+	Verdict   heartbeat.Verdict
 }
 
-// record folds one renewal's outcome (err, and whether it had to read
-// the Lease again) at now into h, and reports whether the change is one
-// the Connection must be woken for: the first result, a different error,
-// or a reason to read the provider's identity again.
-func (h Heartbeat) record(err error, reread bool, now time.Time) (Heartbeat, bool) {
+// VerdictAt is heartbeat.Judge of the heartbeat's sightings at now: it
+// decays with time, between renewals too.
+func (h Heartbeat) VerdictAt(now time.Time) heartbeat.Verdict {
+	var sightings []time.Time
+	for _, s := range h.Sightings {
+		if !s.IsZero() {
+			sightings = append(sightings, s)
+		}
+	}
+	return heartbeat.Judge(sightings, now, h.Interval)
+}
+
+// record folds one renewal's outcome (err, whether it had to read the
+// Lease again and whether it found another konnector's renewal there) at
+// now into h, and reports whether the change is one the Connection must
+// be woken for: the first result, a different error, a reason to read the
+// provider's identity again, or a different verdict on duplicates.
+func (h Heartbeat) record(err error, reread, foreign bool, now time.Time) (Heartbeat, bool) {
 	changed := !h.Known || errString(h.Err) != errString(err)
+	if foreign {
+		h.Sightings = [2]time.Time{h.Sightings[1], now}
+	}
+	if v := h.VerdictAt(now); v != h.Verdict {
+		h.Verdict, changed = v, true
+	}
 	h.Known, h.Err = true, err
 	if err == nil {
 		h.LastRenewal = now
@@ -102,9 +129,34 @@ func (h Heartbeat) record(err error, reread bool, now time.Time) (Heartbeat, boo
 
 // moved is the state of a heartbeat restarted on another session or for
 // another Lease: the last result and renewal carry over (the Condition
-// does not flap), the reasons to recheck the identity do not.
+// does not flap), and so do the sightings of other konnectors (a
+// duplicate is not forgotten by a new session); the reasons to recheck
+// the identity do not.
 func (h Heartbeat) moved(lease heartbeat.Lease, interval time.Duration) Heartbeat {
-	return Heartbeat{Running: true, Lease: lease, Interval: interval, Known: h.Known, Err: h.Err, LastRenewal: h.LastRenewal}
+	started := h.Started
+	if started.IsZero() {
+		started = time.Now()
+	}
+	return Heartbeat{Running: true, Lease: lease, Interval: interval, Known: h.Known, Err: h.Err, LastRenewal: h.LastRenewal, Started: started,
+		Sightings: h.Sightings, Verdict: h.Verdict}
+}
+
+// renewedAt is what kbind_heartbeat_age_seconds counts from: the last
+// successful renewal or, for a heartbeat that has failed since it
+// started (renewals refused from the start, as after a konnector restart
+// while they are), its start — so that KbindHeartbeatStale fires for a
+// sustained refusal either way (issue #52). ok is false before the first
+// result.
+func (h Heartbeat) renewedAt() (time.Time, bool) {
+	switch {
+	case !h.Running:
+		return time.Time{}, false
+	case !h.LastRenewal.IsZero():
+		return h.LastRenewal, true
+	case h.Known && h.Err != nil && !h.Started.IsZero():
+		return h.Started, true
+	}
+	return time.Time{}, false
 }
 
 func errString(err error) string {
@@ -187,14 +239,15 @@ func (m *Manager) recordOf(connection string) *connRecord {
 }
 
 // LastRenewals implements metrics.HeartbeatSource: the last successful
-// renewal of every Connection whose heartbeat runs.
+// renewal of every Connection whose heartbeat runs (renewedAt: its start
+// when none succeeded yet and it fails).
 func (m *Manager) LastRenewals() map[string]time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := map[string]time.Time{}
 	for name, t := range m.records {
-		if hb := t.health.Heartbeat; hb.Running && !hb.LastRenewal.IsZero() {
-			out[name] = hb.LastRenewal
+		if at, ok := t.health.Heartbeat.renewedAt(); ok {
+			out[name] = at
 		}
 	}
 	return out
@@ -209,6 +262,7 @@ func (m *Manager) LastRenewals() map[string]time.Time {
 // one that changes it wakes the Connection (HealthChanges).
 func (m *Manager) RunHeartbeat(s *Session, lease heartbeat.Lease, interval time.Duration) {
 	name := s.Connection
+	lease.Nonce = m.nonce
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t := m.recordOf(name)
@@ -223,15 +277,15 @@ func (m *Manager) RunHeartbeat(s *Session, lease heartbeat.Lease, interval time.
 	t.beat, t.health.Heartbeat = b, t.health.Heartbeat.moved(lease, interval)
 	timeout := heartbeat.RenewTimeout(interval, m.opts.Timeout)
 	m.goroutines.Go(func() {
-		heartbeat.Run(ctx, s.Client, lease, interval, timeout, func(err error, reread bool) {
-			m.reportHeartbeat(name, b, err, reread)
+		heartbeat.Run(ctx, s.Client, lease, interval, timeout, func(err error, reread, foreign bool) {
+			m.reportHeartbeat(name, b, err, reread, foreign)
 		})
 	})
 }
 
 // reportHeartbeat records one renewal of the loop b, unless b was stopped
 // or replaced meanwhile.
-func (m *Manager) reportHeartbeat(name string, b *beat, err error, reread bool) {
+func (m *Manager) reportHeartbeat(name string, b *beat, err error, reread, foreign bool) {
 	m.mu.Lock()
 	t, ok := m.records[name]
 	if !ok || t.beat != b {
@@ -239,11 +293,24 @@ func (m *Manager) reportHeartbeat(name string, b *beat, err error, reread bool) 
 		return
 	}
 	var changed bool
-	t.health.Heartbeat, changed = t.health.Heartbeat.record(err, reread, time.Now())
+	t.health.Heartbeat, changed = t.health.Heartbeat.record(err, reread, foreign, time.Now())
 	m.mu.Unlock()
 	if changed {
 		m.wake(name)
 	}
+}
+
+// Duplicate is the verdict, now, on the Connection's heartbeat Lease
+// (heartbeat.Judge): Alone when no heartbeat runs. Provider deletes wait
+// unless it is Alone (the releaser).
+func (m *Manager) Duplicate(connection string) heartbeat.Verdict {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.records[connection]
+	if !ok || !t.health.Heartbeat.Running {
+		return heartbeat.Alone
+	}
+	return t.health.Heartbeat.VerdictAt(time.Now())
 }
 
 // StopHeartbeat ends the Connection's Lease renewal and forgets its
@@ -270,11 +337,19 @@ const leaseDeleteTimeout = 10 * time.Second
 // is deleted from the provider, so that the consumer does not look stale
 // to the backend. A failed deletion (provider unreachable or refusing) is
 // logged and never blocks the caller: the backend reaps that Lease once
-// it is stale.
+// it is stale. A Lease another live konnector renews with this
+// consumer's identity (Duplicate not Alone: a restored clone) is
+// theirs too and is kept.
 func (m *Manager) Retire(ctx context.Context, connection string) {
+	verdict := m.Duplicate(connection)
 	s, lease := m.StopHeartbeat(connection)
 	m.Stop(connection)
 	if s == nil {
+		return
+	}
+	if verdict != heartbeat.Alone {
+		log.FromContext(ctx).Info("Heartbeat Lease kept: another konnector renews it with this consumer cluster's identity",
+			"lease", lease.Namespace+"/"+lease.Name, "verdict", verdict.String())
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, leaseDeleteTimeout)

@@ -42,7 +42,7 @@ func TestHeartbeatRecord(t *testing.T) {
 			refused, false, Heartbeat{Known: true, Err: refused, RecheckAt: now}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, wake := tc.before.record(tc.err, tc.reread, now)
+			got, wake := tc.before.record(tc.err, tc.reread, false, now)
 			if got != tc.want || wake != tc.wake {
 				t.Errorf("record = %+v, %v; want %+v, %v", got, wake, tc.want, tc.wake)
 			}
@@ -50,12 +50,50 @@ func TestHeartbeatRecord(t *testing.T) {
 	}
 }
 
+// Renewals that find another konnector's renewal on the Lease are
+// remembered (the last two) and judged: one is a predecessor's (Suspect),
+// two within the window a duplicate, which wakes the Connection; a window
+// without one clears it, and a moved heartbeat keeps them.
+func TestHeartbeatRecordSightings(t *testing.T) {
+	h := Heartbeat{Running: true, Interval: time.Second, Known: true}
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	var wake bool
+	for _, step := range []struct {
+		at      int
+		foreign bool
+		want    heartbeat.Verdict
+		wake    bool
+	}{
+		{1, false, heartbeat.Alone, false},
+		{2, true, heartbeat.Suspect, true},
+		{3, false, heartbeat.Suspect, false},
+		{4, true, heartbeat.Duplicate, true},
+		{5, true, heartbeat.Duplicate, false},
+		{8, false, heartbeat.Duplicate, false},
+		{9, false, heartbeat.Alone, true},
+	} {
+		h, wake = h.record(nil, false, step.foreign, at(step.at))
+		if h.Verdict != step.want || wake != step.wake {
+			t.Errorf("at %ds (foreign %t): verdict %s, wake %t; want %s, %t", step.at, step.foreign, h.Verdict, wake, step.want, step.wake)
+		}
+	}
+	h.Sightings = [2]time.Time{at(1), at(2)}
+	if got := h.moved(heartbeat.Lease{Name: "new"}, time.Second); got.Sightings != h.Sightings || got.VerdictAt(at(3)) != heartbeat.Duplicate {
+		t.Errorf("moved = %+v: the sightings did not carry over", got)
+	}
+}
+
+func withNonce(l heartbeat.Lease, nonce string) heartbeat.Lease {
+	l.Nonce = nonce
+	return l
+}
+
 func TestHeartbeatMoved(t *testing.T) {
 	refused := errors.New("forbidden")
 	before := Heartbeat{Running: true, Lease: heartbeat.Lease{Name: "old"}, Interval: time.Second, Known: true, Err: refused,
-		LastRenewal: t0, RecheckAt: t0, UnansweredAt: t0}
+		LastRenewal: t0, Started: t0, RecheckAt: t0, UnansweredAt: t0}
 	lease := heartbeat.Lease{Name: "new"}
-	want := Heartbeat{Running: true, Lease: lease, Interval: time.Minute, Known: true, Err: refused, LastRenewal: t0}
+	want := Heartbeat{Running: true, Lease: lease, Interval: time.Minute, Known: true, Err: refused, LastRenewal: t0, Started: t0}
 	if got := before.moved(lease, time.Minute); got != want {
 		t.Errorf("moved = %+v, want %+v", got, want)
 	}
@@ -89,7 +127,7 @@ func TestManagerRunsHeartbeats(t *testing.T) {
 		t.Fatal("no wake-up after the first renewal")
 	}
 	h, ok := m.Health("c")
-	if !ok || !h.Heartbeat.Running || !h.Heartbeat.Known || h.Heartbeat.Err != nil || h.Heartbeat.LastRenewal.IsZero() || h.Heartbeat.Lease != lease {
+	if !ok || !h.Heartbeat.Running || !h.Heartbeat.Known || h.Heartbeat.Err != nil || h.Heartbeat.LastRenewal.IsZero() || h.Heartbeat.Lease != withNonce(lease, m.nonce) {
 		t.Fatalf("Health = %+v, %v; want a running heartbeat that renewed", h, ok)
 	}
 	if _, ok := m.LastRenewals()["c"]; !ok {
@@ -124,11 +162,11 @@ func TestStaleReportsAreIgnored(t *testing.T) {
 	m := NewManager(context.Background(), Options{})
 	old, current := &beat{cancel: func() {}}, &beat{cancel: func() {}}
 	m.recordOf("c").beat = current
-	m.reportHeartbeat("c", old, errors.New("stale"), true)
+	m.reportHeartbeat("c", old, errors.New("stale"), true, false)
 	if h, _ := m.Health("c"); h.Heartbeat != (Heartbeat{}) {
 		t.Errorf("a replaced loop's report was recorded: %+v", h.Heartbeat)
 	}
-	m.reportHeartbeat("c", current, nil, false)
+	m.reportHeartbeat("c", current, nil, false, false)
 	if h, _ := m.Health("c"); !h.Heartbeat.Known {
 		t.Error("the current loop's report was not recorded")
 	}

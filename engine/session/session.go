@@ -46,6 +46,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/heartbeat"
 	"github.com/kbind/kbind/engine/identity"
 	"github.com/kbind/kbind/engine/internal/goroutines"
 	"github.com/kbind/kbind/engine/internal/slim"
@@ -108,6 +109,10 @@ type Session struct {
 	identityMu sync.Mutex
 	identity   *identity.Reader
 
+	// duplicate is the Manager's verdict on the Connection's heartbeat
+	// Lease (Manager.Duplicate); nil: Alone.
+	duplicate func() heartbeat.Verdict
+
 	// spawn runs the session's goroutines (the Manager's tracked ones);
 	// shutdown is closed when the Manager stops.
 	spawn    func(func()) bool
@@ -143,6 +148,17 @@ func (s *Session) Token() string {
 		return ""
 	}
 	return s.token.get()
+}
+
+// Duplicate is the verdict, now, on the Connection's heartbeat Lease
+// (Manager.Duplicate): whether another live konnector renews it with this
+// consumer's identity (a restored clone). The releaser deletes provider
+// copies only while it is heartbeat.Alone.
+func (s *Session) Duplicate() heartbeat.Verdict {
+	if s.duplicate == nil {
+		return heartbeat.Alone
+	}
+	return s.duplicate()
 }
 
 // Cache is the session's shared provider cache. Informers added to it
@@ -232,6 +248,10 @@ type Manager struct {
 	// changes carries HealthChanges.
 	changes chan event.TypedGenericEvent[*kbindv1alpha1.Connection]
 
+	// nonce is this konnector process's (heartbeat.NewNonce), written on
+	// every heartbeat Lease it renews.
+	nonce string
+
 	mu         sync.Mutex
 	sessions   map[string]*Session
 	candidates map[string]*Session
@@ -244,7 +264,7 @@ type Manager struct {
 func NewManager(base context.Context, opts Options) *Manager {
 	ctx, cancel := context.WithCancel(base)
 	return &Manager{
-		opts: opts, ctx: ctx, cancel: cancel,
+		opts: opts, ctx: ctx, cancel: cancel, nonce: heartbeat.NewNonce(),
 		changes:  make(chan event.TypedGenericEvent[*kbindv1alpha1.Connection], healthChangesBuffer),
 		sessions: map[string]*Session{}, candidates: map[string]*Session{}, records: map[string]*connRecord{},
 	}
@@ -468,7 +488,7 @@ func (m *Manager) build(connection, hash, namespace, consumerUID string, iso iso
 		Connection: connection, Hash: hash, Namespace: namespace, ConfinedTo: iso.ConfinedTo(), Isolation: iso,
 		Config: cfg, Direct: direct, Client: c, Discovery: dc, CRDs: crds,
 		HTTPClient: hc, DirectHTTPClient: directHC, token: token,
-		spawn: m.goroutines.Go, shutdown: m.ctx.Done(),
+		spawn: m.goroutines.Go, shutdown: m.ctx.Done(), duplicate: func() heartbeat.Verdict { return m.Duplicate(connection) },
 		cluster: cl, ctx: ctx, cancel: cancel, stopped: make(chan struct{}),
 	}
 	if !s.spawn(func() { s.closeConnectionsWhenStopped(rt, tracked) }) {

@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -38,8 +40,14 @@ const (
 	// status over the consumer copy: a consumer edit is reverted.
 	ImportUpdate ImportAction = "Update"
 	// ImportDelete deletes the consumer copy: the provider object is gone
-	// or going.
+	// or going, and has been for the absence window, or the binding no
+	// longer imports it.
 	ImportDelete ImportAction = "Delete"
+	// ImportAwaitAbsence keeps the consumer copy of a provider object that
+	// is gone or going but not for the absence window yet: it may come
+	// back (a restore, a namespace re-created), and then the copy follows
+	// it. The key is looked at again once the window has passed.
+	ImportAwaitAbsence ImportAction = "AwaitAbsence"
 	// ImportConflict means a consumer object that is not an imported copy holds
 	// the name; it is never overwritten.
 	ImportConflict ImportAction = "Conflict"
@@ -80,6 +88,10 @@ type ImportState struct {
 	// InSync: the consumer copy's spec, selected labels and status equal
 	// the provider object's.
 	InSync bool
+	// AbsenceConfirmed: the provider object has been gone or going, as
+	// the provider itself answered, since at least the absence window
+	// (AbsenceLasted).
+	AbsenceConfirmed bool
 }
 
 // DecideImport decides what the sync does for one key of an imported API.
@@ -91,11 +103,19 @@ func DecideImport(s ImportState) ImportAction {
 	switch {
 	case s.Scope == ImportUnscoped:
 		return ImportNothing
-	case s.Scope == ImportOff || !s.ProviderExists || s.ProviderDeleting:
+	case s.Scope == ImportOff:
 		if removable {
 			return ImportDelete
 		}
 		return ImportNothing
+	case !s.ProviderExists || s.ProviderDeleting:
+		switch {
+		case !removable:
+			return ImportNothing
+		case !s.AbsenceConfirmed:
+			return ImportAwaitAbsence
+		}
+		return ImportDelete
 	case s.ProviderMarked:
 		return ImportNothing
 	case !s.ConsumerExists:
@@ -217,20 +237,30 @@ func (s *Syncer) syncImport(ctx context.Context, o *objectSync) (outcome, error)
 		return next, nil
 	}
 	st, pobj, err := s.importState(ctx, o)
-	if err != nil || st.Scope == ImportUnscoped {
+	if err != nil {
+		return done, err
+	}
+	// An absence is confirmed only by syncs that each see it: any read
+	// that does not (the object there, no copy to keep, no scope) starts
+	// the window again.
+	gone := st.Scope == ImportOn && (!st.ProviderExists || st.ProviderDeleting) && st.ConsumerImported && !st.ConsumerDeleting
+	if !gone {
+		s.absences.forget(o.key)
+	}
+	if st.Scope == ImportUnscoped {
 		// The scope's absence proves nothing of the provider object: an
 		// imported copy is left as it is.
-		return done, err
+		return done, nil
 	}
 	if o.cobj != nil {
 		if out, handled, err := s.handOver(ctx, o, st.Scope, pobj); handled {
 			return out, err
 		}
 	}
-	if st.Scope == ImportOn && !st.ProviderExists && st.ConsumerImported {
-		// The cache may lag the provider: only the provider's own answer
-		// deletes a copy.
-		if _, exists, err := s.releaser.providerCopy(ctx, o.key); err != nil || exists {
+	var wait time.Duration
+	if gone {
+		var read bool
+		if wait, read, err = s.absenceLasted(ctx, o, &st); !read {
 			return requeue, err
 		}
 	}
@@ -240,7 +270,11 @@ func (s *Syncer) syncImport(ctx context.Context, o *objectSync) (outcome, error)
 	case ImportUpdate:
 		return s.updateImported(ctx, o, pobj)
 	case ImportDelete:
+		s.absences.forget(o.key)
 		return s.deleteImported(ctx, o.cobj, st.Scope == ImportOff)
+	case ImportAwaitAbsence:
+		s.queue.AddAfter(o.key, wait)
+		return done, nil
 	}
 	if o.cobj == nil || st.Scope == ImportOff {
 		s.results.forget(s.target, o.key)
@@ -302,6 +336,84 @@ func (s *Syncer) deleteImported(ctx context.Context, cobj *unstructured.Unstruct
 	log.FromContext(ctx).Info("Deleted an imported object", "reason", why)
 	s.results.forget(s.target, client.ObjectKeyFromObject(cobj))
 	return done, nil
+}
+
+// absenceLasted reads, for an imported copy whose provider object the
+// cache says is gone or going, the provider's own answer (the cache may
+// lag) and how long the absence has lasted (st.AbsenceConfirmed; wait is
+// what is left of the window). read is false when the provider has the
+// object after all, or did not answer: the sync is retried.
+func (s *Syncer) absenceLasted(ctx context.Context, o *objectSync, st *ImportState) (wait time.Duration, read bool, err error) {
+	if !st.ProviderExists {
+		_, exists, err := s.releaser.providerCopy(ctx, o.key)
+		if exists {
+			s.absences.forget(o.key)
+		}
+		if err != nil || exists {
+			return 0, false, err
+		}
+	}
+	// Only an absence that lasts deletes: a provider object deleted and
+	// made again (a restore, its namespace re-created) keeps its copy.
+	since, first := s.absences.observe(o.key)
+	st.AbsenceConfirmed, wait = AbsenceLasted(since, s.absences.clock(), s.absences.window)
+	if first {
+		log.FromContext(ctx).Info(importAbsenceNoted, "confirmIn", wait.String())
+	}
+	return wait, true, nil
+}
+
+// importAbsenceNoted is logged when the provider object of an imported
+// copy is first seen gone or going.
+const importAbsenceNoted = "The provider object of an imported copy is gone; the copy is kept until its absence is confirmed"
+
+// AbsenceLasted decides whether a provider object first seen gone (or
+// going) at since, and seen so again now, has been so for the window: a
+// copy is deleted only then. wait is how long until it will have been (0
+// once confirmed). A clock that went back counts from now.
+func AbsenceLasted(since, now time.Time, window time.Duration) (confirmed bool, wait time.Duration) {
+	if since.After(now) {
+		return false, window
+	}
+	if elapsed := now.Sub(since); elapsed < window {
+		return false, window - elapsed
+	}
+	return true, 0
+}
+
+// absences records, per consumer key, when the provider object of an
+// imported copy was first seen gone or going; a sync that sees it again,
+// or no longer has an imported copy to keep, forgets it. Held in memory
+// only: a restart starts the window again, which keeps a copy longer,
+// never shorter.
+type absences struct {
+	window time.Duration
+	clock  func() time.Time
+	mu     sync.Mutex
+	since  map[types.NamespacedName]time.Time
+}
+
+// observe returns when the absence at key was first seen, recording now
+// when this is the first time (first).
+func (a *absences) observe(key types.NamespacedName) (since time.Time, first bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t, ok := a.since[key]; ok {
+		return t, false
+	}
+	if a.since == nil {
+		a.since = map[types.NamespacedName]time.Time{}
+	}
+	now := a.clock()
+	a.since[key] = now
+	return now, true
+}
+
+// forget drops the absence recorded at key.
+func (a *absences) forget(key types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.since, key)
 }
 
 // importedInSync reports whether the imported copy cobj holds what the

@@ -33,16 +33,25 @@ const (
 
 // DecideMove decides what becomes of a moved object's copy on the
 // provider it left: only a copy that is this route's (ownership Ours)
-// and not already going is touched; it is deleted when the object asks
-// for it (deletion policy Delete) or is itself being deleted under a
-// policy that deletes (none, Delete, Foreground), and kept otherwise — an
-// annotation value that names no policy (a typo of Orphan) keeps it.
-func DecideMove(copyOwnership ownership.Ownership, copyDeleting bool, deletionPolicy string, objectDeleting bool) MoveAction {
-	deletes := deletionPolicy == "" || deletionPolicy == kbindv1alpha1.DeletionPolicyDelete || deletionPolicy == kbindv1alpha1.DeletionPolicyForeground
+// and not already going is touched. A live object's move follows its
+// annotations only: the copy is deleted when its deletion-policy
+// annotation says Delete, and kept otherwise — a binding-wide default
+// must not turn every relabel into a deletion. An object that is itself
+// being deleted follows its deletion policy as a deletion would
+// (deletionPolicyOf: the annotation, else def, the binding's
+// spec.deletionPolicy, else Delete): Delete and Foreground delete the
+// copy, Orphan keeps it, and a value that names no policy (a typo of
+// Orphan) keeps it.
+func DecideMove(copyOwnership ownership.Ownership, copyDeleting bool, annotations map[string]string, def kbindv1alpha1.DeletionPolicy, objectDeleting bool) MoveAction {
 	switch {
 	case copyOwnership != ownership.Ours || copyDeleting:
 		return MoveNothing
-	case deletionPolicy == kbindv1alpha1.DeletionPolicyDelete, objectDeleting && deletes:
+	case objectDeleting:
+		if policy, known := deletionPolicyOf(annotations, def); known && policy != kbindv1alpha1.DeletionPolicyOrphan {
+			return MoveDelete
+		}
+		return MoveKeep
+	case annotations[kbindv1alpha1.DeletionPolicyAnnotation] == kbindv1alpha1.DeletionPolicyDelete:
 		return MoveDelete
 	default:
 		return MoveKeep

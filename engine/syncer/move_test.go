@@ -8,28 +8,43 @@ import (
 )
 
 func TestDecideMove(t *testing.T) {
+	const (
+		none   = kbindv1alpha1.DeletionPolicy("")
+		orphan = kbindv1alpha1.DeletionPolicyOrphan
+		del    = kbindv1alpha1.DeletionPolicyDelete
+	)
+	annotated := func(v string) map[string]string { return map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: v} }
 	for _, tc := range []struct {
 		name           string
 		owned          ownership.Ownership
 		copyDeleting   bool
-		policy         string
+		annotations    map[string]string
+		def            kbindv1alpha1.DeletionPolicy // the binding's spec.deletionPolicy
 		objectDeleting bool
 		want           MoveAction
 	}{
-		{"no copy", ownership.Absent, false, "", false, MoveNothing},
-		{"someone else's copy is never touched", ownership.Another, false, kbindv1alpha1.DeletionPolicyDelete, false, MoveNothing},
-		{"an unmarked copy is never touched", ownership.Unmarked, false, "", true, MoveNothing},
-		{"a copy going already", ownership.Ours, true, kbindv1alpha1.DeletionPolicyDelete, false, MoveNothing},
-		{"default: kept (a relabel never destroys a database)", ownership.Ours, false, "", false, MoveKeep},
-		{"Orphan: kept", ownership.Ours, false, kbindv1alpha1.DeletionPolicyOrphan, false, MoveKeep},
-		{"Delete explicitly: deleted", ownership.Ours, false, kbindv1alpha1.DeletionPolicyDelete, false, MoveDelete},
-		{"an object being deleted: its old copy goes too", ownership.Ours, false, "", true, MoveDelete},
-		{"an object being deleted with Orphan: kept", ownership.Ours, false, kbindv1alpha1.DeletionPolicyOrphan, true, MoveKeep},
-		{"an unknown policy is not Delete", ownership.Ours, false, "delete", false, MoveKeep},
-		{"an object being deleted with a typo (orphan): kept, never guessed at", ownership.Ours, false, "orphan", true, MoveKeep},
-		{"an object being deleted with Foreground: its old copy goes", ownership.Ours, false, kbindv1alpha1.DeletionPolicyForeground, true, MoveDelete},
+		{"no copy", ownership.Absent, false, nil, none, false, MoveNothing},
+		{"someone else's copy is never touched", ownership.Another, false, annotated(kbindv1alpha1.DeletionPolicyDelete), none, false, MoveNothing},
+		{"an unmarked copy is never touched", ownership.Unmarked, false, nil, none, true, MoveNothing},
+		{"a copy going already", ownership.Ours, true, annotated(kbindv1alpha1.DeletionPolicyDelete), none, false, MoveNothing},
+		{"default: kept (a relabel never destroys a database)", ownership.Ours, false, nil, none, false, MoveKeep},
+		{"Orphan: kept", ownership.Ours, false, annotated(kbindv1alpha1.DeletionPolicyOrphan), none, false, MoveKeep},
+		{"Delete explicitly: deleted", ownership.Ours, false, annotated(kbindv1alpha1.DeletionPolicyDelete), none, false, MoveDelete},
+		{"a live object ignores its binding's Delete default: kept", ownership.Ours, false, nil, del, false, MoveKeep},
+		{"a live object ignores its binding's Orphan default, its annotation Delete wins", ownership.Ours, false, annotated(kbindv1alpha1.DeletionPolicyDelete), orphan, false, MoveDelete},
+		{"an object being deleted: its old copy goes too", ownership.Ours, false, nil, none, true, MoveDelete},
+		{"an object being deleted with Orphan: kept", ownership.Ours, false, annotated(kbindv1alpha1.DeletionPolicyOrphan), none, true, MoveKeep},
+		{"an object being deleted, no annotation, its binding's default Orphan: kept (issue #52)", ownership.Ours, false, nil, orphan, true, MoveKeep},
+		{"an object being deleted, no annotation, its binding's default Delete: deleted", ownership.Ours, false, nil, del, true, MoveDelete},
+		{"an object being deleted, no annotation, its binding's default Foreground: deleted", ownership.Ours, false, nil, kbindv1alpha1.DeletionPolicyForeground, true, MoveDelete},
+		{"an object being deleted: its annotation Delete beats the binding's Orphan", ownership.Ours, false, annotated(kbindv1alpha1.DeletionPolicyDelete), orphan, true, MoveDelete},
+		{"an object being deleted: its annotation Orphan beats the binding's Delete", ownership.Ours, false, annotated(kbindv1alpha1.DeletionPolicyOrphan), del, true, MoveKeep},
+		{"an unknown policy is not Delete", ownership.Ours, false, annotated("delete"), none, false, MoveKeep},
+		{"an object being deleted with a typo (orphan): kept, never guessed at", ownership.Ours, false, annotated("orphan"), none, true, MoveKeep},
+		{"an object being deleted with an empty annotation: kept, never guessed at", ownership.Ours, false, annotated(""), del, true, MoveKeep},
+		{"an object being deleted with Foreground: its old copy goes", ownership.Ours, false, annotated(kbindv1alpha1.DeletionPolicyForeground), none, true, MoveDelete},
 	} {
-		if got := DecideMove(tc.owned, tc.copyDeleting, tc.policy, tc.objectDeleting); got != tc.want {
+		if got := DecideMove(tc.owned, tc.copyDeleting, tc.annotations, tc.def, tc.objectDeleting); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}

@@ -69,6 +69,11 @@ type Registry struct {
 	Notify func(connection string)
 	// ReleaseOrphaned is passed to every Syncer (see Options).
 	ReleaseOrphaned ReleaseOrphanedFunc
+	// ImportAbsenceWindow is passed to every Syncer (see Options).
+	ImportAbsenceWindow time.Duration
+	// DeselectionGrace is passed to every Syncer (see Options): the engine
+	// gives two binding resync intervals.
+	DeselectionGrace time.Duration
 
 	mu       sync.Mutex
 	syncers  map[Route]*Syncer
@@ -489,22 +494,34 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 // could, selecting nothing itself: nothing of it syncs and nothing it
 // could cover is released (the binding says so).
 func (r *Registry) scopesOf(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (map[string]Scope, error) {
+	own, claimed, err := r.claimsOf(ctx, crd)
+	if err != nil {
+		return nil, err
+	}
+	return withElsewhere(own, claimed), nil
+}
+
+// claimsOf computes what scopesOf does, per Connection: own, the scopes
+// its valid bindings give its Syncer, and claimed, everything its live
+// bindings claim, a binding whose filters do not parse claiming every
+// namespace it could. A failed read is an error, never fewer claims.
+func (r *Registry) claimsOf(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (own, claimed map[string]Scope, err error) {
 	byAPI := client.MatchingFields{index.BindingAPI: crd.Name}
 	cbs, err := index.ListBindings(ctx, r.Consumer, index.ClusterBindings, byAPI)
 	if err != nil {
-		return nil, fmt.Errorf("the bindings of %s: %w", crd.Name, err)
+		return nil, nil, fmt.Errorf("the bindings of %s: %w", crd.Name, err)
 	}
 	var bs []kbindv1alpha1.BindingObject
 	if crd.Spec.Scope == apiextensionsv1.NamespaceScoped {
 		if bs, err = index.ListBindings(ctx, r.Consumer, index.Bindings, byAPI); err != nil {
-			return nil, fmt.Errorf("the bindings of %s: %w", crd.Name, err)
+			return nil, nil, fmt.Errorf("the bindings of %s: %w", crd.Name, err)
 		}
 	}
 	refused := Refusals(crd.Name, crd, append(append([]kbindv1alpha1.BindingObject{}, cbs...), bs...))
 	// own are the scopes the Connections' Syncers sync; claimed what each
 	// claims for the others' Elsewhere, where a binding whose filters do
 	// not parse claims everything it could.
-	own, claimed := map[string]Scope{}, map[string]Scope{}
+	own, claimed = map[string]Scope{}, map[string]Scope{}
 	var covering []labels.Selector // the live ClusterBindings' namespace selectors (nil: every namespace)
 	for _, cb := range cbs {
 		if !claims(cb, crd, refused) {
@@ -519,9 +536,9 @@ func (r *Registry) scopesOf(ctx context.Context, crd *apiextensionsv1.CustomReso
 		addClaim(own, claimed, cb.BindingSpec().ConnectionRef.Name, "", p, err == nil)
 	}
 	if err := r.addBindingClaims(ctx, crd, bs, refused, covering, own, claimed); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return withElsewhere(own, claimed), nil
+	return own, claimed, nil
 }
 
 // addBindingClaims adds the claims of the namespaced Bindings bs of the
@@ -755,6 +772,8 @@ func nextStep(current *Syncer, want bool, api API, backoffPending bool) step {
 func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	scopes := map[string]Scope{}
+	// Before any read: the claims are at least as fresh as this.
+	computedAt := time.Now()
 	switch err := r.Consumer.Get(ctx, client.ObjectKey{Name: crdName}, crd); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -777,7 +796,7 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 	r.mu.Unlock()
 	var errs []error
 	for _, conn := range slices.Sorted(maps.Keys(connections)) {
-		if err := r.reconcileRoute(ctx, Route{CRD: crdName, Connection: conn}, scopes[conn]); err != nil {
+		if err := r.reconcileRoute(ctx, Route{CRD: crdName, Connection: conn}, scopes[conn], computedAt); err != nil {
 			errs = append(errs, fmt.Errorf("the route through Connection %s: %w", conn, err))
 		}
 	}
@@ -791,7 +810,7 @@ func (r *Registry) Reconcile(ctx context.Context, crdName string) error {
 // happens unlocked) the state is read again — another call may have
 // started one meanwhile, which is then kept or replaced, never
 // overwritten and left running.
-func (r *Registry) reconcileRoute(ctx context.Context, rt Route, scope Scope) error {
+func (r *Registry) reconcileRoute(ctx context.Context, rt Route, scope Scope, computedAt time.Time) error {
 	api, ok, err := r.resolve(ctx, rt, true)
 	if err != nil {
 		return err
@@ -842,13 +861,13 @@ func (r *Registry) reconcileRoute(ctx context.Context, rt Route, scope Scope) er
 			log.FromContext(ctx).Info("Stopped syncer", "crd", rt.CRD, "connection", rt.Connection)
 		case stepRescope:
 			r.mu.Unlock()
-			current.SetScope(ctx, scope)
+			current.SetScope(ctx, scope, computedAt)
 			return nil
 		case stepStart:
 			r.recordInformerLocked(rt, api.Target.GVK, api.Session, api.Target.ProviderGVK)
 			logger := log.FromContext(ctx).WithValues("crd", rt.CRD, "connection", rt.Connection)
 			s := r.newSyncer(rt, api)
-			s.scope = scope
+			s.scope, s.scopeAt = scope, computedAt
 			s.prepare(log.IntoContext(api.Session.Context(), logger))
 			r.syncers[rt] = s
 			r.mu.Unlock()
@@ -882,6 +901,8 @@ func (r *Registry) newSyncer(rt Route, api API) *Syncer {
 	return New(Options{
 		Target: api.Target, Consumer: r.Consumer, Cache: r.Cache, Session: api.Session,
 		Events: r.Events, Results: r.Results, Workers: r.Workers, EventLimiter: limiter, ReleaseOrphaned: r.ReleaseOrphaned,
+		ImportAbsenceWindow: r.ImportAbsenceWindow,
+		DeselectionGrace:    r.DeselectionGrace,
 		OnReady: func() {
 			r.mu.Lock()
 			delete(r.failures, rt)
@@ -908,7 +929,11 @@ func (r *Registry) newSyncer(rt Route, api API) *Syncer {
 // once they are gone. It returns how many objects still wait. An object
 // another Connection's binding claims now is left to that route and keeps
 // its finalizer (its copy on this Connection's provider stays, as after a
-// takeover, BIND-3). With no provider session the objects wait
+// takeover, BIND-3). What live bindings claim is read from the bindings
+// whatever the Connection's state: an object another live binding of the
+// Connection covers is never this drain's, and an imported copy stays
+// while a live binding of the Connection claims its namespace (its scope
+// decides). With no provider session the objects wait
 // (unreachable); when the Connection itself is gone they are released and
 // an Event on binding names the provider copies left behind; they are
 // released under binding's spec.deletionPolicy (an object's annotation
@@ -924,19 +949,21 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	if crd.Annotations[kbindv1alpha1.ConnectionAnnotation] == "" {
 		return 0, nil // not kbind's CRD: nothing of ours to drain
 	}
-	scopes, err := r.scopesOf(ctx, crd)
+	// What the live bindings claim comes from the bindings alone, whatever
+	// the Connection's state (issue #52): an unusable Connection never
+	// widens what a drain takes. Claims that cannot be read are an error:
+	// nothing is released, and the drain is retried.
+	own, claimed, err := r.claimsOf(ctx, crd)
 	if err != nil {
 		return 0, err
 	}
+	imports := claimed[connection] // before withElsewhere, which adds to own
+	scope := withElsewhere(own, claimed)[connection]
 	// A drain needs no compatible schema: it deletes the copies the route
 	// made, read by their provider names.
 	api, ok, err := r.resolve(ctx, rt, false)
 	if err != nil {
 		return 0, err
-	}
-	scope := scopes[connection]
-	if !ok {
-		scope = Scope{Elsewhere: scope.Elsewhere}
 	}
 	gvk, _ := kbindschema.StorageGVK(crd)
 	objs, err := r.listConsumer(ctx, rt, gvk, namespace, allNamespaces)
@@ -949,8 +976,16 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	if err != nil {
 		return 0, err
 	}
-	rel := &releaser{reporter: reporter{target: api.Target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session}
-	if err := r.dropImported(ctx, rel, uncoveredBy(objs.Items, scope), connection, crdName, binding); err != nil {
+	// Without a session api.Target is empty: the route's Connection still
+	// tells its objects from another route's (routedElsewhere).
+	target := api.Target
+	target.Connection = connection
+	rel := &releaser{reporter: reporter{target: target, results: r.Results, events: r.Events}, consumer: r.Consumer, session: api.Session,
+		duplicate: verdictOf(api.Session)}
+	// An imported copy stays while any live binding of this Connection
+	// claims its namespace, one whose filters do not parse included: that
+	// binding's scope decides (Syncer.importScope), never this drain.
+	if err := r.dropImported(ctx, rel, uncoveredBy(objs.Items, imports), connection, crdName, binding); err != nil {
 		return 0, err
 	}
 	draining = holdingFinalizer(draining)
@@ -958,7 +993,7 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	// spec.deletionPolicy, unless their annotation says otherwise.
 	def := binding.BindingSpec().DeletionPolicy
 	if ok {
-		if err := rel.releaseMovedAll(ctx, moved, to); err != nil {
+		if err := rel.releaseMovedAll(ctx, moved, to, def); err != nil {
 			return 0, err
 		}
 		return rel.drain(ctx, draining, def)

@@ -26,44 +26,70 @@
 //	syncer.releaser.release               the syncer finalizer of a deleting  the finalizer goes only once the copy is gone:
 //	                                      (or drained, deselected) object,    ownership markers (ownership.Ours: cluster and
 //	                                      once its provider copy is gone;     object UID); the deletion policy (annotation,
-//	                                      via deleteCopy the copy             else the binding's): Orphan keeps the copy,
-//	                                                                          Foreground deletes in the foreground, a value
+//	                                      via deleteCopy the copy             else the binding's): Orphan keeps the copy
+//	                                                                          with its markers, labelled core.kbind.io/kept:
+//	                                                                          Orphan first (the backend reaper never deletes
+//	                                                                          it; a sync removes the label), Foreground
+//	                                                                          deletes in the foreground, a value
 //	                                                                          naming no policy keeps both; a foreign or
 //	                                                                          absent copy releases at once. Absence is the
 //	                                                                          provider's own answer (releaseDeleted's
 //	                                                                          confirmAbsence: a GET unless the informer
 //	                                                                          reported that very copy (UID) deleted; a drain
 //	                                                                          reads the provider itself); a failed read is
-//	                                                                          an error, never absence
+//	                                                                          an error, never absence. A deselected object
+//	                                                                          only once its deselection persisted for the
+//	                                                                          grace on claims computed after it was seen
+//	                                                                          (DecideSelection); a move meanwhile wins.
+//	                                                                          Never an object another route syncs
+//	                                                                          (routedElsewhere: its core.kbind.io/connection
+//	                                                                          names another Connection). No copy is deleted
+//	                                                                          while another konnector may renew the Lease
+//	                                                                          with this consumer's identity (deletesHeld:
+//	                                                                          heartbeat.Judge not Alone, a restored clone):
+//	                                                                          the object waits
 //	syncer.releaser.deleteCopy            the owned provider copy of a        ownership Ours (release), UID precondition,
 //	                                      deleting or drained object          background or foreground propagation; a
-//	                                                                          refusal is reported, the finalizer stays
+//	                                                                          refusal is reported, the finalizer stays; never
+//	                                                                          while deletesHeld (release)
 //	syncer.releaser.abandon               the syncer finalizer only (no       waits while the Connection exists (an
 //	                                      session), provider copies left      unreachable provider is never guessed);
 //	                                      behind                              releases once it is gone, an Event names the
 //	                                                                          copies for the backend reaper; Orphan releases
-//	                                                                          at once
+//	                                                                          at once; never an object another route syncs
+//	                                                                          (routedElsewhere)
 //	syncer.releaser.releaseMoved          the copy this route made of an      ownership Ours and not terminating
 //	                                      object another Connection's         (DecideMove); deleted only when the object's
-//	                                      binding claims now                  annotation says Delete or it is itself being
-//	                                                                          deleted under a deleting policy, kept (markers
-//	                                                                          replaced by core.kbind.io/moved) otherwise;
-//	                                                                          UID precondition; the consumer object's
-//	                                                                          finalizer is the new route's and never touched
+//	                                      binding claims now                  annotation says Delete or it is itself
+//	                                                                          Terminating under a deleting policy (its
+//	                                                                          annotation, else the binding's
+//	                                                                          spec.deletionPolicy), kept (markers replaced
+//	                                                                          by core.kbind.io/moved) otherwise; UID
+//	                                                                          precondition; the consumer object's finalizer
+//	                                                                          is the new route's and never touched; nothing
+//	                                                                          while deletesHeld
 //	syncer.releaser.deleteLate            a provider copy a write in doubt    decided by Syncer.lateCopy (doubt.go): this
 //	                                      created after its object was        cluster's and the released object's markers,
 //	                                      released                            not terminating, within DoubtHorizon of a
 //	                                                                          write in doubt, released under
 //	                                                                          Delete/Foreground; UID precondition; a failed
-//	                                                                          cache read deletes nothing
+//	                                                                          cache read deletes nothing; nothing while
+//	                                                                          Session.Duplicate is not Alone
 //	syncer.releaser.deleteImported        an imported consumer copy           this Connection's imported copy, not being
 //	                                      (core.kbind.io/owner: provider)     deleted, UID precondition. Callers:
 //	                                                                          Syncer.deleteImported (DecideImport: the
-//	                                                                          provider's own answer that its object is gone,
+//	                                                                          provider's own answer (a GET) that its object
+//	                                                                          is gone or going, again once the absence
+//	                                                                          window (AbsenceLasted: a binding resync) has
+//	                                                                          passed, one back meanwhile keeping its copy;
 //	                                                                          or the binding's valid scope no longer imports
 //	                                                                          it; an unscoped or failed read deletes
 //	                                                                          nothing) and Registry.dropImported (a drain:
-//	                                                                          objects no live binding covers)
+//	                                                                          objects in no namespace a live binding of the
+//	                                                                          Connection claims, one whose filters do not
+//	                                                                          parse included, read from the bindings
+//	                                                                          whatever the Connection's state; claims that
+//	                                                                          cannot be read delete nothing)
 //	syncer.toProvider                     the syncer finalizer, in memory;    a release (hand-over to the provider) decided
 //	                                      written by                          by DecideHandOver: the provider copy holds the
 //	                                      releaser.handOverToProvider         object's spec and the import takes it back
@@ -96,8 +122,6 @@
 //	                                                                          object ever stored), not deleting; UID and
 //	                                                                          resourceVersion preconditions (one established
 //	                                                                          since is never hit)
-//	connection.Reconciler.reconcileAutoBind  the autoBind ClusterBinding (it     controlled by the Connection; the Connection
-//	                                      then drains like any binding)       exports nothing
 //	connection.Reconciler.deleteAutoBinding  the autoBind ClusterBinding, on     only one the Connection controls (it then
 //	                                      Connection deletion                 drains like any binding)
 //	connection.Reconciler.teardown        the Connection's cleanup finalizer  no binding references the Connection
@@ -106,8 +130,9 @@
 //	connection.SecretReconciler.Reconcile  the kubeconfig Secret's cleanup     no Connection uses the Secret
 //	                                      finalizer
 //	session.Manager.Retire                the heartbeat Lease                 see heartbeat.Delete; a failure never blocks
-//	                                      (heartbeat.Delete) when a           (the backend reaps it)
-//	                                      Connection goes
+//	                                      (heartbeat.Delete) when a           (the backend reaps it); kept while another
+//	                                      Connection goes                     konnector renews it with this consumer's
+//	                                                                          identity (Duplicate not Alone)
 //	heartbeat.Delete                      the heartbeat Lease on the          held by this consumer (holderIdentity), UID
 //	                                      provider                            and resourceVersion preconditions, read again
 //	                                                                          on a conflict (a renewal landing late)
@@ -124,13 +149,18 @@
 // Outside the engine, the backend reaper (backend/reaper) deletes what a
 // consumer cluster that stopped heartbeating left on the provider: its
 // copies, related copies, namespaces and Leases, by their markers, with UID
-// preconditions, never stripping finalizers; and kubectl kbind revoke
+// preconditions, never stripping finalizers — copies and related copies
+// only once the reaper's mark on every one of them survived its grace
+// period (Syncer.unmark and, on related copies, the related syncer's
+// unmark remove the marks while this konnector syncs), never a copy labelled
+// core.kbind.io/kept (releaser.keep); and kubectl kbind revoke
 // (cli) deletes what grant made for a consumer.
 
 package syncer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -145,6 +175,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/heartbeat"
 	"github.com/kbind/kbind/engine/internal/patch"
 	"github.com/kbind/kbind/engine/internal/refusal"
 	"github.com/kbind/kbind/engine/ownership"
@@ -162,6 +193,9 @@ type releaser struct {
 	// session is the provider session; nil for a drain without one (it
 	// can only abandon).
 	session *session.Session
+	// duplicate is the verdict on the Connection's heartbeat Lease
+	// (session.Session.Duplicate); nil: Alone.
+	duplicate func() heartbeat.Verdict
 	// orphaned, when set, releases the related copies of an object deleted
 	// with the Orphan policy before its finalizer goes.
 	orphaned ReleaseOrphanedFunc
@@ -192,6 +226,10 @@ func (r *releaser) copyDeleted(key types.NamespacedName, uid types.UID) {
 // reported it deleted (confirmAbsence); one found there that way is looked
 // at again (requeue), for its deletion may come without an event.
 func (r *releaser) releaseDeleted(ctx context.Context, cobj *unstructured.Unstructured, policy Policy, pobj *unstructured.Unstructured, cached bool) (outcome, error) {
+	if routedElsewhere(cobj, r.target.Connection) {
+		r.results.forget(r.target, client.ObjectKeyFromObject(cobj))
+		return done, nil // another route's (release)
+	}
 	if out, err := r.releaseOrphaned(ctx, cobj, policy); err != nil || out != next {
 		return out, err
 	}
@@ -222,7 +260,9 @@ func (r *releaser) releaseDeleted(ctx context.Context, cobj *unstructured.Unstru
 // that names no policy keeps the copy and the object until it is fixed.
 func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists bool, def kbindv1alpha1.DeletionPolicy) (outcome, error) {
 	key := client.ObjectKeyFromObject(cobj)
-	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) {
+	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) || routedElsewhere(cobj, r.target.Connection) {
+		// An object another route syncs (it moved there): its finalizer
+		// and its copy are that route's, never released here.
 		r.results.forget(r.target, key)
 		return done, nil
 	}
@@ -232,7 +272,15 @@ func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstruc
 	case owned && !known:
 		return r.unknownPolicy(cobj), nil
 	case owned && policy != kbindv1alpha1.DeletionPolicyOrphan:
+		if r.deletesHeld(cobj) {
+			return requeue, nil
+		}
 		return r.deleteCopy(ctx, cobj, pobj, policy)
+	case owned && pobj.GetLabels()[kbindv1alpha1.KeptLabel] != kbindv1alpha1.KeptOrphan:
+		// Orphan keeps the copy with its markers, and says so before the
+		// finalizer goes: the backend reaper never deletes a kept copy,
+		// even while a Lease of this consumer cluster goes stale.
+		return r.keep(ctx, cobj, pobj)
 	}
 	if err := patch.RemoveFinalizer(ctx, r.consumer, cobj, kbindv1alpha1.SyncerFinalizer); err != nil {
 		if apierrors.IsConflict(err) {
@@ -248,6 +296,45 @@ func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstruc
 	r.deletions.forget(key)
 	r.results.forget(r.target, key)
 	return done, nil
+}
+
+// deletesHeld reports whether provider deletes wait because another live
+// konnector may renew this Connection's heartbeat Lease with this
+// consumer's identity (session.Session.Duplicate: a restored clone, whose
+// markers say "ours" on copies production uses). Which of the two is
+// production cannot be told from here, so neither deletes: a deleting
+// object keeps its finalizer and waits, with a pending result and a
+// Warning Event (once per message) saying why; it is looked at again with
+// backoff, and deletes once the Lease has been quiet for the window
+// (heartbeat.Judge). Orphan releases go on: they delete nothing.
+func (r *releaser) deletesHeld(cobj *unstructured.Unstructured) bool {
+	v := r.verdict()
+	if v == heartbeat.Alone {
+		return false
+	}
+	msg := fmt.Sprintf("deleting: the provider copy is kept and the object waits: another konnector renews the heartbeat Lease of Connection %s with this consumer cluster's identity (%s), "+
+		"as a consumer cluster restored from an etcd snapshot of this one does; no provider copy is deleted until it has stopped (docs/troubleshooting.md#duplicate-consumer)",
+		r.target.Connection, map[heartbeat.Verdict]string{heartbeat.Suspect: "one renewal seen", heartbeat.Duplicate: string(kbindv1alpha1.ReasonDuplicateConsumer)}[v])
+	if r.results.set(r.target, client.ObjectKeyFromObject(cobj), Result{State: StatePending, Message: msg, Deleting: true}) {
+		r.events.Eventf(cobj, nil, corev1.EventTypeWarning, string(kbindv1alpha1.ReasonDuplicateConsumer), "Delete", "%s", msg)
+	}
+	return true
+}
+
+// verdict is r.duplicate's, Alone without one.
+func (r *releaser) verdict() heartbeat.Verdict {
+	if r.duplicate == nil {
+		return heartbeat.Alone
+	}
+	return r.duplicate()
+}
+
+// verdictOf is the verdict function of s (nil without a session).
+func verdictOf(s *session.Session) func() heartbeat.Verdict {
+	if s == nil {
+		return nil
+	}
+	return s.Duplicate
 }
 
 // deleteCopy deletes the owned provider copy pobj of the consumer object
@@ -274,6 +361,33 @@ func (r *releaser) deleteCopy(ctx context.Context, cobj, pobj *unstructured.Unst
 	log.FromContext(ctx).V(1).Info("Deleted the provider copy; waiting for it to be gone", "propagation", propagationOf(policy))
 	r.results.set(r.target, key, Result{State: StatePending, Deleting: true})
 	return done, nil
+}
+
+// keep labels the owned provider copy pobj of an object released under
+// Orphan core.kbind.io/kept: Orphan (exactly that copy: its UID in the
+// patch), and requeues so the finalizer goes once the label is there. A
+// refusal is reported and the finalizer stays.
+func (r *releaser) keep(ctx context.Context, cobj, pobj *unstructured.Unstructured) (outcome, error) {
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":    string(pobj.GetUID()),
+		"labels": map[string]any{kbindv1alpha1.KeptLabel: kbindv1alpha1.KeptOrphan},
+	}})
+	if err != nil {
+		return done, err
+	}
+	kept := pobj.DeepCopy()
+	if err := r.session.Client.Patch(ctx, kept, client.RawPatch(types.MergePatchType, data)); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return requeue, nil // gone or replaced: read again
+		}
+		if refusal.IsForbidden(err) {
+			_, ferr := r.failed(cobj, err, "patch", r.target.ProviderGVK.Kind+" "+client.ObjectKeyFromObject(pobj).String())
+			return requeue, ferr
+		}
+		return done, fmt.Errorf("labelling the kept provider copy: %w", err)
+	}
+	log.FromContext(ctx).V(1).Info("Labelled the provider copy kept under Orphan", "label", kbindv1alpha1.KeptLabel)
+	return r.release(ctx, cobj, kept, true, kbindv1alpha1.DeletionPolicyOrphan)
 }
 
 // propagationOf is the propagation policy kbind deletes a provider copy
@@ -428,10 +542,14 @@ func holdingFinalizer(objs []*unstructured.Unstructured) []*unstructured.Unstruc
 // drain releases objs (see leftScope) as their deletion would: each owned
 // provider copy, read from the provider itself, is deleted and the
 // finalizer released once it is gone (SYNC-D). It returns how many
-// objects still wait.
+// objects still wait. An object another route syncs is that route's
+// (routedElsewhere): skipped.
 func (r *releaser) drain(ctx context.Context, objs []*unstructured.Unstructured, def kbindv1alpha1.DeletionPolicy) (int, error) {
 	remaining := 0
 	for _, obj := range objs {
+		if routedElsewhere(obj, r.target.Connection) {
+			continue
+		}
 		pobj, exists, err := r.providerCopy(ctx, client.ObjectKeyFromObject(obj))
 		if err != nil {
 			return 0, err
@@ -455,6 +573,9 @@ func (r *releaser) drain(ctx context.Context, objs []*unstructured.Unstructured,
 // escape hatch for a provider gone for good.
 func (r *releaser) abandon(ctx context.Context, objs []*unstructured.Unstructured, connGone bool, def kbindv1alpha1.DeletionPolicy) (remaining int, abandoned []string, err error) {
 	for _, obj := range objs {
+		if routedElsewhere(obj, r.target.Connection) {
+			continue // another route's (drain)
+		}
 		policy, _ := deletionPolicyOf(obj.GetAnnotations(), def)
 		orphan := policy == kbindv1alpha1.DeletionPolicyOrphan
 		if !connGone && !orphan {
@@ -471,6 +592,21 @@ func (r *releaser) abandon(ctx context.Context, objs []*unstructured.Unstructure
 	return remaining, abandoned, nil
 }
 
+// routedElsewhere reports whether the consumer object cobj is synced
+// through another Connection than conn: its core.kbind.io/connection
+// annotation, which the route that holds the syncer finalizer writes with
+// it (holdFinalizer) and the new route rewrites after a move, names
+// another. Such an object's finalizer and copy are that route's
+// (docs/shaping.md#filters): a route that no longer claims it — its
+// binding drained, or its filters no longer selecting it — never releases
+// it, or the other route's copy would be left with nothing to delete it.
+// An object without the annotation (synced before it existed) is the
+// route's that covers it, as before.
+func routedElsewhere(cobj *unstructured.Unstructured, conn string) bool {
+	route, annotated := cobj.GetAnnotations()[kbindv1alpha1.ConnectionAnnotation]
+	return annotated && route != conn
+}
+
 // confirmAbsence decides whether a deleting consumer object whose provider
 // copy the cache does not hold must ask the provider itself before its
 // finalizer goes (SYNC-D): the cache may lag the provider (a copy applied a
@@ -481,15 +617,21 @@ func confirmAbsence(cached, hasFinalizer, deletionSeen bool) bool {
 }
 
 // releaseMoved releases the copy this route made of cobj, which moved to
-// Connection to (DecideMove). The consumer object's syncer finalizer is
-// the new route's and is never touched here. An Event on the object says
-// what became of the copy.
-func (r *releaser) releaseMoved(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists bool, to string) (outcome, error) {
+// Connection to (DecideMove; def is the spec.deletionPolicy of the binding
+// that made the copy, which only a Terminating object follows). The
+// consumer object's syncer finalizer is the new route's and is never
+// touched here. An Event on the object says what became of the copy.
+func (r *releaser) releaseMoved(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists bool, to string, def kbindv1alpha1.DeletionPolicy) (outcome, error) {
 	owned := ownership.Classify(exists, annotationsOf(pobj), r.target.ClusterUID, string(cobj.GetUID()))
 	deleting := pobj != nil && !pobj.GetDeletionTimestamp().IsZero()
-	action := DecideMove(owned, deleting, cobj.GetAnnotations()[kbindv1alpha1.DeletionPolicyAnnotation], !cobj.GetDeletionTimestamp().IsZero())
+	action := DecideMove(owned, deleting, cobj.GetAnnotations(), def, !cobj.GetDeletionTimestamp().IsZero())
 	if action == MoveNothing {
 		return done, nil
+	}
+	if r.deletesHeld(cobj) {
+		// Deleting the old copy or replacing its markers both change
+		// what may be another consumer's copy.
+		return requeue, nil
 	}
 	where := fmt.Sprintf("%s %s on the provider of Connection %q", r.target.ProviderGVK.Kind, client.ObjectKeyFromObject(pobj), r.target.Connection)
 	switch action {
@@ -545,15 +687,16 @@ func (r *releaser) keepMoved(ctx context.Context, cobj, pobj *unstructured.Unstr
 
 // releaseMovedAll releases, for a drain, the copies this route made of
 // objects another Connection's binding claims now (to: by object key),
-// each read from the provider itself.
-func (r *releaser) releaseMovedAll(ctx context.Context, objs []*unstructured.Unstructured, to map[client.ObjectKey]string) error {
+// each read from the provider itself; def is the draining binding's
+// spec.deletionPolicy (DecideMove: for Terminating objects only).
+func (r *releaser) releaseMovedAll(ctx context.Context, objs []*unstructured.Unstructured, to map[client.ObjectKey]string, def kbindv1alpha1.DeletionPolicy) error {
 	for _, obj := range objs {
 		key := client.ObjectKeyFromObject(obj)
 		pobj, exists, err := r.providerCopy(ctx, key)
 		if err != nil {
 			return err
 		}
-		if _, err := r.releaseMoved(ctx, obj, pobj, exists, to[key]); err != nil {
+		if _, err := r.releaseMoved(ctx, obj, pobj, exists, to[key], def); err != nil {
 			return err
 		}
 	}
@@ -566,6 +709,10 @@ func (r *releaser) releaseMovedAll(ctx context.Context, objs []*unstructured.Uns
 // DoubtHorizon of the write): exactly that copy (UID precondition), under
 // the policy its object was released with.
 func (r *releaser) deleteLate(ctx context.Context, pobj *unstructured.Unstructured, policy kbindv1alpha1.DeletionPolicy) error {
+	if v := r.verdict(); v != heartbeat.Alone {
+		return fmt.Errorf("not deleting the provider copy %s that a write in doubt created after its consumer object was released: another konnector renews this Connection's heartbeat Lease with this consumer cluster's identity (%s)",
+			client.ObjectKeyFromObject(pobj), v)
+	}
 	uid := pobj.GetUID()
 	if err := r.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}, client.PropagationPolicy(propagationOf(policy))); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting the provider copy %s that a write in doubt created after its consumer object was released: %w",

@@ -55,7 +55,8 @@ type objectSync struct {
 	cobj   *unstructured.Unstructured // the consumer object
 	policy Policy                     // how its binding syncs it
 	// deselected: the binding's filters no longer select the object,
-	// which holds the finalizer: it is released (releaseDeleting).
+	// which holds the finalizer, and that persisted (DecideSelection): it
+	// is released (releaseDeleting).
 	deselected bool
 	// imported: the key is the binding's import's — the consumer object
 	// is absent where the binding imports, or is an imported copy (cobj
@@ -94,6 +95,7 @@ func (s *Syncer) sync(ctx context.Context, key types.NamespacedName, seen *chang
 		s.holdFinalizer,   // before the first provider write (SYNC-D)
 		s.waitTerminating, // a terminating copy is waited for (SYNC-5)
 		s.classify,        // a conflict is reported, nothing written (SYNC-4)
+		s.unmark,          // the reaper's mark, a kept label: removed (BE-3)
 		s.ensureNamespace, // the provider namespace (SYNC-3)
 		s.applySpec,       // spec up (SYNC-1)
 		s.syncStatus,      // status down (SYNC-2)
@@ -120,6 +122,7 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 		if apierrors.IsNotFound(err) {
 			s.results.forget(s.target, o.key)
 			s.releaser.forget(o.key)
+			s.deselected.forget(o.key)
 			// A copy a write in doubt created after the release (doubt.go).
 			return s.reapLate(ctx, o.key)
 		}
@@ -143,23 +146,33 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 	if elsewhere != "" {
 		// Another Connection's binding claims it: its route, its finalizer.
 		// What this route may still hold of it is its copy here, released
-		// for the move.
+		// for the move — also when this route saw it unselected a moment
+		// ago (a relabel in two steps, deselect.go).
+		s.deselected.forget(o.key)
 		s.results.forget(s.target, o.key)
 		o.movedTo = elsewhere
 		return next, nil
 	}
 	if !inScope {
+		s.deselected.forget(o.key)
 		s.results.forget(s.target, o.key)
 		return done, nil
 	}
-	if !selected {
-		if !controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer) {
-			// Never synced, or released: no finalizer, no write — but a
-			// copy a write in doubt created after the release (doubt.go).
-			s.results.forget(s.target, o.key)
-			return s.reapLate(ctx, o.key)
-		}
-		o.deselected = true
+	if !selected && !controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer) {
+		// Never synced, or released: no finalizer, no write — but a
+		// copy a write in doubt created after the release (doubt.go).
+		s.deselected.forget(o.key)
+		s.results.forget(s.target, o.key)
+		return s.reapLate(ctx, o.key)
+	}
+	// A deselection is released only once it persists on freshly
+	// computed claims; until then the copy and the finalizer stay and
+	// nothing is written (deselect.go).
+	switch s.decideSelection(ctx, o, selected, elsewhere) {
+	case SelectionWait:
+		return done, nil
+	case SelectionRelease:
+		o.deselected = !selected
 	}
 	return next, nil
 }
@@ -217,12 +230,13 @@ func (s *Syncer) readProvider(ctx context.Context, o *objectSync) (outcome, erro
 
 // releaseMoved releases, for an object another Connection's binding
 // claims now, the copy this route made of it on its provider
-// (releaser.releaseMoved); the sync ends there.
+// (releaser.releaseMoved, under this route's binding's default for a
+// Terminating object); the sync ends there.
 func (s *Syncer) releaseMoved(ctx context.Context, o *objectSync) (outcome, error) {
 	if o.movedTo == "" {
 		return next, nil
 	}
-	return s.releaser.releaseMoved(ctx, o.cobj, o.pobj, o.exists, o.movedTo)
+	return s.releaser.releaseMoved(ctx, o.cobj, o.pobj, o.exists, o.movedTo, o.policy.Deletion)
 }
 
 // releaseDeleting hands a deleting consumer object, or one the binding's

@@ -270,6 +270,9 @@ type Syncer struct {
 	releaser *releaser
 	// doubts are the writes in doubt (doubt.go), shared with releaser.
 	doubts *doubts
+	// absences are the imported copies whose provider object was seen
+	// gone, waiting for the absence to be confirmed (importing.go).
+	absences *absences
 
 	// ready is set once both informers have synced and the workers run.
 	ready atomic.Bool
@@ -286,6 +289,15 @@ type Syncer struct {
 
 	mu    sync.RWMutex
 	scope Scope
+	// scopeAt is when the computation of scope's claims began (the
+	// registry's Reconcile): a deselection is released only on claims
+	// computed after it was first seen (deselect.go).
+	scopeAt time.Time
+
+	// deselected are the deselections waiting to persist, and
+	// deselectionGrace how long they must (deselect.go).
+	deselected       deselections
+	deselectionGrace time.Duration
 
 	// applied remembers, per key, the desired copy last applied until the
 	// provider informer reports on that object: a sync that runs before the
@@ -331,11 +343,25 @@ type Options struct {
 	// deleted with the Orphan policy is released, when a binding names
 	// related objects through its fields.
 	ReleaseOrphaned ReleaseOrphanedFunc
+	// ImportAbsenceWindow is how long the provider object of an imported
+	// copy must stay gone (or going), read from the provider itself at
+	// both ends, before the copy is deleted (importing.go); one that comes
+	// back meanwhile keeps the copy. DefaultImportAbsenceWindow when < 1;
+	// the engine passes its BindingResync.
+	ImportAbsenceWindow time.Duration
+	// DeselectionGrace is how long an object its binding no longer
+	// selects must stay so, on claims computed since, before it is
+	// released (deselect.go); DefaultDeselectionGrace when < 1.
+	DeselectionGrace time.Duration
 }
 
 // DefaultWorkers is the number of sync workers of a Syncer whose Options
 // name none (the engine's default too).
 const DefaultWorkers = 4
+
+// DefaultImportAbsenceWindow is the ImportAbsenceWindow of a Syncer whose
+// Options name none: the engine's default BindingResync.
+const DefaultImportAbsenceWindow = 30 * time.Second
 
 // New returns a Syncer; Start runs it.
 func New(o Options) *Syncer {
@@ -343,17 +369,27 @@ func New(o Options) *Syncer {
 	if workers < 1 {
 		workers = DefaultWorkers
 	}
+	window := o.ImportAbsenceWindow
+	if window < 1 {
+		window = DefaultImportAbsenceWindow
+	}
 	limiter := o.EventLimiter
 	if limiter == nil {
 		limiter = providerevents.NewLimiter(providerevents.DefaultLimits)
+	}
+	grace := o.DeselectionGrace
+	if grace < 1 {
+		grace = DefaultDeselectionGrace
 	}
 	rp := reporter{target: o.Target, results: o.Results, events: o.Events}
 	inDoubt := &doubts{}
 	return &Syncer{
 		reporter: rp, consumer: o.Consumer, ccache: o.Cache, session: o.Session,
 		workers: workers, limiter: limiter, onReady: o.OnReady, onFailed: o.OnFailed,
-		releaser: &releaser{reporter: rp, consumer: o.Consumer, session: o.Session, orphaned: o.ReleaseOrphaned, doubts: inDoubt},
-		doubts:   inDoubt,
+		releaser:         &releaser{reporter: rp, consumer: o.Consumer, session: o.Session, duplicate: verdictOf(o.Session), orphaned: o.ReleaseOrphaned, doubts: inDoubt},
+		doubts:           inDoubt,
+		absences:         &absences{window: window, clock: time.Now},
+		deselectionGrace: grace,
 		// Fair between namespaces (fairqueue.go), with the name and metrics it always had.
 		queue:     newWorkqueue(o.Target.Connection + "/" + o.Target.GVK.GroupKind().String()),
 		unreached: workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, UnreachedRetryCap),
@@ -372,10 +408,14 @@ const UnreachedRetryCap = 5 * time.Second
 // Session returns the provider session the Syncer runs on.
 func (s *Syncer) Session() *session.Session { return s.session }
 
-// SetScope replaces the Syncer's scope and re-queues every consumer object
-// so that objects entering scope sync at once.
-func (s *Syncer) SetScope(ctx context.Context, scope Scope) {
+// SetScope replaces the Syncer's scope, whose claims began to be computed
+// at computedAt, and re-queues every consumer object so that objects
+// entering scope sync at once.
+func (s *Syncer) SetScope(ctx context.Context, scope Scope, computedAt time.Time) {
 	s.mu.Lock()
+	if computedAt.After(s.scopeAt) {
+		s.scopeAt = computedAt
+	}
 	// reflect, not equality.Semantic: the latter compares label selectors
 	// by calling String on them, and an unset one is nil. Scopes come from
 	// one builder (scopeOf), so nil and empty never differ by accident.
@@ -394,6 +434,14 @@ func (s *Syncer) currentScope() Scope {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.scope
+}
+
+// scopeComputedAt is when the computation of the current scope's claims
+// began.
+func (s *Syncer) scopeComputedAt() time.Time {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.scopeAt
 }
 
 // newList returns an empty list of the consumer API.

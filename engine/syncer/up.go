@@ -51,6 +51,52 @@ func (s *Syncer) classify(ctx context.Context, o *objectSync) (outcome, error) {
 	return done, s.reportConflict(ctx, o.cobj, o.verdict.Conflict, "")
 }
 
+// unmark removes from the provider copy, which kbind may write
+// (classified), the backend reaper's phase-1 mark and the kept label of an
+// earlier Orphan release (issue #52): a konnector syncing the object is
+// live, whatever its heartbeat Lease says, and an object synced again is
+// no longer kept. The provider informer's event on a mark brings the
+// object here, so a live konnector clears a mark within seconds; the
+// reaper deletes only copies whose mark survived its grace period. A
+// refused patch is reported like any refused write.
+func (s *Syncer) unmark(ctx context.Context, o *objectSync) (outcome, error) {
+	if !o.exists {
+		return next, nil
+	}
+	data, ok := unmarkPatch(o.pobj)
+	if !ok {
+		return next, nil
+	}
+	if err := s.session.Client.Patch(ctx, o.pobj.DeepCopy(), client.RawPatch(types.MergePatchType, data)); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return requeue, nil // gone or replaced: its event brings it back
+		}
+		return s.failed(o.cobj, err, "patch", s.target.ProviderGVK.Kind+" "+o.pkey.String())
+	}
+	log.FromContext(ctx).V(1).Info("Removed the reaper's mark or the kept label from the provider copy",
+		"reapMarkedAt", o.pobj.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation], "kept", o.pobj.GetLabels()[kbindv1alpha1.KeptLabel])
+	return next, nil
+}
+
+// unmarkPatch is the JSON merge patch that removes the reap mark and the
+// kept label from the provider copy pobj, exactly that copy (its UID: a
+// replaced copy is refused, not patched); ok is false when it carries
+// neither.
+func unmarkPatch(pobj *unstructured.Unstructured) (data []byte, ok bool) {
+	meta := map[string]any{"uid": string(pobj.GetUID())}
+	if _, marked := pobj.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation]; marked {
+		meta["annotations"] = map[string]any{kbindv1alpha1.ReapMarkedAtAnnotation: nil}
+	}
+	if _, kept := pobj.GetLabels()[kbindv1alpha1.KeptLabel]; kept {
+		meta["labels"] = map[string]any{kbindv1alpha1.KeptLabel: nil}
+	}
+	if len(meta) == 1 {
+		return nil, false
+	}
+	data, err := json.Marshal(map[string]any{"metadata": meta})
+	return data, err == nil
+}
+
 // ensureNamespace makes sure the provider namespace of the copy exists
 // when the isolation creates namespaces (SYNC-3), read from the provider
 // cache. Without isolation an existing namespace is used as it is

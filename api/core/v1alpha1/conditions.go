@@ -115,6 +115,23 @@ const (
 	// neither is touched (the conflict annotation's value,
 	// docs/import.md).
 	ReasonConsumerObjectExists Reason = "ConsumerObjectExists"
+	// ReasonStorageVersionChange: the provider moved an API's storage
+	// version and kbind refuses to follow on the consumer CRD — the
+	// provider converts with a webhook, which kbind cannot run on the
+	// consumer, or the new storage version's schema lacks fields of the
+	// current one, which reading the stored objects at it would prune.
+	// The consumer CRD keeps its storage version and schema (the
+	// binding's Ready=False and the Connection's SchemaInSync=False) until
+	// the operator accepts the switch with AcceptStorageVersionAnnotation
+	// (docs/bindings.md#storage-version-changes).
+	ReasonStorageVersionChange Reason = "StorageVersionChange"
+	// ReasonDuplicateConsumer: two live konnectors serve this Connection
+	// with one consumer identity — a consumer cluster restored from an etcd
+	// snapshot of this one (a disaster-recovery drill, a staging clone)
+	// renews the same heartbeat Lease, their nonces alternating on it
+	// (Heartbeat=False and Ready=False): sync pauses and no provider copy
+	// is deleted until one of them stops (docs/troubleshooting.md#duplicate-consumer).
+	ReasonDuplicateConsumer Reason = "DuplicateConsumer"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
@@ -137,5 +154,5 @@ var Reasons = []Reason{
 	ReasonForbidden, ReasonDrainingBindings, ReasonConversionWebhook,
 	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused, ReasonInvalidFilter, ReasonInvalidMutation,
 	ReasonOverlappingBinding, ReasonSchemaIncompatible, ReasonProviderCopyDeleting,
-	ReasonImportRefused, ReasonConsumerObjectExists,
+	ReasonImportRefused, ReasonConsumerObjectExists, ReasonStorageVersionChange, ReasonDuplicateConsumer,
 }

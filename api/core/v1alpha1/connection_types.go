@@ -10,7 +10,9 @@ type SchemaSource string
 
 const (
 	// SchemaSourceAuto uses CRD when the provider exports at least one
-	// labelled CRD, and OpenAPI when the labelled CRD list is empty.
+	// labelled CRD, and OpenAPI when the labelled CRD list is empty —
+	// unless it resolved to CRD before: then it stays CRD (an empty list
+	// exports nothing).
 	SchemaSourceAuto SchemaSource = "Auto"
 	// SchemaSourceCRD copies provider CRDs labelled core.kbind.io/exported.
 	SchemaSourceCRD SchemaSource = "CRD"

@@ -92,6 +92,20 @@ const (
 	// on the consumer is removed on the provider too.
 	SyncedMetadataAnnotation = "core.kbind.io/synced-metadata"
 
+	// AcceptStorageVersionAnnotation on a consumer CRD kbind created
+	// accepts a provider storage-version switch kbind refused
+	// (ReasonStorageVersionChange): its value is the new storage version
+	// the operator accepts, after migrating or checking the stored
+	// objects (docs/bindings.md#storage-version-changes). A value naming
+	// another version accepts nothing.
+	AcceptStorageVersionAnnotation = "core.kbind.io/accept-storage-version"
+	// ProviderConversionAnnotation on a consumer CRD kbind built from a
+	// provider CRD (CRD source) records the provider's
+	// spec.conversion.strategy, None or Webhook: the consumer always
+	// converts with None, and a storage-version switch the provider
+	// converts by webhook is refused (ReasonStorageVersionChange).
+	ProviderConversionAnnotation = "core.kbind.io/provider-conversion"
+
 	// ConflictAnnotation is set on a consumer instance whose provider target
 	// belongs to someone else; its value is a conflict reason. It is removed
 	// once the object syncs cleanly.
@@ -143,6 +157,21 @@ const (
 	// judges stale, with the RFC 3339 time it became stale.
 	StaleSinceAnnotation = "core.kbind.io/stale-since"
 
+	// ReapMarkedAtAnnotation is the backend reaper's phase-1 mark on a
+	// provider copy or related copy of a consumer whose heartbeat Leases
+	// are all stale, with the RFC 3339 time (the backend's clock) it was
+	// marked. A live konnector, which watches its copies, removes it; only
+	// a mark that survives the backend's --reap-grace leads to a delete.
+	ReapMarkedAtAnnotation = "core.kbind.io/reap-marked-at"
+
+	// KeptLabel is on provider copies kbind keeps on purpose (KeptOrphan:
+	// released under the Orphan deletion policy): they keep their markers,
+	// and the backend reaper never deletes (nor marks) an object carrying
+	// it. The konnector removes it when the object is synced again.
+	KeptLabel = "core.kbind.io/kept"
+	// KeptOrphan is KeptLabel's value on a copy kept by an Orphan release.
+	KeptOrphan = "Orphan"
+
 	// The heartbeat Lease says who renews it (docs/connections.md#the-heartbeat-lease):
 	// the konnector's version and the core.kbind.io API version it serves,
 	// the user the provider knows its credential as, and that credential's
@@ -167,6 +196,14 @@ const (
 	// token in: the hash of the kubeconfig whose token it renews, so that
 	// a changed kubeconfig Secret always wins over the renewed token.
 	RenewedFromAnnotation = "core.kbind.io/renewed-from"
+	// KonnectorNonceAnnotation is on the heartbeat Lease: a random value
+	// each konnector process draws when it starts and writes with each
+	// renewal. A restart, a leader failover or an upgrade changes it once;
+	// two values alternating on one Lease mean two live konnectors with one
+	// consumer identity (a restored clone), and both report
+	// DuplicateConsumer (docs/troubleshooting.md#duplicate-consumer). Not a
+	// secret.
+	KonnectorNonceAnnotation = "core.kbind.io/konnector-nonce"
 	// CredentialRenewsAnnotation is "true" when the konnector renews the
 	// credential before it expires.
 	CredentialRenewsAnnotation = "core.kbind.io/credential-renews"

@@ -20,12 +20,17 @@ func TestWellKnownSpelling(t *testing.T) {
 		{RelatedBindingAnnotation, "core.kbind.io/related-binding"},
 		{SyncedMetadataAnnotation, "core.kbind.io/synced-metadata"},
 		{ConflictAnnotation, "core.kbind.io/conflict"},
+		{AcceptStorageVersionAnnotation, "core.kbind.io/accept-storage-version"},
+		{ProviderConversionAnnotation, "core.kbind.io/provider-conversion"},
 		{DeletionPolicyAnnotation, "core.kbind.io/deletion-policy"},
 		{DeletionPolicyOrphan, "Orphan"},
 		{DeletionPolicyDelete, "Delete"},
 		{DeletionPolicyForeground, "Foreground"},
 		{MovedAnnotation, "core.kbind.io/moved"},
 		{StaleSinceAnnotation, "core.kbind.io/stale-since"},
+		{ReapMarkedAtAnnotation, "core.kbind.io/reap-marked-at"},
+		{KeptLabel, "core.kbind.io/kept"},
+		{KeptOrphan, "Orphan"},
 		{SyncerFinalizer, "core.kbind.io/syncer"},
 		{CleanupFinalizer, "core.kbind.io/cleanup"},
 		{FieldManager, "kbind-konnector"},
@@ -45,6 +50,7 @@ func TestWellKnownSpelling(t *testing.T) {
 		{CredentialExpiryAnnotation, "core.kbind.io/credential-expiry"},
 		{CredentialRenewsAnnotation, "core.kbind.io/credential-renews"},
 		{RenewedFromAnnotation, "core.kbind.io/renewed-from"},
+		{KonnectorNonceAnnotation, "core.kbind.io/konnector-nonce"},
 		{GroupName, "core.kbind.io"},
 	} {
 		if tc.got != tc.want {
@@ -58,7 +64,8 @@ func TestWellKnownSpelling(t *testing.T) {
 	for _, want := range []Reason{"AsExpected", "Pending", "SecretNotFound", "ClusterIdentityChanged",
 		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings", "ConversionWebhook",
 		"RenewalFailed", "ExpiresSoon", "Expired", "ProjectionRefused", "InvalidFilter", "InvalidMutation",
-		"OverlappingBinding", "SchemaIncompatible", "ProviderCopyDeleting", "ImportRefused", "ConsumerObjectExists"} {
+		"OverlappingBinding", "SchemaIncompatible", "ProviderCopyDeleting", "ImportRefused", "ConsumerObjectExists", "StorageVersionChange",
+		"DuplicateConsumer"} {
 		if !reasons[want] {
 			t.Errorf("reason %s missing", want)
 		}
@@ -67,9 +74,12 @@ func TestWellKnownSpelling(t *testing.T) {
 	// credential reasons (docs/connections.md#credentials), the shaping
 	// reasons (docs/shaping.md), the routing reasons
 	// (docs/bindings.md#one-api-several-providers) and the deleting
-	// object's ProviderCopyDeleting (docs/sync.md#deletion).
-	if len(reasons) != 21 {
-		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping, the 2 routing, the deletion and the 2 import reasons", len(reasons))
+	// object's ProviderCopyDeleting (docs/sync.md#deletion), the import
+	// reasons, the refused storage-version switch's StorageVersionChange
+	// (docs/bindings.md#storage-version-changes) and DuplicateConsumer
+	// (docs/troubleshooting.md#duplicate-consumer).
+	if len(reasons) != 23 {
+		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping, the 2 routing, the deletion, the 2 import, the storage-version and the duplicate-consumer reasons", len(reasons))
 	}
 	types := map[ConditionType]bool{}
 	for _, ct := range append(append([]ConditionType{}, ConnectionConditionTypes...), BindingConditionTypes...) {

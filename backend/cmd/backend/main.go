@@ -60,7 +60,7 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("the provider cluster (%s): %w", source, err)
 	}
 	logger.Info("provider cluster", "configuration", source, "user", user)
-	opts := backend.Options{StaleAfter: cfg.StaleAfter, Reap: cfg.Reap, ReapInterval: cfg.ReapInterval}
+	opts := backend.Options{StaleAfter: cfg.StaleAfter, Reap: cfg.Reap, ReapInterval: cfg.ReapInterval, ReapGrace: cfg.ReapGrace}
 	if cfg.StaleAfter < 2*heartbeatInterval {
 		logger.Info("WARNING: --stale-after is shorter than two konnector heartbeat intervals; live consumers may be judged stale",
 			"staleAfter", cfg.StaleAfter.String(), "heartbeatInterval", heartbeatInterval.String())

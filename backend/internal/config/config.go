@@ -43,6 +43,11 @@ type Config struct {
 	// ReapInterval is how often a consumer being reaped is re-checked while
 	// provider finalizers hold its objects or a deletion was refused.
 	ReapInterval time.Duration
+	// ReapGrace is how long the reaper's mark on a stale consumer's copy
+	// must survive before the copy is deleted (BE-3): a live konnector
+	// clears the mark, so a consumer whose Lease renewals are refused while
+	// it syncs is never reaped.
+	ReapGrace time.Duration
 
 	QPS     float32
 	Burst   int
@@ -64,6 +69,7 @@ const (
 	keyReap                    = "reap"
 	keyDryRun                  = "dry-run"
 	keyReapInterval            = "reap-interval"
+	keyReapGrace               = "reap-grace"
 	keyQPS                     = "qps"
 	keyBurst                   = "burst"
 	keyTimeout                 = "timeout"
@@ -75,6 +81,11 @@ const (
 
 // DefaultNamespace is the backend's namespace when none is configured.
 const DefaultNamespace = "kbind"
+
+// DefaultReapGrace is how long a reap mark must survive before the copy
+// goes (BE-3): twenty times the konnector's 30s binding resync, and its
+// 10m recheck interval.
+const DefaultReapGrace = 10 * time.Minute
 
 // DefaultStaleAfter is the stale window of spec BE-1.
 const DefaultStaleAfter = 30 * time.Minute
@@ -88,6 +99,7 @@ func FlagSet(name string) *pflag.FlagSet {
 	fs.Bool(keyReap, false, "Delete what stale consumers left on the provider. Off: report only (annotation, Events, metrics).")
 	fs.Bool(keyDryRun, false, "Observe the Leases for --stale-after, print every object reaping would delete (one line each) and exit without changing anything.")
 	fs.Duration(keyReapInterval, 30*time.Second, "How often a consumer being reaped is re-checked while provider finalizers hold its objects or a deletion was refused.")
+	fs.Duration(keyReapGrace, DefaultReapGrace, "How long the reaper's mark (core.kbind.io/reap-marked-at) on a stale consumer's copy must survive before the copy is deleted. A live konnector clears the mark within seconds; keep it well above the konnector's 30s binding resync.")
 	fs.Float32(keyQPS, 50, "Queries per second of the provider client.")
 	fs.Int(keyBurst, 100, "Burst of the provider client.")
 	fs.Duration(keyTimeout, 30*time.Second, "Timeout of each provider request.")
@@ -132,6 +144,7 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), usa
 		Reap:                    values.Bool(keyReap),
 		DryRun:                  values.Bool(keyDryRun),
 		ReapInterval:            values.Duration(keyReapInterval),
+		ReapGrace:               values.Duration(keyReapGrace),
 		QPS:                     values.Float32(keyQPS),
 		Burst:                   values.Int(keyBurst),
 		Timeout:                 values.Duration(keyTimeout),
@@ -158,6 +171,9 @@ func (c *Config) validate() error {
 	}
 	if c.StaleAfter < time.Second {
 		errs = append(errs, fmt.Errorf("--%s must be at least 1s", keyStaleAfter))
+	}
+	if c.ReapGrace < time.Second {
+		errs = append(errs, fmt.Errorf("--%s must be at least 1s", keyReapGrace))
 	}
 	if c.ReapInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--%s must be at least 100ms", keyReapInterval))

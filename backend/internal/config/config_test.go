@@ -33,7 +33,7 @@ func TestLoadPrecedence(t *testing.T) {
 		name: "defaults",
 		check: func(t *testing.T, c *Config) {
 			want := &Config{
-				Namespace: "kbind", StaleAfter: 30 * time.Minute, ReapInterval: 30 * time.Second,
+				Namespace: "kbind", StaleAfter: 30 * time.Minute, ReapInterval: 30 * time.Second, ReapGrace: 10 * time.Minute,
 				QPS: 50, Burst: 100, Timeout: 30 * time.Second,
 				MetricsAddr: ":8080", ProbeAddr: ":8081", LeaderElectionNamespace: "kbind",
 			}

@@ -197,6 +197,19 @@ func checkConnection(p ConnectionProbe, now time.Time, stuckAfter time.Duration,
 			Doc:      docConnection,
 		})
 	}
+	if cond := meta(c.Status.Conditions, kbindv1alpha1.ConditionReady); cond != nil && cond.Reason == string(kbindv1alpha1.ReasonDuplicateConsumer) {
+		out = append(out, Finding{
+			Check: "connection.duplicate", Severity: SeverityError, Object: obj, Field: "status.conditions[Ready]",
+			Problem: "another konnector renews this Connection's heartbeat Lease with this consumer cluster's identity (DuplicateConsumer), " +
+				"as a cluster restored from an etcd snapshot of this one does: sync is paused and no provider copy is deleted, here and there",
+			Evidence: conditionEvidence(c.Status.Conditions, kbindv1alpha1.ConditionHeartbeat),
+			Fix: fmt.Sprintf("# on the CLONE only (never on production), let go of everything without deleting a provider copy:\n"+
+				"%s get clusterbindings,bindings.core.kbind.io -A   # then, for each: kubectl patch ... --type=merge -p '{\"spec\":{\"deletionPolicy\":\"Orphan\"}}'\n"+
+				"%s delete clusterbindings,bindings.core.kbind.io --all -A && %s delete connection %s   # or stop the clone's konnector",
+				cmd.Consumer, cmd.Consumer, cmd.Consumer, c.Name),
+			Doc: "docs/troubleshooting.md#duplicate-consumer",
+		})
+	}
 	out = append(out, rbacFindings(p, cmd)...)
 	if f := heartbeatFinding(p, cmd); f != nil {
 		out = append(out, *f)

@@ -87,6 +87,11 @@ func TestCheckConnection(t *testing.T) {
 		}), []string{"connection.permissions"}, "kubectl kbind grant NAME", "forbids reading its identity"},
 		{"identity changed", healthyProbe(func(p *ConnectionProbe) { p.RemoteUID = "other" }),
 			[]string{"connection.identity"}, "create a new Connection", "ClusterIdentityChanged"},
+		{"duplicate consumer (a restored clone)", healthyProbe(func(p *ConnectionProbe) {
+			p.Connection.Status.Conditions = append([]metav1.Condition(nil),
+				metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "DuplicateConsumer", Message: "sync paused"},
+				metav1.Condition{Type: "Heartbeat", Status: metav1.ConditionFalse, Reason: "DuplicateConsumer", Message: "another konnector"})
+		}), []string{"connection.duplicate"}, "on the CLONE only", "DuplicateConsumer"},
 		{"stale heartbeat", healthyProbe(func(p *ConnectionProbe) { p.Lease.RenewedAgo = 5 * time.Minute }),
 			[]string{"connection.heartbeat"}, "logs deployment/konnector", "last renewed 5m0s ago"},
 		{"no Lease", healthyProbe(func(p *ConnectionProbe) { p.Lease.Found = false }),

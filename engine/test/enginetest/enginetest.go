@@ -162,6 +162,26 @@ func (env *Env) StartConsumerWith(t testing.TB, name string, mutate func(*engine
 	return &Consumer{Cluster: cluster, Client: c}
 }
 
+// StartEngineOn starts an engine (Env's options changed by mutate, nil:
+// Env's) on the consumer cluster cfg points at — one the test started
+// itself, such as a restored clone (testenv.Cluster.CloneT). stop ends it
+// and waits until it has ended (as a konnector process that exits); it is
+// called when the test ends too.
+func (env *Env) StartEngineOn(t testing.TB, cfg *rest.Config, mutate func(*engine.Options)) (stop func()) {
+	t.Helper()
+	eo := env.engineOpts
+	if mutate != nil {
+		mutate(&eo)
+	}
+	cancel, done, _, err := env.runEngineWith(cfg, eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
 // runEngineWith starts a manager running the engine on the consumer cfg
 // points at, with the engine options eo (test-friendly intervals where
 // they are unset); cancel stops it, done is closed once it has.

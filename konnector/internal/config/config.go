@@ -105,7 +105,7 @@ func FlagSet(name string) *pflag.FlagSet {
 	fs.Int(keyConsumerBurst, 200, "Burst of the consumer client.")
 	fs.Duration(keyDiscoveryInterval, engine.DefaultDiscoveryInterval, "How often each Connection re-reads the provider's exported APIs (from a watch for the CRD source, without a request).")
 	fs.Duration(keyRecheckInterval, engine.DefaultRecheckInterval, "How often a working Connection re-reads the provider's identity and lists its exports directly, as a backstop to the watches (a failed heartbeat re-reads the identity at once).")
-	fs.Duration(keyBindingResync, engine.DefaultBindingResync, "How often every ClusterBinding and Binding is re-checked, as a backstop to watches.")
+	fs.Duration(keyBindingResync, engine.DefaultBindingResync, "How often every ClusterBinding and Binding is re-checked, as a backstop to watches; also how long a deselection persists before it is released (twice this) and how long an imported object's absence lasts before its copy goes.")
 	fs.Duration(keyHeartbeatInterval, engine.DefaultHeartbeatInterval, "How often each Connection's heartbeat Lease on the provider is renewed (leaseDurationSeconds stays 60).")
 	fs.Duration(keyCredentialExpiryWarning, engine.DefaultCredentialExpiryWarning, "How long before a provider credential the konnector does not renew (a client certificate, a token that is not a ServiceAccount token, a renewal that keeps failing) expires the Connection reports CredentialsExpiring=True and an Event; at the latest when a fifth of its lifetime is left.")
 	fs.Int(keyWorkers, engine.DefaultWorkers, "Sync workers per bound API.")

@@ -1,0 +1,259 @@
+package backend_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/backend"
+	"github.com/kbind/kbind/backend/internal/backendtest"
+	"github.com/kbind/kbind/backend/reaper"
+)
+
+// grace is the reap grace period of these tests.
+const grace = 2 * time.Second
+
+// clearMarks plays a live konnector whose Lease renewals are refused but
+// whose sync goes on: it watches its copies (a poll here) and removes the
+// reaper's mark from each, as the syncer does on the copy's event. It
+// returns the number of marks it cleared.
+func clearMarks(t *testing.T, env *backendtest.Env, consumer string) *atomic.Int64 {
+	t.Helper()
+	var cleared atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			list := &unstructured.UnstructuredList{}
+			list.SetAPIVersion("example.org/v1alpha1")
+			list.SetKind("WidgetList")
+			if err := env.Client.List(ctx, list, client.MatchingLabels{kbindv1alpha1.ConsumerClusterUIDLabel: consumer}); err != nil {
+				continue
+			}
+			for i := range list.Items {
+				u := &list.Items[i]
+				if _, ok := u.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation]; !ok {
+					continue
+				}
+				data := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:null}}}`, u.GetUID(), kbindv1alpha1.ReapMarkedAtAnnotation)
+				if err := env.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(data))); err == nil {
+					cleared.Add(1)
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return &cleared
+}
+
+func markOf(t *testing.T, env *backendtest.Env, kind, namespace, name string) (mark string, found, terminating bool) {
+	t.Helper()
+	u := widget(kind)
+	found, terminating = exists(t, env, u, namespace, name)
+	return u.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation], found, terminating
+}
+
+// reapedAfterGrace starts a reaping backend with a grace period of a few
+// seconds and holds what read reads (one provider object of the gone
+// consumer: its reap mark, whether it exists, whether it is terminating)
+// to the two phases: marked first (never deleted unmarked), kept — and the
+// consumer's Lease with it — while the mark's grace period runs, then
+// reaped, the Lease after it.
+func reapedAfterGrace(t *testing.T, env *backendtest.Env, what string, read func() (mark string, found, terminating bool)) {
+	t.Helper()
+	const longGrace = 4 * time.Second
+	startBackend(t, env, backend.Options{StaleAfter: window, Reap: true, ReapInterval: 200 * time.Millisecond, ReapGrace: longGrace})
+	var markedSeen time.Time
+	backendtest.Eventually(t, 2*window+5*time.Second, what+" marked", func() error {
+		mark, found, _ := read()
+		if !found {
+			t.Fatalf("%s was deleted without ever being marked", what)
+		}
+		if mark == "" {
+			return fmt.Errorf("not marked")
+		}
+		markedSeen = time.Now()
+		return nil
+	})
+	backendtest.Consistently(t, longGrace-time.Second, what+" waits for the grace period", func() error {
+		if _, found, terminating := read(); !found || terminating {
+			return fmt.Errorf("%s deleted %s after the mark was seen, before the grace period (%s)", what, time.Since(markedSeen), longGrace)
+		}
+		if _, err := lease(t, env, "kbind", "a-1"); err != nil {
+			return fmt.Errorf("the Lease deleted before %s: %v", what, err)
+		}
+		return nil
+	})
+	backendtest.Eventually(t, longGrace+10*time.Second, "the gone consumer reaped", func() error {
+		if _, found, _ := read(); found {
+			return fmt.Errorf("%s still there", what)
+		}
+		if _, err := lease(t, env, "kbind", "a-1"); err == nil {
+			return fmt.Errorf("the Lease still there")
+		}
+		return nil
+	})
+}
+
+// TestLiveConsumerWithRefusedRenewalsIsNeverReaped (issue #52, path 4): the
+// consumer's Lease is never renewed (renewals refused) while its konnector
+// keeps syncing and clears the reaper's marks: its copies, related copies,
+// namespace and Lease all stay, however long the Lease is stale.
+func TestLiveConsumerWithRefusedRenewalsIsNeverReaped(t *testing.T) {
+	env := backendtest.Start(t)
+	env.Namespace(t, "kbind", "")
+	env.Namespace(t, "team-a", consumerA)
+	env.Copy(t, "Widget", "team-a", "db", consumerA)
+	env.Copy(t, "Widget", "team-a", "cache", consumerA)
+	env.Lease(t, "kbind", "a-1", consumerA) // never renewed
+	cleared := clearMarks(t, env, consumerA)
+
+	startBackend(t, env, backend.Options{StaleAfter: window, Reap: true, ReapInterval: 200 * time.Millisecond, ReapGrace: grace})
+	backendtest.Eventually(t, 2*window+5*time.Second, "the reaper marked a copy and the konnector cleared it", func() error {
+		for _, name := range []string{"db", "cache"} {
+			if _, found, terminating := markOf(t, env, "Widget", "team-a", name); !found || terminating {
+				t.Fatalf("copy %s reaped (found=%v terminating=%v) although its konnector syncs (marks cleared: %d)", name, found, terminating, cleared.Load())
+			}
+		}
+		if cleared.Load() == 0 {
+			return fmt.Errorf("no mark cleared yet")
+		}
+		return nil
+	})
+	backendtest.Consistently(t, window+3*grace, "a live consumer keeps its copies", func() error {
+		for _, name := range []string{"db", "cache"} {
+			if _, found, terminating := markOf(t, env, "Widget", "team-a", name); !found || terminating {
+				return fmt.Errorf("copy %s reaped (found=%v terminating=%v) although its konnector clears the marks", name, found, terminating)
+			}
+		}
+		if _, err := lease(t, env, "kbind", "a-1"); err != nil {
+			return fmt.Errorf("the Lease: %v", err)
+		}
+		return nil
+	})
+	t.Logf("marks cleared by the konnector: %d", cleared.Load())
+}
+
+// TestGoneConsumerIsReapedAfterGrace: a consumer whose konnector is gone
+// is reaped — its copies only once their marks survived the grace period,
+// then the rest, Leases last.
+func TestGoneConsumerIsReapedAfterGrace(t *testing.T) {
+	env := backendtest.Start(t)
+	env.Namespace(t, "kbind", "")
+	env.Namespace(t, "team-a", consumerA)
+	env.Copy(t, "Widget", "team-a", "db", consumerA)
+	env.Related(t, "ConfigMap", "team-a", "a-cm", consumerA)
+	env.Lease(t, "kbind", "a-1", consumerA)
+
+	reapedAfterGrace(t, env, "the copy team-a/db", func() (string, bool, bool) { return markOf(t, env, "Widget", "team-a", "db") })
+	if n := events(t, env, "team-a", "db", reaper.ReasonReaped); n > 1 {
+		t.Errorf("%d Reaped Events about db", n)
+	}
+}
+
+// TestKeptCopyIsNeverReaped (issue #52, path 5): a copy kept by an Orphan
+// release (core.kbind.io/kept: Orphan, markers intact) is never marked nor
+// deleted, while the rest of the gone consumer is reaped.
+func TestKeptCopyIsNeverReaped(t *testing.T) {
+	env := backendtest.Start(t)
+	env.Namespace(t, "kbind", "")
+	env.Namespace(t, "team-a", "")
+	env.Copy(t, "Widget", "team-a", "gone", consumerA)
+	kept := env.Copy(t, "Widget", "team-a", "kept-db", consumerA)
+	kept.SetLabels(map[string]string{kbindv1alpha1.ManagedLabel: "true", kbindv1alpha1.ConsumerClusterUIDLabel: consumerA,
+		kbindv1alpha1.KeptLabel: kbindv1alpha1.KeptOrphan})
+	if err := env.Client.Update(context.Background(), kept); err != nil {
+		t.Fatal(err)
+	}
+	env.Lease(t, "kbind", "a-1", consumerA)
+
+	startBackend(t, env, backend.Options{StaleAfter: window, Reap: true, ReapInterval: 200 * time.Millisecond, ReapGrace: grace})
+	backendtest.Eventually(t, 2*window+grace+10*time.Second, "the consumer reaped, its Lease last", func() error {
+		if _, found, _ := markOf(t, env, "Widget", "team-a", "gone"); found {
+			return fmt.Errorf("gone still there")
+		}
+		if _, err := lease(t, env, "kbind", "a-1"); err == nil {
+			return fmt.Errorf("the Lease still there")
+		}
+		return nil
+	})
+	mark, found, terminating := markOf(t, env, "Widget", "team-a", "kept-db")
+	if !found || terminating || mark != "" {
+		t.Errorf("the kept copy: found=%v terminating=%v mark=%q, want untouched", found, terminating, mark)
+	}
+}
+
+// TestFailedReadBeforeDeleteDeletesNothing: the reaper reads each due copy
+// again right before deleting it; when that read fails (here: it may not
+// get), nothing is deleted, however old the mark.
+func TestFailedReadBeforeDeleteDeletesNothing(t *testing.T) {
+	env := backendtest.Start(t)
+	env.Namespace(t, "kbind", "")
+	env.Namespace(t, "team-a", "")
+	env.Copy(t, "Widget", "team-a", "db", consumerA)
+	env.Lease(t, "kbind", "a-1", consumerA)
+
+	cfg := env.AddUser(t, "reaper")
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "reaper"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"example.org"}, Resources: []string{"widgets"}, Verbs: []string{"patch", "delete"}}, // no get
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"delete"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reaper"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "reaper"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "reaper"}}}
+	for _, o := range []client.Object{role, binding} {
+		env.Create(t, o)
+	}
+	r, err := backend.NewReaper(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Grace = time.Second
+	stale := func() bool { return true }
+	backendtest.Eventually(t, 10*time.Second, "the copy marked (RBAC takes a moment)", func() error {
+		if _, err := r.Pass(context.Background(), consumerA, stale); err != nil {
+			return err
+		}
+		if mark, found, _ := markOf(t, env, "Widget", "team-a", "db"); !found || mark == "" {
+			return fmt.Errorf("found=%v mark=%q", found, mark)
+		}
+		return nil
+	})
+	backendtest.Consistently(t, 3*r.Grace, "a copy that cannot be read again is never deleted", func() error {
+		v, err := r.Pass(context.Background(), consumerA, stale)
+		if err != nil {
+			return err
+		}
+		if v != reaper.Waiting {
+			return fmt.Errorf("verdict %v, want waiting", v)
+		}
+		if _, found, terminating := markOf(t, env, "Widget", "team-a", "db"); !found || terminating {
+			return fmt.Errorf("deleted without a read (found=%v terminating=%v)", found, terminating)
+		}
+		l := &coordinationv1.Lease{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: "kbind", Name: "a-1"}, l); err != nil {
+			return fmt.Errorf("the Lease: %v", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,112 @@
+package faults
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/e2e/harness"
+)
+
+// reaperRenewalsRefused (issue #52, path 4): the provider refuses the
+// konnector's heartbeat Lease renewals (a ValidatingAdmissionPolicy, as a
+// webhook on Leases would) while sync goes on, and the backend runs with
+// its reaper on, a short stale window and grace period. The backend judges
+// the consumer stale and marks its copies; the konnector clears every mark
+// while it syncs, so nothing is deleted — the suite's invariants (0 lost)
+// and the backend's own log say so. The Connection stays Ready and reports
+// the refusal on its Heartbeat condition and a Warning Event.
+func reaperRenewalsRefused() scenario {
+	const policy = "faults-refuse-lease-renewals"
+	var backend *harness.Process
+	var logPath string
+	return scenario{
+		name: "lease-renewals-refused-with-reaper", objects: 200, lasts: 75 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+		setup: func(t *testing.T, e *env) func() {
+			ctx := context.Background()
+			dir := t.TempDir()
+			bin := filepath.Join(dir, "backend")
+			must(t, harness.Build(ctx, bin, "github.com/kbind/kbind/backend/cmd/backend"))
+			logs, err := os.MkdirTemp("", "kbind-faults-")
+			must(t, err)
+			logPath = filepath.Join(logs, "backend.log")
+			backend, err = harness.NewProcess(bin, logPath, "--kubeconfig", e.pair.Provider.KubeconfigPath, "--namespace", "default",
+				"--reap", "--stale-after", "5s", "--reap-grace", "15s", "--reap-interval", "5s", "--metrics-bind-address", "0")
+			must(t, err)
+			must(t, backend.Start(ctx))
+			return func() {
+				backend.Stop(ctx)
+				if !t.Failed() {
+					_ = os.RemoveAll(logs)
+				} else {
+					t.Logf("backend log: %s", logPath)
+				}
+			}
+		},
+		inject: func(t *testing.T, e *env) func() {
+			ctx := context.Background()
+			must(t, e.provider.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
+				ObjectMeta: metav1.ObjectMeta{Name: policy},
+				Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+					MatchConstraints: &admissionregistrationv1.MatchResources{
+						ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}},
+						ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+							Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+							Rule:       admissionregistrationv1.Rule{APIGroups: []string{"coordination.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"leases"}},
+						}}},
+					},
+					// A renewal changes renewTime; the backend's own
+					// annotation of the Lease does not, and goes through.
+					Validations: []admissionregistrationv1.Validation{{
+						Expression: "!has(object.spec.renewTime) || !has(oldObject.spec.renewTime) || object.spec.renewTime == oldObject.spec.renewTime",
+						Message:    "heartbeat renewals are refused (fault suite)",
+					}},
+				},
+			}))
+			must(t, e.provider.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: policy},
+				Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy,
+					ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+			}))
+			return func() {
+				must(t, client.IgnoreNotFound(e.provider.Delete(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policy}})))
+				must(t, client.IgnoreNotFound(e.provider.Delete(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: policy}})))
+			}
+		},
+		check: func(t *testing.T, e *env) {
+			ctx := context.Background()
+			data, err := os.ReadFile(logPath)
+			must(t, err)
+			log := string(data)
+			if !strings.Contains(log, "Marked the stale consumer's copies") {
+				t.Errorf("the backend never judged the consumer stale and marked its copies (the fault did not bite): %s", logPath)
+			}
+			if strings.Contains(log, "Deleted an object of a stale consumer") {
+				t.Errorf("the backend deleted objects of a live consumer whose renewals were refused: %s", logPath)
+			}
+			var events corev1.EventList
+			must(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				if err := e.consumer.List(ctx, &events); err != nil {
+					return false, nil
+				}
+				for _, ev := range events.Items {
+					if ev.InvolvedObject.Kind == "Connection" && ev.InvolvedObject.Name == connectionName && ev.Type == corev1.EventTypeWarning &&
+						strings.Contains(ev.Message, "heartbeat Lease renewal fails") {
+						return true, nil
+					}
+				}
+				return false, nil
+			}))
+		},
+	}
+}

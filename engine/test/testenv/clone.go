@@ -1,0 +1,48 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// CloneT starts a cluster named name on a copy of c's etcd data, as a
+// disaster-recovery drill or a staging clone restores an etcd snapshot of
+// c into a second cluster: the same objects with the same UIDs — the
+// kube-system Namespace's too, so the same cluster identity (CONN-3) —
+// served by an API server of its own, with its own address and
+// certificates. c's etcd is stopped for the copy (a consistent snapshot)
+// and started again; c's API server and clients see a short outage. The
+// clone stops when the test ends.
+func (c *Cluster) CloneT(tb testing.TB, name string) *Cluster {
+	tb.Helper()
+	dir := tb.TempDir()
+	data := filepath.Join(dir, "etcd-restored")
+	if err := c.copyEtcdData(data); err != nil {
+		tb.Fatalf("copying the etcd data of %s: %v", c.Name, err)
+	}
+	return StartClusterT(tb, name, ClusterOptions{Dir: dir, etcdDataDir: data})
+}
+
+// copyEtcdData copies c's etcd data directory to dst, with c's etcd
+// stopped meanwhile.
+func (c *Cluster) copyEtcdData(dst string) error {
+	src := c.env.ControlPlane.Etcd.DataDir
+	if src == "" {
+		return errors.New("the etcd data directory is unknown")
+	}
+	if err := c.StopComponent(Etcd); err != nil {
+		return err
+	}
+	copyErr := os.CopyFS(dst, os.DirFS(src))
+	if copyErr == nil {
+		// etcd wants its data private.
+		copyErr = os.Chmod(dst, 0o700)
+	}
+	if err := c.StartComponent(Etcd); err != nil {
+		return errors.Join(copyErr, fmt.Errorf("starting the etcd of %s again: %w", c.Name, err))
+	}
+	return copyErr
+}
