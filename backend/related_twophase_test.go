@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -23,44 +22,21 @@ import (
 // it cleared.
 func clearRelatedMarks(t *testing.T, env *backendtest.Env, consumer string) *atomic.Int64 {
 	t.Helper()
-	var cleared atomic.Int64
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ticker := time.NewTicker(100 * time.Millisecond)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-			var objs []client.Object
-			cms, secrets := &corev1.ConfigMapList{}, &corev1.SecretList{}
-			if env.Client.List(ctx, cms, client.MatchingLabels{kbindv1alpha1.ConsumerClusterUIDLabel: consumer}) == nil {
-				for i := range cms.Items {
-					objs = append(objs, &cms.Items[i])
-				}
-			}
-			if env.Client.List(ctx, secrets, client.MatchingLabels{kbindv1alpha1.ConsumerClusterUIDLabel: consumer}) == nil {
-				for i := range secrets.Items {
-					objs = append(objs, &secrets.Items[i])
-				}
-			}
-			for _, o := range objs {
-				if _, ok := o.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation]; !ok {
-					continue
-				}
-				data := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:null}}}`, o.GetUID(), kbindv1alpha1.ReapMarkedAtAnnotation)
-				if err := env.Client.Patch(ctx, o, client.RawPatch(types.MergePatchType, []byte(data))); err == nil {
-					cleared.Add(1)
-				}
+	return clearMarksOf(t, env, func(ctx context.Context) []client.Object {
+		var objs []client.Object
+		cms, secrets := &corev1.ConfigMapList{}, &corev1.SecretList{}
+		if env.Client.List(ctx, cms, client.MatchingLabels{kbindv1alpha1.ConsumerClusterUIDLabel: consumer}) == nil {
+			for i := range cms.Items {
+				objs = append(objs, &cms.Items[i])
 			}
 		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return &cleared
+		if env.Client.List(ctx, secrets, client.MatchingLabels{kbindv1alpha1.ConsumerClusterUIDLabel: consumer}) == nil {
+			for i := range secrets.Items {
+				objs = append(objs, &secrets.Items[i])
+			}
+		}
+		return objs
+	})
 }
 
 // related reads a related copy: its reap mark, whether it exists and

@@ -30,6 +30,26 @@ const grace = 2 * time.Second
 // returns the number of marks it cleared.
 func clearMarks(t *testing.T, env *backendtest.Env, consumer string) *atomic.Int64 {
 	t.Helper()
+	return clearMarksOf(t, env, func(ctx context.Context) []client.Object {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion("example.org/v1alpha1")
+		list.SetKind("WidgetList")
+		if err := env.Client.List(ctx, list, client.MatchingLabels{kbindv1alpha1.ConsumerClusterUIDLabel: consumer}); err != nil {
+			return nil
+		}
+		objs := make([]client.Object, 0, len(list.Items))
+		for i := range list.Items {
+			objs = append(objs, &list.Items[i])
+		}
+		return objs
+	})
+}
+
+// clearMarksOf removes the reaper's mark, every 100 ms until the test
+// ends, from each object list returns (a merge patch carrying the object's
+// UID), and returns the number of marks it cleared.
+func clearMarksOf(t *testing.T, env *backendtest.Env, list func(context.Context) []client.Object) *atomic.Int64 {
+	t.Helper()
 	var cleared atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -43,19 +63,12 @@ func clearMarks(t *testing.T, env *backendtest.Env, consumer string) *atomic.Int
 				return
 			case <-ticker.C:
 			}
-			list := &unstructured.UnstructuredList{}
-			list.SetAPIVersion("example.org/v1alpha1")
-			list.SetKind("WidgetList")
-			if err := env.Client.List(ctx, list, client.MatchingLabels{kbindv1alpha1.ConsumerClusterUIDLabel: consumer}); err != nil {
-				continue
-			}
-			for i := range list.Items {
-				u := &list.Items[i]
-				if _, ok := u.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation]; !ok {
+			for _, o := range list(ctx) {
+				if _, ok := o.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation]; !ok {
 					continue
 				}
-				data := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:null}}}`, u.GetUID(), kbindv1alpha1.ReapMarkedAtAnnotation)
-				if err := env.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(data))); err == nil {
+				data := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:null}}}`, o.GetUID(), kbindv1alpha1.ReapMarkedAtAnnotation)
+				if err := env.Client.Patch(ctx, o, client.RawPatch(types.MergePatchType, []byte(data))); err == nil {
 					cleared.Add(1)
 				}
 			}
