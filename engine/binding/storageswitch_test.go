@@ -124,6 +124,25 @@ func consumerStorage(t *testing.T, name string) string {
 	return ""
 }
 
+// switchDecided waits until kbind has decided the provider's storage
+// switch of CRD name: the consumer CRD stores v2 (followed), or cb's Ready
+// says StorageVersionChange (refused).
+func switchDecided(ctx context.Context, t *testing.T, name string, cb *kbindv1alpha1.ClusterBinding) {
+	t.Helper()
+	enginetest.Eventually(t, "the switch decided", func() error {
+		if consumerStorage(t, name) == "v2" {
+			return nil
+		}
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
+			return err
+		}
+		if c := meta(cb.Status.Conditions, kbindv1alpha1.ConditionReady); c != nil && c.Reason == string(kbindv1alpha1.ReasonStorageVersionChange) {
+			return nil
+		}
+		return fmt.Errorf("consumer stores %s, binding %+v", consumerStorage(t, name), cb.Status.Conditions)
+	})
+}
+
 // holds checks check for d (polling every 250 ms), failing the test on
 // the first error.
 func holds(t *testing.T, d time.Duration, what string, check func() error) {
@@ -188,18 +207,7 @@ func TestStorageSwitchByWebhookKeepsConsumerData(t *testing.T) {
 
 	// Either kbind switched the consumer CRD (today) or it refused and
 	// says so; give it a few binding resyncs to do either.
-	enginetest.Eventually(t, "the switch decided", func() error {
-		if consumerStorage(t, crd.Name) == "v2" {
-			return nil
-		}
-		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
-			return err
-		}
-		if c := meta(cb.Status.Conditions, kbindv1alpha1.ConditionReady); c != nil && c.Reason == string(kbindv1alpha1.ReasonStorageVersionChange) {
-			return nil
-		}
-		return fmt.Errorf("consumer stores %s, binding %+v", consumerStorage(t, crd.Name), cb.Status.Conditions)
-	})
+	switchDecided(ctx, t, crd.Name, cb)
 	// The consumer object, read at the consumer CRD's storage version,
 	// and the provider copy keep their data for several resyncs.
 	holds(t, 6*time.Second, "data kept after the provider's storage switch", func() error {
@@ -258,18 +266,7 @@ func TestStorageSwitchThatPrunesWaitsForTheOperator(t *testing.T) {
 			c.Spec.Versions[i].Storage = c.Spec.Versions[i].Name == "v2"
 		}
 	})
-	enginetest.Eventually(t, "the switch decided", func() error {
-		if consumerStorage(t, crd.Name) == "v2" {
-			return nil
-		}
-		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
-			return err
-		}
-		if c := meta(cb.Status.Conditions, kbindv1alpha1.ConditionReady); c != nil && c.Reason == string(kbindv1alpha1.ReasonStorageVersionChange) {
-			return nil
-		}
-		return fmt.Errorf("consumer stores %s, binding %+v", consumerStorage(t, crd.Name), cb.Status.Conditions)
-	})
+	switchDecided(ctx, t, crd.Name, cb)
 	holds(t, 6*time.Second, "data kept after the provider's storage switch", func() error {
 		storage := consumerStorage(t, crd.Name)
 		if v, err := nested(env.Consumer, "example.org/"+storage, obj, "spec", "color"); err != nil || v != "red" {
