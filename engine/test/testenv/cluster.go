@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
@@ -108,9 +109,10 @@ func startCluster(name string, opts ClusterOptions) (*Cluster, error) {
 		installCRDs = append(installCRDs, kbindCRDs...)
 	}
 
+	wait := startTimeout()
 	plane := envtest.ControlPlane{
-		APIServer: &envtest.APIServer{},
-		Etcd:      &envtest.Etcd{DataDir: opts.etcdDataDir},
+		APIServer: &envtest.APIServer{StartTimeout: wait},
+		Etcd:      &envtest.Etcd{DataDir: opts.etcdDataDir, StartTimeout: wait},
 	}
 	apiLog, err := c.openLog("kube-apiserver.log")
 	if err != nil {
@@ -136,6 +138,7 @@ func startCluster(name string, opts ClusterOptions) (*Cluster, error) {
 		ControlPlane:          plane,
 		BinaryAssetsDirectory: assets,
 		CRDs:                  installCRDs,
+		CRDInstallOptions:     envtest.CRDInstallOptions{MaxTime: wait},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := c.env.Start()
@@ -157,6 +160,24 @@ func startCluster(name string, opts ClusterOptions) (*Cluster, error) {
 		return nil, fmt.Errorf("writing kubeconfig: %w", err)
 	}
 	return c, nil
+}
+
+// StartTimeoutEnv overrides how long a test control plane's etcd and
+// kube-apiserver may take to serve, and its CRDs to be established.
+const StartTimeoutEnv = "KBIND_TEST_START_TIMEOUT"
+
+// defaultStartTimeout replaces envtest's 20 s (10 s for CRDs): an API
+// server comes up in 3–6 s on an idle 2-core machine, but several starting
+// at once next to running suites (make test runs two packages at a time,
+// each with parallel tests) took over 20 s and failed the test for the
+// machine's load. A start that truly hangs still fails, after this long.
+const defaultStartTimeout = 3 * time.Minute
+
+func startTimeout() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(StartTimeoutEnv)); err == nil && d > 0 {
+		return d
+	}
+	return defaultStartTimeout
 }
 
 func (c *Cluster) openLog(name string) (*os.File, error) {

@@ -98,16 +98,18 @@ func Main(m *testing.M, stoppers ...Stopper) {
 
 // Pool hands out fresh, unshared values — a cluster or a pair — to tests
 // that need one of their own: their own consumer identity, an engine of
-// their own, restarts of a component, a second provider. The next one is
-// started in the background as one is taken, so a test waits only for
-// what the previous test left unfinished; each is stopped when its test
-// ends. Nothing is started before the first Take.
+// their own, restarts of a component, a second provider. From the second
+// Take on, the next one is started in the background as one is taken, so
+// a test waits only for what the previous test left unfinished (a package
+// that takes one only once never pays for a second); each is stopped when
+// its test ends. Nothing is started before the first Take.
 type Pool[T any] struct {
 	name  string
 	start func() (T, func() error, error)
 
 	mu     sync.Mutex
 	ready  chan pooled[T] // the one started ahead, if any
+	taken  int
 	closed bool
 }
 
@@ -129,7 +131,8 @@ func (p *Pool[T]) Take(tb testing.TB) T {
 	p.mu.Lock()
 	ready := p.ready
 	p.ready = nil
-	if !p.closed {
+	p.taken++
+	if !p.closed && p.taken > 1 {
 		p.ready = p.startAhead()
 	}
 	p.mu.Unlock()
