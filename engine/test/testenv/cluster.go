@@ -69,6 +69,7 @@ type Cluster struct {
 	restarted map[Component]restarted
 	stopOnce  sync.Once
 	stopErr   error
+	usersMu   sync.Mutex
 }
 
 // StartCluster starts a control plane named name. Stop it with Stop.
@@ -219,6 +220,10 @@ type User struct {
 
 // AddUser provisions a user authenticated by a client certificate.
 func (c *Cluster) AddUser(name string, groups ...string) (*User, error) {
+	// envtest's certificate authority counts serial numbers without a
+	// lock: parallel tests add users one at a time.
+	c.usersMu.Lock()
+	defer c.usersMu.Unlock()
 	u, err := c.env.AddUser(envtest.User{Name: name, Groups: groups}, &rest.Config{QPS: 200, Burst: 400})
 	if err != nil {
 		return nil, fmt.Errorf("provisioning user %q on %s: %w", name, c.Name, err)
