@@ -11,7 +11,9 @@ bin=${XDG_CACHE_HOME:-$HOME/.cache}/kbind/tools/gotestsum-$version-$stamp
 if [ ! -x "$bin" ]; then
   echo "gotestsum: building $version" >&2
   mkdir -p "$(dirname "$bin")"
-  (cd "$here" && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$bin.tmp" gotest.tools/gotestsum)
-  mv "$bin.tmp" "$bin"
+  # A temporary name of this process's own, renamed into place: make
+  # targets that run side by side (.ci/run) may build it at the same time.
+  (cd "$here" && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$bin.tmp.$$" gotest.tools/gotestsum)
+  mv "$bin.tmp.$$" "$bin"
 fi
 echo "$bin"

@@ -4,7 +4,11 @@
 // slowest first, with the number of its tests that passed, failed and were
 // skipped — the per-package report gotestsum's `tool slowest` (which ranks
 // single tests) does not give. With -names it prints every test instead,
-// one line each with its outcome, for comparing two runs' test lists.
+// one line each with its outcome, for comparing two runs' test lists. With
+// -failures it prints each failed test's own output (and a failed
+// package's output outside its tests: a build error, a panic in TestMain),
+// its first and last -lines lines when longer: the reason a test failed is
+// usually in its first lines, while its cleanup dumps logs after them.
 //
 // A package's time is the Elapsed of its own pass or fail event: the wall
 // time of its test binary. Packages run side by side (go test -p), so the
@@ -24,9 +28,11 @@ import (
 
 func main() {
 	names := flag.Bool("names", false, "print every test (and subtest) with its outcome, sorted, instead of the package table")
+	failures := flag.Bool("failures", false, "print each failed test's output instead of the package table")
+	lines := flag.Int("lines", 40, "with -failures: the first and last this many lines of a longer output")
 	trim := flag.String("trim", "github.com/kbind/kbind/", "prefix removed from package import paths in the output")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: testreport [-names] [-trim prefix] file.json...\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: testreport [-names | -failures [-lines n]] [-trim prefix] file.json...\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -41,11 +47,14 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	if *names {
+	switch {
+	case *names:
 		r.writeNames(os.Stdout, *trim)
-		return
+	case *failures:
+		r.writeFailures(os.Stdout, *trim, *lines)
+	default:
+		r.writeTable(os.Stdout, *trim)
 	}
-	r.writeTable(os.Stdout, *trim)
 }
 
 func readFile(r *report, name string) error {
@@ -66,7 +75,19 @@ type event struct {
 	Package     string
 	Test        string
 	Elapsed     float64
+	Output      string
 	FailedBuild string
+	// A build's output (go test -json since Go 1.24) names the package
+	// being built ("pkg [pkg.test]"), not Package; a package whose build
+	// failed names it in FailedBuild.
+	ImportPath string
+}
+
+// failure is a failed test (Test empty: the package) and its output.
+type failure struct {
+	pkg, test string
+	elapsed   float64
+	output    []string
 }
 
 // pkg is what the stream says about one package.
@@ -83,10 +104,14 @@ type pkg struct {
 type report struct {
 	pkgs  map[string]*pkg
 	tests map[string]string // "pkg\x00Test/sub" → last outcome
+	// The output of each running test (and package), until it ends; the
+	// failed ones, in the order they failed.
+	output   map[string][]string
+	failures []failure
 }
 
 func newReport() *report {
-	return &report{pkgs: map[string]*pkg{}, tests: map[string]string{}}
+	return &report{pkgs: map[string]*pkg{}, tests: map[string]string{}, output: map[string][]string{}}
 }
 
 // read adds a stream's events; lines that are not JSON objects (a build
@@ -118,11 +143,28 @@ func (r *report) pkg(name string) *pkg {
 }
 
 func (r *report) add(e event) {
+	if e.Action == "build-output" && e.ImportPath != "" {
+		key := "build\x00" + e.ImportPath
+		r.output[key] = append(r.output[key], strings.TrimSuffix(e.Output, "\n"))
+		return
+	}
 	if e.Package == "" {
 		return
 	}
+	key := e.Package + "\x00" + e.Test
 	switch e.Action {
-	case "pass", "fail", "skip":
+	case "output", "build-output":
+		r.output[key] = append(r.output[key], strings.TrimSuffix(e.Output, "\n"))
+		return
+	case "pass", "skip":
+		delete(r.output, key)
+	case "fail":
+		out := r.output[key]
+		if e.FailedBuild != "" {
+			out = append(r.output["build\x00"+e.FailedBuild], out...)
+		}
+		r.failures = append(r.failures, failure{pkg: e.Package, test: e.Test, elapsed: e.Elapsed, output: out})
+		delete(r.output, key)
 	default:
 		return
 	}
@@ -138,7 +180,7 @@ func (r *report) add(e event) {
 		}
 		return
 	}
-	r.tests[e.Package+"\x00"+e.Test] = e.Action
+	r.tests[key] = e.Action
 	if strings.Contains(e.Test, "/") {
 		p.subtests++
 		if e.Action == "fail" {
@@ -214,5 +256,34 @@ func (r *report) writeNames(w io.Writer, trim string) {
 	for _, k := range keys {
 		pkgName, test, _ := strings.Cut(k, "\x00")
 		fmt.Fprintf(w, "%s %s %s\n", r.tests[k], strings.TrimPrefix(pkgName, trim), test)
+	}
+}
+
+// writeFailures prints each failure's output, its first and last n lines
+// when it has more than 2n.
+func (r *report) writeFailures(w io.Writer, trim string, n int) {
+	if len(r.failures) == 0 {
+		fmt.Fprintln(w, "no test failed")
+		return
+	}
+	for _, f := range r.failures {
+		name := strings.TrimPrefix(f.pkg, trim)
+		if f.test != "" {
+			name += " " + f.test
+		} else {
+			name += " (the package, outside its tests)"
+		}
+		fmt.Fprintf(w, "=== FAIL: %s (%.1fs), %d lines of output\n", name, f.elapsed, len(f.output))
+		out := f.output
+		if n >= 0 && len(out) > 2*n {
+			for _, l := range out[:n] {
+				fmt.Fprintln(w, l)
+			}
+			fmt.Fprintf(w, "    [... %d lines ...]\n", len(out)-2*n)
+			out = out[len(out)-n:]
+		}
+		for _, l := range out {
+			fmt.Fprintln(w, l)
+		}
 	}
 }
