@@ -106,9 +106,14 @@ TEST_PKGS ?=
 # The report at the end (make test-report) reads them: the 20 slowest tests
 # and each package's wall time. .ci/run keeps the files.
 TEST_REPORT_DIR ?= $(CURDIR)/bin/test-report
+override TEST_REPORT_DIR := $(abspath $(TEST_REPORT_DIR))
 TEST_JSON ?= $(TEST_REPORT_DIR)/test.json
 TEST_JSON_ABS = $(abspath $(TEST_JSON))
 GOTESTSUM_FLAGS ?= --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg --hide-summary=skipped,output
+# The single-suite targets (test-faults, test-monitoring, test-upgrade,
+# test-images) print go test -v's output as before, and keep their JSON in
+# TEST_REPORT_DIR too (<suite>.json).
+GOTESTSUM_VERBOSE ?= --format standard-verbose --hide-summary=skipped,output
 # The binaries `make build` wrote: the e2e TestMains and harness.Build use
 # them instead of compiling their own (e2e/harness: Prebuilt).
 BIN_DIR_ENV := KBIND_BIN_DIR=$(CURDIR)/bin
@@ -235,8 +240,9 @@ MONITORING_FLAGS ?=
 test-monitoring: build ## The real-Prometheus test (e2e/monitoring): a real konnector and backend scraped; every dashboard query returns data, every alert fires in its scenario and resolves (MONITORING_FLAGS=...).
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets $(BIN_DIR_ENV); \
 	  tools/prometheus/build.sh >/dev/null; \
-	  echo "== go test ./e2e/monitoring -run $(MONITORING_TEST)"; \
-	  cd e2e && $(GO) test -count=1 -v -timeout $(MONITORING_TIMEOUT) -run '^$(MONITORING_TEST)$$' $(MONITORING_FLAGS) ./monitoring/
+	  echo "== go test ./e2e/monitoring -run $(MONITORING_TEST)"; gotestsum=$$(tools/gotestsum/build.sh); mkdir -p $(TEST_REPORT_DIR); \
+	  cd e2e && $$gotestsum $(GOTESTSUM_VERBOSE) --jsonfile $(TEST_REPORT_DIR)/monitoring.json -- \
+	    -count=1 -timeout $(MONITORING_TIMEOUT) -run '^$(MONITORING_TEST)$$' $(MONITORING_FLAGS) ./monitoring/
 
 FAULTS_TIMEOUT ?= 20m
 FAULTS_FLAGS ?=
@@ -244,16 +250,18 @@ FAULTS_FLAGS ?=
 .PHONY: test-faults
 test-faults: build ## The fault suite (e2e/faults): provider unreachable, resets, latency, API server/etcd restarts, watch expiry, konnector kills, CRD and Secret faults, leader failover, under load; Connection and credential churn (FAULTS_FLAGS=-run ...).
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets $(BIN_DIR_ENV); \
-	  echo "== go test ./e2e/faults"; \
-	  cd e2e && $(GO) test -count=1 -v -timeout $(FAULTS_TIMEOUT) $(FAULTS_FLAGS) ./faults/
+	  echo "== go test ./e2e/faults"; gotestsum=$$(tools/gotestsum/build.sh); mkdir -p $(TEST_REPORT_DIR); \
+	  cd e2e && $$gotestsum $(GOTESTSUM_VERBOSE) --jsonfile $(TEST_REPORT_DIR)/faults.json -- \
+	    -count=1 -timeout $(FAULTS_TIMEOUT) $(FAULTS_FLAGS) ./faults/
 
 UPGRADE_TIMEOUT ?= 20m
 
 .PHONY: test-upgrade
 test-upgrade: build ## The upgrade test (e2e/upgrade): the previous release's konnector and CRDs sync 1000 objects with related Secrets and Events under Namespace isolation, then CRDs and binary are upgraded to this tree's; every object still synced, none re-created, no write beyond e2e/upgrade/exceptions.yaml, deletions complete.
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets $(BIN_DIR_ENV); \
-	  echo "== go test ./e2e/upgrade"; \
-	  cd e2e && $(GO) test -count=1 -v -timeout $(UPGRADE_TIMEOUT) ./upgrade/
+	  echo "== go test ./e2e/upgrade"; gotestsum=$$(tools/gotestsum/build.sh); mkdir -p $(TEST_REPORT_DIR); \
+	  cd e2e && $$gotestsum $(GOTESTSUM_VERBOSE) --jsonfile $(TEST_REPORT_DIR)/upgrade.json -- \
+	    -count=1 -timeout $(UPGRADE_TIMEOUT) ./upgrade/
 
 BENCH_FLAGS ?=
 
@@ -292,8 +300,9 @@ base-image: ## Build $(LOCAL_BASE_IMAGE), a from-scratch stand-in for the distro
 test-images: base-image ## Build both images on the local base and run each chart's Deployment in Docker as a kubelet would (needs Docker).
 	@$(MAKE) --no-print-directory image BASE_IMAGE=$(LOCAL_BASE_IMAGE)
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
+	  gotestsum=$$(tools/gotestsum/build.sh); mkdir -p $(TEST_REPORT_DIR); \
 	  cd e2e && KBIND_TEST_IMAGES=1 KBIND_IMAGE_REGISTRY=$(REGISTRY) KBIND_IMAGE_TAG=$(VERSION) \
-	  $(GO) test -count=1 -timeout 20m -v -run . ./images/...
+	  $$gotestsum $(GOTESTSUM_VERBOSE) --jsonfile $(TEST_REPORT_DIR)/images.json -- -count=1 -timeout 20m -run . ./images/...
 
 # make release: VERSION given on the command line or in the environment
 # is the release; without one an untagged build is 0.0.0-dev+<short sha>.
