@@ -190,9 +190,10 @@ test-report: ## Report of the last make test from its JSON (TEST_JSON and its si
 # there, not in a helper), so a new one is picked up without a list.
 LONG_TIMEOUT ?= 30m
 LONG_FLAGS ?=
-LONG_TESTS = $(shell grep -rl --include='*_test.go' 'testenv\.Long(' $(CODE_MODULES) 2>/dev/null | sort | xargs -r awk \
-  'FNR == 1 { name = "" } /^func / { name = ""; if ($$2 ~ /^Test/) { name = $$2; sub(/\(.*/, "", name) } } \
-   /testenv\.Long\(/ && name != "" { d = FILENAME; sub(/\/[^\/]*$$/, "", d); print d ":" name }' | sort -u)
+LP := (
+LONG_TESTS = $(shell grep -rl --include='*_test.go' 'testenv\.Long$(LP)' $(CODE_MODULES) 2>/dev/null | sort | xargs -r awk \
+  'FNR == 1 { name = "" } /^func / { name = ""; if ($$2 ~ /^Test/) { name = $$2; sub(/[^A-Za-z0-9_].*/, "", name) } } \
+   /testenv\.Long[$(LP)]/ && name != "" { d = FILENAME; sub(/\/[^\/]*$$/, "", d); print d ":" name }' | sort -u)
 
 .PHONY: test-long
 test-long: build ## The long tests (those calling testenv.Long; make test skips them) with KBIND_TEST_LONG=1, each package with -run of exactly its long tests (LONG_FLAGS=...).
