@@ -143,7 +143,7 @@ fuzz: ## Fuzz each target in FUZZ_TARGETS for FUZZTIME (make test runs it briefl
 	@mkdir -p $(FUZZ_BIN_DIR); pkgs=$$(for t in $(FUZZ_TARGETS); do echo "$${t%%:*}"; done | sort -u); \
 	  echo "== go test -c -fuzz: $$(echo $$pkgs) ($(FUZZ_JOBS) at a time)"; \
 	  printf '%s\n' $$pkgs | xargs -P $(FUZZ_JOBS) -I{} $(SHELL) -euo pipefail -c \
-	    'b=$(FUZZ_BIN_DIR)/$$(echo {} | tr / -).test; $(GO) test -c -fuzz . -o "$$b" ./{} >"$$b.log" 2>&1 || { cat "$$b.log"; echo "building the fuzz test binary of ./{} failed"; exit 255; }'; \
+	    'b=$(FUZZ_BIN_DIR)/$$(echo {} | tr / -).test; $(GO) test -c -fuzz . -o "$$b" ./{} >"$$b.log" 2>&1 || { cat "$$b.log"; echo "building the fuzz test binary of ./{} failed"; exit 255; }; rm -f "$$b.log"'; \
 	  cache=$$($(GO) env GOCACHE)/fuzz; \
 	  for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t#*:}; \
 	    echo "== fuzz $$name in ./$$pkg ($(FUZZTIME))"; \
