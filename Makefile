@@ -37,12 +37,17 @@ fmt: ## gofmt every module.
 	gofmt -w $(MODULES) tools/controlplane $(TOOL_MODULES)
 
 .PHONY: verify
-verify: generate lint ## Regenerate and fail on any diff; gofmt, golangci-lint (go vet among its linters), go mod tidy on every module; the api compatibility gate.
+verify: generate lint ## Regenerate and fail on any diff; gofmt, golangci-lint (go vet among its linters), go mod tidy on every module; the Apache-2.0 header on every source file; the api compatibility gate.
+	@hack/license/license.sh check
 	@if [ -n "$$(git status --porcelain -- api charts)" ]; then \
 	  echo "generated files are out of date; run 'make generate' and commit:"; git status --porcelain -- api charts; git --no-pager diff --stat -- api charts; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod/go.sum of $$m are not tidy; run 'cd $$m && go mod tidy'"; exit 1; }; done
 	@for m in tools/controlplane/etcd tools/controlplane/kubernetes tools/golangci-lint tools/gotestsum tools/prometheus $(TOOL_MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "$$m is not tidy; run 'cd $$m && GOWORK=off go mod tidy'"; exit 1; }; done
 	@$(MAKE) --no-print-directory api-compat
+
+.PHONY: license
+license: ## Add the Apache-2.0 header (hack/boilerplate.go.txt) to every source file that lacks it; make verify checks it.
+	@hack/license/license.sh fix
 
 .PHONY: api-compat
 api-compat: ## The api module's compatibility gate: its Go API and CRD schemas against the baseline release (docs/versioning.md#the-compatibility-gate).

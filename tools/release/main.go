@@ -236,15 +236,16 @@ func (r *releaser) baseImage() (v1.Image, error) {
 	return localBase(r.baseRootfs, r.arch, r.epoch)
 }
 
-// pluginArchive packs the plugin binary with the README and the
-// plugin's documentation, as krew installs it.
+// pluginArchive packs the plugin binary with the LICENSE (krew-index
+// requires it in every archive), the README and the plugin's
+// documentation, as krew installs it.
 func (r *releaser) pluginArchive(b binary, file string) (pluginArchive, error) {
 	bin, err := os.ReadFile(file)
 	if err != nil {
 		return pluginArchive{}, err
 	}
 	entries := []entry{{name: b.file(), mode: 0o755, data: bin}}
-	for _, doc := range []string{"README.md", "docs/cli.md"} {
+	for _, doc := range []string{"LICENSE", "README.md", "docs/cli.md"} {
 		data, err := os.ReadFile(filepath.Join(r.repo, doc))
 		if err != nil {
 			return pluginArchive{}, err
