@@ -3,7 +3,9 @@ package backend_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,7 +68,23 @@ func (b *syncBuffer) String() string {
 // (startBackend), so tests share it and run in parallel.
 var provider = backendtest.NewShared()
 
+// parallel is how many of the package's parallel tests run at once unless
+// -test.parallel says otherwise. They spend their time waiting for the
+// configured intervals (window, reap grace) on the backend's clock, not
+// computing, so more of them than GOMAXPROCS (the default, 2 on a small
+// CI machine) overlap their waits; each adds one in-process backend and a
+// few polls to the shared API server.
+const parallel = 16
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallel)); err != nil {
+			panic(err)
+		}
+	}
 	ctrl.SetLogger(funcr.New(func(prefix, args string) {
 		fmt.Fprintf(logs, "%s %s\n", prefix, args)
 	}, funcr.Options{Verbosity: 1}))
@@ -163,12 +181,26 @@ func (e *testEnv) logger(name ...string) logr.Logger {
 	return l
 }
 
-// logLines are the log lines of the test's backends, dry runs and reapers.
+// logLines are the log lines of the test's backends, dry runs and
+// reapers: those under its id, and those under no name (controller-runtime
+// hands the Lease event handlers a context without the manager's logger)
+// about one of its namespaces — a backend watches only its test's.
 func (e *testEnv) logLines() []string {
+	e.mu.Lock()
+	namespaces := append([]string(nil), e.namespaces...)
+	e.mu.Unlock()
 	var out []string
 	for _, line := range strings.Split(logs.String(), "\n") {
-		if line == e.id || strings.HasPrefix(line, e.id+" ") || strings.HasPrefix(line, e.id+"/") {
+		switch {
+		case line == e.id || strings.HasPrefix(line, e.id+" ") || strings.HasPrefix(line, e.id+"/"):
 			out = append(out, line)
+		case strings.HasPrefix(line, " "):
+			for _, ns := range namespaces {
+				if strings.Contains(line, `"namespace"="`+ns+`"`) {
+					out = append(out, line)
+					break
+				}
+			}
 		}
 	}
 	return out
