@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,6 +56,24 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() e
 	began := time.Now()
 	enginetest.EventuallyWithin(t, timeout, what, check)
 	t.Logf("%s: after %s", what, time.Since(began).Round(time.Millisecond))
+}
+
+// starting lets one control plane start at a time: the tests run in
+// parallel to overlap their waits (the stale window, syncs), but an
+// API server starting is CPU-bound, and several starting at once on a busy
+// machine overran envtest's start timeout.
+var starting sync.Mutex
+
+// startCluster starts a control plane for t (testenv.StartClusterT), one
+// at a time.
+func startCluster(t *testing.T, name string, opts testenv.ClusterOptions) *testenv.Cluster {
+	t.Helper()
+	starting.Lock()
+	defer starting.Unlock()
+	began := time.Now()
+	c := testenv.StartClusterT(t, name, opts)
+	t.Logf("control plane %s started in %s", name, time.Since(began).Round(time.Millisecond))
+	return c
 }
 
 // process is a running binary.
@@ -116,7 +135,7 @@ func apply(t *testing.T, kubeconfig, manifest string) {
 // provider, binding Widgets and copying the ConfigMaps named configs up.
 func consumer(t *testing.T, name string, provider *testenv.Cluster) (*testenv.Cluster, *process) {
 	t.Helper()
-	c := testenv.StartClusterT(t, name, testenv.ClusterOptions{InstallKbindCRDs: true})
+	c := startCluster(t, name, testenv.ClusterOptions{InstallKbindCRDs: true})
 	kubectl(t, c.KubeconfigPath, "create", "namespace", "kbind")
 	k := start(t, "konnector "+name, konnectorBin, "--kubeconfig", c.KubeconfigPath,
 		"--health-probe-bind-address", harness.FreeAddr(t), "--metrics-bind-address", "0", "--heartbeat-interval", "1s")
@@ -229,7 +248,7 @@ func helmInstall(t *testing.T, provider *testenv.Cluster, chart, release string,
 func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {
 	t.Parallel() // its own provider, consumers and processes
 	began := time.Now()
-	provider := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
+	provider := startCluster(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
 	}})
 	pkc := provider.KubeconfigPath

@@ -41,7 +41,7 @@ func grantAccess(t *testing.T, provider *testenv.Cluster, name string, isolation
 // db-credentials up.
 func isolatedConsumer(t *testing.T, name string, tenant, prefixed []byte) (*testenv.Cluster, *process) {
 	t.Helper()
-	c := testenv.StartClusterT(t, "consumer-"+name, testenv.ClusterOptions{InstallKbindCRDs: true})
+	c := startCluster(t, "consumer-"+name, testenv.ClusterOptions{InstallKbindCRDs: true})
 	kubectl(t, c.KubeconfigPath, "create", "namespace", "kbind")
 	k := start(t, "konnector "+name, konnectorBin, "--kubeconfig", c.KubeconfigPath,
 		"--health-probe-bind-address", harness.FreeAddr(t), "--metrics-bind-address", "0", "--heartbeat-interval", "1s")
@@ -116,7 +116,7 @@ var isolationKinds = []string{"widgets.example.org", "gadgets.example.org", "clu
 func TestIsolatedConsumersOnOneProvider(t *testing.T) {
 	t.Parallel() // its own provider, consumers and processes
 	began := time.Now()
-	provider := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
+	provider := startCluster(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("gadgets", "gadget", "Gadget", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("clustergadgets", "clustergadget", "ClusterGadget", "example.org", apiextensionsv1.ClusterScoped, true),
