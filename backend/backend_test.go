@@ -251,7 +251,11 @@ func startBackend(t *testing.T, env *testEnv, opts backend.Options) (stop func()
 	if err := backend.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	cacheOpts := cache.Options{DefaultNamespaces: env.watched()}
+	watched := env.watched()
+	if len(watched) == 0 {
+		t.Fatal("the test created no namespace: its backend would watch every namespace of the shared provider")
+	}
+	cacheOpts := cache.Options{DefaultNamespaces: watched}
 	backend.ConfigureCache(&cacheOpts)
 	logger := env.logger()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{

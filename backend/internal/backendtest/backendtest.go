@@ -70,6 +70,17 @@ func assetsDir() (string, error) {
 	return dir, nil
 }
 
+// startTimeout is how long each control plane component may take to
+// start: KUBEBUILDER_CONTROLPLANE_START_TIMEOUT when set, else 2 minutes.
+func startTimeout() time.Duration {
+	if v := os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return 2 * time.Minute
+}
+
 // Scheme holds the kinds the tests write.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -91,6 +102,11 @@ func start() (*Env, func() error, error) {
 	}
 	e := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
+		// envtest gives each component 20 s to start, which a machine busy
+		// with other suites overran; a package starts one API server now,
+		// so it may take its time (KUBEBUILDER_CONTROLPLANE_START_TIMEOUT
+		// still overrides).
+		ControlPlaneStartTimeout: startTimeout(),
 		CRDs: []*apiextensionsv1.CustomResourceDefinition{
 			CRD("widgets", "Widget", apiextensionsv1.NamespaceScoped),
 			CRD("gadgets", "Gadget", apiextensionsv1.ClusterScoped),
