@@ -245,15 +245,15 @@ func TestSessionPublishedOnlyAfterIdentity(t *testing.T) {
 
 	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": verified.Kubeconfig})
 	createConnection(t, name, secretNS, name)
-	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name+"-creds"}, Data: map[string][]byte{"k": []byte("v")}}
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name + "-creds"}, Data: map[string][]byte{"k": []byte("v")}}
 	if err := consumer.Create(ctx, creds); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = consumer.Delete(ctx, creds) })
 	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kbindv1alpha1.BindingSpec{
-		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: name}, APIs: []kbindv1alpha1.APIReference{{Name: "verifies."+group}},
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: name}, APIs: []kbindv1alpha1.APIReference{{Name: "verifies." + group}},
 		RelatedResources: []kbindv1alpha1.RelatedResource{{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromConsumer,
-			Selector: kbindv1alpha1.RelatedResourceSelector{Names: []string{name+"-creds"}}}}}}
+			Selector: kbindv1alpha1.RelatedResourceSelector{Names: []string{name + "-creds"}}}}}}
 	if err := consumer.Create(ctx, cb); err != nil {
 		t.Fatal(err)
 	}
