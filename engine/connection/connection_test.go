@@ -124,8 +124,12 @@ func kubeconfigOf(t *testing.T, cfg *rest.Config) []byte {
 	return kc
 }
 
+// Not parallel: it checks the labels the konnector puts on the Lease
+// namespace it creates, the shared provider's "kbind". Tests with a
+// consumer of their own create it too, labelled with their own cluster's
+// UID; every sequential test runs before the first parallel one, so the
+// shared consumer's konnector is the one that creates it.
 func TestConnectionReady(t *testing.T) {
-	t.Parallel()
 	useShared(t)
 	ctx := context.Background()
 	name := unique("ready")
