@@ -371,7 +371,7 @@ func TestProviderForbidden(t *testing.T) {
 	t.Parallel()
 	useShared(t)
 	name := unique("limited")
-	user, err := pair.Provider.AddUser("kbind-"+name, "kbind:"+name)
+	user, err := addProviderUser("kbind-"+name, "kbind:"+name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,11 +591,11 @@ func TestCredentialRotation(t *testing.T) {
 	ctx := context.Background()
 	name := unique("rotate")
 	everything := rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}
-	oldUser, err := pair.Provider.AddUser("kbind-" + name + "-old")
+	oldUser, err := addProviderUser("kbind-" + name + "-old")
 	if err != nil {
 		t.Fatal(err)
 	}
-	newUser, err := pair.Provider.AddUser("kbind-" + name + "-new")
+	newUser, err := addProviderUser("kbind-" + name + "-new")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -318,7 +318,7 @@ func TestCertificateExpiryWarning(t *testing.T) {
 	useShared(t)
 	ctx := context.Background()
 	name := unique("cert-expiry")
-	u, err := pair.Provider.AddUser("kbind-" + name)
+	u, err := addProviderUser("kbind-" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

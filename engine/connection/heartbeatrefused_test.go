@@ -25,7 +25,7 @@ func TestHeartbeatRefusedIsReported(t *testing.T) {
 	useShared(t)
 	ctx := context.Background()
 	name := unique("no-leases")
-	user, err := pair.Provider.AddUser("kbind-"+name, "kbind:"+name)
+	user, err := addProviderUser("kbind-"+name, "kbind:"+name)
 	if err != nil {
 		t.Fatal(err)
 	}

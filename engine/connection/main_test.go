@@ -180,6 +180,17 @@ func waitConditionOn(t *testing.T, c client.Client, name string, typ kbindv1alph
 	return conn
 }
 
+// addProviderUser provisions a user on the shared provider. One at a time:
+// envtest's certificate authority counts its serial numbers without a
+// lock, and parallel tests add users.
+func addProviderUser(name string, groups ...string) (*testenv.User, error) {
+	addUser.Lock()
+	defer addUser.Unlock()
+	return pair.Provider.AddUser(name, groups...)
+}
+
+var addUser sync.Mutex
+
 // grantProvider grants rules on the provider to user.
 func grantProvider(t *testing.T, name, user string, rules ...rbacv1.PolicyRule) (revoke func()) {
 	t.Helper()

@@ -188,7 +188,7 @@ func TestHeartbeatWhileNotReady(t *testing.T) {
 	useShared(t)
 	ctx := context.Background()
 	name := unique("alive")
-	user, err := pair.Provider.AddUser("kbind-"+name, "kbind:"+name)
+	user, err := addProviderUser("kbind-"+name, "kbind:"+name)
 	if err != nil {
 		t.Fatal(err)
 	}
