@@ -104,6 +104,9 @@ func TestTokenRenewal(t *testing.T) {
 	f.restart = func() {
 		stop()
 		f.eng, stop = env.RunEngineOn(t, cc.Config, nil)
+		// Cleanups run last first: the Connection is deleted while the
+		// restarted engine (stopped by a later cleanup) still runs.
+		t.Cleanup(func() { deleteConnectionOn(t, c, name) })
 	}
 	f.secret = createSecretOn(t, c, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, tokenConfig(first))})
 	createConnectionOn(t, c, name, secretNS, name)
