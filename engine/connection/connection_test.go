@@ -410,7 +410,7 @@ func TestClusterIdentityChanged(t *testing.T) {
 	conn := waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	pinned := conn.Status.RemoteClusterUID
 
-	other, otherClient := ownProvider(t)
+	other, otherClient := useBystander(t)
 	secret := &corev1.Secret{}
 	if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: name}, secret); err != nil {
 		t.Fatal(err)
@@ -429,7 +429,7 @@ func TestClusterIdentityChanged(t *testing.T) {
 	// Connection: the session it verified keeps renewing the Lease on the
 	// original provider, so a backend there never reaps a live consumer's
 	// copies while the Secret points elsewhere. Nothing is written to the
-	// unverified cluster.
+	// unverified cluster (the package's bystander: no test may write to it).
 	leaseKey := client.ObjectKey{Namespace: "kbind", Name: name + "-" + conn.Status.LocalClusterUID[:10]}
 	waitRenewed(t, provider, leaseKey, 2)
 	var leases coordinationv1.LeaseList

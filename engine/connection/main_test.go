@@ -26,8 +26,9 @@ import (
 // its own (unique), so most run in parallel. A test that needs a consumer
 // identity or an engine of its own (other options, restarts) takes a
 // cluster from consumers and runs an engine on it (ownConsumer); one that
-// needs a provider of its own (CRDs of its own, a cluster to move to)
-// takes one from clusters (ownProvider).
+// needs a provider of its own (exports of its own) takes one from clusters
+// (ownProvider). A test that restarts the shared engine, or asserts on
+// something every engine of the process shares, does not run in parallel.
 var (
 	env      *enginetest.Env
 	pair     *testenv.Pair
@@ -61,14 +62,19 @@ var shared = testenv.NewShared("consumer/provider pair and engine", func() (*eng
 
 // consumers hands out consumer clusters (core.kbind.io CRDs installed) to
 // tests that need their own identity or an engine of their own; clusters
-// hands out bare ones: a provider of a test's own, a cluster a kubeconfig
-// is moved to.
+// hands out bare ones: a provider of a test's own.
 var (
 	consumers = testenv.ClusterPool("own-consumer", testenv.ClusterOptions{InstallKbindCRDs: true})
 	clusters  = testenv.ClusterPool("own-provider", testenv.ClusterOptions{})
 )
 
-func TestMain(m *testing.M) { testenv.Main(m, shared, consumers, clusters) }
+// bystander is the cluster tests move a Connection's kubeconfig to, to
+// check that kbind writes nothing to a cluster whose identity differs from
+// the one the Connection is pinned to: no test may ever find anything of
+// kbind's on it.
+var bystander = testenv.SharedCluster("bystander", testenv.ClusterOptions{})
+
+func TestMain(m *testing.M) { testenv.Main(m, shared, consumers, clusters, bystander) }
 
 // useShared starts the package's pair and engine if no test has yet, and
 // sets env, pair, consumer, provider, scheme and logs.
@@ -99,7 +105,13 @@ func ownConsumer(t *testing.T) (*testenv.Cluster, client.Client) {
 func ownProvider(t *testing.T, crds ...*apiextensionsv1.CustomResourceDefinition) (*testenv.Cluster, client.Client) {
 	t.Helper()
 	useShared(t)
-	c := clusters.Take(t)
+	return withCRDs(t, clusters.Take(t), crds...)
+}
+
+// withCRDs installs crds on c (and waits until they are served), and
+// returns c and a client of it.
+func withCRDs(t *testing.T, c *testenv.Cluster, crds ...*apiextensionsv1.CustomResourceDefinition) (*testenv.Cluster, client.Client) {
+	t.Helper()
 	if len(crds) > 0 {
 		var install []*apiextensionsv1.CustomResourceDefinition
 		for _, crd := range crds {
@@ -114,6 +126,14 @@ func ownProvider(t *testing.T, crds ...*apiextensionsv1.CustomResourceDefinition
 		t.Fatal(err)
 	}
 	return c, cc
+}
+
+// useBystander is the package's bystander cluster with crds installed,
+// and a client of it.
+func useBystander(t *testing.T, crds ...*apiextensionsv1.CustomResourceDefinition) (*testenv.Cluster, client.Client) {
+	t.Helper()
+	useShared(t)
+	return withCRDs(t, bystander.Get(t), crds...)
 }
 
 // unique returns base the first time this process asks for it and

@@ -129,42 +129,57 @@ func TestSilentProviderDoesNotStallOthers(t *testing.T) {
 
 // A Connection deleted while it still has bindings drains them even when
 // the konnector restarts in between (the restarted engine must rebuild the
-// session the bindings drain through). A consumer, an engine and a
-// provider of its own: it restarts its engine, and the shared provider's
-// exports are counted by other tests.
+// session the bindings drain through).
+//
+// Not parallel: it restarts the shared engine, and adds an exported CRD to
+// the shared provider, whose exports other tests count (it is gone before
+// the test ends).
 func TestDeletionSurvivesRestart(t *testing.T) {
-	t.Parallel()
+	useShared(t)
 	ctx := context.Background()
+	name := unique("restarting")
 	crd := enginetest.CRD("restarts", "restart", "Restart", "example.org", apiextensionsv1.NamespaceScoped, true)
-	own, p := ownProvider(t, crd)
-	cc, c := ownConsumer(t)
-	stop := env.StartEngineOn(t, cc.Config, nil)
-	createSecretOn(t, c, secretNS, "restarting", map[string][]byte{"kubeconfig": own.Kubeconfig})
-	createConnectionOn(t, c, "restarting", secretNS, "restarting")
-	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "restarting"}, Spec: kbindv1alpha1.BindingSpec{
-		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "restarting"}, APIs: []kbindv1alpha1.APIReference{{Name: "restarts.example.org"}}}}
-	if err := c.Create(ctx, cb); err != nil {
+	if err := provider.Create(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	enginetest.WaitCondition(t, c, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	obj := widgetObject("Restart", "r1")
-	if err := c.Create(ctx, obj); err != nil {
+	t.Cleanup(func() {
+		_ = provider.Delete(ctx, crd)
+		eventually(t, "the provider CRD "+crd.Name+" gone", func() error {
+			err := provider.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
+	})
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, name, secretNS, name)
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: name}, APIs: []kbindv1alpha1.APIReference{{Name: "restarts.example.org"}}}}
+	if err := consumer.Create(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitCondition(t, consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	obj := widgetObject("Restart", name+"-r1")
+	if err := consumer.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
 	copyKey := client.ObjectKeyFromObject(obj)
-	eventually(t, "the provider copy", func() error { return p.Get(ctx, copyKey, obj.DeepCopy()) })
+	eventually(t, "the provider copy", func() error { return provider.Get(ctx, copyKey, obj.DeepCopy()) })
 
-	if err := c.Delete(ctx, &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "restarting"}}); err != nil {
+	if err := consumer.Delete(ctx, &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
-	waitConditionOn(t, c, "restarting", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings)
-	stop()
-	env.StartEngineOn(t, cc.Config, nil)
-	if err := c.Delete(ctx, cb); err != nil {
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings)
+	env.StopEngine()
+	if err := env.StartEngine(); err != nil {
+		t.Fatal(err)
+	}
+	if err := consumer.Delete(ctx, cb); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the provider copy deleted", func() error {
-		err := p.Get(ctx, copyKey, obj.DeepCopy())
+		err := provider.Get(ctx, copyKey, obj.DeepCopy())
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -172,7 +187,7 @@ func TestDeletionSurvivesRestart(t *testing.T) {
 	})
 	eventually(t, "binding and Connection gone", func() error {
 		for _, o := range []client.Object{&kbindv1alpha1.ClusterBinding{}, &kbindv1alpha1.Connection{}} {
-			if err := c.Get(ctx, client.ObjectKey{Name: "restarting"}, o); !apierrors.IsNotFound(err) {
+			if err := consumer.Get(ctx, client.ObjectKey{Name: name}, o); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("%T still there (%v)", o, err)
 			}
 		}
@@ -226,7 +241,8 @@ func TestHeartbeatWhileNotReady(t *testing.T) {
 //
 // The verified provider is one of its own, its API in a group of its own:
 // the shared provider's exports are counted by other tests, and the
-// consumer CRD it binds is the test's alone.
+// consumer CRD it binds is the test's alone. The other cluster is the
+// package's bystander.
 func TestSessionPublishedOnlyAfterIdentity(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -234,7 +250,7 @@ func TestSessionPublishedOnlyAfterIdentity(t *testing.T) {
 	group := name + ".example.org"
 	crd := enginetest.CRD("verifies", "verify", "Verify", group, apiextensionsv1.NamespaceScoped, true)
 	verified, vp := ownProvider(t, crd)
-	other, otherClient := ownProvider(t, crd)
+	other, otherClient := useBystander(t, crd)
 	slow := enginetest.NewProxy(t, other.Config)
 	slow.SetFault(func(r *http.Request) enginetest.Fault {
 		if r.URL.Path == "/api/v1/namespaces/kube-system" {
