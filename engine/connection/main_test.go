@@ -3,6 +3,7 @@ package connection_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -64,15 +65,44 @@ var shared = testenv.NewShared("consumer/provider pair and engine", func() (*eng
 // tests that need their own identity or an engine of their own; clusters
 // hands out bare ones: a provider of a test's own.
 var (
-	consumers = testenv.ClusterPool("own-consumer", testenv.ClusterOptions{InstallKbindCRDs: true})
-	clusters  = testenv.ClusterPool("own-provider", testenv.ClusterOptions{})
+	consumers = testenv.NewPool("cluster own-consumer", startCluster("own-consumer", testenv.ClusterOptions{InstallKbindCRDs: true}))
+	clusters  = testenv.NewPool("cluster own-provider", startCluster("own-provider", testenv.ClusterOptions{}))
 )
+
+// startCluster starts a cluster named name in a directory of its own,
+// one at a time: the pools start theirs in the background while tests
+// run, and control planes started side by side on a busy machine overran
+// envtest's start timeout (the shared pair's two are started together,
+// before any other).
+func startCluster(name string, opts testenv.ClusterOptions) func() (*testenv.Cluster, func() error, error) {
+	return func() (*testenv.Cluster, func() error, error) {
+		dir, err := os.MkdirTemp("", "kbind-cluster-")
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.Dir = dir
+		clusterStarts.Lock()
+		c, err := testenv.StartCluster(name, opts)
+		clusterStarts.Unlock()
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, func() error {
+			if err := c.Stop(); err != nil {
+				return err // the logs stay for the reader
+			}
+			return os.RemoveAll(dir)
+		}, nil
+	}
+}
+
+var clusterStarts sync.Mutex
 
 // bystander is the cluster tests move a Connection's kubeconfig to, to
 // check that kbind writes nothing to a cluster whose identity differs from
 // the one the Connection is pinned to: no test may ever find anything of
 // kbind's on it.
-var bystander = testenv.SharedCluster("bystander", testenv.ClusterOptions{})
+var bystander = testenv.NewShared("cluster bystander", startCluster("bystander", testenv.ClusterOptions{}))
 
 func TestMain(m *testing.M) { testenv.Main(m, shared, consumers, clusters, bystander) }
 
