@@ -80,9 +80,10 @@ func startCluster(name string, opts testenv.ClusterOptions) func() (*testenv.Clu
 		if err != nil {
 			return nil, nil, err
 		}
-		opts.Dir = dir
+		o := opts // each start its own copy: pools start them concurrently
+		o.Dir = dir
 		clusterStarts.Lock()
-		c, err := testenv.StartCluster(name, opts)
+		c, err := testenv.StartCluster(name, o)
 		clusterStarts.Unlock()
 		if err != nil {
 			return nil, nil, err
