@@ -182,6 +182,25 @@ func (env *Env) StartEngineOn(t testing.TB, cfg *rest.Config, mutate func(*engin
 	return stop
 }
 
+// RunEngineOn is StartEngineOn that also returns the engine it started
+// (its Sessions, say), for a test that restarts an engine of its own: call
+// stop, then RunEngineOn again.
+func (env *Env) RunEngineOn(t testing.TB, cfg *rest.Config, mutate func(*engine.Options)) (eng *engine.Engine, stop func()) {
+	t.Helper()
+	eo := env.engineOpts
+	if mutate != nil {
+		mutate(&eo)
+	}
+	cancel, done, eng, err := env.runEngineWith(cfg, eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return eng, stop
+}
+
 // runEngineWith starts a manager running the engine on the consumer cfg
 // points at, with the engine options eo (test-friendly intervals where
 // they are unset); cancel stops it, done is closed once it has.
