@@ -255,10 +255,15 @@ func TestRefusedNeverServedCRDIsDeleted(t *testing.T) {
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonProjectionRefused,
 		"the consumer API gizmoz."+race+" is not installed", "kind Gizmo", "CRD gizmos."+race+" (which kbind did not create)")
 	absentCRD(t, lost.Name, "after kbind deleted its refused CRD")
-	// The engine's log is the package's: the line must name this CRD.
-	if !logged("Deleted a consumer CRD whose names the API server refused and that never served", lost.Name) {
-		t.Error("no log line for the deletion")
-	}
+	// The engine logs once its delete returned, which may be after the
+	// test saw the CRD go: wait for the line. The engine's log is the
+	// package's: the line must name this CRD.
+	enginetest.Eventually(t, "the log line for the deletion", func() error {
+		if !logged("Deleted a consumer CRD whose names the API server refused and that never served", lost.Name) {
+			return fmt.Errorf("no log line for the deletion")
+		}
+		return nil
+	})
 	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(bystander), bystander); err != nil || !bystander.DeletionTimestamp.IsZero() {
 		t.Errorf("the CRD kbind did not create: %v, deleting %v", err, bystander.DeletionTimestamp)
 	}
@@ -305,6 +310,18 @@ func TestProjectionOntoANameABindingHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGoneBinding(t, b)
+	// The condition read before the ClusterBinding's next reconcile still
+	// names the Binding (it held the CRD then): wait for the one written
+	// after the Binding went, which must not name it.
+	enginetest.Eventually(t, "the refusal written after the Binding went", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
+			return err
+		}
+		if msg := conditionMessage(cb, kbindv1alpha1.ConditionReady); strings.Contains(msg, "Binding "+team) {
+			return fmt.Errorf("a gone Binding is still named: %s", msg)
+		}
+		return nil
+	})
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonProjectionRefused,
 		"it holds 1 object(s)")
 	if strings.Contains(conditionMessage(cb, kbindv1alpha1.ConditionReady), "Binding "+team) {
