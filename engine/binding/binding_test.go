@@ -3,6 +3,7 @@ package binding_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -50,7 +51,22 @@ var shared = testenv.NewShared("engine on a consumer/provider pair", func() (*en
 // API to two providers.
 var providers = testenv.ClusterPool("provider", testenv.ClusterOptions{})
 
-func TestMain(m *testing.M) { testenv.Main(m, shared, providers) }
+func TestMain(m *testing.M) {
+	startTimeout()
+	testenv.Main(m, shared, providers)
+}
+
+// startTimeoutEnv is how long envtest lets each control plane component
+// take to start. Its default, 20 s, is overrun on a loaded machine (a
+// kube-apiserver took over 20 s at a load of 40 on two cores, and the
+// package failed for it): give it three minutes unless the caller chose.
+const startTimeoutEnv = "KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"
+
+func startTimeout() {
+	if os.Getenv(startTimeoutEnv) == "" {
+		_ = os.Setenv(startTimeoutEnv, "3m")
+	}
+}
 
 // setup gives a test the shared engine (env is set once it returns) and
 // runs it in parallel with the package's other tests.

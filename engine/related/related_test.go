@@ -3,6 +3,7 @@ package related_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -57,7 +58,22 @@ var shared = testenv.NewShared("engine on a consumer/provider pair", func() (*en
 	return e, func() error { stop(); return nil }, nil
 })
 
-func TestMain(m *testing.M) { testenv.Main(m, shared) }
+func TestMain(m *testing.M) {
+	startTimeout()
+	testenv.Main(m, shared)
+}
+
+// startTimeoutEnv is how long envtest lets each control plane component
+// take to start. Its default, 20 s, is overrun on a loaded machine (a
+// kube-apiserver took over 20 s at a load of 40 on two cores, and the
+// package failed for it): give it three minutes unless the caller chose.
+const startTimeoutEnv = "KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"
+
+func startTimeout() {
+	if os.Getenv(startTimeoutEnv) == "" {
+		_ = os.Setenv(startTimeoutEnv, "3m")
+	}
+}
 
 // setup gives a test the shared engine (env is set once it returns) and
 // runs it in parallel with the package's other tests: every test owns the
