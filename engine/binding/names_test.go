@@ -371,10 +371,10 @@ func conditionMessage(b kbindv1alpha1.BindingObject, typ kbindv1alpha1.Condition
 	return ""
 }
 
-// logged reports whether one line of the engine's log holds every
+// logged reports whether one line of the engines' log holds every
 // fragment.
 func logged(fragments ...string) bool {
-	for _, line := range strings.Split(env.Logs.String(), "\n") {
+	for _, line := range strings.Split(engineLogs.String(), "\n") {
 		all := true
 		for _, f := range fragments {
 			all = all && strings.Contains(line, f)

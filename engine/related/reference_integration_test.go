@@ -277,8 +277,9 @@ func TestReferenceFailedReadNeverDeletes(t *testing.T) {
 		}
 		return kc
 	}
-	lister := kubeconfigFor(unique("ref-lister"), "*")
-	nolist := kubeconfigFor(unique("ref-nolist"), "get", "create", "update", "patch", "delete")
+	listerUser, nolistUser := unique("ref-lister"), unique("ref-nolist")
+	lister := kubeconfigFor(listerUser, "*")
+	nolist := kubeconfigFor(nolistUser, "get", "create", "update", "patch", "delete")
 	mustCreate(t, env.Provider, secret(nsName, "t1-conn", nil, "one"))
 	mustCreate(t, env.Provider, secret(nsName, "t1-conn-v2", nil, "two"))
 	s := connectWith(t, refsLimited, lister, nil)
@@ -288,14 +289,14 @@ func TestReferenceFailedReadNeverDeletes(t *testing.T) {
 	mustCreate(t, env.Consumer, t1)
 	waitSecret(t, env.Consumer, nsName, "t1-conn", ownedBy(t1, "one"))
 
-	setKubeconfig(t, s, nolist)
+	useCredential(t, s, nolist, nolistUser)
 	setRef(t, t1, "secretRef", "t1-conn-v2")
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
 		"list secrets (provider side)")
 	stays(t, env.Consumer, secretObj(nsName, "t1-conn"), "the entry's sources could not be read")
 	absent(t, env.Consumer, secretObj(nsName, "t1-conn-v2"), "it could not be read")
 
-	setKubeconfig(t, s, lister)
+	useCredential(t, s, lister, listerUser)
 	waitSecret(t, env.Consumer, nsName, "t1-conn-v2", ownedBy(t1, "two"))
 	waitAbsent(t, env.Consumer, secretObj(nsName, "t1-conn"))
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)

@@ -45,6 +45,25 @@ func setKubeconfig(t *testing.T, s *corev1.Secret, kubeconfig []byte) {
 	})
 }
 
+// useCredential replaces the kubeconfig in the Secret s of the Connection
+// of the same name with that of user, and waits until the Connection
+// says it uses it (status.credentials.subject): what the test does next
+// is done with it, not with the credential before.
+func useCredential(t *testing.T, s *corev1.Secret, kubeconfig []byte, user string) {
+	t.Helper()
+	setKubeconfig(t, s, kubeconfig)
+	enginetest.Eventually(t, "Connection "+s.Name+" using the credential of "+user, func() error {
+		conn := &kbindv1alpha1.Connection{}
+		if err := env.Consumer.Get(context.Background(), client.ObjectKey{Name: s.Name}, conn); err != nil {
+			return err
+		}
+		if c := conn.Status.Credentials; c == nil || c.Subject != user {
+			return fmt.Errorf("credentials %+v", c)
+		}
+		return nil
+	})
+}
+
 func bindingOn(t *testing.T, connection, namespace, name string, entries ...kbindv1alpha1.RelatedResource) *kbindv1alpha1.Binding {
 	t.Helper()
 	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: kbindv1alpha1.BindingSpec{
@@ -159,9 +178,10 @@ func TestFailedReadsNeverDelete(t *testing.T) {
 		}
 		return kc
 	}
-	lister := kubeconfigFor(unique("related-lister"), "*")
-	nolist := kubeconfigFor(unique("related-nolist"), "get", "create", "update", "patch", "delete")
-	noread := kubeconfigFor(unique("related-noread"), "create", "update", "patch", "delete")
+	listerUser, nolistUser, noreadUser := unique("related-lister"), unique("related-nolist"), unique("related-noread")
+	lister := kubeconfigFor(listerUser, "*")
+	nolist := kubeconfigFor(nolistUser, "get", "create", "update", "patch", "delete")
+	noread := kubeconfigFor(noreadUser, "create", "update", "patch", "delete")
 	share := map[string]string{"share": "yes"}
 
 	mustCreate(t, env.Provider, secret(nsG, "db-credentials", map[string]string{"app": "db"}, "v1"))
@@ -184,7 +204,7 @@ func TestFailedReadsNeverDelete(t *testing.T) {
 	// provider copies of "up" cannot be read. Both bindings say so; the
 	// copy of "down" stays, and so does the copy of a source that stopped
 	// matching "up".
-	setKubeconfig(t, s, nolist)
+	useCredential(t, s, nolist, nolistUser)
 	enginetest.WaitCondition(t, env.Consumer, down, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
 		"list secrets (provider side)")
 	stays(t, env.Consumer, copyOf(nsG, "db-credentials"), "its source could not be read")
@@ -206,7 +226,7 @@ func TestFailedReadsNeverDelete(t *testing.T) {
 	// A credential that may not read Secrets at all: an immutable source
 	// re-created with other data cannot replace its copy (the target read
 	// fails), and a deleted binding waits instead of forgetting its copies.
-	setKubeconfig(t, s, noread)
+	useCredential(t, s, noread, noreadUser)
 	if err := env.Consumer.Delete(ctx, frozen); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +249,7 @@ func TestFailedReadsNeverDelete(t *testing.T) {
 
 	// The permission back: the deleted binding's copies go, then the
 	// binding; the other binding's condition clears, its copy kept.
-	setKubeconfig(t, s, lister)
+	useCredential(t, s, lister, listerUser)
 	waitAbsent(t, env.Provider, copyOf(nsG2, "api-key"))
 	waitAbsent(t, env.Provider, copyOf(nsG2, "frozen"))
 	waitAbsent(t, env.Consumer, up)
