@@ -228,8 +228,24 @@ func connectAs(t *testing.T, name string, kubeconfig []byte, mutate ...func(*kbi
 	if err := env.Consumer.Create(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
-	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitConnectionReady(t, conn)
 	return conn
+}
+
+// connectionReady bounds the wait for a new Connection to be Ready: the
+// package's engine serves every test's Connections, and on a busy machine
+// (a load of 60 on two cores, under -race) a new one waited over
+// PollTimeout for its first status. A generous poll, its duration
+// reported when it is long.
+const connectionReady = 3 * enginetest.PollTimeout
+
+func waitConnectionReady(t *testing.T, conn *kbindv1alpha1.Connection) {
+	t.Helper()
+	start := time.Now()
+	enginetest.WaitConditionWithin(t, connectionReady, env.Consumer, conn, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	if took := time.Since(start); took > enginetest.PollTimeout/2 {
+		t.Logf("Connection %s was Ready after %s", conn.Name, took)
+	}
 }
 
 // admitAll makes a Connection admit the Bindings of every namespace
