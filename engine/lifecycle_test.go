@@ -3,6 +3,7 @@ package engine_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -34,6 +35,11 @@ const (
 // the context mgr.Start runs with), and waits until no goroutine runs
 // kbind code any more: every long-running part ends with the manager.
 func TestShutdownLeavesNoGoroutine(t *testing.T) {
+	// envtest's default start timeout (20 s) is overrun on a loaded
+	// machine: three minutes, unless the caller chose.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		t.Setenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "3m")
+	}
 	env, stop, err := enginetest.Start(enginetest.Options{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
 	}})

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -95,6 +96,11 @@ func engineReads(t *testing.T, path, userAgent string) []enginetest.AuditEvent {
 // made is in an allowed kubeconfig Secret namespace (consumer only) or
 // carries a label or field selector, and resyncs add no list or watch.
 func TestRelatedReadsAreSelectedAndNotPerReconcile(t *testing.T) {
+	// envtest's default start timeout (20 s) is overrun on a loaded
+	// machine: three minutes, unless the caller chose.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		t.Setenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "3m")
+	}
 	pairOpts, audit, err := enginetest.AuditPair(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
