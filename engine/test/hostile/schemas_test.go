@@ -81,8 +81,10 @@ func keepValue(level int, tag string) map[string]any {
 // the way, since the consumer CRD keeps the flag wherever the provider's
 // has it.
 func TestUnknownFieldsAtEveryLevel(t *testing.T) {
+	t.Parallel()
+	env := newTenant(t)
 	ctx := context.Background()
-	ready(t, "keeps")
+	env.ready(t, "keeps")
 	consumerCRD := &apiextensionsv1.CustomResourceDefinition{}
 	if err := env.Consumer.Get(ctx, client.ObjectKey{Name: "keeps.hostile.example.org"}, consumerCRD); err != nil {
 		t.Fatal(err)
@@ -92,7 +94,7 @@ func TestUnknownFieldsAtEveryLevel(t *testing.T) {
 	}
 
 	keep := schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1alpha1", Kind: "Keep"}
-	u := obj(keep, "k1", keepValue(keepLevels, "spec"))
+	u := env.obj(keep, "k1", keepValue(keepLevels, "spec"))
 	key := client.ObjectKeyFromObject(u)
 	if err := env.Consumer.Create(ctx, u.DeepCopy()); err != nil {
 		t.Fatal(err)
@@ -232,7 +234,7 @@ func hugeCRD(pad int) (*apiextensionsv1.CustomResourceDefinition, int) {
 
 // updateCRD replaces the provider CRD's spec by crd's, at the current
 // resourceVersion (the API server updates its status concurrently).
-func updateCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+func (env *tenant) updateCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		current := &apiextensionsv1.CustomResourceDefinition{}
 		if err := env.Provider.Get(ctx, client.ObjectKeyFromObject(crd), current); err != nil {
@@ -260,6 +262,11 @@ func storedSize(t *testing.T, obj client.Object) int {
 // larger) — the binding says so, naming the CRD and the limit; objects
 // round-trip once it fits, and other bindings keep syncing throughout.
 func TestAHugeSchema(t *testing.T) {
+	// Not parallel: growing a CRD to the size limit loads both API servers
+	// (each update republishes the provider's OpenAPI, the consumer
+	// establishes a 1.5 MiB CRD) for a minute; the other tenants' waits
+	// are not meant to absorb that.
+	env := newTenant(t)
 	ctx := context.Background()
 	start := time.Now()
 
@@ -286,7 +293,7 @@ func TestAHugeSchema(t *testing.T) {
 	base := storedSize(t, crd)
 	lo, hi := max(limit-base-8*1024, 0), limit-base+8*1024
 	crd, _ = hugeCRD(lo)
-	if err := updateCRD(ctx, crd); err != nil {
+	if err := env.updateCRD(ctx, crd); err != nil {
 		t.Fatalf("growing the huge CRD to a %d-byte pad, 8 KiB below the limit: %v", lo, err)
 	}
 	attempts := 1
@@ -294,7 +301,7 @@ func TestAHugeSchema(t *testing.T) {
 		mid := (lo + hi) / 2
 		next, _ := hugeCRD(mid)
 		attempts++
-		if err := updateCRD(ctx, next); err != nil {
+		if err := env.updateCRD(ctx, next); err != nil {
 			if !strings.Contains(err.Error(), "too large") {
 				t.Fatalf("growing the huge CRD to a %d-byte pad: %v", mid, err)
 			}
@@ -338,12 +345,12 @@ func TestAHugeSchema(t *testing.T) {
 		return fmt.Errorf("Ready=%s/%s: %s; the consumer API server's log: %s", c.Status, c.Reason, c.Message, apiserverLog(env.Pair.Consumer.Dir, "hugeschemas", 5))
 	})
 	// Other bindings keep syncing while it is reported (or installed).
-	roundTrip(t, obj(schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Widget"}, "beside-huge", map[string]any{"size": int64(3)}))
+	env.roundTrip(t, env.obj(schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Widget"}, "beside-huge", map[string]any{"size": int64(3)}))
 
 	if !installed {
 		// Make room for kbind's markers on the consumer: 4 KiB less.
 		smaller, _ := hugeCRD(lo - 4096)
-		if err := updateCRD(ctx, smaller); err != nil {
+		if err := env.updateCRD(ctx, smaller); err != nil {
 			t.Fatal(err)
 		}
 		shrunk := time.Now()
@@ -378,7 +385,7 @@ func TestAHugeSchema(t *testing.T) {
 		cur["nested"] = next
 		cur = next
 	}
-	roundTrip(t, obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1alpha1", Kind: "HugeSchema"}, "h1",
+	env.roundTrip(t, env.obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1alpha1", Kind: "HugeSchema"}, "h1",
 		map[string]any{"group00": deep, "group23": map[string]any{"leaf00": "last group"}}))
 	t.Logf("TestAHugeSchema took %s", time.Since(start).Round(time.Millisecond))
 }
