@@ -145,6 +145,7 @@ func TestRelatedFromProviderStaysInItsNamespace(t *testing.T) {
 // no permissions yet; unlike tenants it starts no second consumer.
 func consumerA(t *testing.T) tenant {
 	t.Helper()
+	start(t)
 	user, err := env.Pair.Provider.AddUser("consumer-a-" + t.Name())
 	if err != nil {
 		t.Fatal(err)
