@@ -41,7 +41,7 @@ type tenant struct {
 func tenants(t *testing.T) []tenant {
 	t.Helper()
 	start(t)
-	b := startConsumerB(t)
+	b := startConsumer(t, nil)
 	var out []tenant
 	for _, tc := range []struct {
 		name string

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kbind/kbind/engine"
 	"github.com/kbind/kbind/engine/test/enginetest"
 	"github.com/kbind/kbind/engine/test/testenv"
 )
@@ -34,12 +35,13 @@ var shared = testenv.NewShared("provider and consumer A with its engine", func()
 	return e, func() error { stop(); return nil }, nil
 })
 
-// consumersB are the second consumer clusters of the tests that play two
-// tenants: a fresh one per test (its own identity), the next one started
-// while a test runs.
-var consumersB = testenv.ClusterPool("consumer-b", testenv.ClusterOptions{InstallKbindCRDs: true})
+// consumers are the consumer clusters of the tests that need one besides
+// consumer A (consumer B of two tenants) or instead of it (an engine with
+// options of its own): a fresh one per test (its own identity), the next
+// one started while a test runs.
+var consumers = testenv.ClusterPool("consumer", testenv.ClusterOptions{InstallKbindCRDs: true})
 
-func TestMain(m *testing.M) { testenv.Main(m, shared, consumersB) }
+func TestMain(m *testing.M) { testenv.Main(m, shared, consumers) }
 
 // start starts the shared provider and consumer A if no test has yet.
 func start(t *testing.T) {
@@ -47,13 +49,14 @@ func start(t *testing.T) {
 	shared.Get(t)
 }
 
-// startConsumerB takes a fresh consumer cluster (with the core.kbind.io
+// startConsumer takes a fresh consumer cluster (with the core.kbind.io
 // CRDs) from the pool and starts an engine on it with consumer A's
-// options, as enginetest's StartConsumer does; both stop when the test
-// ends.
-func startConsumerB(t *testing.T) client.Client {
+// options changed by mutate (nil: unchanged), as enginetest's
+// StartConsumer does; both stop when the test ends.
+func startConsumer(t *testing.T, mutate func(*engine.Options)) client.Client {
 	t.Helper()
-	cluster := consumersB.Take(t)
+	start(t)
+	cluster := consumers.Take(t)
 	c, err := client.New(cluster.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +64,6 @@ func startConsumerB(t *testing.T) client.Client {
 	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: enginetest.SecretNamespace}}); err != nil {
 		t.Fatal(err)
 	}
-	env.StartEngineOn(t, cluster.Config, nil)
+	env.StartEngineOn(t, cluster.Config, mutate)
 	return c
 }
