@@ -235,7 +235,9 @@ func TestUnknownFieldsEverywhere(t *testing.T) {
 // count) — never lost on the consumer — while the binding's other objects
 // keep syncing.
 func TestObjectsAtTheSizeLimit(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its 1.5 MiB writes, with other tenants syncing
+	// meanwhile on a loaded machine, overran the provider timeout (5 s) on
+	// every try — measured: neither a copy nor a refusal in a minute.
 	env := newTenant(t)
 	ctx := context.Background()
 	env.ready(t, "widgets")

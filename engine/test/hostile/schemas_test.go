@@ -280,7 +280,10 @@ func TestAHugeSchema(t *testing.T) {
 		t.Fatalf("the base huge CRD (%d properties): %v", props, err)
 	}
 	t.Cleanup(func() { _ = env.Provider.Delete(context.Background(), crd) })
-	enginetest.Eventually(t, "the provider CRD established", func() error {
+	// Establishing a CRD of thousands of properties is the provider API
+	// server's work, slow on a loaded machine (over 30 s once): as long as
+	// the consumer's below, measured and logged.
+	enginetest.EventuallyWithin(t, 2*time.Minute, "the provider CRD established", func() error {
 		if err := env.Provider.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
 			return err
 		}
@@ -289,6 +292,7 @@ func TestAHugeSchema(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("the base huge CRD (%d properties) established %s after its create", props, time.Since(start).Round(time.Millisecond))
 	const limit = 1536 * 1024
 	base := storedSize(t, crd)
 	lo, hi := max(limit-base-8*1024, 0), limit-base+8*1024
