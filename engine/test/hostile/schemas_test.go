@@ -81,7 +81,6 @@ func keepValue(level int, tag string) map[string]any {
 // the way, since the consumer CRD keeps the flag wherever the provider's
 // has it.
 func TestUnknownFieldsAtEveryLevel(t *testing.T) {
-	t.Parallel()
 	env := newTenant(t)
 	ctx := context.Background()
 	env.ready(t, "keeps")
@@ -262,10 +261,6 @@ func storedSize(t *testing.T, obj client.Object) int {
 // larger) — the binding says so, naming the CRD and the limit; objects
 // round-trip once it fits, and other bindings keep syncing throughout.
 func TestAHugeSchema(t *testing.T) {
-	// Not parallel: growing a CRD to the size limit loads both API servers
-	// (each update republishes the provider's OpenAPI, the consumer
-	// establishes a 1.5 MiB CRD) for a minute; the other tenants' waits
-	// are not meant to absorb that.
 	env := newTenant(t)
 	ctx := context.Background()
 	start := time.Now()
