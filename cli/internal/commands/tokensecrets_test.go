@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kbind/kbind/cli/access"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // TestSplitTokenSecrets: revoke deletes the token Secrets created after
@@ -92,7 +91,7 @@ func TestSweepOf(t *testing.T) {
 // error saying so — never "nothing to delete".
 func TestTokenSweepOnAPIServer(t *testing.T) {
 	ctx := context.Background()
-	provider := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	provider := sharedProvider.Get(t)
 	c, err := client.New(provider.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -65,6 +65,8 @@ func assertColumns(t *testing.T, header, row []string, want map[string]string) {
 }
 
 func TestKubectlPrinterColumns(t *testing.T) {
+	c := kube(t)
+	cluster := shared.Get(t).cluster
 	ctx := context.Background()
 
 	conn := newConnection(uniqueName("printer"))
@@ -92,7 +94,7 @@ func TestKubectlPrinterColumns(t *testing.T) {
 	}
 
 	ns := uniqueName("team")
-	ensureNamespace(t, ns)
+	ensureNamespace(t, c, ns)
 	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "widgets", Namespace: ns}, Spec: spec}
 	if err := c.Create(ctx, b); err != nil {
 		t.Fatal(err)

@@ -55,6 +55,7 @@ func queueAdds(t *testing.T, connection, gk string) float64 {
 // queues no sync work in A's Syncer.
 func TestPrefixedForgedMarkers(t *testing.T) {
 	ctx := context.Background()
+	start(t)
 	a := tenant{name: "a", consumer: env.Consumer}
 	var forger client.Client
 	// Prefixes of their own: the admission policies are cluster-wide

@@ -191,8 +191,7 @@ func handOverTo(t *testing.T, c client.Client, k client.ObjectKey, to string) {
 // replaced (one UID each); after each hand-over the new owner's write
 // wins and the other side's is reverted.
 func TestHandOverBothWays(t *testing.T) {
-	ts := tenants(t)
-	a := ts[0]
+	a := consumerA(t)
 	const nsP = "handover-a"
 	ensureNamespace(t, env.Provider, nsP)
 	user := "consumer-a-" + t.Name()
@@ -352,7 +351,7 @@ func TestReleaseRefusedWhenImportWouldNotTakeItBack(t *testing.T) {
 // objects labelled sync=yes (objectSelector), copying no label.
 func importingSyncYes(t *testing.T, nsP, nsC string) tenant {
 	t.Helper()
-	a := tenants(t)[0]
+	a := consumerA(t)
 	ensureNamespace(t, env.Provider, nsP)
 	user := "consumer-a-" + t.Name()
 	bindRole(t, "", "kbind-discovery-"+nsP, user, discoveryRules)

@@ -40,12 +40,13 @@ type tenant struct {
 // provider user "consumer-<name>" with no permissions yet.
 func tenants(t *testing.T) []tenant {
 	t.Helper()
-	b := env.StartConsumer(t, "consumer-b")
+	start(t)
+	b := startConsumer(t, nil)
 	var out []tenant
 	for _, tc := range []struct {
 		name string
 		c    client.Client
-	}{{"a", env.Consumer}, {"b", b.Client}} {
+	}{{"a", env.Consumer}, {"b", b}} {
 		user, err := env.Pair.Provider.AddUser("consumer-" + tc.name + "-" + t.Name())
 		if err != nil {
 			t.Fatal(err)

@@ -145,6 +145,14 @@ func TestRelatedFromProviderStaysInItsNamespace(t *testing.T) {
 // no permissions yet; unlike tenants it starts no second consumer.
 func consumerA(t *testing.T) tenant {
 	t.Helper()
+	start(t)
+	return tenantOn(t, env.Consumer)
+}
+
+// tenantOn is tenant "a" on consumer c, with a provider user of its own
+// that has no permissions yet.
+func tenantOn(t *testing.T, c client.Client) tenant {
+	t.Helper()
 	user, err := env.Pair.Provider.AddUser("consumer-a-" + t.Name())
 	if err != nil {
 		t.Fatal(err)
@@ -153,5 +161,5 @@ func consumerA(t *testing.T) tenant {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tenant{name: "a", consumer: env.Consumer, provider: pc, kubeconfig: user.Kubeconfig}
+	return tenant{name: "a", consumer: c, provider: pc, kubeconfig: user.Kubeconfig}
 }

@@ -11,6 +11,7 @@ import (
 )
 
 func TestPair(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := StartPairT(t, PairOptions{})
 
@@ -52,6 +53,8 @@ func TestPair(t *testing.T) {
 	}
 }
 
+// Not parallel: it changes the process's environment (t.Setenv), which
+// the parallel tests read when they start clusters after it.
 func TestAssetsDirExplainsMissingBinaries(t *testing.T) {
 	t.Setenv(AssetsEnv, t.TempDir())
 	_, err := AssetsDir()

@@ -11,6 +11,7 @@ import (
 )
 
 func TestParentPID(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		stat string
 		want int
@@ -28,6 +29,7 @@ func TestParentPID(t *testing.T) {
 }
 
 func TestMatchesComponent(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want bool
@@ -48,6 +50,7 @@ func TestMatchesComponent(t *testing.T) {
 // their data: an object written before is there after, through the same
 // admin credentials and address.
 func TestRestartComponents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := StartClusterT(t, "restart", ClusterOptions{})
 	cs := kubernetes.NewForConfigOrDie(c.Config)
