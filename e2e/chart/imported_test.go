@@ -24,6 +24,7 @@ import (
 // the konnector (and the namespace controller) may do everything; a user's
 // own objects are not matched.
 func TestImportedObjectsPolicyOnARealAPIServer(t *testing.T) {
+	t.Parallel()
 	if _, err := render(t, map[string]any{"rbac": map[string]any{"boundResourceGroups": []any{"example.org"}}, "importedObjects": map[string]any{"admissionPolicy": "yes"}}); err == nil {
 		t.Error("importedObjects.admissionPolicy: a string is accepted")
 	}
@@ -37,7 +38,7 @@ func TestImportedObjectsPolicyOnARealAPIServer(t *testing.T) {
 		}
 	}
 
-	c := testenv.StartClusterT(t, "consumer", testenv.ClusterOptions{})
+	c := cluster.Get(t)
 	kc := c.KubeconfigPath
 	ctx := context.Background()
 	run := func(args ...string) (string, error) { return testenv.Kubectl(ctx, kc, args...) }
