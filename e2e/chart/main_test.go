@@ -2,7 +2,9 @@ package chart
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kbind/kbind/engine/test/testenv"
@@ -29,4 +31,18 @@ func ensureNamespace(t *testing.T, kubeconfig, ns string) {
 	if err != nil && !strings.Contains(out+err.Error(), "AlreadyExists") && !strings.Contains(out+err.Error(), "already exists") {
 		t.Fatalf("creating namespace %s: %v\n%s", ns, err, out)
 	}
+}
+
+// namespaces numbers the namespaces uniqueNamespace creates.
+var namespaces atomic.Int64
+
+// uniqueNamespace creates a namespace no other test (or run of this one,
+// under -count) uses on the shared cluster, named after prefix.
+func uniqueNamespace(t *testing.T, kubeconfig, prefix string) string {
+	t.Helper()
+	ns := fmt.Sprintf("%s-%d", prefix, namespaces.Add(1))
+	if out, err := testenv.Kubectl(context.Background(), kubeconfig, "create", "namespace", ns); err != nil {
+		t.Fatalf("creating namespace %s: %v\n%s", ns, err, out)
+	}
+	return ns
 }
