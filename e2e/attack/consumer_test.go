@@ -147,6 +147,7 @@ func connectionSpec(isolation, namespaced string) string {
 // a tenant on the provider forges another's markers. Each result is a row
 // of docs/isolation.md's consumer table.
 func TestConsumerAttacks(t *testing.T) {
+	t.Parallel() // its own pair and konnector
 	ctx := context.Background()
 	crd := func(plural, kind string) *apiextensionsv1.CustomResourceDefinition {
 		return enginetest.CRD(plural, strings.ToLower(kind), kind, "example.org", apiextensionsv1.NamespaceScoped, true)

@@ -31,6 +31,7 @@ var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "
 // provider admin, or a tenant racing them, tries to get around the
 // isolation — each row of docs/isolation.md's grant table.
 func TestGrantAttacks(t *testing.T) {
+	t.Parallel() // its own provider
 	ctx := context.Background()
 	provider := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),

@@ -314,6 +314,7 @@ var pairs = []pairEntry{
 // entry names a row of this suite's tables or a test against real API
 // servers that exists; docs/isolation.md shows it.
 func TestFeatureMatrix(t *testing.T) {
+	t.Parallel() // pure: reads the API types, the tests' sources and docs/isolation.md
 	byID := map[string]feature{}
 	for _, f := range features {
 		byID[f.id] = f
@@ -533,6 +534,8 @@ func walkFields(typ reflect.Type, path string, schema *apiextensionsv1.JSONSchem
 // by table.
 func attackTables(t *testing.T) map[string][]string {
 	t.Helper()
+	docsMu.Lock()
+	defer docsMu.Unlock()
 	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "isolation.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -226,6 +226,7 @@ func ptr[T any](v T) *T { return &v }
 // the provider's own. Every attempt is refused unless docs/isolation.md
 // allows it; the results are docs/isolation.md's attack table.
 func TestProviderAttacks(t *testing.T) {
+	t.Parallel() // its own provider
 	ctx := context.Background()
 	provider := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -131,8 +132,15 @@ func footnotes(texts map[string]string) string {
 
 // checkDocs holds the block named name of docs/isolation.md equal to
 // content; KBIND_UPDATE_DOCS=1 rewrites it instead.
+// docsMu serialises the reads and rewrites of docs/isolation.md.
+var docsMu sync.Mutex
+
 func checkDocs(t *testing.T, name, content string) {
 	t.Helper()
+	// The attack tests run in parallel and each holds its own block of
+	// the one file: a rewrite reads and writes it whole.
+	docsMu.Lock()
+	defer docsMu.Unlock()
 	path := filepath.Join("..", "..", "docs", "isolation.md")
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -43,11 +43,13 @@ func reaping(groups ...any) map[string]any {
 }
 
 func TestBackendLint(t *testing.T) {
+	t.Parallel()
 	// Helm lints in a mode where a template's fail is only logged.
 	lintChart(t, backendChartDir, nil, map[string]any{"reap": true}, reaping("example.org"))
 }
 
 func TestBackendRenderDefaults(t *testing.T) {
+	t.Parallel()
 	objs, err := renderBackend(t, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +89,7 @@ func backendNotes(t *testing.T, values map[string]any) string {
 }
 
 func TestBackendRenderReap(t *testing.T) {
+	t.Parallel()
 	values := reaping("example.org")
 	values["replicaCount"], values["staleAfter"] = 2, "1h"
 	values["metrics"] = map[string]any{"service": map[string]any{"enabled": true}}
@@ -127,6 +130,7 @@ func TestBackendRenderReap(t *testing.T) {
 // TestBackendRenderNamespaceCleanup: listing everything (to prove a
 // namespace empty) and deleting namespaces is its own opt-in.
 func TestBackendRenderNamespaceCleanup(t *testing.T) {
+	t.Parallel()
 	values := reaping("example.org")
 	values["rbac"].(map[string]any)["namespaceCleanup"] = true
 	objs, err := renderBackend(t, values)
@@ -158,6 +162,7 @@ func TestBackendRenderNamespaceCleanup(t *testing.T) {
 // TestBackendRenderRequiresReapGroups: reaping has no default groups; it
 // fails and says which value to set. Report only needs none.
 func TestBackendRenderRequiresReapGroups(t *testing.T) {
+	t.Parallel()
 	for name, values := range map[string]map[string]any{
 		"reap alone": {"reap": true},
 		"empty list": reaping(),
@@ -183,6 +188,7 @@ func TestBackendRenderRequiresReapGroups(t *testing.T) {
 // TestBackendRenderWildcardReapGroups: "*" is the user's explicit choice; it
 // renders, and the notes warn.
 func TestBackendRenderWildcardReapGroups(t *testing.T) {
+	t.Parallel()
 	values := reaping("*")
 	objs, err := renderBackend(t, values)
 	if err != nil {
@@ -197,6 +203,7 @@ func TestBackendRenderWildcardReapGroups(t *testing.T) {
 }
 
 func TestBackendSchemaRejectsBadValues(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		values map[string]any
 		want   string
@@ -264,6 +271,7 @@ func consumerObjects(consumer, namespace string) string {
 // after `helm upgrade --set rbac.namespaceCleanup=true` such a namespace
 // goes too.
 func TestBackendChartOnARealAPIServer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	provider := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),

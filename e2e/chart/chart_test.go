@@ -138,6 +138,7 @@ func lintChart(t *testing.T, dir string, values ...map[string]any) {
 }
 
 func TestLint(t *testing.T) {
+	t.Parallel()
 	// Helm lints in a mode where a template's fail is only logged, so the
 	// chart lints without its required value too.
 	lintChart(t, chartDir, nil, bound("example.org"))
@@ -146,6 +147,7 @@ func TestLint(t *testing.T) {
 // TestRenderRequiresBoundGroups: there is no default set of bound groups;
 // an install without them fails and says which value to set.
 func TestRenderRequiresBoundGroups(t *testing.T) {
+	t.Parallel()
 	for name, values := range map[string]map[string]any{
 		"defaults":   nil,
 		"empty list": bound(),
@@ -166,6 +168,7 @@ func TestRenderRequiresBoundGroups(t *testing.T) {
 // TestRenderRefusesBuiltInGroups: kbind never binds Kubernetes' own API
 // groups or its own, so the chart grants nothing there.
 func TestRenderRefusesBuiltInGroups(t *testing.T) {
+	t.Parallel()
 	for _, group := range []string{"", "apps", "batch", "extensions", "policy", "autoscaling", "k8s.io",
 		"rbac.authorization.k8s.io", "admissionregistration.k8s.io", "apiextensions.k8s.io", "core.kbind.io"} {
 		t.Run(group, func(t *testing.T) {
@@ -183,6 +186,7 @@ func TestRenderRefusesBuiltInGroups(t *testing.T) {
 }
 
 func TestRenderDefaults(t *testing.T) {
+	t.Parallel()
 	values := bound("example.org")
 	objs, err := render(t, values)
 	if err != nil {
@@ -229,6 +233,7 @@ func TestRenderDefaults(t *testing.T) {
 }
 
 func TestRenderOptions(t *testing.T) {
+	t.Parallel()
 	values := map[string]any{
 		"replicaCount":        2,
 		"rbac":                map[string]any{"boundResourceGroups": []any{"example.org", "b.example.org"}, "relatedResources": true},
@@ -275,6 +280,7 @@ func TestRenderOptions(t *testing.T) {
 // TestRenderWildcardGroups: "*" is the user's explicit choice; it renders,
 // and the notes say loudly what it grants.
 func TestRenderWildcardGroups(t *testing.T) {
+	t.Parallel()
 	values := bound("*")
 	objs, err := render(t, values)
 	if err != nil {
@@ -291,6 +297,7 @@ func TestRenderWildcardGroups(t *testing.T) {
 // TestSchemaRejectsBadValues: values.schema.json refuses bad values with a
 // message naming the value and what is wrong with it.
 func TestSchemaRejectsBadValues(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		values map[string]any
 		want   string
@@ -317,6 +324,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 // API server and runs the konnector binary impersonating the chart's
 // ServiceAccount: a missing RBAC rule fails the sync below.
 func TestChartOnARealAPIServer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),

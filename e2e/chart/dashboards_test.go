@@ -30,6 +30,7 @@ var grafanaBuiltins = map[string]bool{"__rate_interval": true, "__interval": tru
 // every variable a query uses is defined. Whether the queries return data
 // is e2e/monitoring's (against a real Prometheus).
 func TestDashboardsAreWellFormed(t *testing.T) {
+	t.Parallel()
 	for _, dash := range dashboards {
 		t.Run(dash.chart, func(t *testing.T) {
 			d, err := harness.LoadDashboard("../../charts/" + dash.chart + "/files/dashboards/" + dash.file)
@@ -113,6 +114,7 @@ func TestDashboardsAreWellFormed(t *testing.T) {
 // ConfigMap with Grafana's sidecar label; off by default; refused with
 // metrics off.
 func TestDashboardConfigMapHoldsTheFile(t *testing.T) {
+	t.Parallel()
 	for _, dash := range dashboards {
 		t.Run(dash.chart, func(t *testing.T) {
 			chrt, err := loader.Load("../../charts/" + dash.chart)

@@ -47,8 +47,9 @@ func operatorCRD(t *testing.T, file string) string {
 // PrometheusRule against prometheus-operator's CRDs, RBAC (escalation checks included: the
 // applying user must hold what a Role grants, so the checks run as admin).
 func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	c := testenv.StartClusterT(t, "cluster", testenv.ClusterOptions{})
+	c := cluster.Get(t)
 	kubectl := func(args ...string) string {
 		t.Helper()
 		out, err := testenv.Kubectl(ctx, c.KubeconfigPath, args...)
@@ -73,7 +74,7 @@ func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
 	}
 	// Namespaces the variants name (the release's and the Secret namespaces).
 	for _, ns := range []string{"kbind", "tenants"} {
-		kubectl("create", "namespace", ns)
+		ensureNamespace(t, c.KubeconfigPath, ns)
 	}
 
 	groups := []any{"example.org"}
@@ -158,6 +159,7 @@ func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
 // konnector chart's appVersion, and each chart runs the image tagged with
 // its own appVersion; they must be the same release.
 func TestChartsShareTheAppVersion(t *testing.T) {
+	t.Parallel()
 	versions := map[string]string{}
 	for _, name := range []string{"konnector", "backend", "consumer-access"} {
 		chrt, err := loader.Load("../../charts/" + name)

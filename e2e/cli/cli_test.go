@@ -112,6 +112,7 @@ func widget(ns, name string) string {
 // the granted ServiceAccount only; grant again renews the token without a
 // konnector restart; revoke makes the Connection report the refusal.
 func TestOnboarding(t *testing.T) {
+	t.Parallel() // its own pair (and konnector): a consumer identity of its own
 	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, false),
 		enginetest.CRD("clusterwidgets", "clusterwidget", "ClusterWidget", "example.org", apiextensionsv1.ClusterScoped, false),

@@ -54,6 +54,7 @@ func run(t *testing.T, bin string, args ...string) (string, string, int) {
 // not — and reports each with its date and fix; no byte of the token
 // appears in anything doctor or consumers prints.
 func TestDoctorCredentialsAndVersions(t *testing.T) {
+	t.Parallel() // its own pair: the Connection "provider" its status is written on, team-a on the provider
 	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, false),
 	}})

@@ -112,6 +112,7 @@ func expectFindings(t *testing.T, consumer string, args []string, want []string,
 // for each broken state of the troubleshooting guide it reports exactly
 // that finding, with the fix.
 func TestDoctor(t *testing.T) {
+	t.Parallel() // its own pair (and konnector): a consumer identity of its own
 	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, false),
 		enginetest.CRD("gadgets", "gadget", "Gadget", "example.org", apiextensionsv1.NamespaceScoped, false),

@@ -28,6 +28,7 @@ import (
 // token is refused. `kubectl kbind consumers` shows it renewing; revoke
 // cuts it off at the next request.
 func TestGrantedTokenRenews(t *testing.T) {
+	t.Parallel() // its own pair (and konnector): a consumer identity of its own
 	ctx := context.Background()
 	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, false),

@@ -112,6 +112,7 @@ func fragments(secrets map[string]string) map[string]string {
 // appear. The consumer's audit log proves Secrets outside the allowed
 // namespace were never read.
 func TestNoCredentialLeaks(t *testing.T) {
+	t.Parallel() // its own pair and konnector
 	ctx := context.Background()
 	opts, audit, err := enginetest.AuditPair(t.TempDir())
 	if err != nil {

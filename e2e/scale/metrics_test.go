@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseSample(t *testing.T) {
+	t.Parallel() // pure
 	for _, tc := range []struct {
 		line   string
 		name   string
