@@ -125,7 +125,7 @@ func TestProviderEventsDown(t *testing.T) {
 	}
 
 	// An Event on a provider object that is not our copy (a foreign
-	// object in the way of events-a/f1) is not forwarded to f1.
+	// object in the way of the test namespace's f1) is not forwarded to f1.
 	foreign := object(widgetGVK, ns, "f1", map[string]any{"owner": "someone"})
 	if err := env.Provider.Create(ctx, foreign); err != nil {
 		t.Fatal(err)

@@ -165,7 +165,7 @@ func TestManyRefusalsKeepStatusWritable(t *testing.T) {
 		return nil
 	})
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
-		fmt.Sprintf("apply Refused in namespace refused-a: forbidden (%d object(s))", n))
+		fmt.Sprintf("apply Refused in namespace %s: forbidden (%d object(s))", ns, n))
 }
 
 // SYNC-5: a provider pcopy that is terminating is waited for, not raced:
