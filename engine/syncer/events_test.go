@@ -77,12 +77,13 @@ func waitForwarded(t *testing.T, obj *unstructured.Unstructured, pe *corev1.Even
 	return got
 }
 
-// snapshotEvents is every forwarded consumer Event with its
-// resourceVersion.
-func snapshotEvents(t *testing.T) map[string]string {
+// snapshotEvents is every forwarded consumer Event in namespace with its
+// resourceVersion. (The test's own namespace: under -count the objects an
+// earlier run left, and their Events, are no baseline this test controls.)
+func snapshotEvents(t *testing.T, namespace string) map[string]string {
 	t.Helper()
 	var list corev1.EventList
-	if err := env.Consumer.List(context.Background(), &list, client.MatchingLabels{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}); err != nil {
+	if err := env.Consumer.List(context.Background(), &list, client.InNamespace(namespace), client.MatchingLabels{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
@@ -142,14 +143,14 @@ func TestProviderEventsDown(t *testing.T) {
 	}
 
 	// A restart writes no forwarded Event again.
-	before := snapshotEvents(t)
+	before := snapshotEvents(t, ns)
 	env.StopEngine()
 	if err := env.StartEngine(); err != nil {
 		t.Fatal(err)
 	}
 	afterRestart := recordOn(t, c1, "w1.after-restart", "Resized", "resized again")
 	waitForwarded(t, w1, afterRestart, 1)
-	after := snapshotEvents(t)
+	after := snapshotEvents(t, ns)
 	for k, rv := range before {
 		if after[k] != rv {
 			t.Errorf("forwarded Event %s rewritten after the restart (resourceVersion %s -> %s)", k, rv, after[k])
