@@ -23,7 +23,9 @@ import (
 // failed read deletes nothing. Found by the e2e suite's teardown, which
 // once left a Lease whose delete failed on its resourceVersion.
 func TestDeleteWhileARenewalLands(t *testing.T) {
+	t.Parallel()
 	admin := startProvider(t)
+	ns := leaseNamespace(t)
 	ctx := context.Background()
 	cases := []struct {
 		name string
@@ -44,7 +46,7 @@ func TestDeleteWhileARenewalLands(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := heartbeat.For("provider", "0123456789abcdef", "kbind")
+			l := heartbeat.For("provider", "0123456789abcdef", ns)
 			l.Name = l.Name + "-" + string(rune('a'+i))
 			if err := heartbeat.NewRenewer(admin, l).Renew(ctx, time.Now()); err != nil {
 				t.Fatal(err)

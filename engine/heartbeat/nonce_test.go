@@ -17,10 +17,12 @@ import (
 // renewers of one Lease find each other's at every renewal, a restarted
 // one (a new nonce, a new Renewer) finds its predecessor's never.
 func TestForeignNonce(t *testing.T) {
+	t.Parallel()
 	admin := startProvider(t)
+	ns := leaseNamespace(t)
 	ctx := context.Background()
 	lease := func(nonce string) heartbeat.Lease {
-		l := heartbeat.For("provider", "0123456789abcdef", "kbind")
+		l := heartbeat.For("provider", "0123456789abcdef", ns)
 		l.Nonce = nonce
 		return l
 	}
@@ -37,7 +39,7 @@ func TestForeignNonce(t *testing.T) {
 			t.Errorf("renewal %d by %s: Foreign() = %t, want %t", step, who, got, want)
 		}
 		l := &coordinationv1.Lease{}
-		if err := admin.Get(ctx, client.ObjectKey{Namespace: "kbind", Name: lease("").Name}, l); err != nil {
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: lease("").Name}, l); err != nil {
 			t.Fatal(err)
 		}
 		if got := l.Annotations[kbindv1alpha1.KonnectorNonceAnnotation]; got != who {

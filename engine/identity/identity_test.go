@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kbind/kbind/engine/identity"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // paths records the request paths a rest.Config's transport carries.
@@ -37,7 +36,8 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // reading it again through the same Reader is one request (whether the
 // cluster is kcp is asked once).
 func TestClusterUIDAsksDiscoveryOnce(t *testing.T) {
-	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	t.Parallel()
+	cluster := shared.Get(t)
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(cluster.Config)
 	if err != nil {

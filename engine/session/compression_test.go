@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kbind/kbind/engine/session"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // compressionSeen records whether any response reached the client
@@ -38,7 +37,8 @@ func (c *compressionSeen) RoundTrip(req *http.Request) (*http.Response, error) {
 // that accepts it, which costs CPU on both sides for a provider that is
 // near (--provider-compression=false).
 func TestCompression(t *testing.T) {
-	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	t.Parallel()
+	cluster := session.SharedProvider.Get(t)
 	for _, disable := range []bool{false, true} {
 		seen := &compressionSeen{}
 		cfg := rest.CopyConfig(cluster.Config)

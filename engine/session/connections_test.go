@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kbind/kbind/engine/session"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // countingDialer counts the connections it opened that are not closed.
@@ -47,7 +46,8 @@ func (c *countedConn) Close() error {
 // their idle timeout: a Connection deleted, or rotated to new credentials,
 // keeps nothing open on the provider.
 func TestStoppedSessionClosesItsConnections(t *testing.T) {
-	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	t.Parallel()
+	cluster := session.SharedProvider.Get(t)
 	d := &countingDialer{}
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.Dial = d.DialContext

@@ -9,7 +9,6 @@ import (
 
 	"github.com/kbind/kbind/engine/heartbeat"
 	"github.com/kbind/kbind/engine/isolation"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // Start, once its context ends, stops everything the Manager runs for a
@@ -17,7 +16,8 @@ import (
 // heartbeat — and returns only after their goroutines have exited;
 // nothing starts after it.
 func TestStartStopsEverythingAndWaits(t *testing.T) {
-	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	t.Parallel()
+	cluster := SharedProvider.Get(t)
 	m := NewManager(context.Background(), Options{Scheme: clientgoscheme.Scheme, QPS: 50, Burst: 100, Timeout: 10 * time.Second})
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()

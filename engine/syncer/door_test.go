@@ -37,7 +37,12 @@ import (
 // (toProvider drops the finalizer in memory). An object deleted outside the
 // releaser must have a static type that says what it is: an unstructured
 // object is a bound object's copy or instance.
+//
+// It only reads source files, and type-checking the module takes a while
+// (minutes on a busy machine): it runs in parallel with the tests of the
+// package's engine rather than ahead of them.
 func TestOneDoorForDeletes(t *testing.T) {
+	t.Parallel()
 	sites := deletionSites(t)
 	door, others := deletionMap(t, "release.go")
 	if len(door) == 0 || len(others) == 0 {

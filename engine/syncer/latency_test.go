@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,7 +73,9 @@ func TestObservations(t *testing.T) {
 // observation; a direction without an observed change is not observed.
 func TestAcknowledged(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	const connection = "latency-unit"
+	// The histogram is process-global: each run (-count) observes under a
+	// Connection name of its own.
+	connection := fmt.Sprintf("latency-unit-%d", metricRuns.Add(1))
 	c := &changes{up: t0, down: time.Time{}}
 	c.acknowledged(connection, metrics.DirectionUp, t0.Add(1500*time.Millisecond))
 	c.acknowledged(connection, metrics.DirectionUp, t0.Add(9*time.Second))   // a second write of the same retry chain
