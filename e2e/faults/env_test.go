@@ -25,6 +25,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/e2e/harness"
+	"github.com/kbind/kbind/engine"
 	"github.com/kbind/kbind/engine/test/enginetest"
 	"github.com/kbind/kbind/engine/test/testenv"
 )
@@ -36,6 +37,24 @@ func TestMain(m *testing.M) {
 		&konnectorBin: "github.com/kbind/kbind/konnector/cmd/konnector",
 	})
 }
+
+// The intervals every konnector of the suite runs with. The scenarios'
+// properties do not depend on the defaults (30 s each; the engine's own
+// tests hold the defaults' bounds, e.g. engine/connection
+// TestHungProviderReportedWithDefaults): shorter intervals let a fault be
+// reported, and so end, sooner. Every bound that depends on them is
+// derived from these constants (scenarios_test.go).
+const (
+	// heartbeatInterval: --heartbeat-interval (a renewal every 9–11 s,
+	// each bounded by heartbeat.RenewTimeout: 5 s).
+	heartbeatInterval = 10 * time.Second
+	// bindingResync: --binding-resync; the deselection grace is twice
+	// it (30 s), which the relabel scenario's pauses (10 s at most) stay
+	// well within.
+	bindingResync = 15 * time.Second
+	// providerTimeout is the konnector's --provider-timeout default.
+	providerTimeout = engine.DefaultProviderTimeout
+)
 
 // Names of what the suite applies on the consumer.
 const (
@@ -254,7 +273,8 @@ func newKonnector(t *testing.T, name, kubeconfig string, extraArgs ...string) *k
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--kubeconfig", kubeconfig, "--namespace", "kbind", "--metrics-bind-address", k.metricsAddr, "--pprof-bind-address", k.pprofAddr}, extraArgs...)
+	args := append([]string{"--kubeconfig", kubeconfig, "--namespace", "kbind", "--metrics-bind-address", k.metricsAddr, "--pprof-bind-address", k.pprofAddr,
+		"--heartbeat-interval", heartbeatInterval.String(), "--binding-resync", bindingResync.String()}, extraArgs...)
 	k.Process, err = harness.NewProcess(konnectorBin, filepath.Join(dir, name+".log"), args...)
 	if err != nil {
 		t.Fatal(err)
