@@ -15,6 +15,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -403,6 +404,34 @@ func (k *konnector) saveProfiles(t *testing.T) string {
 		}
 	}
 	return dir
+}
+
+// deleteAndWait deletes objs on the consumer (one already gone is fine)
+// and waits until each is gone: its finalizers done — a binding drained,
+// a Connection's session retired. A test that stops a provider cluster of
+// its own (StartClusterT's cleanup) calls it first for that provider's
+// bindings and Connection: a konnector still draining through it, or
+// still holding its session's watches and heartbeat, keeps the API
+// server's graceful shutdown from ending within testenv's stop timeout
+// ("timeout waiting for process kube-apiserver to stop"), and the test
+// fails after its properties held.
+func (e *env) deleteAndWait(t *testing.T, timeout time.Duration, objs ...client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	for _, obj := range objs {
+		must(t, client.IgnoreNotFound(e.consumer.Delete(ctx, obj)))
+	}
+	start := time.Now()
+	for _, obj := range objs {
+		key := client.ObjectKeyFromObject(obj)
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			return apierrors.IsNotFound(e.consumer.Get(ctx, key, obj)), nil
+		})
+		if err != nil {
+			t.Fatalf("%T %s not gone %s after its deletion (finalizers %v): %v", obj, key, timeout, obj.GetFinalizers(), err)
+		}
+	}
+	t.Logf("%d objects deleted and gone after %s", len(objs), time.Since(start).Round(100*time.Millisecond))
 }
 
 func httpGet(url string) (string, error) {

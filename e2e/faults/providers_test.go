@@ -149,7 +149,13 @@ spec:
 		must(t, client.IgnoreNotFound(e.consumer.Delete(ctx, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: cb}})))
 	}
 	e.waitGizmos(t, providers, 0, 0, 2*time.Minute)
-	must(t, client.IgnoreNotFound(e.consumer.Delete(ctx, &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "west"}})))
+	// The copies are gone before the drains end (each confirms every
+	// copy's absence with its provider): the bindings and west's
+	// Connection are waited out before west stops (deleteAndWait).
+	e.deleteAndWait(t, 2*time.Minute,
+		&kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "gizmos-east"}},
+		&kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "gizmos-west"}},
+		&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "west"}})
 }
 
 func gizmo(ns, name string, size int64) *unstructured.Unstructured {

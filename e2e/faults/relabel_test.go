@@ -105,14 +105,12 @@ spec:
 		kubectl("wait", "--for=condition=Ready", obj, "--timeout=90s")
 	}
 	defer func() {
-		for _, b := range []client.Object{
+		// Gone before west stops (deleteAndWait).
+		e.deleteAndWait(t, 2*time.Minute,
 			&kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: handover, Name: "shards"}},
 			&kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "shards-east"}},
 			&kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "shards-west"}},
-			&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: westConn}},
-		} {
-			_ = client.IgnoreNotFound(e.consumer.Delete(ctx, b))
-		}
+			&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: westConn}})
 	}()
 
 	// The originals: never deleted by the consumer, only updated.
