@@ -25,7 +25,7 @@ import (
 func killedInstalling() scenario {
 	const binding, crd, ns = "gadgets", "gadgets.example.org", "f-konnector-killed-installing"
 	return scenario{
-		name: "konnector-killed-installing", objects: 200, lasts: 2 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+		name: "konnector-killed-installing", objects: 200, lasts: 2 * time.Second, ready: readyBound, converge: convergeBound,
 		inject: func(t *testing.T, e *env) func() {
 			ctx := context.Background()
 			must(t, e.consumer.Create(ctx, &kbindv1alpha1.ClusterBinding{
@@ -90,7 +90,7 @@ func killedInstalling() scenario {
 // is copied again.
 func providerCRDRecreated() scenario {
 	return scenario{
-		name: "provider-crd-recreated", objects: 200, lasts: 10 * time.Second, report: 30 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+		name: "provider-crd-recreated", objects: 200, lasts: 10 * time.Second, report: crdReportBound, ready: readyBound, converge: convergeBound,
 		reportedBy: sample.bindingReported, dropsForeign: true,
 		reportedSays: []string{"APINotExported", "not exported by Connection", "widgets.example.org"},
 		inject: func(t *testing.T, e *env) func() {

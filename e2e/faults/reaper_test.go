@@ -28,10 +28,22 @@ import (
 // the refusal on its Heartbeat condition and a Warning Event.
 func reaperRenewalsRefused() scenario {
 	const policy = "faults-refuse-lease-renewals"
+	// The backend's windows (its flags below). Renewals are refused for
+	// long enough that the backend judges the consumer stale
+	// (staleAfter) and goes twice through a round of marking, waiting
+	// out the grace and reaping (reapInterval + reapGrace each): two
+	// rounds in which a mark the konnector failed to clear would have
+	// been acted on. 45 s (it was 75 s, with no formula).
+	const (
+		staleAfter   = 5 * time.Second
+		reapGrace    = 15 * time.Second
+		reapInterval = 5 * time.Second
+		refusedFor   = staleAfter + 2*(reapInterval+reapGrace)
+	)
 	var backend *harness.Process
 	var logPath string
 	return scenario{
-		name: "lease-renewals-refused-with-reaper", objects: 200, lasts: 75 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+		name: "lease-renewals-refused-with-reaper", objects: 200, lasts: refusedFor, ready: readyBound, converge: convergeBound,
 		setup: func(t *testing.T, e *env) func() {
 			ctx := context.Background()
 			dir := t.TempDir()
@@ -41,7 +53,7 @@ func reaperRenewalsRefused() scenario {
 			must(t, err)
 			logPath = filepath.Join(logs, "backend.log")
 			backend, err = harness.NewProcess(bin, logPath, "--kubeconfig", e.pair.Provider.KubeconfigPath, "--namespace", "default",
-				"--reap", "--stale-after", "5s", "--reap-grace", "15s", "--reap-interval", "5s", "--metrics-bind-address", "0")
+				"--reap", "--stale-after", staleAfter.String(), "--reap-grace", reapGrace.String(), "--reap-interval", reapInterval.String(), "--metrics-bind-address", "0")
 			must(t, err)
 			must(t, backend.Start(ctx))
 			return func() {
