@@ -112,8 +112,8 @@ func startCluster(name string, opts ClusterOptions) (*Cluster, error) {
 
 	wait := startTimeout()
 	plane := envtest.ControlPlane{
-		APIServer: &envtest.APIServer{StartTimeout: wait},
-		Etcd:      &envtest.Etcd{DataDir: opts.etcdDataDir, StartTimeout: wait},
+		APIServer: &envtest.APIServer{StartTimeout: wait, StopTimeout: stopTimeout},
+		Etcd:      &envtest.Etcd{DataDir: opts.etcdDataDir, StartTimeout: wait, StopTimeout: stopTimeout},
 	}
 	apiLog, err := c.openLog("kube-apiserver.log")
 	if err != nil {
@@ -173,6 +173,11 @@ const StartTimeoutEnv = "KBIND_TEST_START_TIMEOUT"
 // each with parallel tests) took over 20 s and failed the test for the
 // machine's load. A start that truly hangs still fails, after this long.
 const defaultStartTimeout = 3 * time.Minute
+
+// stopTimeout replaces envtest's 20 s: a kube-apiserver with clients still
+// attached (a konnector draining through it) took about 30 s to shut
+// down, and the test failed on its cleanup.
+const stopTimeout = 90 * time.Second
 
 func startTimeout() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv(StartTimeoutEnv)); err == nil && d > 0 {
