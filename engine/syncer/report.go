@@ -38,6 +38,10 @@ import (
 const (
 	eventProviderRejected = "ProviderRejected"
 	eventMutationFailed   = "MutationFailed"
+	// eventObjectTooLarge: the consumer object is too large for the
+	// consumer's storage to take kbind's finalizer and route annotation;
+	// nothing is written to the provider for it.
+	eventObjectTooLarge = "ObjectTooLarge"
 	eventSynced           = "Synced"
 	// eventInvalidDeletionPolicy: a deleting object's deletion-policy
 	// annotation names no policy; its provider copy is kept.
@@ -124,6 +128,19 @@ func (rp reporter) mutationFailed(cobj *unstructured.Unstructured, err error) {
 	if rp.results.set(rp.target, client.ObjectKeyFromObject(cobj), res) {
 		rp.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventMutationFailed, "Sync", "%s", res.Message)
 	}
+}
+
+// tooLarge records a consumer object the consumer's storage refused to
+// store with kbind's finalizer and route annotation (it was accepted
+// without them, a few bytes under the limit): failed, with a Warning Event
+// once, retried with backoff; nothing is written to the provider, so
+// nothing can be lost there.
+func (rp reporter) tooLarge(cobj *unstructured.Unstructured, err error) (outcome, error) {
+	res := Result{State: StateFailed, Message: fmt.Sprintf("not synced: the consumer refused to store the object with kbind's finalizer and annotation (%v); make the object smaller", err)}
+	if rp.results.set(rp.target, client.ObjectKeyFromObject(cobj), res) {
+		rp.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventObjectTooLarge, "Sync", "%s", res.Message)
+	}
+	return requeue, nil
 }
 
 // unplaceable records a consumer object the Connection's isolation has no

@@ -37,6 +37,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/patch"
+	"github.com/kbind/kbind/engine/internal/storage"
 	"github.com/kbind/kbind/engine/ownership"
 )
 
@@ -279,8 +280,12 @@ func (s *Syncer) holdFinalizer(ctx context.Context, o *objectSync) (outcome, err
 	if controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer) && (!annotated || route == s.target.Connection) {
 		return next, nil
 	}
-	return afterConsumerWrite(patch.AddFinalizerAnnotated(ctx, s.consumer, o.cobj, kbindv1alpha1.SyncerFinalizer,
-		map[string]string{kbindv1alpha1.ConnectionAnnotation: s.target.Connection}))
+	err := patch.AddFinalizerAnnotated(ctx, s.consumer, o.cobj, kbindv1alpha1.SyncerFinalizer,
+		map[string]string{kbindv1alpha1.ConnectionAnnotation: s.target.Connection})
+	if storage.TooLarge(err) {
+		return s.tooLarge(o.cobj, err)
+	}
+	return afterConsumerWrite(err)
 }
 
 // waitTerminating waits for a terminating provider copy instead of racing
