@@ -93,6 +93,10 @@ func BuildTagged(ctx context.Context, bin, pkg, tags string) error {
 		if err := os.Remove(bin); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
+		// go build -o creates the directory; so does this.
+		if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+			return err
+		}
 		return os.Symlink(made, bin)
 	}
 	out, err := exec.CommandContext(ctx, "go", "build", "-tags", tags, "-o", bin, pkg).CombinedOutput()

@@ -154,6 +154,9 @@ func (k *Process) Stop(context.Context) {
 
 // end signals the process and waits for it; after grace it is killed.
 func (k *Process) end(sig syscall.Signal, grace time.Duration) error {
+	if k == nil { // never started: a setup failed before it
+		return nil
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.cmd == nil {
