@@ -42,7 +42,7 @@ const (
 	// consumer's storage to take kbind's finalizer and route annotation;
 	// nothing is written to the provider for it.
 	eventObjectTooLarge = "ObjectTooLarge"
-	eventSynced           = "Synced"
+	eventSynced         = "Synced"
 	// eventInvalidDeletionPolicy: a deleting object's deletion-policy
 	// annotation names no policy; its provider copy is kept.
 	eventInvalidDeletionPolicy = "InvalidDeletionPolicy"
