@@ -1,3 +1,17 @@
+# Copyright The kbind Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 # kbind — see README.md. Every target works on a machine with only Go.
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -9,7 +23,7 @@ CODE_MODULES := api flagconfig engine konnector backend cli e2e
 # Tools with code of their own, modules outside go.work (GOWORK=off: their
 # dependencies never mix with kbind's): formatted, linted, tidied and
 # tested like the modules above.
-TOOL_MODULES := tools/apicompat tools/release
+TOOL_MODULES := tools/apicompat tools/release tools/testreport
 BINARIES := konnector backend
 GO ?= go
 # Test timeout per module; the e2e suites are the long ones.
@@ -37,12 +51,17 @@ fmt: ## gofmt every module.
 	gofmt -w $(MODULES) tools/controlplane $(TOOL_MODULES)
 
 .PHONY: verify
-verify: generate lint ## Regenerate and fail on any diff; gofmt, golangci-lint (go vet among its linters), go mod tidy on every module; the api compatibility gate.
+verify: generate lint ## Regenerate and fail on any diff; gofmt, golangci-lint (go vet among its linters), go mod tidy on every module; the Apache-2.0 header on every source file; the api compatibility gate.
+	@hack/license/license.sh check
 	@if [ -n "$$(git status --porcelain -- api charts)" ]; then \
 	  echo "generated files are out of date; run 'make generate' and commit:"; git status --porcelain -- api charts; git --no-pager diff --stat -- api charts; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod/go.sum of $$m are not tidy; run 'cd $$m && go mod tidy'"; exit 1; }; done
-	@for m in tools/controlplane/etcd tools/controlplane/kubernetes tools/golangci-lint tools/prometheus $(TOOL_MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "$$m is not tidy; run 'cd $$m && GOWORK=off go mod tidy'"; exit 1; }; done
+	@for m in tools/controlplane/etcd tools/controlplane/kubernetes tools/golangci-lint tools/gotestsum tools/prometheus $(TOOL_MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "$$m is not tidy; run 'cd $$m && GOWORK=off go mod tidy'"; exit 1; }; done
 	@$(MAKE) --no-print-directory api-compat
+
+.PHONY: license
+license: ## Add the Apache-2.0 header (hack/boilerplate.go.txt) to every source file that lacks it; make verify checks it.
+	@hack/license/license.sh fix
 
 .PHONY: api-compat
 api-compat: ## The api module's compatibility gate: its Go API and CRD schemas against the baseline release (docs/versioning.md#the-compatibility-gate).
@@ -93,6 +112,30 @@ LONGEST_TESTS := ./engine/test/hostile ./engine/connection ./e2e/cli ./e2e/suite
   ./e2e/backend ./e2e/attack ./engine/related ./e2e/chart ./engine/test/isolationtest ./e2e/konnector ./e2e/scale
 E2E_TIMEOUT ?= 25m
 E2E_FLAGS ?=
+# A subset of packages through make test's own path (gotestsum, the JSON,
+# the report, the built binaries), e.g. TEST_PKGS="./engine/ownership
+# ./e2e/cli"; set, make test runs only those (no tools' tests, fuzz or
+# quickstart).
+TEST_PKGS ?=
+
+# make test runs go test through gotestsum (pinned in tools/gotestsum):
+# one line per package on the console, each failing test's whole output
+# (and the failures' names again at the end), every event in TEST_JSON;
+# the tools modules' tests go to TEST_JSON's siblings (<name>-<tool>.json).
+# The report at the end (make test-report) reads them: the 20 slowest tests
+# and each package's wall time. .ci/run keeps the files.
+TEST_REPORT_DIR ?= $(CURDIR)/bin/test-report
+override TEST_REPORT_DIR := $(abspath $(TEST_REPORT_DIR))
+TEST_JSON ?= $(TEST_REPORT_DIR)/test.json
+TEST_JSON_ABS = $(abspath $(TEST_JSON))
+GOTESTSUM_FLAGS ?= --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg --hide-summary=skipped,output
+# The single-suite targets (test-faults, test-monitoring, test-upgrade,
+# test-images) print go test -v's output as before, and keep their JSON in
+# TEST_REPORT_DIR too (<suite>.json).
+GOTESTSUM_VERBOSE ?= --format standard-verbose --hide-summary=skipped,output
+# The binaries `make build` wrote: the e2e TestMains and harness.Build use
+# them instead of compiling their own (e2e/harness: Prebuilt).
+BIN_DIR_ENV := KBIND_BIN_DIR=$(CURDIR)/bin
 
 # Go fuzz targets (package:function); their seed corpora run with every
 # `go test`, `make fuzz` also fuzzes each for FUZZTIME.
@@ -105,28 +148,106 @@ FUZZMINIMIZETIME ?= 60s
 # for a large OpenAPI document) fails with "context deadline exceeded" and
 # no crasher. A crasher is still written, unminimized.
 TEST_FUZZTIME ?= 20000x
+# make fuzz compiles each target's package once, instrumented as
+# `go test -fuzz` does (go test -c -fuzz), FUZZ_JOBS packages at a time,
+# into FUZZ_BIN_DIR; then runs each target's binary in its package's
+# directory (its testdata/fuzz corpus, where a crasher is written) with
+# go test's cache of generated inputs ($GOCACHE/fuzz/<import path>).
+FUZZ_JOBS ?= 2
+FUZZ_BIN_DIR ?= $(CURDIR)/bin/fuzz
+MODULE_PATH := github.com/kbind/kbind
 
 .PHONY: fuzz
-fuzz: ## Fuzz each target in FUZZ_TARGETS for FUZZTIME (make test runs it briefly).
-	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t#*:}; mod=$${pkg%%/*}; \
-	  echo "== fuzz $$name in ./$$pkg ($(FUZZTIME))"; \
-	  (cd $$mod && $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./$${pkg#*/}/) || exit 1; done
+fuzz: ## Fuzz each target in FUZZ_TARGETS for FUZZTIME (make test runs it briefly); the packages are compiled in parallel first.
+	@mkdir -p $(FUZZ_BIN_DIR); pkgs=$$(for t in $(FUZZ_TARGETS); do echo "$${t%%:*}"; done | sort -u); \
+	  echo "== go test -c -fuzz: $$(echo $$pkgs) ($(FUZZ_JOBS) at a time)"; \
+	  printf '%s\n' $$pkgs | xargs -P $(FUZZ_JOBS) -I{} $(SHELL) -euo pipefail -c \
+	    'b=$(FUZZ_BIN_DIR)/$$(echo {} | tr / -).test; $(GO) test -c -fuzz . -o "$$b" ./{} >"$$b.log" 2>&1 || { cat "$$b.log"; echo "building the fuzz test binary of ./{} failed"; exit 255; }; rm -f "$$b.log"'; \
+	  cache=$$($(GO) env GOCACHE)/fuzz; \
+	  for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t#*:}; \
+	    echo "== fuzz $$name in ./$$pkg ($(FUZZTIME))"; \
+	    (cd $$pkg && $(FUZZ_BIN_DIR)/$$(echo $$pkg | tr / -).test -test.run '^$$' -test.fuzz "^$$name\$$" \
+	      -test.fuzztime $(FUZZTIME) -test.fuzzminimizetime $(FUZZMINIMIZETIME) -test.fuzzcachedir "$$cache/$(MODULE_PATH)/$$pkg") || exit 1; done
 
 .PHONY: test
-test: build-all build ## Every module's tests (unit, envtest) and the e2e suites of `make e2e` in one go test, the tools' tests, a brief `make fuzz`, then the quickstart --check.
-	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
-	  echo "control plane binaries: $$assets"; \
-	  pkgs="$(LONGEST_TESTS) $(UNIT_MODULES:%=./%/...) $$($(GO) list ./e2e/... | grep -v -e '/e2e/faults$$' -e '/e2e/upgrade$$')"; \
-	  echo "== go test $(UNIT_MODULES:%=./%/...) ./e2e/... (but e2e/faults and e2e/upgrade; clusters: $${KBIND_E2E_CLUSTERS:-auto})"; \
-	  $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -skip '^$(MONITORING_TEST)$$' $(TEST_FLAGS) $(E2E_FLAGS) $$pkgs
-	@for m in $(TOOL_MODULES); do echo "== go test ./$$m/..."; (cd $$m && GOWORK=off $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) FUZZMINIMIZETIME=0
-	@echo "== quickstart --check"; assets=$$(tools/controlplane/build.sh); KUBEBUILDER_ASSETS=$$assets bin/quickstart --check
+test: build-all build ## Every module's tests (unit, envtest) and the e2e suites of `make e2e` in one go test (gotestsum; TEST_PKGS=... for a subset), the tools' tests, a brief `make fuzz`, the quickstart --check, then the report (20 slowest tests, each package's time).
+	@mkdir -p $(dir $(TEST_JSON_ABS)); rm -f $(TEST_JSON_ABS) $(basename $(TEST_JSON_ABS))-*.json
+	@rc=0; $(MAKE) --no-print-directory test-run || rc=$$?; \
+	  $(MAKE) --no-print-directory test-report || true; exit $$rc
+
+# test-run is make test without its prerequisites and report.
+.PHONY: test-run
+test-run:
+	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets $(BIN_DIR_ENV); \
+	  echo "control plane binaries: $$assets"; gotestsum=$$(tools/gotestsum/build.sh); \
+	  if [ -n "$(TEST_PKGS)" ]; then pkgs="$(TEST_PKGS)"; echo "== go test $$pkgs"; \
+	  else pkgs="$(LONGEST_TESTS) $(UNIT_MODULES:%=./%/...) $$($(GO) list ./e2e/... | grep -v -e '/e2e/faults$$' -e '/e2e/upgrade$$')"; \
+	  echo "== go test $(UNIT_MODULES:%=./%/...) ./e2e/... (but e2e/faults and e2e/upgrade; clusters: $${KBIND_E2E_CLUSTERS:-auto})"; fi; \
+	  $$gotestsum $(GOTESTSUM_FLAGS) --jsonfile $(TEST_JSON_ABS) -- \
+	    -count=1 -timeout $(E2E_TIMEOUT) -skip '^$(MONITORING_TEST)$$' $(TEST_FLAGS) $(E2E_FLAGS) $$pkgs
+	@if [ -n "$(TEST_PKGS)" ]; then exit 0; fi; gotestsum=$$(tools/gotestsum/build.sh); \
+	  for m in $(TOOL_MODULES); do echo "== go test ./$$m/..."; \
+	    (cd $$m && GOWORK=off $$gotestsum $(GOTESTSUM_FLAGS) --jsonfile $(basename $(TEST_JSON_ABS))-$$(basename $$m).json -- \
+	      -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done
+	@if [ -z "$(TEST_PKGS)" ]; then $(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) FUZZMINIMIZETIME=0; fi
+	@if [ -z "$(TEST_PKGS)" ]; then echo "== quickstart --check"; assets=$$(tools/controlplane/build.sh); KUBEBUILDER_ASSETS=$$assets bin/quickstart --check; fi
+
+SLOWEST ?= 20
+
+.PHONY: test-report
+test-report: ## Report of the last make test from its JSON (TEST_JSON and its siblings): the SLOWEST (20) slowest tests, each package's wall time, slowest first, and its test counts.
+	@files=$$(ls $(TEST_JSON_ABS) $(basename $(TEST_JSON_ABS))-*.json 2>/dev/null || true); \
+	  if [ -z "$$files" ]; then echo "test report: no $(TEST_JSON_ABS) (run make test first)"; exit 1; fi; \
+	  echo "== the $(SLOWEST) slowest tests (gotestsum tool slowest; subtests included)"; \
+	  cat $$files | $$(tools/gotestsum/build.sh) tool slowest --threshold 0s --num $(SLOWEST); \
+	  echo "== each package's wall time (tools/testreport $$(echo $$files | sed 's|$(CURDIR)/||g'))"; \
+	  cd tools/testreport && GOWORK=off $(GO) run . $$files
+
+# The tests that take minutes to prove one property call testenv.Long and
+# run only here: found by a grep for `testenv.Long(` in *_test.go files,
+# each attributed to the top-level Test function it is written in (call it
+# there, not in a helper), so a new one is picked up without a list.
+LONG_TIMEOUT ?= 30m
+LONG_FLAGS ?=
+LP := (
+LONG_TESTS = $(shell grep -rl --include='*_test.go' 'testenv\.Long$(LP)' $(CODE_MODULES) 2>/dev/null | sort | xargs -r awk \
+  'FNR == 1 { name = "" } /^func / { name = ""; if ($$2 ~ /^Test/) { name = $$2; sub(/[^A-Za-z0-9_].*/, "", name) } } \
+   /testenv\.Long[$(LP)]/ && name != "" { d = FILENAME; sub(/\/[^\/]*$$/, "", d); print d ":" name }' | sort -u)
+
+.PHONY: test-long
+test-long: build ## The long tests (those calling testenv.Long; make test skips them) with KBIND_TEST_LONG=1, each package with -run of exactly its long tests (LONG_FLAGS=...).
+	@if [ -z "$(strip $(LONG_TESTS))" ]; then echo "test-long: no test calls testenv.Long"; exit 0; fi; \
+	  assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets KBIND_TEST_LONG=1 $(BIN_DIR_ENV); \
+	  gotestsum=$$(tools/gotestsum/build.sh); mkdir -p $(TEST_REPORT_DIR); rc=0; \
+	  for dir in $$(printf '%s\n' $(LONG_TESTS) | cut -d: -f1 | sort -u); do \
+	    names=$$(printf '%s\n' $(LONG_TESTS) | awk -F: -v d="$$dir" '$$1 == d { print $$2 }' | paste -sd'|'); \
+	    echo "== go test ./$$dir -run '^($$names)\$$' (KBIND_TEST_LONG=1)"; \
+	    $$gotestsum $(GOTESTSUM_FLAGS) --jsonfile $(TEST_REPORT_DIR)/long-$$(echo $$dir | tr / -).json -- \
+	      -count=1 -timeout $(LONG_TIMEOUT) -run "^($$names)\$$" $(LONG_FLAGS) ./$$dir || rc=1; done; \
+	  exit $$rc
+
+# make test-flakes: the flake rehearsal. A CPU hog keeps one of the
+# machine's cores busy (a shell loop; stopped by the trap whatever happens,
+# and it stops by itself once the recipe's shell is gone) while make test
+# runs twice and the fault suite once; every run runs, and the target fails
+# if any of them failed. Each make test run keeps its own JSON.
+.PHONY: test-flakes
+test-flakes: ## Flake rehearsal: make test twice and make test-faults once, with a CPU hog keeping one core busy; fails if any run fails.
+	@( while kill -0 $$$$ 2>/dev/null; do for _ in $$(seq 1 20000); do :; done; done ) & hog=$$!; \
+	  trap 'kill $$hog 2>/dev/null || true' EXIT; trap 'exit 130' INT TERM; \
+	  echo "== test-flakes: a CPU hog (pid $$hog) keeps one core busy"; rc=0; failed=; \
+	  for run in 1 2; do start=$$(date +%s); echo "== test-flakes: make test, run $$run of 2"; \
+	    $(MAKE) --no-print-directory test TEST_JSON=$(TEST_REPORT_DIR)/flakes-$$run.json || { rc=1; failed="$$failed test#$$run"; }; \
+	    echo "== test-flakes: make test run $$run took $$(( $$(date +%s) - start )) s"; done; \
+	  start=$$(date +%s); echo "== test-flakes: make test-faults"; \
+	  $(MAKE) --no-print-directory test-faults || { rc=1; failed="$$failed test-faults"; }; \
+	  echo "== test-flakes: make test-faults took $$(( $$(date +%s) - start )) s"; \
+	  if [ "$$rc" != 0 ]; then echo "test-flakes: failed:$$failed"; else echo "test-flakes: every run passed"; fi; exit $$rc
 
 .PHONY: e2e
-e2e: ## The e2e module but the fault suite: e2e-framework suites, binary, chart, backend and alert-rule (promtool) tests (KBIND_E2E_CLUSTERS=local|kind|auto, E2E_FLAGS=-run ...).
+e2e: build ## The e2e module but the fault suite: e2e-framework suites, binary, chart, backend and alert-rule (promtool) tests (KBIND_E2E_CLUSTERS=local|kind|auto, E2E_FLAGS=-run ...).
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
-	  echo "== go test ./e2e/... (clusters: $${KBIND_E2E_CLUSTERS:-auto})"; \
+	  export $(BIN_DIR_ENV); echo "== go test ./e2e/... (clusters: $${KBIND_E2E_CLUSTERS:-auto})"; \
 	  cd e2e && $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -skip '^$(MONITORING_TEST)$$' $(E2E_FLAGS) $$($(GO) list ./... | grep -v -e '/e2e/faults$$' -e '/e2e/upgrade$$')
 
 # The real-Prometheus test runs apart (make test-monitoring, in .ci/run):
@@ -136,28 +257,31 @@ MONITORING_TIMEOUT ?= 15m
 MONITORING_FLAGS ?=
 
 .PHONY: test-monitoring
-test-monitoring: ## The real-Prometheus test (e2e/monitoring): a real konnector and backend scraped; every dashboard query returns data, every alert fires in its scenario and resolves (MONITORING_FLAGS=...).
-	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
+test-monitoring: build ## The real-Prometheus test (e2e/monitoring): a real konnector and backend scraped; every dashboard query returns data, every alert fires in its scenario and resolves (MONITORING_FLAGS=...).
+	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets $(BIN_DIR_ENV); \
 	  tools/prometheus/build.sh >/dev/null; \
-	  echo "== go test ./e2e/monitoring -run $(MONITORING_TEST)"; \
-	  cd e2e && $(GO) test -count=1 -v -timeout $(MONITORING_TIMEOUT) -run '^$(MONITORING_TEST)$$' $(MONITORING_FLAGS) ./monitoring/
+	  echo "== go test ./e2e/monitoring -run $(MONITORING_TEST)"; gotestsum=$$(tools/gotestsum/build.sh); mkdir -p $(TEST_REPORT_DIR); \
+	  cd e2e && $$gotestsum $(GOTESTSUM_VERBOSE) --jsonfile $(TEST_REPORT_DIR)/monitoring.json -- \
+	    -count=1 -timeout $(MONITORING_TIMEOUT) -run '^$(MONITORING_TEST)$$' $(MONITORING_FLAGS) ./monitoring/
 
 FAULTS_TIMEOUT ?= 20m
 FAULTS_FLAGS ?=
 
 .PHONY: test-faults
-test-faults: ## The fault suite (e2e/faults): provider unreachable, resets, latency, API server/etcd restarts, watch expiry, konnector kills, CRD and Secret faults, leader failover, under load; Connection and credential churn (FAULTS_FLAGS=-run ...).
-	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
-	  echo "== go test ./e2e/faults"; \
-	  cd e2e && $(GO) test -count=1 -v -timeout $(FAULTS_TIMEOUT) $(FAULTS_FLAGS) ./faults/
+test-faults: build ## The fault suite (e2e/faults): provider unreachable, resets, latency, API server/etcd restarts, watch expiry, konnector kills, CRD and Secret faults, leader failover, under load; Connection and credential churn (FAULTS_FLAGS=-run ...).
+	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets $(BIN_DIR_ENV); \
+	  echo "== go test ./e2e/faults"; gotestsum=$$(tools/gotestsum/build.sh); mkdir -p $(TEST_REPORT_DIR); \
+	  cd e2e && $$gotestsum $(GOTESTSUM_VERBOSE) --jsonfile $(TEST_REPORT_DIR)/faults.json -- \
+	    -count=1 -timeout $(FAULTS_TIMEOUT) $(FAULTS_FLAGS) ./faults/
 
 UPGRADE_TIMEOUT ?= 20m
 
 .PHONY: test-upgrade
-test-upgrade: ## The upgrade test (e2e/upgrade): the previous release's konnector and CRDs sync 1000 objects with related Secrets and Events under Namespace isolation, then CRDs and binary are upgraded to this tree's; every object still synced, none re-created, no write beyond e2e/upgrade/exceptions.yaml, deletions complete.
-	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
-	  echo "== go test ./e2e/upgrade"; \
-	  cd e2e && $(GO) test -count=1 -v -timeout $(UPGRADE_TIMEOUT) ./upgrade/
+test-upgrade: build ## The upgrade test (e2e/upgrade): the previous release's konnector and CRDs sync 1000 objects with related Secrets and Events under Namespace isolation, then CRDs and binary are upgraded to this tree's; every object still synced, none re-created, no write beyond e2e/upgrade/exceptions.yaml, deletions complete.
+	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets $(BIN_DIR_ENV); \
+	  echo "== go test ./e2e/upgrade"; gotestsum=$$(tools/gotestsum/build.sh); mkdir -p $(TEST_REPORT_DIR); \
+	  cd e2e && $$gotestsum $(GOTESTSUM_VERBOSE) --jsonfile $(TEST_REPORT_DIR)/upgrade.json -- \
+	    -count=1 -timeout $(UPGRADE_TIMEOUT) ./upgrade/
 
 BENCH_FLAGS ?=
 
@@ -196,8 +320,9 @@ base-image: ## Build $(LOCAL_BASE_IMAGE), a from-scratch stand-in for the distro
 test-images: base-image ## Build both images on the local base and run each chart's Deployment in Docker as a kubelet would (needs Docker).
 	@$(MAKE) --no-print-directory image BASE_IMAGE=$(LOCAL_BASE_IMAGE)
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets; \
+	  gotestsum=$$(tools/gotestsum/build.sh); mkdir -p $(TEST_REPORT_DIR); \
 	  cd e2e && KBIND_TEST_IMAGES=1 KBIND_IMAGE_REGISTRY=$(REGISTRY) KBIND_IMAGE_TAG=$(VERSION) \
-	  $(GO) test -count=1 -timeout 20m -v -run . ./images/...
+	  $$gotestsum $(GOTESTSUM_VERBOSE) --jsonfile $(TEST_REPORT_DIR)/images.json -- -count=1 -timeout 20m -run . ./images/...
 
 # make release: VERSION given on the command line or in the environment
 # is the release; without one an untagged build is 0.0.0-dev+<short sha>.

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package backend_test
 
 import (
@@ -20,7 +36,7 @@ import (
 // removes the reaper's mark from each related Secret and ConfigMap, as
 // engine/related does on the copy's event. It returns the number of marks
 // it cleared.
-func clearRelatedMarks(t *testing.T, env *backendtest.Env, consumer string) *atomic.Int64 {
+func clearRelatedMarks(t *testing.T, env *testEnv, consumer string) *atomic.Int64 {
 	t.Helper()
 	return clearMarksOf(t, env, func(ctx context.Context) []client.Object {
 		var objs []client.Object
@@ -41,7 +57,7 @@ func clearRelatedMarks(t *testing.T, env *backendtest.Env, consumer string) *ato
 
 // related reads a related copy: its reap mark, whether it exists and
 // whether it is terminating.
-func related(t *testing.T, env *backendtest.Env, kind, namespace, name string) (mark string, found, terminating bool) {
+func related(t *testing.T, env *testEnv, kind, namespace, name string) (mark string, found, terminating bool) {
 	t.Helper()
 	var obj client.Object = &corev1.ConfigMap{}
 	if kind == "Secret" {
@@ -58,28 +74,32 @@ func related(t *testing.T, env *backendtest.Env, kind, namespace, name string) (
 // marks on them: they stay, and so does the Lease, however long it is
 // stale.
 func TestLiveConsumerRelatedCopiesAreNeverReaped(t *testing.T) {
-	env := backendtest.Start(t)
-	env.Namespace(t, "kbind", "")
-	env.Namespace(t, "team-a", consumerA)
-	env.Related(t, "ConfigMap", "team-a", "a-cm", consumerA)
-	env.Related(t, "Secret", "team-a", "a-secret", consumerA)
-	env.Lease(t, "kbind", "a-1", consumerA) // never renewed
+	t.Parallel()
+	env := newEnv(t)
+	consumerA := env.consumer("a")
+	kbind, teamA := env.name("kbind"), env.name("team-a")
+	env.Namespace(t, kbind, "")
+	env.Namespace(t, teamA, consumerA)
+	env.Related(t, "ConfigMap", teamA, "a-cm", consumerA)
+	env.Related(t, "Secret", teamA, "a-secret", consumerA)
+	env.Lease(t, kbind, "a-1", consumerA) // never renewed
 	cleared := clearRelatedMarks(t, env, consumerA)
 
 	startBackend(t, env, backend.Options{StaleAfter: window, Reap: true, ReapInterval: 200 * time.Millisecond, ReapGrace: grace})
 	check := func() error {
 		for _, o := range [][2]string{{"ConfigMap", "a-cm"}, {"Secret", "a-secret"}} {
-			if _, found, terminating := related(t, env, o[0], "team-a", o[1]); !found || terminating {
+			if _, found, terminating := related(t, env, o[0], teamA, o[1]); !found || terminating {
 				return fmt.Errorf("related copy %s %s reaped (found=%v terminating=%v) although its konnector syncs (marks cleared: %d)",
 					o[0], o[1], found, terminating, cleared.Load())
 			}
 		}
-		if _, err := lease(t, env, "kbind", "a-1"); err != nil {
+		if _, err := lease(t, env, kbind, "a-1"); err != nil {
 			return fmt.Errorf("the Lease: %v", err)
 		}
 		return nil
 	}
-	backendtest.Eventually(t, 2*window+5*time.Second, "the reaper marked a related copy and the konnector cleared it", func() error {
+	// Stale a window after the start, marked, cleared: window + settle.
+	backendtest.Eventually(t, window+settle, "the reaper marked a related copy and the konnector cleared it", func() error {
 		if err := check(); err != nil {
 			t.Fatal(err)
 		}
@@ -97,11 +117,14 @@ func TestLiveConsumerRelatedCopiesAreNeverReaped(t *testing.T) {
 // marks survived the grace period; the namespace created for it and its
 // Lease go after them.
 func TestGoneConsumerRelatedCopiesAreMarkedFirst(t *testing.T) {
-	env := backendtest.Start(t)
-	env.Namespace(t, "kbind", "")
-	env.Namespace(t, "team-a", consumerA)
-	env.Related(t, "ConfigMap", "team-a", "a-cm", consumerA)
-	env.Lease(t, "kbind", "a-1", consumerA)
+	t.Parallel()
+	env := newEnv(t)
+	consumerA := env.consumer("a")
+	kbind, teamA := env.name("kbind"), env.name("team-a")
+	env.Namespace(t, kbind, "")
+	env.Namespace(t, teamA, consumerA)
+	env.Related(t, "ConfigMap", teamA, "a-cm", consumerA)
+	env.Lease(t, kbind, "a-1", consumerA)
 
-	reapedAfterGrace(t, env, "the related copy team-a/a-cm", func() (string, bool, bool) { return related(t, env, "ConfigMap", "team-a", "a-cm") })
+	reapedAfterGrace(t, env, "the related copy team-a/a-cm", kbind, func() (string, bool, bool) { return related(t, env, "ConfigMap", teamA, "a-cm") })
 }

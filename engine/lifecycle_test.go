@@ -1,8 +1,25 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package engine_test
 
 import (
 	"bytes"
 	"context"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -34,6 +51,11 @@ const (
 // the context mgr.Start runs with), and waits until no goroutine runs
 // kbind code any more: every long-running part ends with the manager.
 func TestShutdownLeavesNoGoroutine(t *testing.T) {
+	// envtest's default start timeout (20 s) is overrun on a loaded
+	// machine: three minutes, unless the caller chose.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		t.Setenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "3m")
+	}
 	env, stop, err := enginetest.Start(enginetest.Options{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
 	}})

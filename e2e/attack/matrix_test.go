@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package attack
 
 import (
@@ -314,6 +330,7 @@ var pairs = []pairEntry{
 // entry names a row of this suite's tables or a test against real API
 // servers that exists; docs/isolation.md shows it.
 func TestFeatureMatrix(t *testing.T) {
+	t.Parallel() // pure: reads the API types, the tests' sources and docs/isolation.md
 	byID := map[string]feature{}
 	for _, f := range features {
 		byID[f.id] = f
@@ -533,6 +550,8 @@ func walkFields(typ reflect.Type, path string, schema *apiextensionsv1.JSONSchem
 // by table.
 func attackTables(t *testing.T) map[string][]string {
 	t.Helper()
+	docsMu.Lock()
+	defer docsMu.Unlock()
 	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "isolation.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package attack
 
 import (
@@ -6,6 +22,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -131,8 +148,15 @@ func footnotes(texts map[string]string) string {
 
 // checkDocs holds the block named name of docs/isolation.md equal to
 // content; KBIND_UPDATE_DOCS=1 rewrites it instead.
+// docsMu serialises the reads and rewrites of docs/isolation.md.
+var docsMu sync.Mutex
+
 func checkDocs(t *testing.T, name, content string) {
 	t.Helper()
+	// The attack tests run in parallel and each holds its own block of
+	// the one file: a rewrite reads and writes it whole.
+	docsMu.Lock()
+	defer docsMu.Unlock()
 	path := filepath.Join("..", "..", "docs", "isolation.md")
 	data, err := os.ReadFile(path)
 	if err != nil {

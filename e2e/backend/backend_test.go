@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package backend
 
 import (
@@ -10,6 +26,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +48,48 @@ func TestMain(m *testing.M) {
 		&konnectorBin: "github.com/kbind/kbind/konnector/cmd/konnector",
 		&backendBin:   "github.com/kbind/kbind/backend/cmd/backend",
 	})
+}
+
+// The backend's configured intervals in these tests (its flags).
+const (
+	staleAfter   = 10 * time.Second
+	reapInterval = time.Second
+	reapGrace    = 2 * time.Second
+)
+
+// settle is what an eventual-consistency poll waits on top of the
+// configured intervals the awaited state depends on: processes starting,
+// watches, syncs and kubectl round trips on a busy machine (these tests run
+// in parallel, each with three control planes). Generous on purpose: a
+// poll returns as soon as its state holds and logs how long that took.
+const settle = 80 * time.Second
+
+// eventually polls check until it returns nil or timeout passes, and logs
+// how long that took: the timeout is a bound for a busy machine, the
+// logged duration the measurement.
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	began := time.Now()
+	enginetest.EventuallyWithin(t, timeout, what, check)
+	t.Logf("%s: after %s", what, time.Since(began).Round(time.Millisecond))
+}
+
+// starting lets one control plane start at a time: the tests run in
+// parallel to overlap their waits (the stale window, syncs), but an
+// API server starting is CPU-bound, and several starting at once on a busy
+// machine overran envtest's start timeout.
+var starting sync.Mutex
+
+// startCluster starts a control plane for t (testenv.StartClusterT), one
+// at a time.
+func startCluster(t *testing.T, name string, opts testenv.ClusterOptions) *testenv.Cluster {
+	t.Helper()
+	starting.Lock()
+	defer starting.Unlock()
+	began := time.Now()
+	c := testenv.StartClusterT(t, name, opts)
+	t.Logf("control plane %s started in %s", name, time.Since(began).Round(time.Millisecond))
+	return c
 }
 
 // process is a running binary.
@@ -92,7 +151,7 @@ func apply(t *testing.T, kubeconfig, manifest string) {
 // provider, binding Widgets and copying the ConfigMaps named configs up.
 func consumer(t *testing.T, name string, provider *testenv.Cluster) (*testenv.Cluster, *process) {
 	t.Helper()
-	c := testenv.StartClusterT(t, name, testenv.ClusterOptions{InstallKbindCRDs: true})
+	c := startCluster(t, name, testenv.ClusterOptions{InstallKbindCRDs: true})
 	kubectl(t, c.KubeconfigPath, "create", "namespace", "kbind")
 	k := start(t, "konnector "+name, konnectorBin, "--kubeconfig", c.KubeconfigPath,
 		"--health-probe-bind-address", harness.FreeAddr(t), "--metrics-bind-address", "0", "--heartbeat-interval", "1s")
@@ -203,8 +262,9 @@ func helmInstall(t *testing.T, provider *testenv.Cluster, chart, release string,
 }
 
 func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {
+	t.Parallel() // its own provider, consumers and processes
 	began := time.Now()
-	provider := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
+	provider := startCluster(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
 	}})
 	pkc := provider.KubeconfigPath
@@ -224,7 +284,7 @@ func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {
 		"widgets.example.org team-b/b-w1", "widgets.example.org shared/b-w2", "configmaps team-b/b-config",
 		"leases.coordination.k8s.io kbind/" + leaseB, "namespaces team-b", "namespaces shared", "namespaces kbind",
 	}
-	enginetest.EventuallyWithin(t, 60*time.Second, "both consumers' copies and Leases on the provider", func() error {
+	eventually(t, settle, "both consumers' copies and Leases on the provider", func() error {
 		state := providerState(t, pkc)
 		for _, want := range before {
 			if !state[want] {
@@ -244,7 +304,7 @@ func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {
 	stopped := time.Now()
 
 	// The dry run, as the chart's ServiceAccount, lists exactly A's objects.
-	dry := exec.Command(backendBin, "--kubeconfig", saKubeconfig, "--dry-run", "--stale-after", "10s")
+	dry := exec.Command(backendBin, "--kubeconfig", saKubeconfig, "--dry-run", "--stale-after", staleAfter.String())
 	var stdout, stderr strings.Builder
 	dry.Stdout, dry.Stderr = &stdout, &stderr
 	if err := dry.Run(); err != nil {
@@ -273,9 +333,9 @@ func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {
 
 	// The backend, reaping, as the chart's ServiceAccount.
 	probe, metricsAddr := harness.FreeAddr(t), harness.FreeAddr(t)
-	backend := start(t, "backend", backendBin, "--kubeconfig", saKubeconfig, "--reap", "--stale-after", "10s", "--reap-interval", "1s", "--reap-grace", "2s",
+	backend := start(t, "backend", backendBin, "--kubeconfig", saKubeconfig, "--reap", "--stale-after", staleAfter.String(), "--reap-interval", reapInterval.String(), "--reap-grace", reapGrace.String(),
 		"--health-probe-bind-address", probe, "--metrics-bind-address", metricsAddr, "--leader-elect")
-	enginetest.EventuallyWithin(t, 30*time.Second, "backend /readyz", func() error {
+	eventually(t, settle, "backend /readyz", func() error {
 		resp, err := http.Get("http://" + probe + "/readyz")
 		if err != nil {
 			return err
@@ -288,7 +348,10 @@ func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {
 	})
 	reapStart := time.Now()
 	var after map[string]bool
-	enginetest.EventuallyWithin(t, 60*time.Second, "consumer A reaped", func() error {
+	// Stale a window after the backend started, its copies marked and
+	// deleted a grace later, the rest on the next passes: staleAfter +
+	// reapGrace + settle.
+	eventually(t, staleAfter+reapGrace+settle, "consumer A reaped", func() error {
 		after = providerState(t, pkc)
 		for _, gone := range []string{"widgets.example.org team-a/a-w1", "widgets.example.org shared/a-w2", "configmaps team-a/a-config",
 			"leases.coordination.k8s.io kbind/" + leaseA} {
@@ -318,7 +381,7 @@ func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {
 	// What happened, the way an operator looks: Events (asynchronous; one
 	// about an object inside the namespace being deleted may be refused, so
 	// these are the ones outside it).
-	enginetest.EventuallyWithin(t, 10*time.Second, "Reaped Events", func() error {
+	eventually(t, settle, "Reaped Events", func() error {
 		for _, o := range [][2]string{{"shared", "a-w2"}, {"kbind", leaseA}, {"default", "team-a"}} {
 			out, err := testenv.Kubectl(context.Background(), pkc, "get", "events", "-n", o[0],
 				"--field-selector", "reason=Reaped,involvedObject.name="+o[1], "-o", "name")
@@ -331,7 +394,7 @@ func TestBackendReapsTheStoppedConsumerOnly(t *testing.T) {
 		}
 		return nil
 	})
-	enginetest.EventuallyWithin(t, 10*time.Second, "backend metrics", func() error {
+	eventually(t, settle, "backend metrics", func() error {
 		resp, err := http.Get("http://" + metricsAddr + "/metrics")
 		if err != nil {
 			return err

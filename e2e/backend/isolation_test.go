@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package backend
 
 import (
@@ -41,7 +57,7 @@ func grantAccess(t *testing.T, provider *testenv.Cluster, name string, isolation
 // db-credentials up.
 func isolatedConsumer(t *testing.T, name string, tenant, prefixed []byte) (*testenv.Cluster, *process) {
 	t.Helper()
-	c := testenv.StartClusterT(t, "consumer-"+name, testenv.ClusterOptions{InstallKbindCRDs: true})
+	c := startCluster(t, "consumer-"+name, testenv.ClusterOptions{InstallKbindCRDs: true})
 	kubectl(t, c.KubeconfigPath, "create", "namespace", "kbind")
 	k := start(t, "konnector "+name, konnectorBin, "--kubeconfig", c.KubeconfigPath,
 		"--health-probe-bind-address", harness.FreeAddr(t), "--metrics-bind-address", "0", "--heartbeat-interval", "1s")
@@ -114,8 +130,9 @@ var isolationKinds = []string{"widgets.example.org", "gadgets.example.org", "clu
 // gone the backend reaps exactly A's copies, prefixed namespaces and
 // Leases.
 func TestIsolatedConsumersOnOneProvider(t *testing.T) {
+	t.Parallel() // its own provider, consumers and processes
 	began := time.Now()
-	provider := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
+	provider := startCluster(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("gadgets", "gadget", "Gadget", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("clustergadgets", "clustergadget", "ClusterGadget", "example.org", apiextensionsv1.ClusterScoped, true),
@@ -136,7 +153,7 @@ func TestIsolatedConsumersOnOneProvider(t *testing.T) {
 	uidA, uidB := clusterUID(t, a), clusterUID(t, b)
 
 	var state map[string]bool
-	enginetest.EventuallyWithin(t, 90*time.Second, "both consumers' copies, related Secrets and Leases on the provider", func() error {
+	eventually(t, settle+10*time.Second, "both consumers' copies, related Secrets and Leases on the provider", func() error {
 		state = providerState(t, pkc, isolationKinds...)
 		for _, want := range append(copiesOf("a", uidA), copiesOf("b", uidB)...) {
 			if !state[want] {
@@ -159,7 +176,7 @@ func TestIsolatedConsumersOnOneProvider(t *testing.T) {
 	}
 	for name, c := range map[string]*testenv.Cluster{"a": a, "b": b} {
 		for _, kind := range []string{"widget", "gadget"} {
-			enginetest.EventuallyWithin(t, 30*time.Second, name+"'s "+kind+" status", func() error {
+			eventually(t, settle, name+"'s "+kind+" status", func() error {
 				if got := kubectl(t, c.KubeconfigPath, "get", kind, "-n", "default", "db", "-o", "jsonpath={.status.phase}"); got != "Ready-"+name {
 					return fmt.Errorf("status.phase %q", got)
 				}
@@ -188,7 +205,7 @@ func TestIsolatedConsumersOnOneProvider(t *testing.T) {
 	// Deleting on A never touches B.
 	kubectl(t, a.KubeconfigPath, "delete", "widget", "-n", "default", "db", "--wait=false")
 	kubectl(t, a.KubeconfigPath, "delete", "gadget", "-n", "default", "db", "--wait=false")
-	enginetest.EventuallyWithin(t, 30*time.Second, "A's default/db copies deleted", func() error {
+	eventually(t, settle, "A's default/db copies deleted", func() error {
 		state = providerState(t, pkc, isolationKinds...)
 		for _, gone := range []string{"widgets.example.org tenant-a/default.db", "gadgets.example.org a-default/db"} {
 			if state[gone] || state[gone+" terminating"] {
@@ -207,9 +224,12 @@ func TestIsolatedConsumersOnOneProvider(t *testing.T) {
 	konnectorA.stop()
 	stopped := time.Now()
 	probe := harness.FreeAddr(t)
-	start(t, "backend", backendBin, "--kubeconfig", saKubeconfig, "--reap", "--stale-after", "10s", "--reap-interval", "1s", "--reap-grace", "2s",
+	start(t, "backend", backendBin, "--kubeconfig", saKubeconfig, "--reap", "--stale-after", staleAfter.String(), "--reap-interval", reapInterval.String(), "--reap-grace", reapGrace.String(),
 		"--health-probe-bind-address", probe, "--metrics-bind-address", "0")
-	enginetest.EventuallyWithin(t, 90*time.Second, "consumer A reaped", func() error {
+	// Stale a window after the backend started, its copies marked and
+	// deleted a grace later, the rest on the next passes: staleAfter +
+	// reapGrace + settle.
+	eventually(t, staleAfter+reapGrace+settle, "consumer A reaped", func() error {
 		state = providerState(t, pkc, isolationKinds...)
 		for _, gone := range copiesOf("a", uidA) {
 			if state[gone] || state[gone+" terminating"] {

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package chart
 
 import (
@@ -53,12 +69,14 @@ var (
 )
 
 func TestAccessLint(t *testing.T) {
+	t.Parallel()
 	lintChart(t, accessChartDir, accessValues(namespaceMode, nil), accessValues(prefixedMode, nil), accessValues(noneMode, nil))
 }
 
 // TestAccessRender: each mode grants exactly its documented objects
 // (docs/isolation.md#permissions).
 func TestAccessRender(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		values map[string]any
@@ -165,6 +183,7 @@ func TestAccessRender(t *testing.T) {
 }
 
 func TestAccessRefusesBadValues(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		values map[string]any
 		want   string
@@ -199,6 +218,7 @@ func TestAccessRefusesBadValues(t *testing.T) {
 // TestAccessRefusesPrefixOverReleaseNamespace: a prefix that covers the
 // namespace holding the ServiceAccounts would let the consumer write there.
 func TestAccessRefusesPrefixOverReleaseNamespace(t *testing.T) {
+	t.Parallel()
 	c, err := loader.Load(accessChartDir)
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +234,7 @@ func TestAccessRefusesPrefixOverReleaseNamespace(t *testing.T) {
 // TestAccessNotesToken: the NOTES' token command asks for the lifetime the
 // token policy allows, and says the konnector renews it.
 func TestAccessNotesToken(t *testing.T) {
+	t.Parallel()
 	c, err := loader.Load(accessChartDir)
 	if err != nil {
 		t.Fatal(err)
@@ -229,10 +250,9 @@ func TestAccessNotesToken(t *testing.T) {
 // TestAccessOnARealAPIServer: every mode's manifests are accepted by a
 // real API server, applied for three consumers side by side.
 func TestAccessOnARealAPIServer(t *testing.T) {
-	c := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
-	if _, err := testenv.Kubectl(context.Background(), c.KubeconfigPath, "create", "namespace", "kbind"); err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	c := cluster.Get(t)
+	ensureNamespace(t, c.KubeconfigPath, "kbind")
 	for _, tc := range []struct {
 		consumer string
 		values   map[string]any
@@ -269,6 +289,7 @@ func TestAccessOnARealAPIServer(t *testing.T) {
 // cli/access package) grant the same objects — rules, subjects, admission
 // policy, the consumer's namespace and its labels — for the same request.
 func TestAccessChartMatchesGrant(t *testing.T) {
+	t.Parallel()
 	apis := []access.API{{Group: "example.org", Resource: "widgets", Namespaced: true}, {Group: "example.org", Resource: "gadgets", Namespaced: true}}
 	// The chart's defaults, and what grant would learn from an API server
 	// with two audiences and --duration 1h.

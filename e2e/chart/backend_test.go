@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package chart
 
 import (
@@ -43,11 +59,13 @@ func reaping(groups ...any) map[string]any {
 }
 
 func TestBackendLint(t *testing.T) {
+	t.Parallel()
 	// Helm lints in a mode where a template's fail is only logged.
 	lintChart(t, backendChartDir, nil, map[string]any{"reap": true}, reaping("example.org"))
 }
 
 func TestBackendRenderDefaults(t *testing.T) {
+	t.Parallel()
 	objs, err := renderBackend(t, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +105,7 @@ func backendNotes(t *testing.T, values map[string]any) string {
 }
 
 func TestBackendRenderReap(t *testing.T) {
+	t.Parallel()
 	values := reaping("example.org")
 	values["replicaCount"], values["staleAfter"] = 2, "1h"
 	values["metrics"] = map[string]any{"service": map[string]any{"enabled": true}}
@@ -127,6 +146,7 @@ func TestBackendRenderReap(t *testing.T) {
 // TestBackendRenderNamespaceCleanup: listing everything (to prove a
 // namespace empty) and deleting namespaces is its own opt-in.
 func TestBackendRenderNamespaceCleanup(t *testing.T) {
+	t.Parallel()
 	values := reaping("example.org")
 	values["rbac"].(map[string]any)["namespaceCleanup"] = true
 	objs, err := renderBackend(t, values)
@@ -158,6 +178,7 @@ func TestBackendRenderNamespaceCleanup(t *testing.T) {
 // TestBackendRenderRequiresReapGroups: reaping has no default groups; it
 // fails and says which value to set. Report only needs none.
 func TestBackendRenderRequiresReapGroups(t *testing.T) {
+	t.Parallel()
 	for name, values := range map[string]map[string]any{
 		"reap alone": {"reap": true},
 		"empty list": reaping(),
@@ -183,6 +204,7 @@ func TestBackendRenderRequiresReapGroups(t *testing.T) {
 // TestBackendRenderWildcardReapGroups: "*" is the user's explicit choice; it
 // renders, and the notes warn.
 func TestBackendRenderWildcardReapGroups(t *testing.T) {
+	t.Parallel()
 	values := reaping("*")
 	objs, err := renderBackend(t, values)
 	if err != nil {
@@ -197,6 +219,7 @@ func TestBackendRenderWildcardReapGroups(t *testing.T) {
 }
 
 func TestBackendSchemaRejectsBadValues(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		values map[string]any
 		want   string
@@ -264,6 +287,7 @@ func consumerObjects(consumer, namespace string) string {
 // after `helm upgrade --set rbac.namespaceCleanup=true` such a namespace
 // goes too.
 func TestBackendChartOnARealAPIServer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	provider := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),

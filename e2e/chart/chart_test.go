@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package chart
 
 import (
@@ -138,6 +154,7 @@ func lintChart(t *testing.T, dir string, values ...map[string]any) {
 }
 
 func TestLint(t *testing.T) {
+	t.Parallel()
 	// Helm lints in a mode where a template's fail is only logged, so the
 	// chart lints without its required value too.
 	lintChart(t, chartDir, nil, bound("example.org"))
@@ -146,6 +163,7 @@ func TestLint(t *testing.T) {
 // TestRenderRequiresBoundGroups: there is no default set of bound groups;
 // an install without them fails and says which value to set.
 func TestRenderRequiresBoundGroups(t *testing.T) {
+	t.Parallel()
 	for name, values := range map[string]map[string]any{
 		"defaults":   nil,
 		"empty list": bound(),
@@ -166,6 +184,7 @@ func TestRenderRequiresBoundGroups(t *testing.T) {
 // TestRenderRefusesBuiltInGroups: kbind never binds Kubernetes' own API
 // groups or its own, so the chart grants nothing there.
 func TestRenderRefusesBuiltInGroups(t *testing.T) {
+	t.Parallel()
 	for _, group := range []string{"", "apps", "batch", "extensions", "policy", "autoscaling", "k8s.io",
 		"rbac.authorization.k8s.io", "admissionregistration.k8s.io", "apiextensions.k8s.io", "core.kbind.io"} {
 		t.Run(group, func(t *testing.T) {
@@ -183,6 +202,7 @@ func TestRenderRefusesBuiltInGroups(t *testing.T) {
 }
 
 func TestRenderDefaults(t *testing.T) {
+	t.Parallel()
 	values := bound("example.org")
 	objs, err := render(t, values)
 	if err != nil {
@@ -229,6 +249,7 @@ func TestRenderDefaults(t *testing.T) {
 }
 
 func TestRenderOptions(t *testing.T) {
+	t.Parallel()
 	values := map[string]any{
 		"replicaCount":        2,
 		"rbac":                map[string]any{"boundResourceGroups": []any{"example.org", "b.example.org"}, "relatedResources": true},
@@ -275,6 +296,7 @@ func TestRenderOptions(t *testing.T) {
 // TestRenderWildcardGroups: "*" is the user's explicit choice; it renders,
 // and the notes say loudly what it grants.
 func TestRenderWildcardGroups(t *testing.T) {
+	t.Parallel()
 	values := bound("*")
 	objs, err := render(t, values)
 	if err != nil {
@@ -291,6 +313,7 @@ func TestRenderWildcardGroups(t *testing.T) {
 // TestSchemaRejectsBadValues: values.schema.json refuses bad values with a
 // message naming the value and what is wrong with it.
 func TestSchemaRejectsBadValues(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		values map[string]any
 		want   string
@@ -317,6 +340,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 // API server and runs the konnector binary impersonating the chart's
 // ServiceAccount: a missing RBAC rule fails the sync below.
 func TestChartOnARealAPIServer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package chart
 
 import (
@@ -30,6 +46,7 @@ var grafanaBuiltins = map[string]bool{"__rate_interval": true, "__interval": tru
 // every variable a query uses is defined. Whether the queries return data
 // is e2e/monitoring's (against a real Prometheus).
 func TestDashboardsAreWellFormed(t *testing.T) {
+	t.Parallel()
 	for _, dash := range dashboards {
 		t.Run(dash.chart, func(t *testing.T) {
 			d, err := harness.LoadDashboard("../../charts/" + dash.chart + "/files/dashboards/" + dash.file)
@@ -113,6 +130,7 @@ func TestDashboardsAreWellFormed(t *testing.T) {
 // ConfigMap with Grafana's sidecar label; off by default; refused with
 // metrics off.
 func TestDashboardConfigMapHoldsTheFile(t *testing.T) {
+	t.Parallel()
 	for _, dash := range dashboards {
 		t.Run(dash.chart, func(t *testing.T) {
 			chrt, err := loader.Load("../../charts/" + dash.chart)

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package chart
 
 import (
@@ -24,6 +40,7 @@ import (
 // the konnector (and the namespace controller) may do everything; a user's
 // own objects are not matched.
 func TestImportedObjectsPolicyOnARealAPIServer(t *testing.T) {
+	t.Parallel()
 	if _, err := render(t, map[string]any{"rbac": map[string]any{"boundResourceGroups": []any{"example.org"}}, "importedObjects": map[string]any{"admissionPolicy": "yes"}}); err == nil {
 		t.Error("importedObjects.admissionPolicy: a string is accepted")
 	}
@@ -37,7 +54,7 @@ func TestImportedObjectsPolicyOnARealAPIServer(t *testing.T) {
 		}
 	}
 
-	c := testenv.StartClusterT(t, "consumer", testenv.ClusterOptions{})
+	c := cluster.Get(t)
 	kc := c.KubeconfigPath
 	ctx := context.Background()
 	run := func(args ...string) (string, error) { return testenv.Kubectl(ctx, kc, args...) }
@@ -57,6 +74,9 @@ func TestImportedObjectsPolicyOnARealAPIServer(t *testing.T) {
 		}
 		must("apply", "-f", file)
 	}
+	// The widgets live in a namespace of this run's own: the cluster is
+	// shared, and a second run (-count) must not meet the first's.
+	ns := uniqueNamespace(t, kc, "imported")
 	apply("crd.yaml", harness.CRDManifest("widgets", "Widget", "example.org", "Namespaced", false))
 	must("wait", "--for=condition=Established", "crd/widgets.example.org", "--timeout=30s")
 	const konnector = "system:serviceaccount:kbind:konnector"
@@ -110,28 +130,28 @@ subjects:
 	widgets := filepath.Join(t.TempDir(), "widgets.yaml")
 	if err := os.WriteFile(widgets, []byte(`apiVersion: example.org/v1alpha1
 kind: Widget
-metadata: {name: imported, namespace: default, annotations: {core.kbind.io/owner: provider}}
+metadata: {name: imported, annotations: {core.kbind.io/owner: provider}}
 spec: {size: 1}
 ---
 apiVersion: example.org/v1alpha1
 kind: Widget
-metadata: {name: imported-2, namespace: default, annotations: {core.kbind.io/owner: provider}}
+metadata: {name: imported-2, annotations: {core.kbind.io/owner: provider}}
 spec: {size: 1}
 ---
 apiVersion: example.org/v1alpha1
 kind: Widget
-metadata: {name: mine, namespace: default}
+metadata: {name: mine}
 spec: {size: 1}
 ---
 apiVersion: example.org/v1alpha1
 kind: Widget
-metadata: {name: colleagues, namespace: default}
+metadata: {name: colleagues}
 spec: {size: 1}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	must("apply", "-f", widgets, "--as", konnector)
-	alice := []string{"--as", "alice", "-n", "default"}
+	must("apply", "-f", widgets, "-n", ns, "--as", konnector)
+	alice := []string{"--as", "alice", "-n", ns}
 	refused := func(what string, args ...string) {
 		t.Helper()
 		enginetest.EventuallyWithin(t, 30*time.Second, what+" refused", func() error {
@@ -189,7 +209,7 @@ spec: {size: 1}
 		{"annotate", "widget", "imported", "core.kbind.io/owner-"},
 		{"delete", "widget", "imported"},
 	} {
-		if out, err := run(append(args, "--as", konnector, "-n", "default")...); err != nil {
+		if out, err := run(append(args, "--as", konnector, "-n", ns)...); err != nil {
 			t.Errorf("the konnector: kubectl %s refused: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
@@ -197,7 +217,7 @@ spec: {size: 1}
 	// deletes when the provider's goes: bob, who may update but not delete
 	// widgets, is refused it, on update and on create (issue #51); alice,
 	// who may delete, is not; other annotations stay bob's to set.
-	bob := []string{"--as", "bob", "-n", "default"}
+	bob := []string{"--as", "bob", "-n", ns}
 	handOverRefusal := "only a user who may delete it may ask for that"
 	bobsRelease := filepath.Join(t.TempDir(), "bobs.yaml")
 	if err := os.WriteFile(bobsRelease, []byte("apiVersion: example.org/v1alpha1\nkind: Widget\nmetadata: {name: bobs, annotations: {core.kbind.io/hand-over: provider}}\nspec: {size: 1}\n"), 0o600); err != nil {
@@ -223,7 +243,7 @@ spec: {size: 1}
 		t.Errorf("alice, who may delete it, is refused the release: %v\n%s", err, out)
 	}
 	// The namespace controller empties a namespace being deleted.
-	if out, err := run("delete", "widget", "imported-2", "-n", "default", "--as", "system:serviceaccount:kube-system:namespace-controller"); err != nil {
+	if out, err := run("delete", "widget", "imported-2", "-n", ns, "--as", "system:serviceaccount:kube-system:namespace-controller"); err != nil {
 		t.Errorf("the namespace controller's delete refused: %v\n%s", err, out)
 	}
 }

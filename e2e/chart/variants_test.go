@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package chart
 
 import (
@@ -47,8 +63,9 @@ func operatorCRD(t *testing.T, file string) string {
 // PrometheusRule against prometheus-operator's CRDs, RBAC (escalation checks included: the
 // applying user must hold what a Role grants, so the checks run as admin).
 func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	c := testenv.StartClusterT(t, "cluster", testenv.ClusterOptions{})
+	c := cluster.Get(t)
 	kubectl := func(args ...string) string {
 		t.Helper()
 		out, err := testenv.Kubectl(ctx, c.KubeconfigPath, args...)
@@ -73,7 +90,7 @@ func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
 	}
 	// Namespaces the variants name (the release's and the Secret namespaces).
 	for _, ns := range []string{"kbind", "tenants"} {
-		kubectl("create", "namespace", ns)
+		ensureNamespace(t, c.KubeconfigPath, ns)
 	}
 
 	groups := []any{"example.org"}
@@ -158,6 +175,7 @@ func TestEveryVariantAcceptedByTheAPIServer(t *testing.T) {
 // konnector chart's appVersion, and each chart runs the image tagged with
 // its own appVersion; they must be the same release.
 func TestChartsShareTheAppVersion(t *testing.T) {
+	t.Parallel()
 	versions := map[string]string{}
 	for _, name := range []string{"konnector", "backend", "consumer-access"} {
 		chrt, err := loader.Load("../../charts/" + name)

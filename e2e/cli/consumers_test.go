@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package cli
 
 import (
@@ -90,11 +106,14 @@ spec: {size: 1}
 // the JSON and the detail show them; a read that is forbidden is reported
 // and makes the exit code 1, never a silent 0.
 func TestConsumers(t *testing.T) {
-	pair := testenv.StartPairT(t, testenv.PairOptions{ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
+	// A provider of its own (no consumer: the consumers are written by
+	// hand): it lists every consumer of the cluster, exactly these four.
+	t.Parallel()
+	providerCluster := testenv.StartClusterT(t, testenv.ProviderContext, testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, false),
 		enginetest.CRD("clusterwidgets", "clusterwidget", "ClusterWidget", "example.org", apiextensionsv1.ClusterScoped, false),
 	}})
-	provider := pair.Provider.KubeconfigPath
+	provider := providerCluster.KubeconfigPath
 	if out := mustPlugin(t, "--kubeconfig", provider, "consumers"); !strings.Contains(out, "No consumers on this cluster") {
 		t.Errorf("consumers of a provider without any:\n%s", out)
 	}

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package faults
 
 import (
@@ -44,9 +60,10 @@ func sprocketCRD() *apiextensionsv1.CustomResourceDefinition {
 //
 // Asserted: while the CRD is gone the autoBind ClusterBinding is never
 // deleted nor narrowed (checked at every poll: it still lists the API)
-// and reports Ready=False/APINotExported within 30 s; kbind's consumer CRD
+// and reports Ready=False/APINotExported within crdReportBound; kbind's consumer CRD
 // keeps its UID and every consumer object keeps its UID and is never
-// deleted (0 lost consumer objects); after the re-creation, within 90 s (the reflector's backoff, below, and 30 s),
+// deleted (0 lost consumer objects); after the re-creation, within the
+// reflector's backoff (below) and convergeBound,
 // every consumer object has exactly one provider copy again with its
 // current spec (faults.Check: 0 lost copies, 0 duplicated, 0 orphaned)
 // and the ClusterBinding is Ready. Before the fix the ClusterBinding was
@@ -58,7 +75,6 @@ func (e *env) autoBindCRDRecreated(t *testing.T) {
 		name, ns = "autobound", "f-autobind-crd-recreated"
 		n        = 100
 		lasts    = 10 * time.Second
-		bound    = 30 * time.Second
 		// While the CRD is gone, the Syncer's provider informer keeps
 		// failing to list Sprockets, and client-go's reflector waits
 		// between attempts with a backoff capped at 30 s and jittered by
@@ -67,8 +83,8 @@ func (e *env) autoBindCRDRecreated(t *testing.T) {
 		// after the re-creation. Convergence is bound by that wait plus
 		// the sync's own bound.
 		reflectorWait = 2 * 30 * time.Second
-		converge      = reflectorWait + bound
 	)
+	converge := reflectorWait + convergeBound
 	other := testenv.StartClusterT(t, name, testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{sprocketCRD()}})
 	pc, err := client.New(other.Config, client.Options{Scheme: e.consumer.Scheme()})
 	must(t, err)
@@ -149,7 +165,7 @@ func (e *env) autoBindCRDRecreated(t *testing.T) {
 		return nil
 	}
 	var reported time.Duration
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, bound, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, crdReportBound, true, func(ctx context.Context) (bool, error) {
 		if err := kept(ctx); err != nil {
 			return false, err
 		}
@@ -160,7 +176,7 @@ func (e *env) autoBindCRDRecreated(t *testing.T) {
 		c := meta.FindStatusCondition(cb.Status.Conditions, string(kbindv1alpha1.ConditionReady))
 		return c != nil && c.Reason == string(kbindv1alpha1.ReasonAPINotExported), nil
 	}); err != nil {
-		t.Fatalf("the autoBind ClusterBinding did not report APINotExported within %s, or kbind dropped what it holds: %v", bound, err)
+		t.Fatalf("the autoBind ClusterBinding did not report APINotExported within %s, or kbind dropped what it holds: %v", crdReportBound, err)
 	}
 	reported = time.Since(injected)
 	// The CRD stays gone for lasts; kbind keeps everything meanwhile.

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package faults
 
 import (
@@ -25,7 +41,7 @@ import (
 func killedInstalling() scenario {
 	const binding, crd, ns = "gadgets", "gadgets.example.org", "f-konnector-killed-installing"
 	return scenario{
-		name: "konnector-killed-installing", objects: 200, lasts: 2 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+		name: "konnector-killed-installing", objects: 200, lasts: 2 * time.Second, ready: readyBound, converge: convergeBound,
 		inject: func(t *testing.T, e *env) func() {
 			ctx := context.Background()
 			must(t, e.consumer.Create(ctx, &kbindv1alpha1.ClusterBinding{
@@ -90,7 +106,7 @@ func killedInstalling() scenario {
 // is copied again.
 func providerCRDRecreated() scenario {
 	return scenario{
-		name: "provider-crd-recreated", objects: 200, lasts: 10 * time.Second, report: 30 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+		name: "provider-crd-recreated", objects: 200, lasts: 10 * time.Second, report: crdReportBound, ready: readyBound, converge: convergeBound,
 		reportedBy: sample.bindingReported, dropsForeign: true,
 		reportedSays: []string{"APINotExported", "not exported by Connection", "widgets.example.org"},
 		inject: func(t *testing.T, e *env) func() {

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package faults
 
 import (
@@ -89,7 +105,7 @@ func killedRotating() scenario {
 		return v
 	}
 	return scenario{
-		name: "konnector-killed-rotating", objects: 200, lasts: 2 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+		name: "konnector-killed-rotating", objects: 200, lasts: 2 * time.Second, ready: readyBound, converge: convergeBound,
 		setup: func(t *testing.T, e *env) func() {
 			upstream, err := url.Parse(e.pair.Provider.Config.Host)
 			must(t, err)
@@ -139,7 +155,7 @@ func killedRotating() scenario {
 // deletion would. The heal creates the Secret again.
 func secretDeleted() scenario {
 	return scenario{
-		name: "secret-deleted", objects: 200, lasts: 15 * time.Second, report: 15 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+		name: "secret-deleted", objects: 200, lasts: secretReportBound, report: secretReportBound, ready: readyBound, converge: convergeBound,
 		reportedSays: []string{"SecretNotFound", "Secret kbind/provider not found"},
 		inject: func(t *testing.T, e *env) func() {
 			ctx := context.Background()
@@ -168,7 +184,7 @@ func secretDeleted() scenario {
 // is not a kubeconfig while the load runs; the heal writes it back.
 func secretGarbage() scenario {
 	return scenario{
-		name: "secret-garbage", objects: 200, lasts: 15 * time.Second, report: 15 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+		name: "secret-garbage", objects: 200, lasts: secretReportBound, report: secretReportBound, ready: readyBound, converge: convergeBound,
 		reportedSays: []string{"SecretNotFound", "not valid YAML or JSON kubeconfig"},
 		inject: func(t *testing.T, e *env) func() {
 			e.setKubeconfig(t, []byte(fmt.Sprintf("garbage: [%s", time.Now())))

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package faults
 
 import (
@@ -15,6 +31,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +42,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/e2e/harness"
+	"github.com/kbind/kbind/engine"
 	"github.com/kbind/kbind/engine/test/enginetest"
 	"github.com/kbind/kbind/engine/test/testenv"
 )
@@ -36,6 +54,24 @@ func TestMain(m *testing.M) {
 		&konnectorBin: "github.com/kbind/kbind/konnector/cmd/konnector",
 	})
 }
+
+// The intervals every konnector of the suite runs with. The scenarios'
+// properties do not depend on the defaults (30 s each; the engine's own
+// tests hold the defaults' bounds, e.g. engine/connection
+// TestHungProviderReportedWithDefaults): shorter intervals let a fault be
+// reported, and so end, sooner. Every bound that depends on them is
+// derived from these constants (scenarios_test.go).
+const (
+	// heartbeatInterval: --heartbeat-interval (a renewal every 9–11 s,
+	// each bounded by heartbeat.RenewTimeout: 5 s).
+	heartbeatInterval = 10 * time.Second
+	// bindingResync: --binding-resync; the deselection grace is twice
+	// it (30 s), which the relabel scenario's pauses (10 s at most) stay
+	// well within.
+	bindingResync = 15 * time.Second
+	// providerTimeout is the konnector's --provider-timeout default.
+	providerTimeout = engine.DefaultProviderTimeout
+)
 
 // Names of what the suite applies on the consumer.
 const (
@@ -254,7 +290,8 @@ func newKonnector(t *testing.T, name, kubeconfig string, extraArgs ...string) *k
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--kubeconfig", kubeconfig, "--namespace", "kbind", "--metrics-bind-address", k.metricsAddr, "--pprof-bind-address", k.pprofAddr}, extraArgs...)
+	args := append([]string{"--kubeconfig", kubeconfig, "--namespace", "kbind", "--metrics-bind-address", k.metricsAddr, "--pprof-bind-address", k.pprofAddr,
+		"--heartbeat-interval", heartbeatInterval.String(), "--binding-resync", bindingResync.String()}, extraArgs...)
 	k.Process, err = harness.NewProcess(konnectorBin, filepath.Join(dir, name+".log"), args...)
 	if err != nil {
 		t.Fatal(err)
@@ -383,6 +420,34 @@ func (k *konnector) saveProfiles(t *testing.T) string {
 		}
 	}
 	return dir
+}
+
+// deleteAndWait deletes objs on the consumer (one already gone is fine)
+// and waits until each is gone: its finalizers done — a binding drained,
+// a Connection's session retired. A test that stops a provider cluster of
+// its own (StartClusterT's cleanup) calls it first for that provider's
+// bindings and Connection: a konnector still draining through it, or
+// still holding its session's watches and heartbeat, keeps the API
+// server's graceful shutdown from ending within testenv's stop timeout
+// ("timeout waiting for process kube-apiserver to stop"), and the test
+// fails after its properties held.
+func (e *env) deleteAndWait(t *testing.T, timeout time.Duration, objs ...client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	for _, obj := range objs {
+		must(t, client.IgnoreNotFound(e.consumer.Delete(ctx, obj)))
+	}
+	start := time.Now()
+	for _, obj := range objs {
+		key := client.ObjectKeyFromObject(obj)
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			return apierrors.IsNotFound(e.consumer.Get(ctx, key, obj)), nil
+		})
+		if err != nil {
+			t.Fatalf("%T %s not gone %s after its deletion (finalizers %v): %v", obj, key, timeout, obj.GetFinalizers(), err)
+		}
+	}
+	t.Logf("%d objects deleted and gone after %s", len(objs), time.Since(start).Round(100*time.Millisecond))
 }
 
 func httpGet(url string) (string, error) {

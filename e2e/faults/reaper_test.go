@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package faults
 
 import (
@@ -28,10 +44,22 @@ import (
 // the refusal on its Heartbeat condition and a Warning Event.
 func reaperRenewalsRefused() scenario {
 	const policy = "faults-refuse-lease-renewals"
+	// The backend's windows (its flags below). Renewals are refused for
+	// long enough that the backend judges the consumer stale
+	// (staleAfter) and goes twice through a round of marking, waiting
+	// out the grace and reaping (reapInterval + reapGrace each): two
+	// rounds in which a mark the konnector failed to clear would have
+	// been acted on. 45 s (it was 75 s, with no formula).
+	const (
+		staleAfter   = 5 * time.Second
+		reapGrace    = 15 * time.Second
+		reapInterval = 5 * time.Second
+		refusedFor   = staleAfter + 2*(reapInterval+reapGrace)
+	)
 	var backend *harness.Process
 	var logPath string
 	return scenario{
-		name: "lease-renewals-refused-with-reaper", objects: 200, lasts: 75 * time.Second, ready: 30 * time.Second, converge: 30 * time.Second,
+		name: "lease-renewals-refused-with-reaper", objects: 200, lasts: refusedFor, ready: readyBound, converge: convergeBound,
 		setup: func(t *testing.T, e *env) func() {
 			ctx := context.Background()
 			dir := t.TempDir()
@@ -41,7 +69,7 @@ func reaperRenewalsRefused() scenario {
 			must(t, err)
 			logPath = filepath.Join(logs, "backend.log")
 			backend, err = harness.NewProcess(bin, logPath, "--kubeconfig", e.pair.Provider.KubeconfigPath, "--namespace", "default",
-				"--reap", "--stale-after", "5s", "--reap-grace", "15s", "--reap-interval", "5s", "--metrics-bind-address", "0")
+				"--reap", "--stale-after", staleAfter.String(), "--reap-grace", reapGrace.String(), "--reap-interval", reapInterval.String(), "--metrics-bind-address", "0")
 			must(t, err)
 			must(t, backend.Start(ctx))
 			return func() {

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package faults
 
 import (
@@ -42,17 +58,23 @@ func shardCRD() *apiextensionsv1.CustomResourceDefinition {
 // — and one is handed to a Binding waiting in it through west, while the
 // consumer keeps updating every object and creating and deleting others.
 // Between the steps nobody selects the objects; a deselection is acted on
-// only once it persists (two binding resyncs: 60 s with the konnector's
-// defaults), so every move is a move and keeps east's copy. Lost: an
+// only once it persists (two binding resyncs: 30 s with the suite's
+// --binding-resync, env_test.go), so every move is a move and keeps
+// east's copy. Lost: an
 // original object whose east copy (by UID) is gone — a deleted database.
 // Every live object converges on west with its current spec.
 func (e *env) relabelUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	const namespaces, perNamespace, westConn = 6, 20, "relabel-west"
 	// The operator's pause between the two steps, per namespace: from a
-	// quick one to a slow one, all within the grace. The last namespace
+	// quick one to a slow one, all within the grace (2 × bindingResync:
+	// the longest pause, 10 s, leaves 20 s for the two kubectl label
+	// calls on a busy machine). The last namespace
 	// is handed over to a waiting Binding in one step.
 	pauses := []time.Duration{0, time.Second, 3 * time.Second, 5 * time.Second, 10 * time.Second}
+	if grace := 2 * bindingResync; pauses[len(pauses)-1] > grace/2 {
+		t.Fatalf("the longest pause %s leaves less than half the deselection grace %s for the relabels themselves", pauses[len(pauses)-1], grace)
+	}
 	must(t, e.provider.Create(ctx, shardCRD()))
 	west := testenv.StartClusterT(t, westConn, testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{shardCRD()}})
 	westClient, err := client.New(west.Config, client.Options{Scheme: e.consumer.Scheme()})
@@ -99,14 +121,12 @@ spec:
 		kubectl("wait", "--for=condition=Ready", obj, "--timeout=90s")
 	}
 	defer func() {
-		for _, b := range []client.Object{
+		// Gone before west stops (deleteAndWait).
+		e.deleteAndWait(t, 2*time.Minute,
 			&kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: handover, Name: "shards"}},
 			&kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "shards-east"}},
 			&kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "shards-west"}},
-			&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: westConn}},
-		} {
-			_ = client.IgnoreNotFound(e.consumer.Delete(ctx, b))
-		}
+			&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: westConn}})
 	}()
 
 	// The originals: never deleted by the consumer, only updated.

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package harness
 
 import (
@@ -138,6 +154,9 @@ func (k *Process) Stop(context.Context) {
 
 // end signals the process and waits for it; after grace it is killed.
 func (k *Process) end(sig syscall.Signal, grace time.Duration) error {
+	if k == nil { // never started: a setup failed before it
+		return nil
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.cmd == nil {

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package monitoring
 
 import (
@@ -125,7 +141,18 @@ func (a *alertTimes) add(format string, args ...any) {
 }
 
 // waitAlert waits until alert is firing (firing true) or no longer firing,
-// and returns how long that took since since.
+// and returns how long that took since since: a measurement, logged in
+// the test's table (alertTimes), not asserted. within is a generous poll
+// timeout, never the expected time: every rule runs with `for: 0s`, and
+// Prometheus scrapes every second (1 s timeout) and evaluates every
+// second, so an alert follows its condition within about 3 s; the
+// condition itself comes within the configured window it names (the
+// backend's --stale-after 10 s and a 5 s threshold, a 15 s or 30 s rate
+// window, a 30 s token's renewal at two thirds of its lifetime, the
+// konnector's heartbeat). Each within is at least twice that sum
+// (30 s for a target down: 3 s; 60 s for a stale consumer: 10 s + 5 s +
+// 3 s; 90 s for a window of 30 s to pass: 30 s + 3 s, and so on), which
+// leaves a busy machine's slower processes and scrapes their margin.
 func (r *rig) waitAlert(alert string, firing bool, since time.Time, within time.Duration) time.Duration {
 	r.t.Helper()
 	state := map[bool]string{true: "firing", false: "resolved"}[firing]

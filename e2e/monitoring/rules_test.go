@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package monitoring
 
 import (
@@ -104,6 +120,7 @@ func renderPrometheusRule(t *testing.T, chartName string, prometheusRule map[str
 // TestPrometheusRuleValues: the rules are off by default and with metrics
 // off; job, labels, `for`, severity, thresholds and windows are the values'.
 func TestPrometheusRuleValues(t *testing.T) {
+	t.Parallel() // pure: no cluster, writes only to t.TempDir
 	for chartName := range contract {
 		if renderPrometheusRule(t, chartName, map[string]any{}, true) != nil {
 			t.Errorf("%s: a PrometheusRule by default", chartName)
@@ -195,9 +212,11 @@ func promtool(t *testing.T) string {
 // annotations, and a healthy one that stays silent. The unit-test files
 // name the rule file <chart>.rules.yaml, written next to a copy of them.
 func TestAlertRules(t *testing.T) {
+	t.Parallel() // pure: no cluster, writes only to t.TempDir
 	tool := promtool(t)
 	for chartName := range contract {
 		t.Run(chartName, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			rules := filepath.Join(dir, chartName+".rules.yaml")
 			if err := os.WriteFile(rules, renderRules(t, chartName), 0o600); err != nil {
@@ -227,6 +246,7 @@ func TestAlertRules(t *testing.T) {
 // alert's unit tests hold at least one case where it fires and one where
 // it stays silent.
 func TestAlertNames(t *testing.T) {
+	t.Parallel() // pure: no cluster, writes only to t.TempDir
 	for chartName, want := range contract {
 		t.Run(chartName, func(t *testing.T) {
 			g := parseRules(t, renderRules(t, chartName))
@@ -288,6 +308,7 @@ func TestAlertNames(t *testing.T) {
 // TestAlertRunbooks: every runbook_url is the default runbookBaseURL and
 // an anchor a heading of docs/troubleshooting.md produces on GitHub.
 func TestAlertRunbooks(t *testing.T) {
+	t.Parallel() // pure: no cluster, writes only to t.TempDir
 	anchors := headingAnchors(t, "../../docs/troubleshooting.md")
 	const base = "https://github.com/kbind/kbind/blob/main/docs/troubleshooting.md#"
 	for chartName := range contract {
@@ -359,6 +380,7 @@ func githubSlug(heading string) string {
 }
 
 func TestGithubSlug(t *testing.T) {
+	t.Parallel() // pure: no cluster, writes only to t.TempDir
 	for heading, want := range map[string]string{
 		"Start here: `kubectl kbind doctor`":                      "start-here-kubectl-kbind-doctor",
 		"An API is missing, or the binding says `APINotExported`": "an-api-is-missing-or-the-binding-says-apinotexported",

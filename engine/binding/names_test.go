@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package binding_test
 
 import (
@@ -16,7 +32,6 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	kbindschema "github.com/kbind/kbind/engine/schema"
 	"github.com/kbind/kbind/engine/test/enginetest"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // namesCRD is a consumer CRD of group with the given names (the API
@@ -106,6 +121,7 @@ func projecting(name, connection, api string, p kbindv1alpha1.Projection) *kbind
 // for each pair, the second CRD's names are refused exactly when
 // NameConflicts finds the first holding one of them.
 func TestNameConflictsAgreeWithTheAPIServer(t *testing.T) {
+	setup(t)
 	type names = apiextensionsv1.CustomResourceDefinitionNames
 	cases := []struct {
 		name             string
@@ -128,7 +144,7 @@ func TestNameConflictsAgreeWithTheAPIServer(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			group := fmt.Sprintf("contract%d.example.org", i)
+			group := unique(fmt.Sprintf("contract%d", i)) + ".example.org"
 			holder := namesCRD(tc.holderPlural, group, tc.holder)
 			if err := env.Consumer.Create(context.Background(), holder); err != nil {
 				t.Fatal(err)
@@ -161,8 +177,11 @@ func TestNameConflictsAgreeWithTheAPIServer(t *testing.T) {
 // and says which CRD holds which names; the cluster's CRD, deleted and
 // created again (an operator upgrade), gets its names back.
 func TestProjectionOntoAKindTheGroupHas(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	foreign := enginetest.CRD("gizmos", "gizmo", "Gizmo", "acme.io", ns, false)
+	g, acme := group(), unique("acme")+".io"
+	installCRDs(t, env.Provider, widgets(g))
+	foreign := enginetest.CRD("gizmos", "gizmo", "Gizmo", acme, ns, false)
 	if err := env.Consumer.Create(ctx, foreign.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
@@ -170,14 +189,14 @@ func TestProjectionOntoAKindTheGroupHas(t *testing.T) {
 		t.Fatal("the cluster's own CRD was refused its names")
 	}
 	conn := connect(t, "names-a", nil)
-	cb := projecting("names-a", conn.Name, "widgets.example.org", kbindv1alpha1.Projection{Group: "acme.io", Kind: "Gizmo", Plural: "gizmoz"})
+	cb := projecting(unique("names-a"), conn.Name, "widgets."+g, kbindv1alpha1.Projection{Group: acme, Kind: "Gizmo", Plural: "gizmoz"})
 	if err := env.Consumer.Create(ctx, cb); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonProjectionRefused,
-		"the consumer API gizmoz.acme.io is not installed", "singular gizmo, kind Gizmo, list kind GizmoList of the CRD gizmos.acme.io (which kbind did not create)",
-		"project widgets.example.org onto another kind and plural")
-	absentCRD(t, "gizmoz.acme.io", "a projection onto names another CRD holds")
+		"the consumer API gizmoz."+acme+" is not installed", "singular gizmo, kind Gizmo, list kind GizmoList of the CRD gizmos."+acme+" (which kbind did not create)",
+		"project widgets."+g+" onto another kind and plural")
+	absentCRD(t, "gizmoz."+acme, "a projection onto names another CRD holds")
 	if len(cb.Status.BoundAPIs) != 0 {
 		t.Errorf("the refused entry is in status.boundAPIs: %+v", cb.Status.BoundAPIs)
 	}
@@ -191,9 +210,9 @@ func TestProjectionOntoAKindTheGroupHas(t *testing.T) {
 		t.Errorf("the cluster's CRD created again lost its names: %+v", crd.Status.Conditions)
 	}
 	consumerCRD(t, foreign.Name) // established
-	absentCRD(t, "gizmoz.acme.io", "after the cluster's CRD was created again")
+	absentCRD(t, "gizmoz."+acme, "after the cluster's CRD was created again")
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonProjectionRefused,
-		"kind Gizmo", "gizmos.acme.io")
+		"kind Gizmo", "gizmos."+acme)
 
 	if err := env.Consumer.Delete(ctx, cb); err != nil {
 		t.Fatal(err)
@@ -209,8 +228,11 @@ func TestProjectionOntoAKindTheGroupHas(t *testing.T) {
 // says why. A CRD kbind did not create whose names were refused is never
 // touched.
 func TestRefusedNeverServedCRDIsDeleted(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	foreign := enginetest.CRD("gizmos", "gizmo", "Gizmo", "race.acme.io", ns, false)
+	g, race := group(), unique("race")+".acme.io"
+	installCRDs(t, env.Provider, widgets(g))
+	foreign := enginetest.CRD("gizmos", "gizmo", "Gizmo", race, ns, false)
 	if err := env.Consumer.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
@@ -220,11 +242,11 @@ func TestRefusedNeverServedCRDIsDeleted(t *testing.T) {
 	conn := connect(t, "names-b", nil)
 	// kbind's CRD as the create in the race left it: its markers, the
 	// projection's names.
-	lost := namesCRD("gizmoz", "race.acme.io", apiextensionsv1.CustomResourceDefinitionNames{Kind: "Gizmo", Singular: "gizmo", ListKind: "GizmoList"})
+	lost := namesCRD("gizmoz", race, apiextensionsv1.CustomResourceDefinitionNames{Kind: "Gizmo", Singular: "gizmo", ListKind: "GizmoList"})
 	lost.Labels = map[string]string{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}
 	lost.Annotations = map[string]string{
 		kbindv1alpha1.ConnectionAnnotation: conn.Name, kbindv1alpha1.SchemaHashAnnotation: "sha256:0000000000000000",
-		kbindv1alpha1.ProviderAPIAnnotation: "widgets.example.org", kbindv1alpha1.ProviderKindAnnotation: "Widget",
+		kbindv1alpha1.ProviderAPIAnnotation: "widgets." + g, kbindv1alpha1.ProviderKindAnnotation: "Widget",
 	}
 	if err := env.Consumer.Create(ctx, lost); err != nil {
 		t.Fatal(err)
@@ -233,7 +255,7 @@ func TestRefusedNeverServedCRDIsDeleted(t *testing.T) {
 		t.Fatal("the API server accepted names another CRD holds")
 	}
 	// Not kbind's, names refused too: left alone.
-	bystander := namesCRD("gizmoes", "race.acme.io", apiextensionsv1.CustomResourceDefinitionNames{Kind: "Gizmo", Singular: "gizmoe"})
+	bystander := namesCRD("gizmoes", race, apiextensionsv1.CustomResourceDefinitionNames{Kind: "Gizmo", Singular: "gizmoe"})
 	if err := env.Consumer.Create(ctx, bystander); err != nil {
 		t.Fatal(err)
 	}
@@ -241,17 +263,23 @@ func TestRefusedNeverServedCRDIsDeleted(t *testing.T) {
 		t.Fatal("the API server accepted names another CRD holds")
 	}
 
-	cb := projecting("names-b", conn.Name, "widgets.example.org", kbindv1alpha1.Projection{Group: "race.acme.io", Kind: "Gizmo", Plural: "gizmoz"})
+	cb := projecting(unique("names-b"), conn.Name, "widgets."+g, kbindv1alpha1.Projection{Group: race, Kind: "Gizmo", Plural: "gizmoz"})
 	if err := env.Consumer.Create(ctx, cb); err != nil {
 		t.Fatal(err)
 	}
 	waitCRDGone(t, lost.Name, lost.UID)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonProjectionRefused,
-		"the consumer API gizmoz.race.acme.io is not installed", "kind Gizmo", "CRD gizmos.race.acme.io (which kbind did not create)")
+		"the consumer API gizmoz."+race+" is not installed", "kind Gizmo", "CRD gizmos."+race+" (which kbind did not create)")
 	absentCRD(t, lost.Name, "after kbind deleted its refused CRD")
-	if !strings.Contains(env.Logs.String(), "Deleted a consumer CRD whose names the API server refused and that never served") {
-		t.Error("no log line for the deletion")
-	}
+	// The engine logs once its delete returned, which may be after the
+	// test saw the CRD go: wait for the line. The engine's log is the
+	// package's: the line must name this CRD.
+	enginetest.Eventually(t, "the log line for the deletion", func() error {
+		if !logged("Deleted a consumer CRD whose names the API server refused and that never served", lost.Name) {
+			return fmt.Errorf("no log line for the deletion")
+		}
+		return nil
+	})
 	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(bystander), bystander); err != nil || !bystander.DeletionTimestamp.IsZero() {
 		t.Errorf("the CRD kbind did not create: %v, deleting %v", err, bystander.DeletionTimestamp)
 	}
@@ -268,34 +296,29 @@ func TestRefusedNeverServedCRDIsDeleted(t *testing.T) {
 // an admin's ClusterBinding then projects another provider API onto that
 // very name. While the Binding lists it, or it holds objects, the
 // ClusterBinding is refused naming both; once neither holds it, kbind
-// replaces its CRD and the projection serves the name. The API lives on a
-// provider of its own: the pullPolicy All Connections of other tests
-// install every export of the shared one.
+// replaces its CRD and the projection serves the name.
 func TestProjectionOntoANameABindingHeld(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	cluster := testenv.StartClusterT(t, "squat", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
-		enginetest.CRD("gizmos", "gizmo", "Gizmo", "squat.acme.io", ns, true),
-		enginetest.CRD("cogs", "cog", "Cog", "example.org", ns, true),
-	}})
-	provider, err := client.New(cluster.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := connect(t, "names-c", cluster.Kubeconfig, admitAll)
-	b := namespacedBinding(t, "team-names-c", "gizmos", conn.Name, "gizmos.squat.acme.io")
+	g, squat, team := group(), unique("squat")+".acme.io", unique("team-names-c")
+	gizmos := "gizmos." + squat
+	installCRDs(t, env.Provider, enginetest.CRD("gizmos", "gizmo", "Gizmo", squat, ns, true), enginetest.CRD("cogs", "cog", "Cog", g, ns, true))
+	provider := env.Provider
+	conn := connect(t, "names-c", nil, admitAll)
+	b := namespacedBinding(t, team, "gizmos", conn.Name, gizmos)
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	old := consumerCRD(t, "gizmos.squat.acme.io")
-	gizmo := namespacedObject("squat.acme.io/v1alpha1", "Gizmo", "team-names-c", "g1")
+	old := consumerCRD(t, gizmos)
+	gizmo := namespacedObject(squat+"/v1alpha1", "Gizmo", team, "g1")
 	create(t, gizmo)
-	waitProviderSpec(t, provider, "squat.acme.io/v1alpha1", gizmo, 1)
+	waitProviderSpec(t, provider, squat+"/v1alpha1", gizmo, 1)
 
-	cb := projecting("names-c", conn.Name, "cogs.example.org", kbindv1alpha1.Projection{Group: "squat.acme.io", Kind: "Gizmo"})
+	cb := projecting(unique("names-c"), conn.Name, "cogs."+g, kbindv1alpha1.Projection{Group: squat, Kind: "Gizmo"})
 	if err := env.Consumer.Create(ctx, cb); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonProjectionRefused,
-		"CRD gizmos.squat.acme.io serves the provider's gizmos.squat.acme.io", "Binding team-names-c/gizmos lists it", "it holds 1 object(s)",
-		"project cogs.example.org onto another group or kind")
+		"CRD "+gizmos+" serves the provider's "+gizmos, "Binding "+team+"/gizmos lists it", "it holds 1 object(s)",
+		"project cogs."+g+" onto another group or kind")
 
 	// The Binding goes (its object's copy drained): the object still holds
 	// the CRD.
@@ -303,12 +326,24 @@ func TestProjectionOntoANameABindingHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGoneBinding(t, b)
+	// The condition read before the ClusterBinding's next reconcile still
+	// names the Binding (it held the CRD then): wait for the one written
+	// after the Binding went, which must not name it.
+	enginetest.Eventually(t, "the refusal written after the Binding went", func() error {
+		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
+			return err
+		}
+		if msg := conditionMessage(cb, kbindv1alpha1.ConditionReady); strings.Contains(msg, "Binding "+team) {
+			return fmt.Errorf("a gone Binding is still named: %s", msg)
+		}
+		return nil
+	})
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonProjectionRefused,
 		"it holds 1 object(s)")
-	if strings.Contains(conditionMessage(cb, kbindv1alpha1.ConditionReady), "Binding team-names-c") {
+	if strings.Contains(conditionMessage(cb, kbindv1alpha1.ConditionReady), "Binding "+team) {
 		t.Errorf("a gone Binding is still named: %s", conditionMessage(cb, kbindv1alpha1.ConditionReady))
 	}
-	if crd := consumerCRD(t, "gizmos.squat.acme.io"); crd.UID != old.UID {
+	if crd := consumerCRD(t, gizmos); crd.UID != old.UID {
 		t.Fatal("the CRD holding an object was replaced")
 	}
 
@@ -319,18 +354,18 @@ func TestProjectionOntoANameABindingHeld(t *testing.T) {
 	}
 	enginetest.WaitConditionWithin(t, crdDeletion, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	crd := consumerCRD(t, "gizmos.squat.acme.io")
-	if crd.UID == old.UID || crd.Annotations[kbindv1alpha1.ProviderAPIAnnotation] != "cogs.example.org" || crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != conn.Name {
+	crd := consumerCRD(t, gizmos)
+	if crd.UID == old.UID || crd.Annotations[kbindv1alpha1.ProviderAPIAnnotation] != "cogs."+g || crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != conn.Name {
 		t.Errorf("the consumer CRD after the replacement: uid %s (was %s), annotations %v", crd.UID, old.UID, crd.Annotations)
 	}
-	cogged := namespacedObject("squat.acme.io/v1alpha1", "Gizmo", "team-names-c", "c1")
+	cogged := namespacedObject(squat+"/v1alpha1", "Gizmo", team, "c1")
 	create(t, cogged)
-	asCog := namespacedObject("example.org/v1alpha1", "Cog", "team-names-c", "c1")
-	waitProviderSpec(t, provider, "example.org/v1alpha1", asCog, 1)
+	asCog := namespacedObject(g+"/v1alpha1", "Cog", team, "c1")
+	waitProviderSpec(t, provider, g+"/v1alpha1", asCog, 1)
 
 	// A Binding of the provider's gizmos now waits: the ClusterBinding
 	// serves that consumer API.
-	again := namespacedBinding(t, "team-names-c", "again", conn.Name, "gizmos.squat.acme.io")
+	again := namespacedBinding(t, team, "again", conn.Name, gizmos)
 	enginetest.WaitCondition(t, env.Consumer, again, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
 		"already covered by a ClusterBinding")
 
@@ -350,4 +385,19 @@ func conditionMessage(b kbindv1alpha1.BindingObject, typ kbindv1alpha1.Condition
 		}
 	}
 	return ""
+}
+
+// logged reports whether one line of the engines' log holds every
+// fragment.
+func logged(fragments ...string) bool {
+	for _, line := range strings.Split(engineLogs.String(), "\n") {
+		all := true
+		for _, f := range fragments {
+			all = all && strings.Contains(line, f)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package binding_test
 
 import (
@@ -26,16 +42,37 @@ import (
 // provider is one of the providers of TestSeveralProviders: its cluster,
 // a client, and the Connection to it.
 type provider struct {
+	scenario
 	name    string
 	cluster *testenv.Cluster
 	client  client.Client
 	conn    *kbindv1alpha1.Connection
 }
 
+// scenario is what one run of a test with providers of its own owns on
+// the shared consumer: a suffix for the names of its namespaces,
+// Connections and ClusterBindings, and the API group of its providers'
+// CRDs (parallel tests, and each run of -count=N, share the consumer).
+type scenario struct{ run, group string }
+
+func newScenario() scenario {
+	n := seq.Add(1)
+	return scenario{run: fmt.Sprintf("-%d", n), group: fmt.Sprintf("t%d.example.org", n)}
+}
+
+// ns is this run's name for name (a namespace, Connection, binding).
+func (s scenario) ns(name string) string { return name + s.run }
+
+// api is the API plural.<group>.
+func (s scenario) api(plural string) string { return plural + "." + s.group }
+
+// version is the apiVersion of the providers' APIs.
+func (s scenario) version() string { return s.group + "/v1alpha1" }
+
 // sized is a CRD whose spec.size has type typ and description desc, and
 // whose spec.secretName names a Secret.
-func sized(plural, kind, typ, desc string) *apiextensionsv1.CustomResourceDefinition {
-	crd := enginetest.CRD(plural, plural[:len(plural)-1], kind, "example.org", ns, true)
+func sized(group, plural, kind, typ, desc string) *apiextensionsv1.CustomResourceDefinition {
+	crd := enginetest.CRD(plural, plural[:len(plural)-1], kind, group, ns, true)
 	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = apiextensionsv1.JSONSchemaProps{
 		Type: "object", Description: desc,
 		Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: typ, Description: desc}, "secretName": {Type: "string"}},
@@ -51,14 +88,16 @@ func sized(plural, kind, typ, desc string) *apiextensionsv1.CustomResourceDefini
 // provider's schema that differs (not only in descriptions) is refused,
 // naming the difference.
 func TestSeveralProviders(t *testing.T) {
-	east := startProvider(t, "east", nil,
-		sized("databases", "Database", "integer", "the size, in east's words"),
-		sized("caches", "Cache", "integer", ""),
-		sized("queues", "Queue", "integer", ""))
-	west := startProvider(t, "west", &kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "west"},
-		sized("databases", "Database", "integer", "the size, as west documents it"),
-		sized("caches", "Cache", "integer", ""),
-		sized("queues", "Queue", "string", ""))
+	setup(t)
+	s := newScenario()
+	east := startProvider(t, "east", s, nil,
+		sized(s.group, "databases", "Database", "integer", "the size, in east's words"),
+		sized(s.group, "caches", "Cache", "integer", ""),
+		sized(s.group, "queues", "Queue", "integer", ""))
+	west := startProvider(t, "west", s, &kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "west"},
+		sized(s.group, "databases", "Database", "integer", "the size, as west documents it"),
+		sized(s.group, "caches", "Cache", "integer", ""),
+		sized(s.group, "queues", "Queue", "string", ""))
 
 	t.Run("namespaced Bindings route each namespace to its provider", func(t *testing.T) { testRoutedByBindings(t, east, west) })
 	t.Run("ClusterBindings with disjoint namespace selectors, overlaps refused", func(t *testing.T) { testRoutedByClusterBindings(t, east, west) })
@@ -72,18 +111,18 @@ func TestSeveralProviders(t *testing.T) {
 // API, acmedbs.acme.io, each for the namespaces of its region.
 func testProjectedRouted(t *testing.T, east, west *provider) {
 	ctx := context.Background()
-	for ns, region := range map[string]string{"mp-proj-east": "east", "mp-proj-west": "west"} {
+	for ns, region := range map[string]string{east.ns("mp-proj-east"): "east", east.ns("mp-proj-west"): "west"} {
 		if err := env.Consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"proj": region}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var cbs []client.Object
 	for _, p := range []*provider{east, west} {
-		cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "proj-" + p.name}, Spec: kbindv1alpha1.BindingSpec{
+		cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: p.ns("proj-" + p.name)}, Spec: kbindv1alpha1.BindingSpec{
 			ConnectionRef:     kbindv1alpha1.ConnectionReference{Name: p.conn.Name},
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"proj": p.name}},
-			APIs: []kbindv1alpha1.APIReference{{Name: "databases.example.org",
-				Projection: &kbindv1alpha1.Projection{Group: "acme.io", Kind: "AcmeDB"}}},
+			APIs: []kbindv1alpha1.APIReference{{Name: east.api("databases"),
+				Projection: &kbindv1alpha1.Projection{Group: p.ns("acme") + ".io", Kind: "AcmeDB"}}},
 		}}
 		if err := env.Consumer.Create(ctx, cb); err != nil {
 			t.Fatal(err)
@@ -91,12 +130,12 @@ func testProjectedRouted(t *testing.T, east, west *provider) {
 		enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 		cbs = append(cbs, cb)
 	}
-	e := namespacedObject("acme.io/v1alpha1", "AcmeDB", "mp-proj-east", "db")
-	w := namespacedObject("acme.io/v1alpha1", "AcmeDB", "mp-proj-west", "db")
+	e := namespacedObject(east.ns("acme")+".io/v1alpha1", "AcmeDB", east.ns("mp-proj-east"), "db")
+	w := namespacedObject(east.ns("acme")+".io/v1alpha1", "AcmeDB", east.ns("mp-proj-west"), "db")
 	create(t, e)
 	create(t, w)
-	east.waitCopies(t, "Database", "mp-proj-east/db")
-	west.waitCopies(t, "Database", "mp-proj-west/db")
+	east.waitCopies(t, "Database", east.ns("mp-proj-east")+"/db")
+	west.waitCopies(t, "Database", east.ns("mp-proj-west")+"/db")
 	for _, cb := range cbs {
 		if err := env.Consumer.Delete(ctx, cb); err != nil {
 			t.Fatal(err)
@@ -112,7 +151,7 @@ func testProjectedRouted(t *testing.T, east, west *provider) {
 // its own objects only — never what another route's objects name.
 func testRelatedRouted(t *testing.T, east, west *provider) {
 	ctx := context.Background()
-	for ns, site := range map[string]string{"mp-rel-east": "east", "mp-rel-west": "west"} {
+	for ns, site := range map[string]string{east.ns("mp-rel-east"): "east", east.ns("mp-rel-west"): "west"} {
 		if err := env.Consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"site": site}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -123,25 +162,25 @@ func testRelatedRouted(t *testing.T, east, west *provider) {
 	}
 	var cbs []client.Object
 	for _, p := range []*provider{east, west} {
-		cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "rel-" + p.name}, Spec: spec(p.conn.Name, "caches.example.org")}
+		cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: p.ns("rel-" + p.name)}, Spec: spec(p.conn.Name, p.api("caches"))}
 		cb.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"site": p.name}}
 		cb.Spec.RelatedResources = []kbindv1alpha1.RelatedResource{{Resource: "secrets", Direction: kbindv1alpha1.FromConsumer,
-			Reference: &kbindv1alpha1.RelatedResourceReference{API: "caches.example.org", FieldPath: ".spec.secretName"}}}
+			Reference: &kbindv1alpha1.RelatedResourceReference{API: east.api("caches"), FieldPath: ".spec.secretName"}}}
 		if err := env.Consumer.Create(ctx, cb); err != nil {
 			t.Fatal(err)
 		}
 		enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 		cbs = append(cbs, cb)
 	}
-	for ns, site := range map[string]string{"mp-rel-east": "east", "mp-rel-west": "west"} {
-		c := namespacedObject("example.org/v1alpha1", "Cache", ns, "c")
+	for ns, site := range map[string]string{east.ns("mp-rel-east"): "east", east.ns("mp-rel-west"): "west"} {
+		c := namespacedObject(east.version(), "Cache", ns, "c")
 		if err := unstructured.SetNestedField(c.Object, "conn-"+site, "spec", "secretName"); err != nil {
 			t.Fatal(err)
 		}
 		create(t, c)
 	}
-	east.waitCopies(t, "Cache", "mp-rel-east/c")
-	west.waitCopies(t, "Cache", "mp-rel-west/c")
+	east.waitCopies(t, "Cache", east.ns("mp-rel-east")+"/c")
+	west.waitCopies(t, "Cache", east.ns("mp-rel-west")+"/c")
 	secrets := func(p *provider) []string {
 		list := &corev1.SecretList{}
 		if err := p.client.List(ctx, list, client.MatchingLabels{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}); err != nil {
@@ -154,7 +193,7 @@ func testRelatedRouted(t *testing.T, east, west *provider) {
 		sort.Strings(out)
 		return out
 	}
-	for p, want := range map[*provider][]string{east: {"mp-rel-east/conn-east"}, west: {"west-mp-rel-west/conn-west"}} {
+	for p, want := range map[*provider][]string{east: {east.ns("mp-rel-east") + "/conn-east"}, west: {"west-" + east.ns("mp-rel-west") + "/conn-west"}} {
 		enginetest.Eventually(t, p.name+" holds the Secrets of its own objects", func() error {
 			if got := secrets(p); !slices.Equal(got, want) {
 				return fmt.Errorf("%s holds related Secrets %v, want %v", p.name, got, want)
@@ -170,19 +209,17 @@ func testRelatedRouted(t *testing.T, east, west *provider) {
 	}
 }
 
-func startProvider(t *testing.T, name string, iso *kbindv1alpha1.Isolation, crds ...*apiextensionsv1.CustomResourceDefinition) *provider {
+// startProvider takes a provider cluster of the test's own serving crds
+// and connects to it through the Connection mp-<name><run>.
+func startProvider(t *testing.T, name string, s scenario, iso *kbindv1alpha1.Isolation, crds ...*apiextensionsv1.CustomResourceDefinition) *provider {
 	t.Helper()
-	cluster := testenv.StartClusterT(t, name, testenv.ClusterOptions{CRDs: crds})
-	c, err := client.New(cluster.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := connect(t, "mp-"+name, cluster.Kubeconfig, admitAll, func(c *kbindv1alpha1.Connection) {
+	cluster, c := ownProvider(t, crds...)
+	conn := connectAs(t, s.ns("mp-"+name), cluster.Kubeconfig, admitAll, func(c *kbindv1alpha1.Connection) {
 		if iso != nil {
 			c.Spec.Isolation = *iso
 		}
 	})
-	return &provider{name: name, cluster: cluster, client: c, conn: conn}
+	return &provider{scenario: s, name: name, cluster: cluster, client: c, conn: conn}
 }
 
 // copies lists the consumer objects ("namespace/name") a provider holds
@@ -190,7 +227,7 @@ func startProvider(t *testing.T, name string, iso *kbindv1alpha1.Isolation, crds
 func (p *provider) copies(t *testing.T, kind string) []string {
 	t.Helper()
 	list := &unstructured.UnstructuredList{}
-	list.SetAPIVersion("example.org/v1alpha1")
+	list.SetAPIVersion(p.version())
 	list.SetKind(kind + "List")
 	if err := p.client.List(context.Background(), list, client.MatchingLabels{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}); err != nil {
 		t.Fatalf("listing %s on %s: %v", kind, p.name, err)
@@ -270,19 +307,19 @@ func waitRouted(t *testing.T, obj *unstructured.Unstructured, conn, phase string
 
 func testRoutedByBindings(t *testing.T, east, west *provider) {
 	ctx := context.Background()
-	a := namespacedBinding(t, "mp-team-a", "dbs", east.conn.Name, "databases.example.org")
-	b := namespacedBinding(t, "mp-team-b", "dbs", west.conn.Name, "databases.example.org")
+	a := namespacedBinding(t, east.ns("mp-team-a"), "dbs", east.conn.Name, east.api("databases"))
+	b := namespacedBinding(t, east.ns("mp-team-b"), "dbs", west.conn.Name, east.api("databases"))
 	for _, binding := range []*kbindv1alpha1.Binding{a, b} {
 		// west's schema differs from east's in its descriptions only.
 		enginetest.WaitCondition(t, env.Consumer, binding, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 		enginetest.WaitCondition(t, env.Consumer, binding, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	}
-	one := namespacedObject("example.org/v1alpha1", "Database", "mp-team-a", "one")
-	two := namespacedObject("example.org/v1alpha1", "Database", "mp-team-b", "two")
+	one := namespacedObject(east.version(), "Database", east.ns("mp-team-a"), "one")
+	two := namespacedObject(east.version(), "Database", east.ns("mp-team-b"), "two")
 	create(t, one)
 	create(t, two)
-	east.waitCopies(t, "Database", "mp-team-a/one")
-	west.waitCopies(t, "Database", "mp-team-b/two")
+	east.waitCopies(t, "Database", east.ns("mp-team-a")+"/one")
+	west.waitCopies(t, "Database", east.ns("mp-team-b")+"/two")
 	east.statusComesBack(t, one)
 	west.statusComesBack(t, two)
 
@@ -305,7 +342,7 @@ func testRoutedByBindings(t *testing.T, east, west *provider) {
 		}
 	}
 
-	if crd := consumerCRD(t, "databases.example.org"); crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != east.conn.Name {
+	if crd := consumerCRD(t, east.api("databases")); crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != east.conn.Name {
 		t.Errorf("the consumer CRD's schema owner is %q, want the first binding's Connection %q", crd.Annotations[kbindv1alpha1.ConnectionAnnotation], east.conn.Name)
 	}
 
@@ -316,7 +353,7 @@ func testRoutedByBindings(t *testing.T, east, west *provider) {
 	}
 	waitGoneBinding(t, a)
 	east.waitCopies(t, "Database")
-	west.waitCopies(t, "Database", "mp-team-b/two")
+	west.waitCopies(t, "Database", east.ns("mp-team-b")+"/two")
 	if got := consumerObject(t, two); !controllerutil.ContainsFinalizer(got, kbindv1alpha1.SyncerFinalizer) {
 		t.Errorf("team-b's object lost its finalizer when team-a's Binding went: %v", got.GetFinalizers())
 	}
@@ -332,7 +369,7 @@ func testRoutedByBindings(t *testing.T, east, west *provider) {
 
 func testRoutedByClusterBindings(t *testing.T, east, west *provider) {
 	ctx := context.Background()
-	for ns, region := range map[string]string{"mp-east-1": "east", "mp-west-1": "west", "mp-nowhere": ""} {
+	for ns, region := range map[string]string{east.ns("mp-east-1"): "east", east.ns("mp-west-1"): "west", east.ns("mp-nowhere"): ""} {
 		labels := map[string]string{}
 		if region != "" {
 			labels["region"] = region
@@ -341,40 +378,40 @@ func testRoutedByClusterBindings(t *testing.T, east, west *provider) {
 			t.Fatal(err)
 		}
 	}
-	toEast := regionBinding(t, "caches-east", east.conn.Name, "east")
-	toWest := regionBinding(t, "caches-west", west.conn.Name, "west")
+	toEast := regionBinding(t, east.api("caches"), east.ns("caches-east"), east.conn.Name, "east")
+	toWest := regionBinding(t, east.api("caches"), east.ns("caches-west"), west.conn.Name, "west")
 	for _, cb := range []*kbindv1alpha1.ClusterBinding{toEast, toWest} {
 		enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 		enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	}
-	e := namespacedObject("example.org/v1alpha1", "Cache", "mp-east-1", "c")
-	w := namespacedObject("example.org/v1alpha1", "Cache", "mp-west-1", "c")
-	nowhere := namespacedObject("example.org/v1alpha1", "Cache", "mp-nowhere", "c")
+	e := namespacedObject(east.version(), "Cache", east.ns("mp-east-1"), "c")
+	w := namespacedObject(east.version(), "Cache", east.ns("mp-west-1"), "c")
+	nowhere := namespacedObject(east.version(), "Cache", east.ns("mp-nowhere"), "c")
 	for _, obj := range []*unstructured.Unstructured{e, w, nowhere} {
 		create(t, obj)
 	}
-	east.waitCopies(t, "Cache", "mp-east-1/c")
-	west.waitCopies(t, "Cache", "mp-west-1/c")
+	east.waitCopies(t, "Cache", east.ns("mp-east-1")+"/c")
+	west.waitCopies(t, "Cache", east.ns("mp-west-1")+"/c")
 	east.statusComesBack(t, e)
 	west.statusComesBack(t, w)
 
 	// A ClusterBinding without a selector through west could claim east's
 	// objects: refused, naming the earlier one; the earlier ones go on.
-	greedy := clusterBinding(t, "caches-everywhere", west.conn.Name, "caches.example.org")
+	greedy := clusterBinding(t, "caches-everywhere", west.conn.Name, east.api("caches"))
 	enginetest.WaitCondition(t, env.Consumer, greedy, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonOverlappingBinding,
-		"caches.example.org (ClusterBinding caches-east (Connection mp-east))")
+		east.api("caches")+" (ClusterBinding "+toEast.Name+" (Connection "+east.conn.Name+"))")
 	for _, cb := range []*kbindv1alpha1.ClusterBinding{toEast, toWest} {
 		enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	}
 	// A namespace no ClusterBinding selects is open to a Binding, through
 	// either Connection; one a ClusterBinding selects is not (BIND-2).
-	open := namespacedBinding(t, "mp-nowhere", "caches", east.conn.Name, "caches.example.org")
-	covered := namespacedBinding(t, "mp-west-1", "caches", east.conn.Name, "caches.example.org")
+	open := namespacedBinding(t, east.ns("mp-nowhere"), "caches", east.conn.Name, east.api("caches"))
+	covered := namespacedBinding(t, east.ns("mp-west-1"), "caches", east.conn.Name, east.api("caches"))
 	enginetest.WaitCondition(t, env.Consumer, open, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	enginetest.WaitCondition(t, env.Consumer, covered, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
-		"already covered by a ClusterBinding, which takes precedence: caches.example.org (ClusterBinding caches-west)")
-	east.waitCopies(t, "Cache", "mp-east-1/c", "mp-nowhere/c")
-	west.waitCopies(t, "Cache", "mp-west-1/c")
+		"already covered by a ClusterBinding, which takes precedence: "+east.api("caches")+" (ClusterBinding "+toWest.Name+")")
+	east.waitCopies(t, "Cache", east.ns("mp-east-1")+"/c", east.ns("mp-nowhere")+"/c")
+	west.waitCopies(t, "Cache", east.ns("mp-west-1")+"/c")
 	if got := greedyCopies(t, west); got != 1 {
 		t.Errorf("west holds %d copies, want 1: the refused ClusterBinding routed objects", got)
 	}
@@ -427,16 +464,16 @@ func waitInstances(t *testing.T, b client.Object, want kbindv1alpha1.InstanceCou
 
 // regionBinding binds caches.example.org through connection in the
 // namespaces labelled region=region.
-func regionBinding(t *testing.T, name, connection, region string) *kbindv1alpha1.ClusterBinding {
+func regionBinding(t *testing.T, api, name, connection, region string) *kbindv1alpha1.ClusterBinding {
 	t.Helper()
-	return labelBinding(t, name, connection, "region", region)
+	return labelBinding(t, api, name, connection, "region", region)
 }
 
 // labelBinding binds caches.example.org through connection in the
 // namespaces labelled key=value.
-func labelBinding(t *testing.T, name, connection, key, value string) *kbindv1alpha1.ClusterBinding {
+func labelBinding(t *testing.T, api, name, connection, key, value string) *kbindv1alpha1.ClusterBinding {
 	t.Helper()
-	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec(connection, "caches.example.org")}
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec(connection, api)}
 	cb.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{key: value}}
 	if err := env.Consumer.Create(context.Background(), cb); err != nil {
 		t.Fatal(err)
@@ -446,12 +483,12 @@ func labelBinding(t *testing.T, name, connection, key, value string) *kbindv1alp
 
 func testIncompatibleSchema(t *testing.T, east, west *provider) {
 	ctx := context.Background()
-	first := namespacedBinding(t, "mp-q-east", "queues", east.conn.Name, "queues.example.org")
+	first := namespacedBinding(t, east.ns("mp-q-east"), "queues", east.conn.Name, east.api("queues"))
 	enginetest.WaitCondition(t, env.Consumer, first, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	second := namespacedBinding(t, "mp-q-west", "queues", west.conn.Name, "queues.example.org")
+	second := namespacedBinding(t, east.ns("mp-q-west"), "queues", west.conn.Name, east.api("queues"))
 	enginetest.WaitCondition(t, env.Consumer, second, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonSchemaIncompatible,
-		"queues.example.org: version v1alpha1: .properties.spec.properties.size.type: integer here", `string on the provider of Connection "mp-west"`)
-	q := namespacedObject("example.org/v1alpha1", "Queue", "mp-q-west", "q")
+		east.api("queues")+": version v1alpha1: .properties.spec.properties.size.type: integer here", `string on the provider of Connection "`+west.conn.Name+`"`)
+	q := namespacedObject(east.version(), "Queue", east.ns("mp-q-west"), "q")
 	create(t, q)
 	enginetest.Eventually(t, "the refused route's object is left alone", func() error {
 		got := consumerObject(t, q)
@@ -463,7 +500,7 @@ func testIncompatibleSchema(t *testing.T, east, west *provider) {
 	if got := west.copies(t, "Queue"); len(got) != 0 {
 		t.Errorf("west holds copies %v through a refused schema", got)
 	}
-	if crd := consumerCRD(t, "queues.example.org"); crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != east.conn.Name {
+	if crd := consumerCRD(t, east.api("queues")); crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != east.conn.Name {
 		t.Errorf("the refused Connection's schema took the CRD: %v", crd.Annotations)
 	}
 	for _, obj := range []client.Object{second, first} {
@@ -485,31 +522,31 @@ func testIncompatibleSchema(t *testing.T, east, west *provider) {
 // the object's, now the new route's.
 func testMoved(t *testing.T, east, west *provider) {
 	ctx := context.Background()
-	if err := env.Consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mp-mover", Labels: map[string]string{"zone": "east"}}}); err != nil {
+	if err := env.Consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: east.ns("mp-mover"), Labels: map[string]string{"zone": "east"}}}); err != nil {
 		t.Fatal(err)
 	}
-	toEast := labelBinding(t, "movers-east", east.conn.Name, "zone", "east")
-	toWest := labelBinding(t, "movers-west", west.conn.Name, "zone", "west")
+	toEast := labelBinding(t, east.api("caches"), east.ns("movers-east"), east.conn.Name, "zone", "east")
+	toWest := labelBinding(t, east.api("caches"), east.ns("movers-west"), west.conn.Name, "zone", "west")
 	for _, cb := range []*kbindv1alpha1.ClusterBinding{toEast, toWest} {
 		enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	}
-	kept := namespacedObject("example.org/v1alpha1", "Cache", "mp-mover", "kept")
-	deleted := namespacedObject("example.org/v1alpha1", "Cache", "mp-mover", "deleted")
+	kept := namespacedObject(east.version(), "Cache", east.ns("mp-mover"), "kept")
+	deleted := namespacedObject(east.version(), "Cache", east.ns("mp-mover"), "deleted")
 	deleted.SetAnnotations(map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyDelete})
 	create(t, kept)
 	create(t, deleted)
-	east.waitCopies(t, "Cache", "mp-mover/kept", "mp-mover/deleted")
+	east.waitCopies(t, "Cache", east.ns("mp-mover")+"/kept", east.ns("mp-mover")+"/deleted")
 	east.statusComesBack(t, kept)
 
-	relabel(t, "mp-mover", map[string]string{"zone": "west"})
-	west.waitCopies(t, "Cache", "mp-mover/kept", "mp-mover/deleted")
+	relabel(t, east.ns("mp-mover"), map[string]string{"zone": "west"})
+	west.waitCopies(t, "Cache", east.ns("mp-mover")+"/kept", east.ns("mp-mover")+"/deleted")
 	west.statusComesBack(t, kept)
 	// east keeps one copy, no longer kbind's: unmarked, annotated.
 	enginetest.Eventually(t, "east's copies released", func() error {
 		list := &unstructured.UnstructuredList{}
-		list.SetAPIVersion("example.org/v1alpha1")
+		list.SetAPIVersion(east.version())
 		list.SetKind("CacheList")
-		if err := east.client.List(ctx, list, client.InNamespace("mp-mover")); err != nil {
+		if err := east.client.List(ctx, list, client.InNamespace(east.ns("mp-mover"))); err != nil {
 			return err
 		}
 		if len(list.Items) != 1 || list.Items[0].GetName() != "kept" {
@@ -539,7 +576,7 @@ func testMoved(t *testing.T, east, west *provider) {
 	if err := env.Consumer.Delete(ctx, kept.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
-	west.waitCopies(t, "Cache", "mp-mover/deleted")
+	west.waitCopies(t, "Cache", east.ns("mp-mover")+"/deleted")
 	for _, obj := range []client.Object{toEast, toWest} {
 		if err := env.Consumer.Delete(ctx, obj); err != nil {
 			t.Fatal(err)
@@ -548,9 +585,9 @@ func testMoved(t *testing.T, east, west *provider) {
 	}
 	west.waitCopies(t, "Cache")
 	keptCopy := &unstructured.Unstructured{}
-	keptCopy.SetAPIVersion("example.org/v1alpha1")
+	keptCopy.SetAPIVersion(east.version())
 	keptCopy.SetKind("Cache")
-	if err := east.client.Get(ctx, client.ObjectKey{Namespace: "mp-mover", Name: "kept"}, keptCopy); err != nil {
+	if err := east.client.Get(ctx, client.ObjectKey{Namespace: east.ns("mp-mover"), Name: "kept"}, keptCopy); err != nil {
 		t.Errorf("the kept copy on east is gone after the drains: %v", err)
 	} else if err := east.client.Delete(ctx, keptCopy); err != nil { // no longer kbind's: the provider's to delete
 		t.Fatal(err)

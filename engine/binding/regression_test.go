@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package binding_test
 
 import (
@@ -14,7 +30,6 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/test/enginetest"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // Regression tests for issue #14.
@@ -56,16 +71,20 @@ func setPullPolicy(t *testing.T, name string, policy kbindv1alpha1.PullPolicy) {
 // later says Bound: kbind never updates it, and unbinding never deletes it
 // (with every object of it).
 func TestPolicySwitchNeverTakesOverAStampedCRD(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	mine := enginetest.CRD("switches", "switch", "Switch", "example.org", ns, false)
+	g := group()
+	api := "switches." + g
+	installCRDs(t, env.Provider, enginetest.CRD("switches", "switch", "Switch", g, ns, true))
+	mine := enginetest.CRD("switches", "switch", "Switch", g, ns, false)
 	mine.Labels = map[string]string{"owner": "me"}
 	if err := env.Consumer.Create(ctx, mine); err != nil {
 		t.Fatal(err)
 	}
 	conn := connect(t, "switcher", nil, func(c *kbindv1alpha1.Connection) { c.Spec.Schema.PullPolicy = kbindv1alpha1.PullPolicyNone })
-	cb := clusterBinding(t, "switches", conn.Name, "switches.example.org")
+	cb := clusterBinding(t, "switches", conn.Name, api)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	stamped := consumerCRD(t, "switches.example.org")
+	stamped := consumerCRD(t, api)
 	if stamped.Annotations[kbindv1alpha1.ConnectionAnnotation] != conn.Name {
 		t.Fatalf("not stamped: %v", stamped.Annotations)
 	}
@@ -74,9 +93,9 @@ func TestPolicySwitchNeverTakesOverAStampedCRD(t *testing.T) {
 	// The provider's schema differs (its CRD is exported with other
 	// labels); under Bound kbind would update its own CRD. This one is not
 	// kbind's: the Connection says it lags, and it is left alone.
-	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, "switches.example.org")
+	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionFalse, kbindv1alpha1.ReasonPending, api)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	crd := consumerCRD(t, "switches.example.org")
+	crd := consumerCRD(t, api)
 	if crd.Annotations[kbindv1alpha1.SchemaHashAnnotation] != "" || crd.Generation != stamped.Generation || crd.Labels["owner"] != "me" {
 		t.Fatalf("kbind took the CRD over: generation %d→%d, annotations %v", stamped.Generation, crd.Generation, crd.Annotations)
 	}
@@ -94,18 +113,22 @@ func TestPolicySwitchNeverTakesOverAStampedCRD(t *testing.T) {
 // old version is in its status.storedVersions; stored objects stay
 // readable and sync goes on in the new version.
 func TestStorageVersionChangeIsFollowed(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
+	g := group()
+	api := "storeds." + g
+	installCRDs(t, env.Provider, enginetest.CRD("storeds", "stored", "Stored", g, ns, true))
 	conn := connect(t, "storer", nil)
-	cb := clusterBinding(t, "storeds", conn.Name, "storeds.example.org")
+	cb := clusterBinding(t, "storeds", conn.Name, api)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	old := defaultObject("example.org/v1alpha1", "Stored", "before")
+	old := defaultObject(g+"/v1alpha1", "Stored", "before")
 	if err := env.Consumer.Create(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 
 	// The provider adds v1 and makes it the storage version.
 	enginetest.Eventually(t, "provider storage version v1", func() error {
-		p := providerCRD(t, "storeds.example.org")
+		p := providerCRD(t, api)
 		v1 := *p.Spec.Versions[0].DeepCopy()
 		v1.Name = "v1"
 		p.Spec.Versions[0].Storage = false
@@ -113,7 +136,7 @@ func TestStorageVersionChangeIsFollowed(t *testing.T) {
 		return env.Provider.Update(ctx, p)
 	})
 	enginetest.Eventually(t, "consumer CRD stores v1", func() error {
-		crd := consumerCRD(t, "storeds.example.org")
+		crd := consumerCRD(t, api)
 		for _, v := range crd.Spec.Versions {
 			if v.Name == "v1" && v.Storage {
 				return nil
@@ -125,12 +148,12 @@ func TestStorageVersionChangeIsFollowed(t *testing.T) {
 
 	// The object stored as v1alpha1 reads as v1; a new object syncs.
 	got := &unstructured.Unstructured{}
-	got.SetAPIVersion("example.org/v1")
+	got.SetAPIVersion(g + "/v1")
 	got.SetKind("Stored")
 	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(old), got); err != nil {
 		t.Fatalf("the object stored in the old version: %v", err)
 	}
-	fresh := defaultObject("example.org/v1", "Stored", "after")
+	fresh := defaultObject(g+"/v1", "Stored", "after")
 	if err := env.Consumer.Create(ctx, fresh); err != nil {
 		t.Fatal(err)
 	}
@@ -140,13 +163,19 @@ func TestStorageVersionChangeIsFollowed(t *testing.T) {
 }
 
 // pullPolicy All keeps every export installed: unbinding never deletes a
-// CRD, and a Connection that stops being Ready keeps its CRDs.
+// CRD, and a Connection that stops being Ready keeps its CRDs. The
+// Connection installs every export of its provider: the provider is the
+// test's own.
 func TestPullPolicyAllKeepsCRDsOnUnbindAndWhenNotReady(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	conn := connect(t, "keeper", nil, func(c *kbindv1alpha1.Connection) { c.Spec.Schema.PullPolicy = kbindv1alpha1.PullPolicyAll })
-	cb := clusterBinding(t, "keeps", conn.Name, "keeps.all.example.org")
+	g := "all." + group()
+	api := "keeps." + g
+	cluster, provider := ownProvider(t, enginetest.CRD("keeps", "keep", "Keep", g, ns, true))
+	conn := connect(t, "keeper", cluster.Kubeconfig, func(c *kbindv1alpha1.Connection) { c.Spec.Schema.PullPolicy = kbindv1alpha1.PullPolicyAll })
+	cb := clusterBinding(t, "keeps", conn.Name, api)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	crd := consumerCRD(t, "keeps.all.example.org")
+	crd := consumerCRD(t, api)
 	if err := env.Consumer.Delete(ctx, cb); err != nil {
 		t.Fatal(err)
 	}
@@ -156,13 +185,13 @@ func TestPullPolicyAllKeepsCRDsOnUnbindAndWhenNotReady(t *testing.T) {
 	}
 
 	// An object synced through a new binding...
-	cb = clusterBinding(t, "keeps-again", conn.Name, "keeps.all.example.org")
+	cb = clusterBinding(t, "keeps-again", conn.Name, api)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	obj := defaultObject("all.example.org/v1alpha1", "Keep", "kept")
+	obj := defaultObject(g+"/v1alpha1", "Keep", "kept")
 	if err := env.Consumer.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	enginetest.Eventually(t, "the provider copy", func() error { return env.Provider.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopy()) })
+	enginetest.Eventually(t, "the provider copy", func() error { return provider.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopy()) })
 
 	// ...the Connection stops being Ready (its Secret breaks): CRDs,
 	// objects and provider copies stay.
@@ -181,7 +210,7 @@ func TestPullPolicyAllKeepsCRDsOnUnbindAndWhenNotReady(t *testing.T) {
 	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil || !obj.GetDeletionTimestamp().IsZero() {
 		t.Fatalf("a Connection that is not Ready lost a consumer object: %v", err)
 	}
-	if err := env.Provider.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopy()); err != nil {
+	if err := provider.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopy()); err != nil {
 		t.Fatalf("a Connection that is not Ready lost a provider copy: %v", err)
 	}
 	var crds apiextensionsv1.CustomResourceDefinitionList
@@ -198,32 +227,29 @@ func TestPullPolicyAllKeepsCRDsOnUnbindAndWhenNotReady(t *testing.T) {
 // The last binding of an API — a namespaced Binding — releases what the
 // engine holds for it when it goes: its syncer, and with it every watch on
 // the API on both clusters (a Binding that counted itself among the
-// bindings still listing the API kept them for good). The API lives on a
-// provider of its own: the pullPolicy All Connections of other tests
-// install every export of the shared one.
+// bindings still listing the API kept them for good). No other test has
+// an API of plural "lasts": the watches counted are this test's.
 func TestLastBindingReleasesTheAPIsWatches(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	cluster := testenv.StartClusterT(t, "lasts", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
-		enginetest.CRD("lasts", "last", "Last", "example.org", ns, true),
-	}})
-	provider, err := client.New(cluster.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := group()
+	installCRDs(t, env.Provider, enginetest.CRD("lasts", "last", "Last", g, ns, true))
+	provider := env.Provider
 	watches := func() (consumer, provider int) {
-		return enginetest.OpenWatches(t, env.Pair.Consumer.Config, "lasts"), enginetest.OpenWatches(t, cluster.Config, "lasts")
+		return enginetest.OpenWatches(t, env.Pair.Consumer.Config, "lasts"), enginetest.OpenWatches(t, env.Pair.Provider.Config, "lasts")
 	}
 	consumerBefore, providerBefore := watches()
 
-	conn := connect(t, "lasts", cluster.Kubeconfig, admitAll)
-	b := namespacedBinding(t, "last-a", "lasts", conn.Name, "lasts.example.org")
+	conn := connect(t, "lasts", nil, admitAll)
+	lastA := unique("last-a")
+	b := namespacedBinding(t, lastA, "lasts", conn.Name, "lasts."+g)
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	obj := defaultObject("example.org/v1alpha1", "Last", "one")
-	obj.SetNamespace("last-a")
+	obj := defaultObject(g+"/v1alpha1", "Last", "one")
+	obj.SetNamespace(lastA)
 	if err := env.Consumer.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	waitProviderSpec(t, provider, "example.org/v1alpha1", obj, 1)
+	waitProviderSpec(t, provider, g+"/v1alpha1", obj, 1)
 	if c, p := watches(); c <= consumerBefore || p <= providerBefore {
 		t.Fatalf("while bound: %d consumer and %d provider watch(es), %d and %d before", c, p, consumerBefore, providerBefore)
 	}

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package binding_test
 
 import (
@@ -16,9 +32,6 @@ import (
 	"github.com/kbind/kbind/engine/test/enginetest"
 )
 
-// relabelAPI is the consumer API of TestRelabelInTwoSteps.
-const relabelAPI = "relabels.example.org"
-
 // A namespace relabelled in two steps (issue #52, path 1): its
 // ClusterBinding's label removed first, the other binding's label set
 // after, or its namespace handed from a ClusterBinding to a Binding waiting
@@ -29,20 +42,24 @@ const relabelAPI = "relabels.example.org"
 // within that window wins, and a move keeps the old copy by default: a
 // relabel never destroys a database.
 func TestRelabelInTwoSteps(t *testing.T) {
-	east := startProvider(t, "rl-east", nil, sized("relabels", "Relabel", "integer", ""))
-	west := startProvider(t, "rl-west", nil, sized("relabels", "Relabel", "integer", ""))
+	setup(t)
+	// Its names are this run's (s.ns), its API relabels.<group> of its own.
+	s := newScenario()
+	relabelAPI := s.api("relabels")
+	east := startProvider(t, "rl-east", s, nil, sized(s.group, "relabels", "Relabel", "integer", ""))
+	west := startProvider(t, "rl-west", s, nil, sized(s.group, "relabels", "Relabel", "integer", ""))
 
 	t.Run("ClusterBinding east, no label, ClusterBinding west: the east copy is kept", func(t *testing.T) {
 		ctx := context.Background()
-		const ns = "rl-two-step"
+		ns := s.ns("rl-two-step")
 		makeNamespace(t, ns, map[string]string{"rl": "east"})
-		toEast := relabelBinding(t, "relabels-east", east.conn.Name, "east")
-		toWest := relabelBinding(t, "relabels-west", west.conn.Name, "west")
+		toEast := relabelBinding(t, relabelAPI, s.ns("relabels-east"), east.conn.Name, "east")
+		toWest := relabelBinding(t, relabelAPI, s.ns("relabels-west"), west.conn.Name, "west")
 		defer deleteBindings(t, toEast, toWest)
 		for _, cb := range []*kbindv1alpha1.ClusterBinding{toEast, toWest} {
 			enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 		}
-		db := namespacedObject("example.org/v1alpha1", "Relabel", ns, "db")
+		db := namespacedObject(s.version(), "Relabel", ns, "db")
 		create(t, db)
 		east.waitCopies(t, "Relabel", ns+"/db")
 		east.statusComesBack(t, db)
@@ -60,15 +77,15 @@ func TestRelabelInTwoSteps(t *testing.T) {
 	})
 
 	t.Run("ClusterBinding east hands the namespace to a Binding through west: the east copy is kept", func(t *testing.T) {
-		const ns = "rl-handover"
+		ns := s.ns("rl-handover")
 		makeNamespace(t, ns, map[string]string{"rl": "east"})
-		toEast := relabelBinding(t, "relabels-east", east.conn.Name, "east")
+		toEast := relabelBinding(t, relabelAPI, s.ns("relabels-east"), east.conn.Name, "east")
 		waiting := namespacedBinding(t, ns, "relabels", west.conn.Name, relabelAPI)
 		defer deleteBindings(t, waiting, toEast)
 		enginetest.WaitCondition(t, env.Consumer, toEast, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 		enginetest.WaitCondition(t, env.Consumer, waiting, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
 			"already covered by a ClusterBinding")
-		db := namespacedObject("example.org/v1alpha1", "Relabel", ns, "db")
+		db := namespacedObject(s.version(), "Relabel", ns, "db")
 		create(t, db)
 		east.waitCopies(t, "Relabel", ns+"/db")
 		east.statusComesBack(t, db)
@@ -81,14 +98,14 @@ func TestRelabelInTwoSteps(t *testing.T) {
 	})
 
 	t.Run("after a hand-over, the bindings deleted one by one: the new route's copy is drained, never orphaned", func(t *testing.T) {
-		const ns = "rl-handed"
+		ns := s.ns("rl-handed")
 		makeNamespace(t, ns, map[string]string{"rl": "east"})
-		toEast := relabelBinding(t, "relabels-east", east.conn.Name, "east")
-		toWest := relabelBinding(t, "relabels-west", west.conn.Name, "west")
+		toEast := relabelBinding(t, relabelAPI, s.ns("relabels-east"), east.conn.Name, "east")
+		toWest := relabelBinding(t, relabelAPI, s.ns("relabels-west"), west.conn.Name, "west")
 		waiting := namespacedBinding(t, ns, "relabels", west.conn.Name, relabelAPI)
 		defer deleteBindings(t, waiting, toEast, toWest)
 		enginetest.WaitCondition(t, env.Consumer, toEast, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-		db := namespacedObject("example.org/v1alpha1", "Relabel", ns, "db")
+		db := namespacedObject(s.version(), "Relabel", ns, "db")
 		create(t, db)
 		east.waitCopies(t, "Relabel", ns+"/db")
 		relabel(t, ns, nil)
@@ -112,12 +129,12 @@ func TestRelabelInTwoSteps(t *testing.T) {
 	})
 
 	t.Run("a deselection that persists is released under the binding's policy", func(t *testing.T) {
-		const ns = "rl-left"
+		ns := s.ns("rl-left")
 		makeNamespace(t, ns, map[string]string{"rl": "east"})
-		toEast := relabelBinding(t, "relabels-east", east.conn.Name, "east")
+		toEast := relabelBinding(t, relabelAPI, s.ns("relabels-east"), east.conn.Name, "east")
 		defer deleteBindings(t, toEast)
 		enginetest.WaitCondition(t, env.Consumer, toEast, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-		db := namespacedObject("example.org/v1alpha1", "Relabel", ns, "db")
+		db := namespacedObject(s.version(), "Relabel", ns, "db")
 		create(t, db)
 		east.waitCopies(t, "Relabel", ns+"/db")
 
@@ -145,7 +162,7 @@ func makeNamespace(t *testing.T, name string, labels map[string]string) {
 
 // relabelBinding binds relabelAPI through connection in the namespaces
 // labelled rl=region.
-func relabelBinding(t *testing.T, name, connection, region string) *kbindv1alpha1.ClusterBinding {
+func relabelBinding(t *testing.T, relabelAPI, name, connection, region string) *kbindv1alpha1.ClusterBinding {
 	t.Helper()
 	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec(connection, relabelAPI)}
 	cb.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"rl": region}}

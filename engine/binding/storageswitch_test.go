@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package binding_test
 
 import (
@@ -18,13 +34,11 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/test/enginetest"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // Issue #52 path 3: a provider storage-version change must never prune
-// consumer data. Each test runs its provider on a cluster of its own (the
-// pullPolicy All Connections of other tests install every export of the
-// shared one).
+// consumer data. Each test's provider API is in an API group of its own
+// on the shared provider.
 
 // specSchema is a version whose spec holds the given integer/string
 // fields (pruned otherwise), with a status subresource.
@@ -49,7 +63,7 @@ func specSchema(name string, storage bool, fields map[string]string) apiextensio
 
 // renamingWebhook serves ConversionReviews for a provider whose v2 renames
 // v1's spec.size to spec.replicas; caBundle is its certificate (PEM).
-func renamingWebhook(t *testing.T) (url string, caBundle []byte) {
+func renamingWebhook(t *testing.T, group string) (url string, caBundle []byte) {
 	t.Helper()
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		review := &apiextensionsv1.ConversionReview{}
@@ -65,7 +79,7 @@ func renamingWebhook(t *testing.T) (url string, caBundle []byte) {
 				return
 			}
 			from, to := "size", "replicas"
-			if review.Request.DesiredAPIVersion == "example.org/v1" {
+			if review.Request.DesiredAPIVersion == group+"/v1" {
 				from, to = "replicas", "size"
 			}
 			if v, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", from); ok {
@@ -83,17 +97,14 @@ func renamingWebhook(t *testing.T) (url string, caBundle []byte) {
 	return srv.URL + "/convert", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 }
 
-// storageProvider starts a provider cluster serving crd, connects to it
+// storageProvider installs crd on the shared provider, connects to it
 // and binds the API through a ClusterBinding, waiting until it syncs.
 func storageProvider(t *testing.T, name string, crd *apiextensionsv1.CustomResourceDefinition) (client.Client, *kbindv1alpha1.Connection, *kbindv1alpha1.ClusterBinding) {
 	t.Helper()
 	crd.Labels = map[string]string{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue}
-	cluster := testenv.StartClusterT(t, name, testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}})
-	provider, err := client.New(cluster.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := connect(t, name, cluster.Kubeconfig)
+	installCRDs(t, env.Provider, crd)
+	provider := env.Provider
+	conn := connect(t, name, nil)
 	cb := clusterBinding(t, name, conn.Name, crd.Name)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	return provider, conn, cb
@@ -143,6 +154,10 @@ func switchDecided(ctx context.Context, t *testing.T, name string, cb *kbindv1al
 	})
 }
 
+// severalResyncs is how long a decision must hold: three binding resyncs
+// (enginetest's BindingResync, 2 s), each of which would act on it again.
+const severalResyncs = 3 * 2 * time.Second
+
 // holds checks check for d (polling every 250 ms), failing the test on
 // the first error.
 func holds(t *testing.T, d time.Duration, what string, check func() error) {
@@ -172,17 +187,19 @@ func nested(c client.Client, apiVersion string, obj *unstructured.Unstructured, 
 // refuse the switch and report it: the consumer object keeps its data,
 // the provider copy keeps spec.replicas.
 func TestStorageSwitchByWebhookKeepsConsumerData(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	crd := enginetest.CRD("renames", "rename", "Rename", "example.org", ns, true)
+	g := group()
+	crd := enginetest.CRD("renames", "rename", "Rename", g, ns, true)
 	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{specSchema("v1", true, map[string]string{"size": "integer"})}
 	provider, conn, cb := storageProvider(t, "renamer", crd)
-	obj := storageObject("example.org/v1", "Rename", "db", map[string]any{"size": int64(3)})
+	obj := storageObject(g+"/v1", "Rename", "db", map[string]any{"size": int64(3)})
 	if err := env.Consumer.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	waitProviderSpec(t, provider, "example.org/v1", obj, 3)
+	waitProviderSpec(t, provider, g+"/v1", obj, 3)
 
-	url, caBundle := renamingWebhook(t)
+	url, caBundle := renamingWebhook(t, g)
 	updateProviderCRD(t, provider, crd.Name, func(c *apiextensionsv1.CustomResourceDefinition) {
 		if len(c.Spec.Versions) == 1 {
 			c.Spec.Versions[0].Storage = false
@@ -198,7 +215,7 @@ func TestStorageSwitchByWebhookKeepsConsumerData(t *testing.T) {
 	})
 	// The provider converts: its copy reads at v2 with spec.replicas.
 	enginetest.Eventually(t, "the provider copy converted to v2", func() error {
-		v, err := nested(provider, "example.org/v2", obj, "spec", "replicas")
+		v, err := nested(provider, g+"/v2", obj, "spec", "replicas")
 		if err != nil || v != int64(3) {
 			return fmt.Errorf("spec.replicas %v: %v", v, err)
 		}
@@ -210,15 +227,15 @@ func TestStorageSwitchByWebhookKeepsConsumerData(t *testing.T) {
 	switchDecided(ctx, t, crd.Name, cb)
 	// The consumer object, read at the consumer CRD's storage version,
 	// and the provider copy keep their data for several resyncs.
-	holds(t, 6*time.Second, "data kept after the provider's storage switch", func() error {
+	holds(t, severalResyncs, "data kept after the provider's storage switch", func() error {
 		storage := consumerStorage(t, crd.Name)
 		field := map[string]string{"v1": "size", "v2": "replicas"}[storage]
-		if v, err := nested(env.Consumer, "example.org/"+storage, obj, "spec", field); err != nil || v != int64(3) {
-			got, _ := at(env.Consumer, "example.org/"+storage, obj)
+		if v, err := nested(env.Consumer, g+"/"+storage, obj, "spec", field); err != nil || v != int64(3) {
+			got, _ := at(env.Consumer, g+"/"+storage, obj)
 			return fmt.Errorf("the consumer object read at its storage version %s lost spec.%s: spec %v (%v)", storage, field, got.Object["spec"], err)
 		}
-		if v, err := nested(provider, "example.org/v2", obj, "spec", "replicas"); err != nil || v != int64(3) {
-			got, _ := at(provider, "example.org/v2", obj)
+		if v, err := nested(provider, g+"/v2", obj, "spec", "replicas"); err != nil || v != int64(3) {
+			got, _ := at(provider, g+"/v2", obj)
 			return fmt.Errorf("the provider copy lost spec.replicas: spec %v (%v)", got.Object["spec"], err)
 		}
 		return nil
@@ -231,9 +248,9 @@ func TestStorageSwitchByWebhookKeepsConsumerData(t *testing.T) {
 	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionFalse, kbindv1alpha1.ReasonStorageVersionChange,
 		crd.Name)
 	// Sync goes on at v1 through the provider's webhook.
-	setSize(t, "example.org/v1", obj, 5)
+	setSize(t, g+"/v1", obj, 5)
 	enginetest.Eventually(t, "a spec change reaches the provider through its webhook", func() error {
-		v, err := nested(provider, "example.org/v2", obj, "spec", "replicas")
+		v, err := nested(provider, g+"/v2", obj, "spec", "replicas")
 		if err != nil || v != int64(5) {
 			return fmt.Errorf("spec.replicas %v: %v", v, err)
 		}
@@ -247,19 +264,21 @@ func TestStorageSwitchByWebhookKeepsConsumerData(t *testing.T) {
 // the operator accepts the switch on the consumer CRD
 // (core.kbind.io/accept-storage-version: v2); then it switches.
 func TestStorageSwitchThatPrunesWaitsForTheOperator(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	crd := enginetest.CRD("prunes", "prune", "Prune", "example.org", ns, true)
+	g := group()
+	crd := enginetest.CRD("prunes", "prune", "Prune", g, ns, true)
 	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{
 		specSchema("v1", true, map[string]string{"size": "integer", "color": "string"}),
 		specSchema("v2", false, map[string]string{"size": "integer"}),
 	}
 	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
 	provider, conn, cb := storageProvider(t, "pruner", crd)
-	obj := storageObject("example.org/v1", "Prune", "db", map[string]any{"size": int64(3), "color": "red"})
+	obj := storageObject(g+"/v1", "Prune", "db", map[string]any{"size": int64(3), "color": "red"})
 	if err := env.Consumer.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	waitProviderSpec(t, provider, "example.org/v1", obj, 3)
+	waitProviderSpec(t, provider, g+"/v1", obj, 3)
 
 	updateProviderCRD(t, provider, crd.Name, func(c *apiextensionsv1.CustomResourceDefinition) {
 		for i := range c.Spec.Versions {
@@ -267,10 +286,10 @@ func TestStorageSwitchThatPrunesWaitsForTheOperator(t *testing.T) {
 		}
 	})
 	switchDecided(ctx, t, crd.Name, cb)
-	holds(t, 6*time.Second, "data kept after the provider's storage switch", func() error {
+	holds(t, severalResyncs, "data kept after the provider's storage switch", func() error {
 		storage := consumerStorage(t, crd.Name)
-		if v, err := nested(env.Consumer, "example.org/"+storage, obj, "spec", "color"); err != nil || v != "red" {
-			got, _ := at(env.Consumer, "example.org/"+storage, obj)
+		if v, err := nested(env.Consumer, g+"/"+storage, obj, "spec", "color"); err != nil || v != "red" {
+			got, _ := at(env.Consumer, g+"/"+storage, obj)
 			return fmt.Errorf("the consumer object read at its storage version %s lost spec.color: spec %v (%v)", storage, got.Object["spec"], err)
 		}
 		return nil
@@ -282,7 +301,7 @@ func TestStorageSwitchThatPrunesWaitsForTheOperator(t *testing.T) {
 	// The operator moved spec.color's data away (here: dropped it) and
 	// accepts the switch: kbind switches, the binding is Ready again.
 	enginetest.Eventually(t, "spec.color removed", func() error {
-		got, err := at(env.Consumer, "example.org/v1", obj)
+		got, err := at(env.Consumer, g+"/v1", obj)
 		if err != nil {
 			return err
 		}
@@ -300,8 +319,8 @@ func TestStorageSwitchThatPrunesWaitsForTheOperator(t *testing.T) {
 	waitServed(t, crd.Name, "v1 v2(storage)")
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	setSize(t, "example.org/v2", obj, 4)
-	waitProviderSpec(t, provider, "example.org/v2", obj, 4)
+	setSize(t, g+"/v2", obj, 4)
+	waitProviderSpec(t, provider, g+"/v2", obj, 4)
 }
 
 // meta is the condition typ of conds, nil when absent.

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package binding_test
 
 import (
@@ -22,28 +38,24 @@ import (
 )
 
 // Which namespaces' Bindings may use a Connection (BIND-3), on a provider
-// of its own: the pullPolicy All Connections of other tests install every
-// export of the shared one.
+// of its own (the takeover counts the provider's watches on its API).
 func TestNamespacedBindingsAdmission(t *testing.T) {
-	cluster := testenv.StartClusterT(t, "tenancy", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
-		enginetest.CRD("squats", "squat", "Squat", "example.org", ns, true),
-		enginetest.CRD("admits", "admit", "Admit", "example.org", ns, true),
-		enginetest.CRD("takeovers", "takeover", "Takeover", "example.org", ns, true),
-	}})
-	provider, err := client.New(cluster.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Run("a namespace the Connection does not admit gets nothing", func(t *testing.T) { testNotAdmitted(t, cluster) })
-	t.Run("admitted by a namespace selector, re-evaluated when the namespace is relabelled", func(t *testing.T) { testAdmittedBySelector(t, cluster, provider) })
-	t.Run("a ClusterBinding takes over a CRD only namespaced Bindings hold", func(t *testing.T) { testClusterBindingTakesOver(t, cluster, provider) })
+	setup(t)
+	s := newScenario()
+	cluster, provider := ownProvider(t,
+		enginetest.CRD("squats", "squat", "Squat", s.group, ns, true),
+		enginetest.CRD("admits", "admit", "Admit", s.group, ns, true),
+		enginetest.CRD("takeovers", "takeover", "Takeover", s.group, ns, true))
+	t.Run("a namespace the Connection does not admit gets nothing", func(t *testing.T) { testNotAdmitted(t, s, cluster) })
+	t.Run("admitted by a namespace selector, re-evaluated when the namespace is relabelled", func(t *testing.T) { testAdmittedBySelector(t, s, cluster, provider) })
+	t.Run("a ClusterBinding takes over a CRD only namespaced Bindings hold", func(t *testing.T) { testClusterBindingTakesOver(t, s, cluster, provider) })
 }
 
 // The attack: a user who may write Bindings in their own namespace names a
 // Connection meant for ClusterBindings only. The Binding is Forbidden,
 // saying who can change what; no consumer CRD is installed, and no request
 // about the API reaches the provider — until an admin admits the namespace.
-func testNotAdmitted(t *testing.T, cluster *testenv.Cluster) {
+func testNotAdmitted(t *testing.T, s scenario, cluster *testenv.Cluster) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	var seen []string
@@ -56,17 +68,18 @@ func testNotAdmitted(t *testing.T, cluster *testenv.Cluster) {
 		}
 		return enginetest.Fault{}
 	})
-	conn := connect(t, "admin-only", proxy.Kubeconfig(t))
+	conn := connectAs(t, s.ns("admin-only"), proxy.Kubeconfig(t))
 	if got := conn.Spec.NamespacedBindingsOf(); got.From != kbindv1alpha1.FromNamespacesNone {
 		t.Fatalf("namespacedBindings defaults to %+v, want from None", got)
 	}
-	b := namespacedBinding(t, "team-x", "squat", conn.Name, "squats.example.org")
+	teamX := s.ns("team-x")
+	b := namespacedBinding(t, teamX, "squat", conn.Name, s.api("squats"))
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden,
-		`Connection "admin-only" does not admit Bindings in namespace "team-x"`, "spec.namespacedBindings.from is None", "a cluster admin")
+		`Connection "`+conn.Name+`" does not admit Bindings in namespace "`+teamX+`"`, "spec.namespacedBindings.from is None", "a cluster admin")
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionSynced, metav1.ConditionFalse, kbindv1alpha1.ReasonPending)
 	// The status is written at the end of the reconcile that decided: a
 	// CRD that reconcile installed would be there.
-	if err := env.Consumer.Get(ctx, client.ObjectKey{Name: "squats.example.org"}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
+	if err := env.Consumer.Get(ctx, client.ObjectKey{Name: s.api("squats")}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a Binding the Connection does not admit got a consumer CRD: %v", err)
 	}
 	mu.Lock()
@@ -89,7 +102,7 @@ func testNotAdmitted(t *testing.T, cluster *testenv.Cluster) {
 		return env.Consumer.Update(ctx, conn)
 	})
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	consumerCRD(t, "squats.example.org")
+	consumerCRD(t, s.api("squats"))
 	mu.Lock()
 	if len(seen) == 0 {
 		t.Error("the proxy saw no request about the API once the Binding was admitted: the check above proves nothing")
@@ -106,47 +119,48 @@ func testNotAdmitted(t *testing.T, cluster *testenv.Cluster) {
 // syncing (its objects keep their finalizer and provider copy), one
 // admitted again syncs again, and deleting a Binding no longer admitted
 // still drains its objects.
-func testAdmittedBySelector(t *testing.T, cluster *testenv.Cluster, provider client.Client) {
+func testAdmittedBySelector(t *testing.T, s scenario, cluster *testenv.Cluster, provider client.Client) {
 	ctx := context.Background()
-	conn := connect(t, "selective", cluster.Kubeconfig, func(c *kbindv1alpha1.Connection) {
+	conn := connectAs(t, s.ns("selective"), cluster.Kubeconfig, func(c *kbindv1alpha1.Connection) {
 		c.Spec.NamespacedBindings = &kbindv1alpha1.NamespacedBindings{From: kbindv1alpha1.FromNamespacesSelector,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"kbind-tenant": "yes"}}}
 	})
-	for _, name := range []string{"team-sel", "team-ok"} {
+	teamSel, teamOK, teamUnlabelled := s.ns("team-sel"), s.ns("team-ok"), s.ns("team-unlabelled")
+	for _, name := range []string{teamSel, teamOK} {
 		if err := env.Consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kbind-tenant": "yes"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	unlabelled := namespacedBinding(t, "team-unlabelled", "admits", conn.Name, "admits.example.org")
+	unlabelled := namespacedBinding(t, teamUnlabelled, "admits", conn.Name, s.api("admits"))
 	enginetest.WaitCondition(t, env.Consumer, unlabelled, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden,
-		`namespace "team-unlabelled"`, "do not match spec.namespacedBindings.selector (kbind-tenant=yes)")
-	b := namespacedBinding(t, "team-sel", "admits", conn.Name, "admits.example.org")
-	ok := namespacedBinding(t, "team-ok", "admits", conn.Name, "admits.example.org")
+		`namespace "`+teamUnlabelled+`"`, "do not match spec.namespacedBindings.selector (kbind-tenant=yes)")
+	b := namespacedBinding(t, teamSel, "admits", conn.Name, s.api("admits"))
+	ok := namespacedBinding(t, teamOK, "admits", conn.Name, s.api("admits"))
 	for _, binding := range []*kbindv1alpha1.Binding{b, ok} {
 		enginetest.WaitCondition(t, env.Consumer, binding, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	}
-	gvk := "example.org/v1alpha1"
-	one := namespacedObject(gvk, "Admit", "team-sel", "one")
+	gvk := s.version()
+	one := namespacedObject(gvk, "Admit", teamSel, "one")
 	create(t, one)
 	waitProviderSpec(t, provider, gvk, one, 1)
 	// An object in the namespace the Connection does not admit stays
 	// unsynced (checked below, once the barrier object arrived).
-	outside := namespacedObject(gvk, "Admit", "team-unlabelled", "outside")
+	outside := namespacedObject(gvk, "Admit", teamUnlabelled, "outside")
 	create(t, outside)
 
 	// team-sel loses its label: its Binding is Forbidden and no longer synced.
-	relabel(t, "team-sel", nil)
+	relabel(t, teamSel, nil)
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden,
-		`namespace "team-sel"`, "kbind-tenant=yes")
-	if len(b.Status.BoundAPIs) != 1 || b.Status.BoundAPIs[0].Name != "admits.example.org" {
+		`namespace "`+teamSel+`"`, "kbind-tenant=yes")
+	if len(b.Status.BoundAPIs) != 1 || b.Status.BoundAPIs[0].Name != s.api("admits") {
 		t.Errorf("a Binding no longer admitted forgot what it bound (its objects hold finalizers): boundAPIs %+v", b.Status.BoundAPIs)
 	}
-	two := namespacedObject(gvk, "Admit", "team-sel", "two")
+	two := namespacedObject(gvk, "Admit", teamSel, "two")
 	create(t, two)
 	setSize(t, gvk, one, 2)
 	// The same syncer serves team-ok: once its object arrives, team-sel's
 	// changes would have too.
-	barrier := namespacedObject(gvk, "Admit", "team-ok", "barrier")
+	barrier := namespacedObject(gvk, "Admit", teamOK, "barrier")
 	create(t, barrier)
 	waitProviderSpec(t, provider, gvk, barrier, 1)
 	for _, obj := range []*unstructured.Unstructured{two, outside} {
@@ -164,13 +178,13 @@ func testAdmittedBySelector(t *testing.T, cluster *testenv.Cluster, provider cli
 	}
 
 	// Labelled again: synced again.
-	relabel(t, "team-sel", map[string]string{"kbind-tenant": "yes"})
+	relabel(t, teamSel, map[string]string{"kbind-tenant": "yes"})
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	waitProviderSpec(t, provider, gvk, two, 1)
 	waitProviderSpec(t, provider, gvk, one, 2)
 
 	// No longer admitted, then deleted: the Binding drains its objects.
-	relabel(t, "team-sel", nil)
+	relabel(t, teamSel, nil)
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden)
 	if err := env.Consumer.Delete(ctx, b); err != nil {
 		t.Fatal(err)
@@ -198,25 +212,26 @@ func testAdmittedBySelector(t *testing.T, cluster *testenv.Cluster, provider cli
 // the CRD over and syncs every namespace through cluster-c; the Binding
 // says the ClusterBinding takes precedence, and an Event on it says where
 // the provider copies it made through tenant-d are (they are left alone).
-func testClusterBindingTakesOver(t *testing.T, cluster *testenv.Cluster, provider client.Client) {
+func testClusterBindingTakesOver(t *testing.T, s scenario, cluster *testenv.Cluster, provider client.Client) {
 	ctx := context.Background()
-	tenant := connect(t, "tenant-d", cluster.Kubeconfig, func(c *kbindv1alpha1.Connection) {
+	tenant := connectAs(t, s.ns("tenant-d"), cluster.Kubeconfig, func(c *kbindv1alpha1.Connection) {
 		c.Spec.NamespacedBindings = &kbindv1alpha1.NamespacedBindings{From: kbindv1alpha1.FromNamespacesAll}
 		c.Spec.Isolation = kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationPrefixed, Prefix: "d"}
 	})
-	admin := connect(t, "cluster-c", cluster.Kubeconfig)
-	b := namespacedBinding(t, "team-t", "takeovers", tenant.Name, "takeovers.example.org")
+	admin := connectAs(t, s.ns("cluster-c"), cluster.Kubeconfig)
+	teamT, teamU := s.ns("team-t"), s.ns("team-u")
+	b := namespacedBinding(t, teamT, "takeovers", tenant.Name, s.api("takeovers"))
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	if crd := consumerCRD(t, "takeovers.example.org"); crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != tenant.Name {
+	if crd := consumerCRD(t, s.api("takeovers")); crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != tenant.Name {
 		t.Fatalf("the consumer CRD is stamped for %q", crd.Annotations[kbindv1alpha1.ConnectionAnnotation])
 	}
-	gvk := "example.org/v1alpha1"
-	mine := namespacedObject(gvk, "Takeover", "team-t", "mine")
+	gvk := s.version()
+	mine := namespacedObject(gvk, "Takeover", teamT, "mine")
 	create(t, mine)
-	viaTenant := namespacedObject(gvk, "Takeover", "d-team-t", "mine")
+	viaTenant := namespacedObject(gvk, "Takeover", "d-"+teamT, "mine")
 	waitProviderSpec(t, provider, gvk, viaTenant, 1)
-	elsewhere := namespacedObject(gvk, "Takeover", "team-u", "elsewhere")
-	if err := env.Consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-u"}}); err != nil {
+	elsewhere := namespacedObject(gvk, "Takeover", teamU, "elsewhere")
+	if err := env.Consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: teamU}}); err != nil {
 		t.Fatal(err)
 	}
 	create(t, elsewhere)
@@ -224,10 +239,10 @@ func testClusterBindingTakesOver(t *testing.T, cluster *testenv.Cluster, provide
 		t.Errorf("%d provider watch(es) on takeovers before the takeover, want 1", n)
 	}
 
-	cb := clusterBinding(t, "takeovers", admin.Name, "takeovers.example.org")
+	cb := clusterBinding(t, "takeovers", admin.Name, s.api("takeovers"))
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	crd := consumerCRD(t, "takeovers.example.org")
+	crd := consumerCRD(t, s.api("takeovers"))
 	if crd.Annotations[kbindv1alpha1.ConnectionAnnotation] != admin.Name || crd.Annotations[kbindv1alpha1.SchemaHashAnnotation] == "" {
 		t.Errorf("the consumer CRD after the takeover: annotations %v", crd.Annotations)
 	}
@@ -236,7 +251,7 @@ func testClusterBindingTakesOver(t *testing.T, cluster *testenv.Cluster, provide
 	waitProviderSpec(t, provider, gvk, mine, 1)
 	waitProviderSpec(t, provider, gvk, elsewhere, 1)
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
-		"already covered by a ClusterBinding", "takeovers.example.org (ClusterBinding takeovers)")
+		"already covered by a ClusterBinding", s.api("takeovers")+" (ClusterBinding "+cb.Name+")")
 	// The copy made through tenant-d is never deleted by the takeover...
 	if _, err := at(provider, gvk, viaTenant); err != nil {
 		t.Errorf("the provider copy made through tenant-d: %v", err)
@@ -244,12 +259,12 @@ func testClusterBindingTakesOver(t *testing.T, cluster *testenv.Cluster, provide
 	// ...and an Event on the Binding says how to find it.
 	enginetest.Eventually(t, "a ProviderCopiesLeft Event on the Binding", func() error {
 		var events corev1.EventList
-		if err := env.Consumer.List(ctx, &events, client.InNamespace("team-t")); err != nil {
+		if err := env.Consumer.List(ctx, &events, client.InNamespace(teamT)); err != nil {
 			return err
 		}
 		for _, e := range events.Items {
 			if e.InvolvedObject.Name == b.Name && e.Reason == "ProviderCopiesLeft" && e.Type == corev1.EventTypeWarning &&
-				strings.Contains(e.Message, `ClusterBinding "takeovers"`) && strings.Contains(e.Message, "-n d-team-t") &&
+				strings.Contains(e.Message, `ClusterBinding "`+cb.Name+`"`) && strings.Contains(e.Message, "-n d-"+teamT) &&
 				strings.Contains(e.Message, "core.kbind.io/consumer-cluster-uid="+tenant.Status.LocalClusterUID) {
 				return nil
 			}

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package binding_test
 
 import (
@@ -15,13 +31,12 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/test/enginetest"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // versioned is a provider CRD serving v1alpha1 and v1 (the storage
 // version) with conversion None.
-func versioned() *apiextensionsv1.CustomResourceDefinition {
-	crd := enginetest.CRD("versioneds", "versioned", "Versioned", "example.org", ns, true)
+func versioned(group string) *apiextensionsv1.CustomResourceDefinition {
+	crd := enginetest.CRD("versioneds", "versioned", "Versioned", group, ns, true)
 	v1 := *crd.Spec.Versions[0].DeepCopy()
 	v1.Name = "v1"
 	crd.Spec.Versions[0].Storage = false
@@ -152,67 +167,66 @@ func updateProviderCRD(t *testing.T, p client.Client, name string, mutate func(*
 // With conversion None the consumer CRD serves every version the provider
 // serves, with the same storage version; objects created at any version
 // sync both ways; a version the provider adds, and a storage-version
-// change, keep every object syncing. The API lives on a provider of its
-// own: the pullPolicy All Connections of other tests install every export
-// of the shared one.
+// change, keep every object syncing. No other test has an API of plural
+// "versioneds": the watches counted are this test's.
 func TestEveryServedVersionSyncs(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	cluster := testenv.StartClusterT(t, "versions", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{versioned()}})
-	provider, err := client.New(cluster.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := connect(t, "versions", cluster.Kubeconfig)
-	cb := clusterBinding(t, "versioneds", conn.Name, "versioneds.example.org")
+	g := group()
+	api := "versioneds." + g
+	installCRDs(t, env.Provider, versioned(g))
+	provider := env.Provider
+	conn := connect(t, "versions", nil)
+	cb := clusterBinding(t, "versioneds", conn.Name, api)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionAllVersionsServed, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	waitServed(t, "versioneds.example.org", "v1alpha1 v1(storage)")
+	waitServed(t, api, "v1alpha1 v1(storage)")
 
 	// An object at the non-storage version and one at the storage version.
-	alpha := defaultObject("example.org/v1alpha1", "Versioned", "alpha")
-	one := defaultObject("example.org/v1", "Versioned", "one")
+	alpha := defaultObject(g+"/v1alpha1", "Versioned", "alpha")
+	one := defaultObject(g+"/v1", "Versioned", "one")
 	for _, obj := range []*unstructured.Unstructured{alpha, one} {
 		if err := env.Consumer.Create(ctx, obj); err != nil {
 			t.Fatalf("creating %s at %s: %v", obj.GetName(), obj.GetAPIVersion(), err)
 		}
-		waitProviderSpec(t, provider, "example.org/v1", obj, 1)
+		waitProviderSpec(t, provider, g+"/v1", obj, 1)
 	}
 	// Status comes down, read at the version the object was created at;
 	// spec changes made at it go up.
 	setProviderStatus(t, provider, alpha, "Ready")
-	waitConsumerStatus(t, "example.org/v1alpha1", alpha, "Ready")
-	setSize(t, "example.org/v1alpha1", alpha, 2)
-	waitProviderSpec(t, provider, "example.org/v1", alpha, 2)
+	waitConsumerStatus(t, g+"/v1alpha1", alpha, "Ready")
+	setSize(t, g+"/v1alpha1", alpha, 2)
+	waitProviderSpec(t, provider, g+"/v1", alpha, 2)
 
 	// The provider adds v2.
-	updateProviderCRD(t, provider, "versioneds.example.org", func(crd *apiextensionsv1.CustomResourceDefinition) {
+	updateProviderCRD(t, provider, api, func(crd *apiextensionsv1.CustomResourceDefinition) {
 		if len(crd.Spec.Versions) == 2 {
 			v2 := *crd.Spec.Versions[1].DeepCopy()
 			v2.Name, v2.Storage = "v2", false
 			crd.Spec.Versions = append(crd.Spec.Versions, v2)
 		}
 	})
-	waitServed(t, "versioneds.example.org", "v1alpha1 v1(storage) v2")
-	two := defaultObject("example.org/v2", "Versioned", "two")
+	waitServed(t, api, "v1alpha1 v1(storage) v2")
+	two := defaultObject(g+"/v2", "Versioned", "two")
 	enginetest.Eventually(t, "creating an object at v2", func() error {
 		return client.IgnoreAlreadyExists(env.Consumer.Create(ctx, two.DeepCopy()))
 	})
-	waitProviderSpec(t, provider, "example.org/v2", two, 1)
+	waitProviderSpec(t, provider, g+"/v2", two, 1)
 
 	// The provider stores v2: the consumer follows, and the syncer goes on
 	// at the new storage version for the objects stored before and after.
-	updateProviderCRD(t, provider, "versioneds.example.org", func(crd *apiextensionsv1.CustomResourceDefinition) {
+	updateProviderCRD(t, provider, api, func(crd *apiextensionsv1.CustomResourceDefinition) {
 		for i := range crd.Spec.Versions {
 			crd.Spec.Versions[i].Storage = crd.Spec.Versions[i].Name == "v2"
 		}
 	})
-	waitServed(t, "versioneds.example.org", "v1alpha1 v1 v2(storage)")
+	waitServed(t, api, "v1alpha1 v1 v2(storage)")
 	// Instance sync moved to v2 on both sides, and nothing watches v1 any
 	// more (a watch left behind would hold a second copy of every object).
 	// The CRD update itself ends every watch for a moment, so this must
 	// hold for a while, not once.
 	watchesAtV2Only := func() error {
-		for side, cfg := range map[string]*rest.Config{"consumer": env.Pair.Consumer.Config, "provider": cluster.Config} {
+		for side, cfg := range map[string]*rest.Config{"consumer": env.Pair.Consumer.Config, "provider": env.Pair.Provider.Config} {
 			if n := enginetest.OpenWatchesAt(t, cfg, "versioneds", "v1"); n != 0 {
 				return fmt.Errorf("%d %s watch(es) at v1", n, side)
 			}
@@ -230,17 +244,17 @@ func TestEveryServedVersionSyncs(t *testing.T) {
 		}
 		return nil
 	})
-	setSize(t, "example.org/v1alpha1", alpha, 3)
-	waitProviderSpec(t, provider, "example.org/v2", alpha, 3)
-	setSize(t, "example.org/v1", one, 4)
-	waitProviderSpec(t, provider, "example.org/v2", one, 4)
+	setSize(t, g+"/v1alpha1", alpha, 3)
+	waitProviderSpec(t, provider, g+"/v2", alpha, 3)
+	setSize(t, g+"/v1", one, 4)
+	waitProviderSpec(t, provider, g+"/v2", one, 4)
 	setProviderStatus(t, provider, one, "Moved")
-	waitConsumerStatus(t, "example.org/v1", one, "Moved")
-	after := defaultObject("example.org/v1alpha1", "Versioned", "after")
+	waitConsumerStatus(t, g+"/v1", one, "Moved")
+	after := defaultObject(g+"/v1alpha1", "Versioned", "after")
 	if err := env.Consumer.Create(ctx, after); err != nil {
 		t.Fatal(err)
 	}
-	waitProviderSpec(t, provider, "example.org/v2", after, 1)
+	waitProviderSpec(t, provider, g+"/v2", after, 1)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionAllVersionsServed, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	enginetest.Eventually(t, "every object counted as synced", func() error {

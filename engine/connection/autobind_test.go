@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package connection_test
 
 import (
@@ -16,7 +32,6 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/test/enginetest"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // Issue #52, path 2: a provider-side change of its exports (the label
@@ -26,8 +41,9 @@ import (
 // APINotExported like an explicit binding and drains nothing.
 
 // autoBound is a provider of its own exporting one namespaced API (plural
-// keeps in group), a Connection with autoBind to it, and one consumer
-// object synced through the autoBind ClusterBinding.
+// keeps in a group of its own), a Connection with autoBind to it on the
+// shared consumer, and one consumer object synced through the autoBind
+// ClusterBinding.
 type autoBound struct {
 	name     string
 	provider client.Client
@@ -37,15 +53,13 @@ type autoBound struct {
 	consumerCRD, consumerObj, providerCopy types.UID
 }
 
-func startAutoBound(t *testing.T, name, group string, source kbindv1alpha1.SchemaSource) *autoBound {
+func startAutoBound(t *testing.T, base string, source kbindv1alpha1.SchemaSource) *autoBound {
 	t.Helper()
 	ctx := context.Background()
+	name := unique(base)
+	group := name + ".example.org"
 	crd := enginetest.CRD("keeps", "keep", "Keep", group, apiextensionsv1.NamespaceScoped, true)
-	other := testenv.StartClusterT(t, name, testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd.DeepCopy()}})
-	pc, err := client.New(other.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, pc := ownProvider(t, crd)
 	a := &autoBound{name: name, provider: pc, crd: crd}
 	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": other.Kubeconfig})
 	createConnection(t, name, secretNS, name, func(c *kbindv1alpha1.Connection) {
@@ -175,7 +189,8 @@ func (a *autoBound) relabel(t *testing.T, exported bool) {
 // APINotExported; the consumer CRD, the consumer object and its provider
 // copy stay. Labelled again, the API is Ready again.
 func TestAutoBindKeepsAnUnexportedAPI(t *testing.T) {
-	a := startAutoBound(t, "unlabelled", "unlabelled.example.org", kbindv1alpha1.SchemaSourceCRD)
+	t.Parallel()
+	a := startAutoBound(t, "unlabelled", kbindv1alpha1.SchemaSourceCRD)
 	a.relabel(t, false)
 	a.waitUnexported(t)
 	a.assertConsumerKept(t)
@@ -199,8 +214,9 @@ func TestAutoBindKeepsAnUnexportedAPI(t *testing.T) {
 // and object) stays, the autoBind ClusterBinding reports APINotExported
 // meanwhile, and once the CRD is back the copy is made again.
 func TestAutoBindKeepsARecreatedCRD(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	a := startAutoBound(t, "recreated", "recreated.example.org", kbindv1alpha1.SchemaSourceCRD)
+	a := startAutoBound(t, "recreated", kbindv1alpha1.SchemaSourceCRD)
 	if err := a.provider.Delete(ctx, a.crd.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
@@ -236,15 +252,16 @@ func TestAutoBindKeepsARecreatedCRD(t *testing.T) {
 // fall through to OpenAPI — which exports every non-built-in resource,
 // the unlabelled CRD included — so the Connection went on listing it
 // (issue #52: 13 minutes after the label was removed).
+//
+// A consumer and an engine of its own (slowPolling), and a provider of its
+// own.
 func TestAutoSourceSeesALabelRemoval(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	crd := enginetest.CRD("keeps", "keep", "Keep", "auto.example.org", apiextensionsv1.NamespaceScoped, true)
-	other := testenv.StartClusterT(t, "auto-source", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}})
-	pc, err := client.New(other.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := env.StartConsumerWith(t, "auto-source", slowPolling).Client
+	other, pc := ownProvider(t, crd)
+	cc, c := ownConsumer(t)
+	env.StartEngineOn(t, cc.Config, slowPolling)
 	for _, o := range []client.Object{
 		createdSecret(secretNS, "auto-source", other.Kubeconfig),
 		&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "auto-source"}, Spec: kbindv1alpha1.ConnectionSpec{

@@ -1,8 +1,31 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package connection_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -32,14 +55,33 @@ const secretMarker = "MARKER-d0-not-leak-7f3a"
 
 func createSecret(t *testing.T, ns, name string, data map[string][]byte) *corev1.Secret {
 	t.Helper()
+	return createSecretOn(t, consumer, ns, name, data)
+}
+
+// createSecretOn creates a Secret on the consumer c, deleted when the test
+// ends (after the Connections using it: cleanups run last first).
+func createSecretOn(t *testing.T, c client.Client, ns, name string, data map[string][]byte) *corev1.Secret {
+	t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
-	if err := consumer.Create(context.Background(), s); err != nil {
+	if err := c.Create(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := c.Delete(context.Background(), s.DeepCopy()); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting Secret %s/%s: %v", ns, name, err)
+		}
+	})
 	return s
 }
 
 func createConnection(t *testing.T, name, secretNamespace, secretName string, mutate ...func(*kbindv1alpha1.Connection)) {
+	t.Helper()
+	createConnectionOn(t, consumer, name, secretNamespace, secretName, mutate...)
+}
+
+// createConnectionOn creates a Connection on the consumer c, deleted (and
+// waited for) when the test ends.
+func createConnectionOn(t *testing.T, c client.Client, name, secretNamespace, secretName string, mutate ...func(*kbindv1alpha1.Connection)) {
 	t.Helper()
 	conn := &kbindv1alpha1.Connection{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -50,22 +92,29 @@ func createConnection(t *testing.T, name, secretNamespace, secretName string, mu
 	for _, m := range mutate {
 		m(conn)
 	}
-	if err := consumer.Create(context.Background(), conn); err != nil {
+	if err := c.Create(context.Background(), conn); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { deleteConnection(t, name) })
+	t.Cleanup(func() { deleteConnectionOn(t, c, name) })
 }
 
 // deleteConnection deletes a Connection and waits until it is gone.
 func deleteConnection(t *testing.T, name string) {
 	t.Helper()
+	deleteConnectionOn(t, consumer, name)
+}
+
+// deleteConnectionOn deletes a Connection on the consumer c and waits until
+// it is gone.
+func deleteConnectionOn(t *testing.T, c client.Client, name string) {
+	t.Helper()
 	ctx := context.Background()
 	conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := consumer.Delete(ctx, conn); client.IgnoreNotFound(err) != nil {
+	if err := c.Delete(ctx, conn); client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "connection "+name+" gone", func() error {
-		err := consumer.Get(ctx, client.ObjectKey{Name: name}, &kbindv1alpha1.Connection{})
+		err := c.Get(ctx, client.ObjectKey{Name: name}, &kbindv1alpha1.Connection{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -91,16 +140,23 @@ func kubeconfigOf(t *testing.T, cfg *rest.Config) []byte {
 	return kc
 }
 
+// Not parallel: it checks the labels the konnector puts on the Lease
+// namespace it creates, the shared provider's "kbind". Tests with a
+// consumer of their own create it too, labelled with their own cluster's
+// UID; every sequential test runs before the first parallel one, so the
+// shared consumer's konnector is the one that creates it.
 func TestConnectionReady(t *testing.T) {
+	useShared(t)
 	ctx := context.Background()
-	createSecret(t, secretNS, "ready-kubeconfig", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
-	createConnection(t, "ready", secretNS, "ready-kubeconfig")
+	name := unique("ready")
+	createSecret(t, secretNS, name+"-kubeconfig", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, name, secretNS, name+"-kubeconfig")
 
-	conn := waitCondition(t, "ready", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	conn := waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	for _, typ := range []kbindv1alpha1.ConditionType{kbindv1alpha1.ConditionSecretValid, kbindv1alpha1.ConditionConnected} {
-		waitCondition(t, "ready", typ, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+		waitCondition(t, name, typ, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	}
-	waitCondition(t, "ready", kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, name, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
 	if conn.Status.RemoteClusterUID != kubeSystemUID(t, provider) || conn.Status.LocalClusterUID != kubeSystemUID(t, consumer) {
 		t.Errorf("pinned UIDs %q/%q, want the kube-system UIDs", conn.Status.RemoteClusterUID, conn.Status.LocalClusterUID)
 	}
@@ -115,7 +171,7 @@ func TestConnectionReady(t *testing.T) {
 		t.Error("connection lacks the cleanup finalizer")
 	}
 	secret := &corev1.Secret{}
-	if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: "ready-kubeconfig"}, secret); err != nil {
+	if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: name + "-kubeconfig"}, secret); err != nil {
 		t.Fatal(err)
 	}
 	if !controllerutil.ContainsFinalizer(secret, kbindv1alpha1.CleanupFinalizer) {
@@ -123,14 +179,14 @@ func TestConnectionReady(t *testing.T) {
 	}
 
 	// HB-1: the Lease, its markers, and renewal.
-	leaseName := "ready-" + conn.Status.LocalClusterUID[:10]
+	leaseName := name + "-" + conn.Status.LocalClusterUID[:10]
 	lease := &coordinationv1.Lease{}
 	eventually(t, "heartbeat lease", func() error {
 		return provider.Get(ctx, client.ObjectKey{Namespace: "kbind", Name: leaseName}, lease)
 	})
 	uid := conn.Status.LocalClusterUID
 	if lease.Labels[kbindv1alpha1.ManagedLabel] != "true" || lease.Labels[kbindv1alpha1.ConsumerClusterUIDLabel] != uid ||
-		lease.Annotations[kbindv1alpha1.ConsumerClusterUIDAnnotation] != uid || lease.Annotations[kbindv1alpha1.ConnectionAnnotation] != "ready" {
+		lease.Annotations[kbindv1alpha1.ConsumerClusterUIDAnnotation] != uid || lease.Annotations[kbindv1alpha1.ConnectionAnnotation] != name {
 		t.Errorf("lease markers: labels %v annotations %v", lease.Labels, lease.Annotations)
 	}
 	if *lease.Spec.HolderIdentity != uid || *lease.Spec.LeaseDurationSeconds != 60 {
@@ -156,14 +212,16 @@ func TestConnectionReady(t *testing.T) {
 	if v, ok := ns.Labels[kbindv1alpha1.PrefixLabel]; ok {
 		t.Errorf("the Lease namespace of a Connection without isolation carries %s=%q", kbindv1alpha1.PrefixLabel, v)
 	}
-	waitCondition(t, "ready", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "kbind/"+leaseName)
+	waitCondition(t, name, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "kbind/"+leaseName)
 
 	// CONN-5: once converged, nothing is written while nothing changes,
-	// across several discovery intervals and heartbeats.
-	rv := getConnection(t, "ready").ResourceVersion
-	deadline := time.Now().Add(5 * time.Second)
+	// across several discovery intervals and heartbeats: the window is
+	// 2 × DiscoveryInterval (2 s in enginetest) + HeartbeatInterval (1 s).
+	// A busy machine only makes it see fewer passes, never fail one.
+	rv := getConnection(t, name).ResourceVersion
+	deadline := time.Now().Add(2*2*time.Second + time.Second)
 	for time.Now().Before(deadline) {
-		if got := getConnection(t, "ready").ResourceVersion; got != rv {
+		if got := getConnection(t, name).ResourceVersion; got != rv {
 			t.Fatalf("connection status rewritten without a change (resourceVersion %s -> %s)", rv, got)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -171,14 +229,19 @@ func TestConnectionReady(t *testing.T) {
 }
 
 func TestConnectionBeforeSecret(t *testing.T) {
-	createConnection(t, "early", secretNS, "early-kubeconfig")
-	waitCondition(t, "early", kbindv1alpha1.ConditionSecretValid, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound, "Secret kbind/early-kubeconfig not found")
-	waitCondition(t, "early", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound)
-	createSecret(t, secretNS, "early-kubeconfig", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
-	waitCondition(t, "early", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	t.Parallel()
+	useShared(t)
+	name := unique("early")
+	createConnection(t, name, secretNS, name+"-kubeconfig")
+	waitCondition(t, name, kbindv1alpha1.ConditionSecretValid, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound, "Secret kbind/"+name+"-kubeconfig not found")
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound)
+	createSecret(t, secretNS, name+"-kubeconfig", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 }
 
 func TestBadKubeconfigSecrets(t *testing.T) {
+	t.Parallel()
+	useShared(t)
 	valid := string(pair.Provider.Kubeconfig)
 	twoContexts := strings.Replace(valid, "contexts:\n", "contexts:\n- context:\n    cluster: provider\n    user: provider\n  name: second\n", 1)
 	twoContexts = strings.Replace(twoContexts, "current-context: provider\n", "", 1)
@@ -200,12 +263,13 @@ func TestBadKubeconfigSecrets(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			name := "bad-" + tc.name
+			t.Parallel()
+			name := unique("bad-" + tc.name)
 			createSecret(t, tc.namespace, name, tc.data)
 			createConnection(t, name, tc.namespace, name, func(c *kbindv1alpha1.Connection) { c.Spec.KubeconfigSecretRef.Key = tc.key })
 			conn := waitCondition(t, name, kbindv1alpha1.ConditionSecretValid, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound, tc.fragments...)
 			waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound)
-			assertNoLeak(t, conn)
+			assertNoLeak(t, consumer, conn)
 			if tc.namespace == otherNS {
 				// A Secret outside the allowed namespaces is never touched.
 				s := &corev1.Secret{}
@@ -237,14 +301,14 @@ current-context: c
 `
 
 // assertNoLeak fails when Secret data shows up in the Connection's status,
-// in consumer Events or in the engine's logs.
-func assertNoLeak(t *testing.T, conn *kbindv1alpha1.Connection) {
+// in the Events of consumer c or in the engines' logs.
+func assertNoLeak(t *testing.T, c client.Client, conn *kbindv1alpha1.Connection) {
 	t.Helper()
 	if strings.Contains(fmt.Sprint(conn.Status), secretMarker) {
 		t.Errorf("Secret data in the Connection status: %+v", conn.Status)
 	}
 	var events corev1.EventList
-	if err := consumer.List(context.Background(), &events); err != nil {
+	if err := c.List(context.Background(), &events); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {
@@ -266,6 +330,8 @@ func providerConfigWith(mutate func(*rest.Config)) *rest.Config {
 }
 
 func TestConnectionFailures(t *testing.T) {
+	t.Parallel()
+	useShared(t)
 	otherCA := testenvCA(t)
 	cases := []struct {
 		name      string
@@ -284,73 +350,93 @@ func TestConnectionFailures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			name := "fail-" + tc.name
+			t.Parallel()
+			name := unique("fail-" + tc.name)
 			createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, tc.cfg)})
 			createConnection(t, name, secretNS, name)
 			conn := waitCondition(t, name, tc.condition, tc.status, tc.reason, tc.fragments...)
 			waitCondition(t, name, kbindv1alpha1.ConditionSecretValid, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 			waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending)
-			assertNoLeak(t, conn)
+			assertNoLeak(t, consumer, conn)
 		})
 	}
 }
 
 // testenvCA returns a CA that did not sign the provider's serving
-// certificate: another control plane's.
+// certificate: a self-signed one of its own (it used to be another control
+// plane's, started for nothing else).
 func testenvCA(t *testing.T) []byte {
 	t.Helper()
-	other := testenv.StartClusterT(t, "other", testenv.ClusterOptions{})
-	return other.Config.CAData
-}
-
-func TestProviderForbidden(t *testing.T) {
-	user, err := pair.Provider.AddUser("kbind-limited", "kbind:limited")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	createSecret(t, secretNS, "limited", map[string][]byte{"kubeconfig": kubeconfigOf(t, user.Config)})
-	createConnection(t, "limited", secretNS, "limited")
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "not-the-provider-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func TestProviderForbidden(t *testing.T) {
+	t.Parallel()
+	useShared(t)
+	name := unique("limited")
+	user, err := addProviderUser("kbind-"+name, "kbind:"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, user.Config)})
+	createConnection(t, name, secretNS, name)
 
 	// No RBAC at all: the identity read is refused.
-	waitCondition(t, "limited", kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
+	waitCondition(t, name, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
 		"get namespaces/kube-system", "forbidden")
-	waitCondition(t, "limited", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden)
-	waitCondition(t, "limited", kbindv1alpha1.ConditionConnected, metav1.ConditionFalse, kbindv1alpha1.ReasonPending)
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden)
+	waitCondition(t, name, kbindv1alpha1.ConditionConnected, metav1.ConditionFalse, kbindv1alpha1.ReasonPending)
 
 	// Identity allowed, CRD list refused.
-	revoke := grantProvider(t, "limited-identity", user.Name, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}})
+	revoke := grantProvider(t, name+"-identity", user.Name, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}})
 	defer revoke()
-	waitCondition(t, "limited", kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
+	waitCondition(t, name, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
 		"list customresourcedefinitions.apiextensions.k8s.io")
-	waitCondition(t, "limited", kbindv1alpha1.ConditionConnected, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	waitCondition(t, "limited", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden)
+	waitCondition(t, name, kbindv1alpha1.ConditionConnected, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden)
 
 	// CRDs readable, Leases not: Ready anyway, Heartbeat says Forbidden.
-	revoke2 := grantProvider(t, "limited-crds", user.Name, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"list"}})
+	revoke2 := grantProvider(t, name+"-crds", user.Name, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"list"}})
 	defer revoke2()
-	waitCondition(t, "limited", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	waitCondition(t, "limited", kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
-	waitCondition(t, "limited", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, "leases.coordination.k8s.io")
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, name, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, name, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, "leases.coordination.k8s.io")
 }
 
 func TestClusterIdentityChanged(t *testing.T) {
+	t.Parallel()
+	useShared(t)
 	ctx := context.Background()
-	createSecret(t, secretNS, "moving", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
-	createConnection(t, "moving", secretNS, "moving")
-	conn := waitCondition(t, "moving", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	name := unique("moving")
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, name, secretNS, name)
+	conn := waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	pinned := conn.Status.RemoteClusterUID
 
-	other := testenv.StartClusterT(t, "swapped", testenv.ClusterOptions{})
+	other, otherClient := useBystander(t)
 	secret := &corev1.Secret{}
-	if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: "moving"}, secret); err != nil {
+	if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: name}, secret); err != nil {
 		t.Fatal(err)
 	}
 	secret.Data["kubeconfig"] = other.Kubeconfig
 	if err := consumer.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	conn = waitCondition(t, "moving", kbindv1alpha1.ConditionConnected, metav1.ConditionFalse, kbindv1alpha1.ReasonClusterIdentityChanged, "pinned to "+pinned)
-	waitCondition(t, "moving", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonClusterIdentityChanged)
+	conn = waitCondition(t, name, kbindv1alpha1.ConditionConnected, metav1.ConditionFalse, kbindv1alpha1.ReasonClusterIdentityChanged, "pinned to "+pinned)
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonClusterIdentityChanged)
 	if conn.Status.RemoteClusterUID != pinned {
 		t.Errorf("pinned UID changed to %s", conn.Status.RemoteClusterUID)
 	}
@@ -359,13 +445,9 @@ func TestClusterIdentityChanged(t *testing.T) {
 	// Connection: the session it verified keeps renewing the Lease on the
 	// original provider, so a backend there never reaps a live consumer's
 	// copies while the Secret points elsewhere. Nothing is written to the
-	// unverified cluster.
-	leaseKey := client.ObjectKey{Namespace: "kbind", Name: "moving-" + conn.Status.LocalClusterUID[:10]}
+	// unverified cluster (the package's bystander: no test may write to it).
+	leaseKey := client.ObjectKey{Namespace: "kbind", Name: name + "-" + conn.Status.LocalClusterUID[:10]}
 	waitRenewed(t, provider, leaseKey, 2)
-	otherClient, err := client.New(other.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var leases coordinationv1.LeaseList
 	if err := otherClient.List(ctx, &leases, client.MatchingLabels{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}); err != nil {
 		t.Fatal(err)
@@ -382,11 +464,14 @@ func TestClusterIdentityChanged(t *testing.T) {
 // the Lease, the holder found and what to do; Ready is unaffected. Once the
 // provider admin deletes the Lease, the konnector creates it again.
 func TestHeartbeatLeaseTakenOver(t *testing.T) {
+	t.Parallel()
+	useShared(t)
 	ctx := context.Background()
-	createSecret(t, secretNS, "taken-kubeconfig", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
-	createConnection(t, "taken", secretNS, "taken-kubeconfig")
-	conn := waitCondition(t, "taken", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	key := client.ObjectKey{Namespace: "kbind", Name: "taken-" + conn.Status.LocalClusterUID[:10]}
+	name := unique("taken")
+	createSecret(t, secretNS, name+"-kubeconfig", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, name, secretNS, name+"-kubeconfig")
+	conn := waitCondition(t, name, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	key := client.ObjectKey{Namespace: "kbind", Name: name + "-" + conn.Status.LocalClusterUID[:10]}
 	waitRenewed(t, provider, key, 1)
 
 	lease := &coordinationv1.Lease{}
@@ -398,9 +483,9 @@ func TestHeartbeatLeaseTakenOver(t *testing.T) {
 		return provider.Update(ctx, lease) // a conflict with a renewal: again
 	})
 	taken := lease.DeepCopy()
-	waitCondition(t, "taken", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonOwnedByAnother,
+	waitCondition(t, name, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonOwnedByAnother,
 		"heartbeat Lease "+key.String(), `held by "intruder"`, "not by this consumer cluster ("+conn.Status.LocalClusterUID+")", "delete it")
-	waitCondition(t, "taken", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	// Three more renewals refused, the foreign Lease is as its holder
 	// left it.
 	eventually(t, "three renewals refused", func() error {
@@ -426,7 +511,7 @@ func TestHeartbeatLeaseTakenOver(t *testing.T) {
 	if err := provider.Delete(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, "taken", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, key.String())
+	waitCondition(t, name, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, key.String())
 	if err := provider.Get(ctx, key, lease); err != nil || *lease.Spec.HolderIdentity != conn.Status.LocalClusterUID {
 		t.Errorf("the Lease was not created again for this consumer: %v %v", err, lease.Spec.HolderIdentity)
 	}
@@ -471,73 +556,87 @@ func providerKubeconfigWith(t *testing.T, mutate func(*clientcmdapi.Config)) []b
 }
 
 func TestLeaseNamespaceFromContext(t *testing.T) {
+	t.Parallel()
+	useShared(t)
 	ctx := context.Background()
+	name := unique("ctx-ns")
 	data := providerKubeconfigWith(t, func(kc *clientcmdapi.Config) { kc.Contexts[kc.CurrentContext].Namespace = "team-hb" })
-	createSecret(t, secretNS, "ctx-ns", map[string][]byte{"kubeconfig": data})
-	createConnection(t, "ctx-ns", secretNS, "ctx-ns")
-	conn := waitCondition(t, "ctx-ns", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "team-hb/ctx-ns-")
-	if err := provider.Get(ctx, client.ObjectKey{Namespace: "team-hb", Name: "ctx-ns-" + conn.Status.LocalClusterUID[:10]}, &coordinationv1.Lease{}); err != nil {
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": data})
+	createConnection(t, name, secretNS, name)
+	conn := waitCondition(t, name, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "team-hb/"+name+"-")
+	if err := provider.Get(ctx, client.ObjectKey{Namespace: "team-hb", Name: name + "-" + conn.Status.LocalClusterUID[:10]}, &coordinationv1.Lease{}); err != nil {
 		t.Errorf("lease in the context namespace: %v", err)
 	}
 }
 
+// Not parallel: it binds the shared provider's widgets.example.org, as
+// TestAutoBind and TestOpenAPIReadErrorKeepsExports do; one consumer CRD
+// bound by two bindings at once would be a conflict of the tests' making.
 func TestAutoBindOffLeavesBinding(t *testing.T) {
+	useShared(t)
 	ctx := context.Background()
-	createSecret(t, secretNS, "off", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
-	createConnection(t, "off", secretNS, "off", func(c *kbindv1alpha1.Connection) {
+	name := unique("off")
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, name, secretNS, name, func(c *kbindv1alpha1.Connection) {
 		c.Spec.AutoBind = true
 		c.Spec.Schema.Source = kbindv1alpha1.SchemaSourceCRD
 	})
-	eventually(t, "autoBind ClusterBinding", func() error { return consumer.Get(ctx, client.ObjectKey{Name: "off"}, &kbindv1alpha1.ClusterBinding{}) })
+	eventually(t, "autoBind ClusterBinding", func() error { return consumer.Get(ctx, client.ObjectKey{Name: name}, &kbindv1alpha1.ClusterBinding{}) })
 	eventually(t, "autoBind turned off", func() error {
-		conn := getConnection(t, "off")
+		conn := getConnection(t, name)
 		conn.Spec.AutoBind = false
 		return consumer.Update(ctx, conn)
 	})
-	waitCondition(t, "off", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected) // observed the new generation
-	if err := consumer.Get(ctx, client.ObjectKey{Name: "off"}, &kbindv1alpha1.ClusterBinding{}); err != nil {
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected) // observed the new generation
+	if err := consumer.Get(ctx, client.ObjectKey{Name: name}, &kbindv1alpha1.ClusterBinding{}); err != nil {
 		t.Errorf("turning autoBind off removed the ClusterBinding: %v", err)
 	}
 	// It is an explicit binding now: deleting the Connection waits for it.
-	if err := consumer.Delete(ctx, getConnection(t, "off")); err != nil {
+	if err := consumer.Delete(ctx, getConnection(t, name)); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, "off", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings, "ClusterBinding off")
-	if err := consumer.Delete(ctx, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "off"}}); err != nil {
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings, "ClusterBinding "+name)
+	if err := consumer.Delete(ctx, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestCredentialRotation(t *testing.T) {
+	t.Parallel()
+	useShared(t)
 	ctx := context.Background()
+	name := unique("rotate")
 	everything := rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}
-	oldUser, err := pair.Provider.AddUser("kbind-rotate-old")
+	oldUser, err := addProviderUser("kbind-" + name + "-old")
 	if err != nil {
 		t.Fatal(err)
 	}
-	newUser, err := pair.Provider.AddUser("kbind-rotate-new")
+	newUser, err := addProviderUser("kbind-" + name + "-new")
 	if err != nil {
 		t.Fatal(err)
 	}
-	revokeOld := grantProvider(t, "rotate-old", oldUser.Name, everything)
+	revokeOld := grantProvider(t, name+"-old", oldUser.Name, everything)
 	defer revokeOld()
-	revokeNew := grantProvider(t, "rotate-new", newUser.Name, everything)
+	revokeNew := grantProvider(t, name+"-new", newUser.Name, everything)
 	defer revokeNew()
 
-	createSecret(t, secretNS, "rotate", map[string][]byte{"kubeconfig": kubeconfigOf(t, oldUser.Config)})
-	createConnection(t, "rotate", secretNS, "rotate")
-	conn := waitCondition(t, "rotate", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	leaseKey := client.ObjectKey{Namespace: "kbind", Name: "rotate-" + conn.Status.LocalClusterUID[:10]}
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, oldUser.Config)})
+	createConnection(t, name, secretNS, name)
+	conn := waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	leaseKey := client.ObjectKey{Namespace: "kbind", Name: name + "-" + conn.Status.LocalClusterUID[:10]}
 
 	secret := &corev1.Secret{}
-	if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: "rotate"}, secret); err != nil {
+	if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: name}, secret); err != nil {
 		t.Fatal(err)
 	}
 	secret.Data["kubeconfig"] = kubeconfigOf(t, newUser.Config)
 	if err := consumer.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the new credential renewed the Lease, then revoke the old.
+	// Wait until the new credential renewed the Lease, then revoke the old:
+	// a renewal within 2 s is one since the update (HeartbeatInterval 1 s
+	// in enginetest, managedFields times in whole seconds); a renewal a
+	// busy machine delayed is waited for, not failed on.
 	eventually(t, "lease renewed by the new credential", func() error {
 		lease := &coordinationv1.Lease{}
 		if err := provider.Get(ctx, leaseKey, lease); err != nil {
@@ -565,31 +664,35 @@ func TestCredentialRotation(t *testing.T) {
 		}
 		return nil
 	})
-	waitCondition(t, "rotate", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	waitCondition(t, "rotate", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, name, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 }
 
+// Not parallel: it binds the shared provider's widgets.example.org (see
+// TestAutoBindOffLeavesBinding).
 func TestAutoBind(t *testing.T) {
+	useShared(t)
 	ctx := context.Background()
-	createSecret(t, secretNS, "auto", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
-	createConnection(t, "auto", secretNS, "auto", func(c *kbindv1alpha1.Connection) {
+	name := unique("auto")
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, name, secretNS, name, func(c *kbindv1alpha1.Connection) {
 		c.Spec.AutoBind = true
 		c.Spec.Schema.Source = kbindv1alpha1.SchemaSourceCRD
 	})
-	waitCondition(t, "auto", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	cb := &kbindv1alpha1.ClusterBinding{}
-	eventually(t, "autoBind ClusterBinding", func() error { return consumer.Get(ctx, client.ObjectKey{Name: "auto"}, cb) })
-	conn := getConnection(t, "auto")
+	eventually(t, "autoBind ClusterBinding", func() error { return consumer.Get(ctx, client.ObjectKey{Name: name}, cb) })
+	conn := getConnection(t, name)
 	if !metav1.IsControlledBy(cb, conn) || cb.Labels[kbindv1alpha1.ManagedLabel] != "true" ||
-		cb.Spec.ConnectionRef.Name != "auto" || cb.Spec.ConflictPolicy != kbindv1alpha1.ConflictPolicyFail ||
+		cb.Spec.ConnectionRef.Name != name || cb.Spec.ConflictPolicy != kbindv1alpha1.ConflictPolicyFail ||
 		fmt.Sprint(cb.Spec.ConsumerNames()) != "[widgets.example.org]" || cb.Spec.APIs[0].Projection != nil {
 		t.Errorf("autoBind ClusterBinding %+v", cb)
 	}
 
 	// Deleting the Connection deletes its autoBind ClusterBinding first.
-	deleteConnection(t, "auto")
+	deleteConnection(t, name)
 	eventually(t, "autoBind ClusterBinding deleted", func() error {
-		err := consumer.Get(ctx, client.ObjectKey{Name: "auto"}, &kbindv1alpha1.ClusterBinding{})
+		err := consumer.Get(ctx, client.ObjectKey{Name: name}, &kbindv1alpha1.ClusterBinding{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -597,24 +700,25 @@ func TestAutoBind(t *testing.T) {
 	})
 }
 
+// A provider of its own exporting widgets of a group of its own: the
+// consumer CRD it binds is the test's alone, so it runs in parallel.
 func TestAutoBindFollowsExports(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	other := testenv.StartClusterT(t, "exports", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{widgetCRD("widgets", "example.org", true)}})
-	otherClient, err := client.New(other.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	createSecret(t, secretNS, "follow", map[string][]byte{"kubeconfig": other.Kubeconfig})
-	createConnection(t, "follow", secretNS, "follow", func(c *kbindv1alpha1.Connection) {
+	name := unique("follow")
+	group := name + ".example.org"
+	other, otherClient := ownProvider(t, widgetCRD("widgets", group, true))
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": other.Kubeconfig})
+	createConnection(t, name, secretNS, name, func(c *kbindv1alpha1.Connection) {
 		c.Spec.AutoBind = true
 		c.Spec.Schema.Source = kbindv1alpha1.SchemaSourceCRD
 	})
 	eventually(t, "autoBind ClusterBinding", func() error {
-		return consumer.Get(ctx, client.ObjectKey{Name: "follow"}, &kbindv1alpha1.ClusterBinding{})
+		return consumer.Get(ctx, client.ObjectKey{Name: name}, &kbindv1alpha1.ClusterBinding{})
 	})
 
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := otherClient.Get(ctx, client.ObjectKey{Name: "widgets.example.org"}, crd); err != nil {
+	if err := otherClient.Get(ctx, client.ObjectKey{Name: "widgets." + group}, crd); err != nil {
 		t.Fatal(err)
 	}
 	delete(crd.Labels, kbindv1alpha1.ExportedLabel)
@@ -624,49 +728,52 @@ func TestAutoBindFollowsExports(t *testing.T) {
 	// autoBind only ever adds APIs (CONN-6): the last export gone, the
 	// ClusterBinding stays and still lists it.
 	eventually(t, "the last export gone", func() error {
-		if n := len(getConnection(t, "follow").Status.ExportedAPIs); n != 0 {
+		if n := len(getConnection(t, name).Status.ExportedAPIs); n != 0 {
 			return fmt.Errorf("%d exports left", n)
 		}
 		return nil
 	})
 	cb := &kbindv1alpha1.ClusterBinding{}
-	enginetest.WaitCondition(t, consumer, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "follow"}},
-		kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonAPINotExported, "widgets.example.org")
-	if err := consumer.Get(ctx, client.ObjectKey{Name: "follow"}, cb); err != nil || !cb.DeletionTimestamp.IsZero() ||
-		fmt.Sprint(cb.Spec.ConsumerNames()) != "[widgets.example.org]" {
+	enginetest.WaitCondition(t, consumer, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonAPINotExported, "widgets."+group)
+	if err := consumer.Get(ctx, client.ObjectKey{Name: name}, cb); err != nil || !cb.DeletionTimestamp.IsZero() ||
+		fmt.Sprint(cb.Spec.ConsumerNames()) != "[widgets."+group+"]" {
 		t.Errorf("the autoBind ClusterBinding %+v (%v)", cb.Spec, err)
 	}
 }
 
 func TestDeletionDrainsBindingsAndReleasesSecret(t *testing.T) {
+	t.Parallel()
+	useShared(t)
 	ctx := context.Background()
-	createSecret(t, secretNS, "shared", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
-	createConnection(t, "first", secretNS, "shared")
-	createConnection(t, "second", secretNS, "shared")
-	waitCondition(t, "first", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	waitCondition(t, "second", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	first, second, secretName, bindingName := unique("first"), unique("second"), unique("shared"), unique("uses-first")
+	createSecret(t, secretNS, secretName, map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, first, secretNS, secretName)
+	createConnection(t, second, secretNS, secretName)
+	waitCondition(t, first, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, second, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 
 	b := &kbindv1alpha1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "uses-first"},
-		Spec: kbindv1alpha1.BindingSpec{ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "first"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: bindingName},
+		Spec: kbindv1alpha1.BindingSpec{ConnectionRef: kbindv1alpha1.ConnectionReference{Name: first},
 			APIs: []kbindv1alpha1.APIReference{{Name: "widgets.example.org"}}},
 	}
 	if err := consumer.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	if err := consumer.Delete(ctx, &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "first"}}); err != nil {
+	if err := consumer.Delete(ctx, &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: first}}); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, "first", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings,
-		"waiting for 1 binding(s)", "Binding default/uses-first")
+	waitCondition(t, first, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings,
+		"waiting for 1 binding(s)", "Binding default/"+bindingName)
 	if err := consumer.Delete(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	firstLease := client.ObjectKey{Namespace: "kbind", Name: "first-" + getConnection(t, "first").Status.LocalClusterUID[:10]}
+	firstLease := client.ObjectKey{Namespace: "kbind", Name: first + "-" + getConnection(t, first).Status.LocalClusterUID[:10]}
 	if err := provider.Get(ctx, firstLease, &coordinationv1.Lease{}); err != nil {
 		t.Fatalf("the heartbeat Lease before deletion: %v", err)
 	}
-	deleteConnection(t, "first")
+	deleteConnection(t, first)
 	// A Connection deleted on purpose takes its heartbeat Lease with it.
 	eventually(t, "the deleted Connection's Lease gone", func() error {
 		err := provider.Get(ctx, firstLease, &coordinationv1.Lease{})
@@ -676,17 +783,17 @@ func TestDeletionDrainsBindingsAndReleasesSecret(t *testing.T) {
 		return fmt.Errorf("still there (%v)", err)
 	})
 
-	// The Secret is still used by "second": it keeps its finalizer.
+	// The Secret is still used by second: it keeps its finalizer.
 	secret := &corev1.Secret{}
-	if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: "shared"}, secret); err != nil {
+	if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: secretName}, secret); err != nil {
 		t.Fatal(err)
 	}
 	if !controllerutil.ContainsFinalizer(secret, kbindv1alpha1.CleanupFinalizer) {
 		t.Fatal("secret released while another Connection uses it")
 	}
-	deleteConnection(t, "second")
+	deleteConnection(t, second)
 	eventually(t, "secret finalizer released", func() error {
-		if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: "shared"}, secret); err != nil {
+		if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: secretName}, secret); err != nil {
 			return err
 		}
 		if controllerutil.ContainsFinalizer(secret, kbindv1alpha1.CleanupFinalizer) {
@@ -697,9 +804,12 @@ func TestDeletionDrainsBindingsAndReleasesSecret(t *testing.T) {
 }
 
 func TestDiscoverySources(t *testing.T) {
-	createSecret(t, secretNS, "openapi", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
-	createConnection(t, "openapi", secretNS, "openapi", func(c *kbindv1alpha1.Connection) { c.Spec.Schema.Source = kbindv1alpha1.SchemaSourceOpenAPI })
-	conn := waitCondition(t, "openapi", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	t.Parallel()
+	useShared(t)
+	name := unique("openapi")
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	createConnection(t, name, secretNS, name, func(c *kbindv1alpha1.Connection) { c.Spec.Schema.Source = kbindv1alpha1.SchemaSourceOpenAPI })
+	conn := waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	if conn.Status.ActiveSchemaSource != kbindv1alpha1.ActiveSchemaSourceOpenAPI {
 		t.Errorf("activeSchemaSource %q", conn.Status.ActiveSchemaSource)
 	}
@@ -715,12 +825,10 @@ func TestDiscoverySources(t *testing.T) {
 }
 
 func TestKcpIdentityAndAutoFallthrough(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	kcp := testenv.StartClusterT(t, "kcp", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{widgetCRD("logicalclusters", "core.kcp.io", false)}})
-	kcpClient, err := client.New(kcp.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	name := unique("kcp")
+	kcp, kcpClient := ownProvider(t, widgetCRD("logicalclusters", "core.kcp.io", false))
 	lc := &unstructured.Unstructured{}
 	lc.SetAPIVersion("core.kcp.io/v1alpha1")
 	lc.SetKind("LogicalCluster")
@@ -728,9 +836,9 @@ func TestKcpIdentityAndAutoFallthrough(t *testing.T) {
 	if err := kcpClient.Create(ctx, lc); err != nil {
 		t.Fatal(err)
 	}
-	createSecret(t, secretNS, "kcp", map[string][]byte{"kubeconfig": kcp.Kubeconfig})
-	createConnection(t, "kcp", secretNS, "kcp")
-	conn := waitCondition(t, "kcp", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kcp.Kubeconfig})
+	createConnection(t, name, secretNS, name)
+	conn := waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	if conn.Status.RemoteClusterUID != string(lc.GetUID()) {
 		t.Errorf("remoteClusterUID %s, want the LogicalCluster's %s", conn.Status.RemoteClusterUID, lc.GetUID())
 	}

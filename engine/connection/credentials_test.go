@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package connection_test
 
 import (
@@ -18,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine"
 	"github.com/kbind/kbind/engine/credentials"
 	"github.com/kbind/kbind/engine/session"
 	"github.com/kbind/kbind/engine/test/enginetest"
@@ -32,7 +49,8 @@ func tokenConfig(token string) *rest.Config {
 }
 
 // providerServiceAccount creates a ServiceAccount on the provider for the
-// test's lifetime, allowed rules — everything when none are given (the
+// test's lifetime (in a namespace of the test's own: the shared provider's
+// "kbind" namespace is the konnector's to create), allowed rules — everything when none are given (the
 // RBAC grant makes is tested in e2e) — and returns it and its username.
 func providerServiceAccount(t *testing.T, namespace, name string, rules ...rbacv1.PolicyRule) (*corev1.ServiceAccount, string) {
 	t.Helper()
@@ -44,6 +62,11 @@ func providerServiceAccount(t *testing.T, namespace, name string, rules ...rbacv
 	if err := provider.Create(ctx, sa); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := provider.Delete(ctx, sa.DeepCopy()); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting ServiceAccount %s/%s: %v", namespace, name, err)
+		}
+	})
 	user := "system:serviceaccount:" + namespace + ":" + name
 	if len(rules) == 0 {
 		rules = []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}}
@@ -77,20 +100,34 @@ func refused(ctx context.Context, token string) error {
 // session (no relist), comes back Ready after a restart past that expiry
 // with the renewed token, yields to a new kubeconfig the user applies, and
 // is cut off once the ServiceAccount is deleted (revoke).
+//
+// A consumer and an engine of its own: it restarts the engine, and reads
+// its sessions.
 func TestTokenRenewal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	const saNS, saName, name = "kbind", "renew-sa", "renew"
+	name := unique("renew")
+	saNS, saName := name, name+"-sa"
+	cc, c := ownConsumer(t)
+	eng, stop := env.RunEngineOn(t, cc.Config, nil)
 	sa, user := providerServiceAccount(t, saNS, saName)
 
 	first, err := pair.Provider.ServiceAccountToken(ctx, saNS, saName, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &renewalRun{saNS: saNS, saName: saName, name: name, user: user, first: first, firstCred: credentials.FromToken(first)}
-	f.secret = createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, tokenConfig(first))})
-	createConnection(t, name, secretNS, name)
-	conn := waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	waitCondition(t, name, kbindv1alpha1.ConditionCredentialsExpiring, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "renewed before")
+	f := &renewalRun{saNS: saNS, saName: saName, name: name, user: user, first: first, firstCred: credentials.FromToken(first), c: c, eng: eng}
+	f.restart = func() {
+		stop()
+		f.eng, stop = env.RunEngineOn(t, cc.Config, nil)
+		// Cleanups run last first: the Connection is deleted while the
+		// restarted engine (stopped by a later cleanup) still runs.
+		t.Cleanup(func() { deleteConnectionOn(t, c, name) })
+	}
+	f.secret = createSecretOn(t, c, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, tokenConfig(first))})
+	createConnectionOn(t, c, name, secretNS, name)
+	conn := waitConditionOn(t, c, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitConditionOn(t, c, name, kbindv1alpha1.ConditionCredentialsExpiring, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected, "renewed before")
 	// Both results are served from the start, failures at 0 (a rate sees
 	// the first failure; successes may have begun already).
 	if v, ok := renewals(t, name, "failure"); !ok || v != 0 {
@@ -99,12 +136,12 @@ func TestTokenRenewal(t *testing.T) {
 	if _, ok := renewals(t, name, "success"); !ok {
 		t.Error("no kbind_credentials_renewals_total{result=\"success\"} series")
 	}
-	if err := consumer.Get(ctx, client.ObjectKeyFromObject(f.secret), f.secret); err != nil {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(f.secret), f.secret); err != nil {
 		t.Fatal(err)
 	}
 	f.userRV = f.secret.ResourceVersion
 	var ok bool
-	if f.sess, ok = env.Engine.Sessions.Get(name); !ok {
+	if f.sess, ok = f.eng.Sessions.Get(name); !ok {
 		t.Fatal("no published session")
 	}
 	f.leaseKey = client.ObjectKey{Namespace: "kbind", Name: name + "-" + conn.Status.LocalClusterUID[:10]}
@@ -119,11 +156,11 @@ func TestTokenRenewal(t *testing.T) {
 	if err := provider.Delete(ctx, sa); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, name, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonPending)
+	waitConditionOn(t, c, name, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonPending)
 	if err := refused(ctx, f.renewed); err != nil {
 		t.Errorf("the renewed token after the ServiceAccount was deleted: %v", err)
 	}
-	assertNoLeak(t, getConnection(t, name))
+	assertNoLeak(t, c, getConnectionOn(t, c, name))
 	for _, tok := range []string{first, f.renewed, bundle} {
 		if strings.Contains(logs.String(), tok) {
 			t.Error("a token in the engine logs")
@@ -147,6 +184,11 @@ type renewalRun struct {
 	// sess is the session published before the renewal.
 	sess     *session.Session
 	leaseKey client.ObjectKey
+	// c is the test's consumer, eng its running engine, which restart
+	// stops and starts again (a konnector restart).
+	c       client.Client
+	eng     *engine.Engine
+	restart func()
 }
 
 // renewsBeforeExpiry: renewed before the first token expires, into the
@@ -156,28 +198,34 @@ func (f *renewalRun) renewsBeforeExpiry(t *testing.T) {
 	ctx := context.Background()
 	renewedKey := client.ObjectKey{Namespace: secretNS, Name: f.name + "-kbind-token"}
 	enginetest.EventuallyWithin(t, time.Minute, "token renewed", func() error {
-		c := getConnection(t, f.name)
+		c := getConnectionOn(t, f.c, f.name)
 		if cr := c.Status.Credentials; cr == nil || cr.Source != kbindv1alpha1.CredentialSourceRenewed || cr.RenewedSecretRef == nil {
 			return fmt.Errorf("credentials %+v", c.Status.Credentials)
 		}
 		return nil
 	})
-	f.renewedAt = time.Now()
-	if !f.renewedAt.Before(f.firstCred.ExpiresAt) {
-		t.Errorf("renewed at %v, after the first token expired (%v)", f.renewedAt, f.firstCred.ExpiresAt)
-	}
-	conn := waitCondition(t, f.name, kbindv1alpha1.ConditionCredentialsRenewed, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "was renewed at")
+	seen := time.Now()
+	conn := waitConditionOn(t, f.c, f.name, kbindv1alpha1.ConditionCredentialsRenewed, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected, "was renewed at")
 	cr := conn.Status.Credentials
 	if cr.Kind != kbindv1alpha1.CredentialServiceAccountToken || cr.Subject != f.user || !cr.Renews || cr.ExpiresAt == nil || !cr.ExpiresAt.After(f.firstCred.ExpiresAt) {
 		t.Errorf("status.credentials %+v", cr)
 	}
 	kept := &corev1.Secret{}
-	if err := consumer.Get(ctx, renewedKey, kept); err != nil {
+	if err := f.c.Get(ctx, renewedKey, kept); err != nil {
 		t.Fatal(err)
 	}
 	f.renewed = string(kept.Data["token"])
 	if f.renewed == "" || f.renewed == f.first || !metav1.IsControlledBy(kept, conn) {
 		t.Errorf("the konnector's Secret holds no new token, or is not controlled by the Connection")
+	}
+	// When it was renewed is when the provider issued the new token (its
+	// iat claim), not when this poll saw it: a busy machine delays the
+	// poll, not the renewal.
+	f.renewedAt = credentials.FromToken(f.renewed).IssuedAt
+	t.Logf("renewed at %s (issued), seen at %s; the first token expires at %s",
+		f.renewedAt.Format(time.RFC3339), seen.Format(time.RFC3339), f.firstCred.ExpiresAt.Format(time.RFC3339))
+	if f.renewedAt.IsZero() || !f.renewedAt.Before(f.firstCred.ExpiresAt) {
+		t.Errorf("renewed at %v, after the first token expired (%v)", f.renewedAt, f.firstCred.ExpiresAt)
 	}
 	if got := credentials.FromToken(f.renewed); got.Lifetime() != credentials.MinTokenLifetime {
 		t.Errorf("renewed token lives %v, want %v (the current token's, at least the TokenRequest minimum)", got.Lifetime(), credentials.MinTokenLifetime)
@@ -203,14 +251,14 @@ func (f *renewalRun) outlivesTheFirstToken(t *testing.T) {
 		}
 		return renewedTokenLease(lease, f.user)
 	})
-	waitCondition(t, f.name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	if now, _ := env.Engine.Sessions.Get(f.name); now != f.sess {
+	waitConditionOn(t, f.c, f.name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	if now, _ := f.eng.Sessions.Get(f.name); now != f.sess {
 		t.Error("the session was rebuilt: a renewal must swap the token in place, without relisting")
 	}
 	if f.sess.Token() != f.renewed {
 		t.Error("the session does not carry the renewed token")
 	}
-	if err := consumer.Get(ctx, client.ObjectKeyFromObject(f.secret), f.secret); err != nil {
+	if err := f.c.Get(ctx, client.ObjectKeyFromObject(f.secret), f.secret); err != nil {
 		t.Fatal(err)
 	}
 	if f.secret.ResourceVersion != f.userRV {
@@ -234,13 +282,10 @@ func renewedTokenLease(lease *coordinationv1.Lease, user string) error {
 func (f *renewalRun) restartsOnTheRenewedToken(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	env.StopEngine()
-	if err := env.StartEngine(); err != nil {
-		t.Fatal(err)
-	}
+	f.restart()
 	restarted := time.Now()
 	enginetest.Eventually(t, "Ready after the restart, on the renewed token", func() error {
-		if sess, ok := env.Engine.Sessions.Get(f.name); !ok || sess.Token() != f.renewed {
+		if sess, ok := f.eng.Sessions.Get(f.name); !ok || sess.Token() != f.renewed {
 			return errors.New("no session with the renewed token yet")
 		}
 		lease := &coordinationv1.Lease{}
@@ -252,7 +297,7 @@ func (f *renewalRun) restartsOnTheRenewedToken(t *testing.T) {
 		}
 		return nil
 	})
-	waitCondition(t, f.name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitConditionOn(t, f.c, f.name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 }
 
 // yieldsToANewKubeconfig: the user applies a new kubeconfig (a new
@@ -266,16 +311,16 @@ func (f *renewalRun) yieldsToANewKubeconfig(t *testing.T) string {
 		t.Fatal(err)
 	}
 	f.secret.Data["kubeconfig"] = kubeconfigOf(t, tokenConfig(bundle))
-	if err := consumer.Update(ctx, f.secret); err != nil {
+	if err := f.c.Update(ctx, f.secret); err != nil {
 		t.Fatal(err)
 	}
 	bundleExp := credentials.FromToken(bundle).ExpiresAt
 	enginetest.Eventually(t, "the user's new kubeconfig in use", func() error {
-		c := getConnection(t, f.name)
+		c := getConnectionOn(t, f.c, f.name)
 		if cr := c.Status.Credentials; cr == nil || cr.Source != kbindv1alpha1.CredentialSourceKubeconfig || cr.ExpiresAt == nil || !cr.ExpiresAt.Time.Equal(bundleExp) {
 			return fmt.Errorf("credentials %+v", c.Status.Credentials)
 		}
-		if sess, ok := env.Engine.Sessions.Get(f.name); !ok || sess.Token() != bundle {
+		if sess, ok := f.eng.Sessions.Get(f.name); !ok || sess.Token() != bundle {
 			return errors.New("the session does not carry the new bundle's token")
 		}
 		return nil
@@ -288,24 +333,26 @@ func (f *renewalRun) yieldsToANewKubeconfig(t *testing.T) string {
 // the default lead) makes CredentialsExpiring True with its NotAfter, an
 // Event and the Lease annotation, and no credential bytes anywhere.
 func TestCertificateExpiryWarning(t *testing.T) {
+	t.Parallel()
+	useShared(t)
 	ctx := context.Background()
-	u, err := pair.Provider.AddUser("kbind-cert-expiry")
+	name := unique("cert-expiry")
+	u, err := addProviderUser("kbind-" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	revoke := grantProvider(t, "cert-expiry", u.Name, rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}})
+	revoke := grantProvider(t, name, u.Name, rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}})
 	defer revoke()
 	cert := credentials.Of(u.Config)
 	if cert.Kind != kbindv1alpha1.CredentialClientCertificate || cert.ExpiresAt.IsZero() {
 		t.Fatalf("test user's certificate: %+v", cert)
 	}
 	date := cert.ExpiresAt.Format(time.RFC3339)
-	const name = "cert-expiry"
 	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, u.Config)})
 	createConnection(t, name, secretNS, name)
 	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	conn := waitCondition(t, name, kbindv1alpha1.ConditionCredentialsExpiring, metav1.ConditionTrue, kbindv1alpha1.ReasonExpiresSoon,
-		"ClientCertificate of kbind-cert-expiry", date, "Issue a new client certificate")
+		"ClientCertificate of kbind-"+name, date, "Issue a new client certificate")
 	if c := conn.Status.Credentials; c == nil || c.Kind != kbindv1alpha1.CredentialClientCertificate || c.Subject != u.Name || c.Renews ||
 		c.ExpiresAt == nil || !c.ExpiresAt.Time.Equal(cert.ExpiresAt) || c.RenewedSecretRef != nil {
 		t.Errorf("status.credentials %+v", conn.Status.Credentials)
@@ -384,8 +431,11 @@ func findCondition(conn *kbindv1alpha1.Connection, typ kbindv1alpha1.ConditionTy
 // Connection does not control is never read, overwritten or deleted; the
 // renewal still swaps the token in and says it could not be kept.
 func TestRenewedSecretNotOurs(t *testing.T) {
+	t.Parallel()
+	useShared(t)
 	ctx := context.Background()
-	const saNS, saName, name = "kbind", "squat-sa", "squat"
+	name := unique("squat")
+	saNS, saName := name, name+"-sa"
 	providerServiceAccount(t, saNS, saName)
 	token, err := pair.Provider.ServiceAccountToken(ctx, saNS, saName, 30*time.Second)
 	if err != nil {
@@ -422,8 +472,11 @@ func TestRenewedSecretNotOurs(t *testing.T) {
 // and, the token being within the warning time, CredentialsExpiring=True;
 // the Connection stays Ready on the token it has.
 func TestRenewalRefused(t *testing.T) {
+	t.Parallel()
+	useShared(t)
 	ctx := context.Background()
-	const saNS, saName, name = "kbind", "refused-sa", "refused"
+	name := unique("refused")
+	saNS, saName := name, name+"-sa"
 	providerServiceAccount(t, saNS, saName,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
 		rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch"}},
@@ -439,7 +492,7 @@ func TestRenewalRefused(t *testing.T) {
 		c := getConnection(t, name)
 		cond := findCondition(c, kbindv1alpha1.ConditionCredentialsRenewed)
 		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != string(kbindv1alpha1.ReasonRenewalFailed) ||
-			!strings.Contains(cond.Message, "serviceaccounts \"refused-sa\" is forbidden") || !strings.Contains(cond.Message, "retrying at") {
+			!strings.Contains(cond.Message, "serviceaccounts \""+saName+"\" is forbidden") || !strings.Contains(cond.Message, "retrying at") {
 			return fmt.Errorf("CredentialsRenewed %+v", cond)
 		}
 		exp := findCondition(c, kbindv1alpha1.ConditionCredentialsExpiring)

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package connection_test
 
 import (
@@ -21,25 +37,28 @@ import (
 // Connection says Heartbeat=False with the refusal and a Warning Event, and
 // stays Ready — a heartbeat error never makes a healthy sync fail.
 func TestHeartbeatRefusedIsReported(t *testing.T) {
+	t.Parallel()
+	useShared(t)
 	ctx := context.Background()
-	user, err := pair.Provider.AddUser("kbind-no-leases", "kbind:no-leases")
+	name := unique("no-leases")
+	user, err := addProviderUser("kbind-"+name, "kbind:"+name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer grantProvider(t, "no-leases-identity", user.Name, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}})()
-	defer grantProvider(t, "no-leases-crds", user.Name, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"list", "watch"}})()
-	createSecret(t, secretNS, "no-leases", map[string][]byte{"kubeconfig": kubeconfigOf(t, user.Config)})
-	createConnection(t, "no-leases", secretNS, "no-leases")
+	defer grantProvider(t, name+"-identity", user.Name, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}})()
+	defer grantProvider(t, name+"-crds", user.Name, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"list", "watch"}})()
+	createSecret(t, secretNS, name, map[string][]byte{"kubeconfig": kubeconfigOf(t, user.Config)})
+	createConnection(t, name, secretNS, name)
 
-	waitCondition(t, "no-leases", kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, "leases.coordination.k8s.io")
-	waitCondition(t, "no-leases", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	waitCondition(t, name, kbindv1alpha1.ConditionHeartbeat, metav1.ConditionFalse, kbindv1alpha1.ReasonForbidden, "leases.coordination.k8s.io")
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	eventually(t, "a Warning Event on the Connection quoting the refusal", func() error {
 		var events corev1.EventList
 		if err := consumer.List(ctx, &events); err != nil {
 			return err
 		}
 		for _, e := range events.Items {
-			if e.InvolvedObject.Name == "no-leases" && e.InvolvedObject.Kind == "Connection" && e.Type == corev1.EventTypeWarning &&
+			if e.InvolvedObject.Name == name && e.InvolvedObject.Kind == "Connection" && e.Type == corev1.EventTypeWarning &&
 				e.Reason == string(kbindv1alpha1.ReasonForbidden) && strings.Contains(e.Message, "heartbeat Lease renewal fails") &&
 				strings.Contains(e.Message, "leases.coordination.k8s.io") {
 				return nil
@@ -47,11 +66,13 @@ func TestHeartbeatRefusedIsReported(t *testing.T) {
 		}
 		return errors.New("no Warning Event about the refused heartbeat")
 	})
-	// Ready stays: the renewals go on failing (retried with backoff).
+	// Ready stays: the renewals go on failing (retried with backoff). The
+	// window is 3 × HeartbeatInterval (1 s in enginetest): a busy machine
+	// only makes it see fewer retries, never fail one.
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		conn := &kbindv1alpha1.Connection{}
-		if err := consumer.Get(ctx, client.ObjectKey{Name: "no-leases"}, conn); err != nil {
+		if err := consumer.Get(ctx, client.ObjectKey{Name: name}, conn); err != nil {
 			t.Fatal(err)
 		}
 		if !apimeta.IsStatusConditionTrue(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady)) {

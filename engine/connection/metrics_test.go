@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package connection_test
 
 import (
@@ -39,14 +55,21 @@ func renewals(t *testing.T, connection, result string) (value float64, ok bool) 
 // TestTimeToReady: a Connection that becomes Ready for the first time is
 // observed once, with its age; further reconciles, and a konnector
 // restart that finds it Ready, observe nothing.
+//
+// Not parallel: the histogram has no labels, so any other Connection
+// turning Ready meanwhile (every engine of the process observes into the
+// same registry) would be counted; and it restarts the shared engine,
+// which only a test running alone may do.
 func TestTimeToReady(t *testing.T) {
+	useShared(t)
 	ctx := context.Background()
+	name := unique("timed")
 	count, sum := timeToReady(t)
 	// Not Ready at first (no Secret yet): the time to Ready includes that.
-	createConnection(t, "timed", secretNS, "timed-kubeconfig")
-	waitCondition(t, "timed", kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound)
-	createSecret(t, secretNS, "timed-kubeconfig", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
-	conn := waitCondition(t, "timed", kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	createConnection(t, name, secretNS, name+"-kubeconfig")
+	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonSecretNotFound)
+	createSecret(t, secretNS, name+"-kubeconfig", map[string][]byte{"kubeconfig": pair.Provider.Kubeconfig})
+	conn := waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	readyAt := apimeta.FindStatusCondition(conn.Status.Conditions, string(kbindv1alpha1.ConditionReady)).LastTransitionTime.Time
 	age := readyAt.Sub(conn.CreationTimestamp.Time).Seconds()
 	enginetest.Eventually(t, "the time to Ready observed", func() error {
@@ -74,19 +97,19 @@ func TestTimeToReady(t *testing.T) {
 			return err
 		}
 		for _, l := range leases.Items {
-			if l.Name == "timed-"+conn.Status.LocalClusterUID[:10] && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(restarted) {
+			if l.Name == name+"-"+conn.Status.LocalClusterUID[:10] && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(restarted) {
 				return nil
 			}
 		}
 		return fmt.Errorf("not renewed since the restart")
 	})
 	enginetest.Eventually(t, "a spec change", func() error {
-		c := getConnection(t, "timed")
+		c := getConnection(t, name)
 		c.Spec.NamespacedBindings = enginetest.AdmitAllNamespaces()
 		return consumer.Update(ctx, c)
 	})
 	enginetest.Eventually(t, "Ready at the new generation", func() error {
-		c := getConnection(t, "timed")
+		c := getConnection(t, name)
 		if r := apimeta.FindStatusCondition(c.Status.Conditions, string(kbindv1alpha1.ConditionReady)); r == nil || r.Status != metav1.ConditionTrue || r.ObservedGeneration != c.Generation {
 			return fmt.Errorf("Ready %+v at generation %d", r, c.Generation)
 		}

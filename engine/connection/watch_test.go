@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package connection_test
 
 import (
@@ -9,14 +25,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine"
 	"github.com/kbind/kbind/engine/test/enginetest"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // slowPolling is an engine that re-reads nothing on a timer within a
@@ -76,14 +90,15 @@ func waitExports(t *testing.T, c client.Client, name string, want ...string) {
 // the Connection's exports within seconds — through the watch of the
 // exported CRDs, which is also how an idle Connection reads them without
 // a request.
+//
+// A consumer and an engine of its own (slowPolling), and a provider of its
+// own (it adds and deletes CRDs).
 func TestDiscoveryFollowsTheWatch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	other := testenv.StartClusterT(t, "watched", testenv.ClusterOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{widgetCRD("widgets", "example.org", true)}})
-	oc, err := client.New(other.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := env.StartConsumerWith(t, "watching", slowPolling).Client
+	other, oc := ownProvider(t, widgetCRD("widgets", "example.org", true))
+	cc, c := ownConsumer(t)
+	env.StartEngineOn(t, cc.Config, slowPolling)
 	connectOn(t, c, "watched", other.Kubeconfig)
 	waitExports(t, c, "watched", "widgets.example.org")
 
@@ -127,9 +142,14 @@ func TestDiscoveryFollowsTheWatch(t *testing.T) {
 // 10 minutes, a provider that stops answering is still reported within
 // seconds (the failed heartbeat re-reads the identity at once), and the
 // Connection is Ready again once it answers.
+//
+// A consumer and an engine of its own (slowPolling); the provider is the
+// shared one, behind a proxy of the test's own.
 func TestUnreachableNoticedByTheHeartbeat(t *testing.T) {
+	t.Parallel()
+	cc, c := ownConsumer(t)
 	proxy := enginetest.NewProxy(t, pair.Provider.Config)
-	c := env.StartConsumerWith(t, "heartbeat", slowPolling).Client
+	env.StartEngineOn(t, cc.Config, slowPolling)
 	connectOn(t, c, "flaky", proxy.Kubeconfig(t))
 
 	proxy.SetFault(func(*http.Request) enginetest.Fault { return enginetest.Fault{Status: http.StatusServiceUnavailable} })

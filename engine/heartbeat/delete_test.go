@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package heartbeat_test
 
 import (
@@ -23,7 +39,9 @@ import (
 // failed read deletes nothing. Found by the e2e suite's teardown, which
 // once left a Lease whose delete failed on its resourceVersion.
 func TestDeleteWhileARenewalLands(t *testing.T) {
+	t.Parallel()
 	admin := startProvider(t)
+	ns := leaseNamespace(t)
 	ctx := context.Background()
 	cases := []struct {
 		name string
@@ -44,7 +62,7 @@ func TestDeleteWhileARenewalLands(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := heartbeat.For("provider", "0123456789abcdef", "kbind")
+			l := heartbeat.For("provider", "0123456789abcdef", ns)
 			l.Name = l.Name + "-" + string(rune('a'+i))
 			if err := heartbeat.NewRenewer(admin, l).Renew(ctx, time.Now()); err != nil {
 				t.Fatal(err)

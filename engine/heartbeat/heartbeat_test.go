@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package heartbeat_test
 
 import (
@@ -14,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kbind/kbind/engine/heartbeat"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // requests counts a client's requests by verb.
@@ -37,26 +52,15 @@ func counting(c client.WithWatch, n *requests) client.Client {
 	})
 }
 
-// startProvider starts a provider control plane for the test and returns
-// an admin client of it.
-func startProvider(t *testing.T) client.WithWatch {
-	t.Helper()
-	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
-	admin, err := client.NewWithWatch(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return admin
-}
-
 // TestRenewWritesWithoutReading: after the first renewal, each renewal is
 // one update and no read; a Lease changed or deleted by someone else is
 // read again, and one another holder took over is left untouched.
 func TestRenewWritesWithoutReading(t *testing.T) {
+	t.Parallel()
 	admin := startProvider(t)
 	ctx := context.Background()
 	n := &requests{}
-	l := heartbeat.For("provider", "0123456789abcdef", "kbind")
+	l := heartbeat.For("provider", "0123456789abcdef", leaseNamespace(t))
 	r := heartbeat.NewRenewer(counting(admin, n), l)
 	now := time.Now()
 	renew := func(at time.Duration) error { return r.Renew(ctx, now.Add(at)) }
@@ -140,10 +144,11 @@ func TestRenewWritesWithoutReading(t *testing.T) {
 // renewal itself — no request of their own — and an annotation without a
 // value is removed.
 func TestLeaseInfo(t *testing.T) {
+	t.Parallel()
 	admin := startProvider(t)
 	ctx := context.Background()
 	n := &requests{}
-	l := heartbeat.For("provider", "0123456789abcdef", "kbind")
+	l := heartbeat.For("provider", "0123456789abcdef", leaseNamespace(t))
 	l.Info = heartbeat.Info{KonnectorVersion: "0.3.0", APIVersion: "core.kbind.io/v1alpha1", User: "system:serviceaccount:kbind:c",
 		CredentialKind: "ServiceAccountToken", CredentialExpiry: "2027-01-03T00:00:00Z", Renews: true}
 	get := func() map[string]string {

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package heartbeat_test
 
 import (
@@ -17,10 +33,12 @@ import (
 // renewers of one Lease find each other's at every renewal, a restarted
 // one (a new nonce, a new Renewer) finds its predecessor's never.
 func TestForeignNonce(t *testing.T) {
+	t.Parallel()
 	admin := startProvider(t)
+	ns := leaseNamespace(t)
 	ctx := context.Background()
 	lease := func(nonce string) heartbeat.Lease {
-		l := heartbeat.For("provider", "0123456789abcdef", "kbind")
+		l := heartbeat.For("provider", "0123456789abcdef", ns)
 		l.Nonce = nonce
 		return l
 	}
@@ -37,7 +55,7 @@ func TestForeignNonce(t *testing.T) {
 			t.Errorf("renewal %d by %s: Foreign() = %t, want %t", step, who, got, want)
 		}
 		l := &coordinationv1.Lease{}
-		if err := admin.Get(ctx, client.ObjectKey{Namespace: "kbind", Name: lease("").Name}, l); err != nil {
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: lease("").Name}, l); err != nil {
 			t.Fatal(err)
 		}
 		if got := l.Annotations[kbindv1alpha1.KonnectorNonceAnnotation]; got != who {

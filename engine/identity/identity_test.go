@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package identity_test
 
 import (
@@ -11,7 +27,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kbind/kbind/engine/identity"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // paths records the request paths a rest.Config's transport carries.
@@ -37,7 +52,8 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // reading it again through the same Reader is one request (whether the
 // cluster is kcp is asked once).
 func TestClusterUIDAsksDiscoveryOnce(t *testing.T) {
-	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	t.Parallel()
+	cluster := shared.Get(t)
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(cluster.Config)
 	if err != nil {

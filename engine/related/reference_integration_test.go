@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package related_test
 
 import (
@@ -19,15 +35,33 @@ import (
 	"github.com/kbind/kbind/engine/test/testenv"
 )
 
-// referenceCRDs are the provider APIs of the reference tests, one per
-// Connection (a consumer CRD is supplied by one Connection).
-func referenceCRDs() []*apiextensionsv1.CustomResourceDefinition {
-	return []*apiextensionsv1.CustomResourceDefinition{
-		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
-		enginetest.CRD("gadgets", "gadget", "Gadget", "example.org", apiextensionsv1.NamespaceScoped, true),
-		enginetest.CRD("things", "thing", "Thing", "example.org", apiextensionsv1.NamespaceScoped, true),
-		enginetest.CRD("grabs", "grab", "Grab", "example.org", apiextensionsv1.NamespaceScoped, true),
+// referenceAPI creates, on the shared provider, an exported namespaced
+// API of kind (plural: kind in lower case, "s" added) in a group of its
+// own — one per test run, so that its consumer CRD is supplied by this
+// test's Connection alone (a consumer CRD is supplied by one Connection),
+// under t.Parallel and -count=N — and returns the API's name
+// (<plural>.<group>) and apiVersion.
+func referenceAPI(t *testing.T, kind string) (api, apiVersion string) {
+	t.Helper()
+	group := unique("ref") + ".example.org"
+	plural := strings.ToLower(kind) + "s"
+	crd := enginetest.CRD(plural, strings.ToLower(kind), kind, group, apiextensionsv1.NamespaceScoped, true)
+	if err := env.Provider.Create(context.Background(), crd); err != nil {
+		t.Fatal(err)
 	}
+	enginetest.Eventually(t, "provider CRD "+crd.Name+" established", func() error {
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		if err := env.Provider.Get(context.Background(), client.ObjectKeyFromObject(crd), got); err != nil {
+			return err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("not established")
+	})
+	return crd.Name, group + "/v1alpha1"
 }
 
 func byReference(resource kbindv1alpha1.RelatedResourceKind, direction kbindv1alpha1.RelatedResourceDirection, api, path string) kbindv1alpha1.RelatedResource {
@@ -66,9 +100,9 @@ func apiBinding(t *testing.T, connection, namespace, api string, entries ...kbin
 	return b
 }
 
-func instance(kind, namespace, name string, spec map[string]any) *unstructured.Unstructured {
+func instance(apiVersion, kind, namespace, name string, spec map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-	u.SetAPIVersion("example.org/v1alpha1")
+	u.SetAPIVersion(apiVersion)
 	u.SetKind(kind)
 	u.SetNamespace(namespace)
 	u.SetName(name)
@@ -112,18 +146,21 @@ func ownedBy(owner client.Object, want string) func(*corev1.Secret) error {
 // field (the old copy goes, only if kbind made it), goes with the Widget,
 // and stays when the Widget is deleted with the Orphan policy.
 func TestReferenceFromProviderFollowsItsOwner(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	const field, nsName = "writeConnectionSecretToRef", "ref-a"
-	connectWith(t, "refs", env.Pair.Provider.Kubeconfig, nil)
+	const field = "writeConnectionSecretToRef"
+	nsName, refs := unique("ref-a"), unique("refs")
+	api, apiVersion := referenceAPI(t, "Widget")
+	connectWith(t, refs, env.Pair.Provider.Kubeconfig, nil)
 	ns(t, env.Provider, nsName)
 	for name, v := range map[string]string{"w1-conn": "v1", "w1-conn-v2": "v2", "hand-made": "provider", "w2-conn": "w2"} {
 		mustCreate(t, env.Provider, secret(nsName, name, nil, v))
 	}
 	mustCreate(t, env.Consumer, secret(nsName, "hand-made", nil, "consumer's own"))
-	b := apiBinding(t, "refs", nsName, "widgets.example.org",
-		byReference(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, "widgets.example.org", ".spec."+field+".name"))
+	b := apiBinding(t, refs, nsName, api,
+		byReference(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, api, ".spec."+field+".name"))
 
-	w1 := instance("Widget", nsName, "w1", ref(field, "w1-conn"))
+	w1 := instance(apiVersion, "Widget", nsName, "w1", ref(field, "w1-conn"))
 	mustCreate(t, env.Consumer, w1)
 	waitSecret(t, env.Consumer, nsName, "w1-conn", ownedBy(w1, "v1"))
 	absent(t, env.Consumer, secretObj(nsName, "w1-conn-v2"), "no Widget names it")
@@ -151,7 +188,7 @@ func TestReferenceFromProviderFollowsItsOwner(t *testing.T) {
 	waitAbsent(t, env.Consumer, secretObj(nsName, "w1-conn"))
 
 	// The owner deleted with the Orphan policy: the copy stays, released.
-	w2 := instance("Widget", nsName, "w2", ref(field, "w2-conn"))
+	w2 := instance(apiVersion, "Widget", nsName, "w2", ref(field, "w2-conn"))
 	mustCreate(t, env.Consumer, w2)
 	waitSecret(t, env.Consumer, nsName, "w2-conn", ownedBy(w2, "w2"))
 	waitRelatedStatus(t, b, kbindv1alpha1.RelatedStatus{Copies: 1})
@@ -182,14 +219,16 @@ func TestReferenceFromProviderFollowsItsOwner(t *testing.T) {
 // copy, under the Namespace isolation mapping, and the provider copy's
 // field names it there; it goes with the Gadget.
 func TestReferenceFromConsumerUnderNamespaceIsolation(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	const nsName, tenant = "ref-b", "tenant-r"
+	nsName, tenant, refsIso := unique("ref-b"), unique("tenant-r"), unique("refs-iso")
+	api, apiVersion := referenceAPI(t, "Gadget")
 	ns(t, env.Provider, tenant)
-	connectWith(t, "refs-iso", env.Pair.Provider.Kubeconfig, &kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: tenant})
+	connectWith(t, refsIso, env.Pair.Provider.Kubeconfig, &kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: tenant})
 	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: "settings"}, Data: map[string]string{"mode": "fast"}})
-	apiBinding(t, "refs-iso", nsName, "gadgets.example.org",
-		byReference(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "gadgets.example.org", ".spec.configRef.name"))
-	g1 := instance("Gadget", nsName, "g1", ref("configRef", "settings"))
+	apiBinding(t, refsIso, nsName, api,
+		byReference(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, api, ".spec.configRef.name"))
+	g1 := instance(apiVersion, "Gadget", nsName, "g1", ref("configRef", "settings"))
 	mustCreate(t, env.Consumer, g1)
 
 	copyKey := client.ObjectKey{Namespace: tenant, Name: nsName + ".settings"}
@@ -206,7 +245,7 @@ func TestReferenceFromConsumerUnderNamespaceIsolation(t *testing.T) {
 	})
 	absent(t, env.Provider, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "settings"}}, "the unmapped name would collide across consumer namespaces")
 	enginetest.Eventually(t, "the provider copy names the mapped ConfigMap", func() error {
-		p := instance("Gadget", tenant, nsName+".g1", nil)
+		p := instance(apiVersion, "Gadget", tenant, nsName+".g1", nil)
 		if err := env.Provider.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 			return err
 		}
@@ -230,12 +269,15 @@ func TestReferenceFromConsumerUnderNamespaceIsolation(t *testing.T) {
 // keeps the copy it has (the new source cannot be read), and the binding
 // says why; with the permission back the copy follows the field.
 func TestReferenceFailedReadNeverDeletes(t *testing.T) {
-	const nsName = "ref-c"
+	setup(t)
+	nsName, refsLimited := unique("ref-c"), unique("refs-limited")
+	api, apiVersion := referenceAPI(t, "Thing")
+	group, _, _ := strings.Cut(apiVersion, "/")
 	ns(t, env.Provider, nsName) // the credentials may not create namespaces
 	base := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"example.org"}, Resources: []string{"things", "things/status"}, Verbs: []string{"*"}},
+		{APIGroups: []string{group}, Resources: []string{"things", "things/status"}, Verbs: []string{"*"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}},
 	}
 	kubeconfigFor := func(user string, secretVerbs ...string) []byte {
@@ -251,25 +293,26 @@ func TestReferenceFailedReadNeverDeletes(t *testing.T) {
 		}
 		return kc
 	}
-	lister := kubeconfigFor("ref-lister", "*")
-	nolist := kubeconfigFor("ref-nolist", "get", "create", "update", "patch", "delete")
+	listerUser, nolistUser := unique("ref-lister"), unique("ref-nolist")
+	lister := kubeconfigFor(listerUser, "*")
+	nolist := kubeconfigFor(nolistUser, "get", "create", "update", "patch", "delete")
 	mustCreate(t, env.Provider, secret(nsName, "t1-conn", nil, "one"))
 	mustCreate(t, env.Provider, secret(nsName, "t1-conn-v2", nil, "two"))
-	s := connectWith(t, "refs-limited", lister, nil)
-	b := apiBinding(t, "refs-limited", nsName, "things.example.org",
-		byReference(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, "things.example.org", ".spec.secretRef.name"))
-	t1 := instance("Thing", nsName, "t1", ref("secretRef", "t1-conn"))
+	s := connectWith(t, refsLimited, lister, nil)
+	b := apiBinding(t, refsLimited, nsName, api,
+		byReference(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, api, ".spec.secretRef.name"))
+	t1 := instance(apiVersion, "Thing", nsName, "t1", ref("secretRef", "t1-conn"))
 	mustCreate(t, env.Consumer, t1)
 	waitSecret(t, env.Consumer, nsName, "t1-conn", ownedBy(t1, "one"))
 
-	setKubeconfig(t, s, nolist)
+	useCredential(t, s, nolist, nolistUser)
 	setRef(t, t1, "secretRef", "t1-conn-v2")
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
 		"list secrets (provider side)")
 	stays(t, env.Consumer, secretObj(nsName, "t1-conn"), "the entry's sources could not be read")
 	absent(t, env.Consumer, secretObj(nsName, "t1-conn-v2"), "it could not be read")
 
-	setKubeconfig(t, s, lister)
+	useCredential(t, s, lister, listerUser)
 	waitSecret(t, env.Consumer, nsName, "t1-conn-v2", ownedBy(t1, "two"))
 	waitAbsent(t, env.Consumer, secretObj(nsName, "t1-conn"))
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
@@ -281,19 +324,22 @@ func TestReferenceFailedReadNeverDeletes(t *testing.T) {
 // the provider, a ConfigMap it names goes up, and both go with it. (A
 // ClusterBinding: only ClusterBindings project.)
 func TestReferenceOfAProjectedAPI(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	const nsName = "ref-p"
-	connectWith(t, "refs-proj", env.Pair.Provider.Kubeconfig, nil)
+	nsName, refsProj := unique("ref-p"), unique("refs-proj")
+	api, _ := referenceAPI(t, "Thing")
+	acme := unique("acme") + ".example.com"
+	connectWith(t, refsProj, env.Pair.Provider.Kubeconfig, nil)
 	ns(t, env.Provider, nsName)
 	mustCreate(t, env.Provider, secret(nsName, "t1-conn", nil, "from the provider"))
 	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsName, Name: "t1-settings"}, Data: map[string]string{"mode": "fast"}})
-	b := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "refs-projected"}, Spec: kbindv1alpha1.BindingSpec{
-		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "refs-proj"},
-		APIs: []kbindv1alpha1.APIReference{{Name: "things.example.org",
-			Projection: &kbindv1alpha1.Projection{Group: "acme.example.com", Kind: "AcmeThing"}}},
+	b := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: unique("refs-projected")}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: refsProj},
+		APIs: []kbindv1alpha1.APIReference{{Name: api,
+			Projection: &kbindv1alpha1.Projection{Group: acme, Kind: "AcmeThing"}}},
 		RelatedResources: []kbindv1alpha1.RelatedResource{
-			byReference(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, "things.example.org", ".spec.secretRef.name"),
-			byReference(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "things.example.org", ".spec.configRef.name"),
+			byReference(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, api, ".spec.secretRef.name"),
+			byReference(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, api, ".spec.configRef.name"),
 		},
 	}}
 	mustCreate(t, env.Consumer, b)
@@ -301,7 +347,7 @@ func TestReferenceOfAProjectedAPI(t *testing.T) {
 
 	t1 := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"secretRef": map[string]any{"name": "t1-conn"}, "configRef": map[string]any{"name": "t1-settings"}}}}
-	t1.SetAPIVersion("acme.example.com/v1alpha1")
+	t1.SetAPIVersion(acme + "/v1alpha1")
 	t1.SetKind("AcmeThing")
 	t1.SetNamespace(nsName)
 	t1.SetName("t1")
@@ -334,27 +380,30 @@ func TestReferenceOfAProjectedAPI(t *testing.T) {
 // skipped. A Grab the consumer made gets its Secret copied (the positive
 // control), and so does the imported one once it is adopted.
 func TestReferenceFromConsumerNeverForImported(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	const nsName, tenant, field = "team-b", "tenant-imp", "passwordSecretRef"
+	const field = "passwordSecretRef"
+	nsName, tenant, refsImport := unique("team-b"), unique("tenant-imp"), unique("refs-import")
+	api, apiVersion := referenceAPI(t, "Grab")
 	ns(t, env.Provider, tenant)
 	ns(t, env.Consumer, nsName)
 	for _, name := range []string{"payroll-db", "mine-db"} {
 		mustCreate(t, env.Consumer, secret(nsName, name, nil, name))
 	}
-	connectWith(t, "refs-import", env.Pair.Provider.Kubeconfig, &kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: tenant})
-	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "grabs"}, Spec: kbindv1alpha1.BindingSpec{
-		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "refs-import"},
-		APIs:          []kbindv1alpha1.APIReference{{Name: "grabs.example.org", ProviderObjects: kbindv1alpha1.ProviderObjectsImport}},
+	connectWith(t, refsImport, env.Pair.Provider.Kubeconfig, &kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: tenant})
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: unique("grabs")}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: refsImport},
+		APIs:          []kbindv1alpha1.APIReference{{Name: api, ProviderObjects: kbindv1alpha1.ProviderObjectsImport}},
 		RelatedResources: []kbindv1alpha1.RelatedResource{
-			byReference(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromConsumer, "grabs.example.org", ".spec."+field+".name")},
+			byReference(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromConsumer, api, ".spec."+field+".name")},
 	}}
 	mustCreate(t, env.Consumer, cb)
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 
 	// The tenant's Grab, written on the provider without markers, as the
 	// grant's credentials may.
-	mustCreate(t, env.Provider, instance("Grab", tenant, nsName+".grab", ref(field, "payroll-db")))
-	imported := instance("Grab", nsName, "grab", nil)
+	mustCreate(t, env.Provider, instance(apiVersion, "Grab", tenant, nsName+".grab", ref(field, "payroll-db")))
+	imported := instance(apiVersion, "Grab", nsName, "grab", nil)
 	enginetest.Eventually(t, "the tenant's Grab imported into "+nsName, func() error {
 		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(imported), imported); err != nil {
 			return err
@@ -366,7 +415,7 @@ func TestReferenceFromConsumerNeverForImported(t *testing.T) {
 	})
 	// The consumer's own Grab: its Secret goes up (the positive control,
 	// and proof that the entry has read its owners since the import).
-	mustCreate(t, env.Consumer, instance("Grab", nsName, "mine", ref(field, "mine-db")))
+	mustCreate(t, env.Consumer, instance(apiVersion, "Grab", nsName, "mine", ref(field, "mine-db")))
 	enginetest.Eventually(t, "the Secret the consumer's own Grab names, copied up", func() error {
 		return env.Provider.Get(ctx, client.ObjectKey{Namespace: tenant, Name: nsName + ".mine-db"}, &corev1.Secret{})
 	})
@@ -377,7 +426,7 @@ func TestReferenceFromConsumerNeverForImported(t *testing.T) {
 			return err
 		}
 		c := meta.FindStatusCondition(cb.Status.Conditions, string(kbindv1alpha1.ConditionPermissionDenied))
-		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "1 imported grabs.example.org object(s)") ||
+		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "1 imported "+api+" object(s)") ||
 			!strings.Contains(c.Message, nsName+"/grab") {
 			return fmt.Errorf("PermissionDenied %+v", c)
 		}
@@ -386,7 +435,7 @@ func TestReferenceFromConsumerNeverForImported(t *testing.T) {
 		}
 		return nil
 	})
-	waitEvent(t, cb, "RelatedSkipped", "imported grabs.example.org", nsName+"/grab")
+	waitEvent(t, cb, "RelatedSkipped", "imported "+api, nsName+"/grab")
 
 	// Adopted, the Grab is the consumer's: what it names is copied up.
 	enginetest.Eventually(t, "asking to adopt the imported Grab", func() error {

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package related_test
 
 import (
@@ -5,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,34 +40,72 @@ import (
 	"github.com/kbind/kbind/engine/test/testenv"
 )
 
+// env is the package's engine on a consumer/provider pair, with the
+// Connection "provider" (admitting every namespace): started by the first
+// test that calls setup, so the pure tests never wait for it.
 var env *enginetest.Env
 
-func TestMain(m *testing.M) {
-	var err error
-	var stop func()
-	// A long resync: changes must arrive through watches (SYNC-R2).
-	env, stop, err = enginetest.Start(enginetest.Options{Engine: engine.Options{BindingResync: time.Minute}, ProviderCRDs: referenceCRDs()})
+// relatedResync is the engine's binding resync. Longer than the whole
+// package runs (about two minutes, five under -race): no resync happens
+// while the tests run, so every change a test waits for arrives through a
+// watch (SYNC-R2) — a copy that arrives at all, within the poll's
+// PollTimeout, arrived through one.
+const relatedResync = time.Hour
+
+var shared = testenv.NewShared("engine on a consumer/provider pair", func() (*enginetest.Env, func() error, error) {
+	e, stop, err := enginetest.Start(enginetest.Options{Engine: engine.Options{BindingResync: relatedResync}})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return nil, nil, err
 	}
 	ctx := context.Background()
 	for _, o := range []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "provider"},
-			Data: map[string][]byte{"kubeconfig": env.Pair.Provider.Kubeconfig}},
+			Data: map[string][]byte{"kubeconfig": e.Pair.Provider.Kubeconfig}},
 		&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"},
 			Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"},
 				NamespacedBindings: enginetest.AdmitAllNamespaces()}},
 	} {
-		if err := env.Consumer.Create(ctx, o); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+		if err := e.Consumer.Create(ctx, o); err != nil {
+			stop()
+			return nil, nil, err
 		}
 	}
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	env = e
+	return e, func() error { stop(); return nil }, nil
+})
+
+func TestMain(m *testing.M) {
+	startTimeout()
+	testenv.Main(m, shared)
 }
+
+// startTimeoutEnv is how long envtest lets each control plane component
+// take to start. Its default, 20 s, is overrun on a loaded machine (a
+// kube-apiserver took over 20 s at a load of 40 on two cores, and the
+// package failed for it): give it three minutes unless the caller chose.
+const startTimeoutEnv = "KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"
+
+func startTimeout() {
+	if os.Getenv(startTimeoutEnv) == "" {
+		_ = os.Setenv(startTimeoutEnv, "3m")
+	}
+}
+
+// setup gives a test the shared engine (env is set once it returns) and
+// runs it in parallel with the package's other tests: every test owns the
+// namespaces, Connections, users and cluster-scoped objects it creates,
+// named by unique.
+func setup(t *testing.T) {
+	t.Helper()
+	shared.Get(t)
+	t.Parallel()
+}
+
+var seq atomic.Int64
+
+// unique is base with a number no other test run of this process uses:
+// parallel tests, and each run of -count=N, share one pair.
+func unique(base string) string { return fmt.Sprintf("%s-%d", base, seq.Add(1)) }
 
 func ns(t *testing.T, c client.Client, name string) {
 	t.Helper()
@@ -119,22 +174,24 @@ func data(want string) func(*corev1.Secret) error {
 }
 
 func TestFromProviderSecretsAndRotation(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	src := secret("rel-a", "db-credentials", map[string]string{"app": "db"}, "v1")
+	nsA := unique("rel-a")
+	src := secret(nsA, "db-credentials", map[string]string{"app": "db"}, "v1")
 	mustCreate(t, env.Provider, src)
-	mustCreate(t, env.Provider, secret("rel-a", "unrelated", nil, "x"))
-	b := binding(t, "rel-a", "related", kbindv1alpha1.RelatedResource{
+	mustCreate(t, env.Provider, secret(nsA, "unrelated", nil, "x"))
+	b := binding(t, nsA, "related", kbindv1alpha1.RelatedResource{
 		Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromProvider,
 		Selector: kbindv1alpha1.RelatedResourceSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
 	})
-	waitSecret(t, env.Consumer, "rel-a", "db-credentials", func(s *corev1.Secret) error {
+	waitSecret(t, env.Consumer, nsA, "db-credentials", func(s *corev1.Secret) error {
 		if string(s.Data["key"]) != "v1" || s.Type != corev1.SecretTypeOpaque || s.Labels[kbindv1alpha1.ManagedLabel] != "true" ||
 			!strings.HasPrefix(s.Annotations[kbindv1alpha1.RelatedBindingAnnotation], string(b.UID)+"/") || s.Labels["app"] != "" {
 			return fmt.Errorf("copy %+v", s.ObjectMeta)
 		}
 		return nil
 	})
-	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: "rel-a", Name: "unrelated"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "unrelated"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("an unselected Secret was copied: %v", err)
 	}
 
@@ -144,41 +201,41 @@ func TestFromProviderSecretsAndRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	rotated := time.Now()
-	waitSecret(t, env.Consumer, "rel-a", "db-credentials", data("v2"))
-	if took := time.Since(rotated); took > 5*time.Second {
-		t.Errorf("rotation took %s", took)
-	} else {
-		t.Logf("rotation took %s", took)
-	}
+	waitSecret(t, env.Consumer, nsA, "db-credentials", data("v2"))
+	// No resync comes while the tests run (relatedResync): the copy came
+	// through the watch; how long it took is reported, not asserted.
+	t.Logf("rotation took %s", time.Since(rotated))
 
 	// A source that stops matching loses its copy; so does a deleted one.
 	src.Labels = nil
 	if err := env.Provider.Update(ctx, src); err != nil {
 		t.Fatal(err)
 	}
-	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-a", Name: "db-credentials"}})
+	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "db-credentials"}})
 
-	second := secret("rel-a", "second", map[string]string{"app": "db"}, "s")
+	second := secret(nsA, "second", map[string]string{"app": "db"}, "s")
 	mustCreate(t, env.Provider, second)
-	waitSecret(t, env.Consumer, "rel-a", "second", data("s"))
+	waitSecret(t, env.Consumer, nsA, "second", data("s"))
 	if err := env.Provider.Delete(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-a", Name: "second"}})
+	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "second"}})
 
 	// Binding deletion deletes every copy.
-	mustCreate(t, env.Provider, secret("rel-a", "third", map[string]string{"app": "db"}, "t"))
-	waitSecret(t, env.Consumer, "rel-a", "third", data("t"))
+	mustCreate(t, env.Provider, secret(nsA, "third", map[string]string{"app": "db"}, "t"))
+	waitSecret(t, env.Consumer, nsA, "third", data("t"))
 	if err := env.Consumer.Delete(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-a", Name: "third"}})
+	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "third"}})
 }
 
 func TestFromConsumerConfigMapsNamesAndEntries(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
+	nsB := unique("rel-b")
 	for _, n := range []string{"settings", "extra", "other"} {
-		mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-b", Name: n, Labels: map[string]string{"tier": "web"}},
+		mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: n, Labels: map[string]string{"tier": "web"}},
 			Data: map[string]string{"k": n}, BinaryData: map[string][]byte{"b": {0, 1, 2}}, Immutable: ptr.To(n == "settings")})
 	}
 	byName := kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceConfigMaps, Direction: kbindv1alpha1.FromConsumer,
@@ -186,11 +243,11 @@ func TestFromConsumerConfigMapsNamesAndEntries(t *testing.T) {
 	byBoth := kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceConfigMaps, Direction: kbindv1alpha1.FromConsumer,
 		Selector: kbindv1alpha1.RelatedResourceSelector{Names: []string{"extra", "missing"},
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "web"}}}}
-	b := binding(t, "rel-b", "related", byName, byBoth)
+	b := binding(t, nsB, "related", byName, byBoth)
 	enginetest.Eventually(t, "configmaps on the provider", func() error {
 		for _, n := range []string{"settings", "extra"} {
 			cm := &corev1.ConfigMap{}
-			if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-b", Name: n}, cm); err != nil {
+			if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: nsB, Name: n}, cm); err != nil {
 				return err
 			}
 			if cm.Data["k"] != n || len(cm.BinaryData["b"]) != 3 || (n == "settings") != (cm.Immutable != nil && *cm.Immutable) {
@@ -199,7 +256,7 @@ func TestFromConsumerConfigMapsNamesAndEntries(t *testing.T) {
 		}
 		return nil
 	})
-	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-b", Name: "other"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: nsB, Name: "other"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("an unselected ConfigMap was copied: %v", err)
 	}
 	// Removing the second entry deletes its copies only. The controller
@@ -211,23 +268,23 @@ func TestFromConsumerConfigMapsNamesAndEntries(t *testing.T) {
 		b.Spec.RelatedResources = []kbindv1alpha1.RelatedResource{byName}
 		return env.Consumer.Update(ctx, b)
 	})
-	waitAbsent(t, env.Provider, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-b", Name: "extra"}})
-	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-b", Name: "settings"}, &corev1.ConfigMap{}); err != nil {
+	waitAbsent(t, env.Provider, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "extra"}})
+	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: nsB, Name: "settings"}, &corev1.ConfigMap{}); err != nil {
 		t.Errorf("the first entry's copy went with the second entry: %v", err)
 	}
 	// An immutable source changed by recreation replaces its copy.
 	settings := &corev1.ConfigMap{}
-	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: "rel-b", Name: "settings"}, settings); err != nil {
+	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: nsB, Name: "settings"}, settings); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Consumer.Delete(ctx, settings); err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-b", Name: "settings"},
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "settings"},
 		Data: map[string]string{"k": "recreated"}, Immutable: ptr.To(true)})
 	enginetest.Eventually(t, "the immutable copy replaced", func() error {
 		cm := &corev1.ConfigMap{}
-		if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-b", Name: "settings"}, cm); err != nil {
+		if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: nsB, Name: "settings"}, cm); err != nil {
 			return err
 		}
 		if cm.Data["k"] != "recreated" {
@@ -238,20 +295,22 @@ func TestFromConsumerConfigMapsNamesAndEntries(t *testing.T) {
 }
 
 func TestForeignTargetsAndTokens(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
+	nsC := unique("rel-c")
 	selected := map[string]string{"copy": "yes"}
 	// The provider already has an unmanaged Secret of the same name.
-	foreign := secret("rel-c", "shared", nil, "provider-owned")
+	foreign := secret(nsC, "shared", nil, "provider-owned")
 	mustCreate(t, env.Provider, foreign)
-	mustCreate(t, env.Consumer, secret("rel-c", "shared", selected, "consumer"))
-	mustCreate(t, env.Consumer, secret("rel-c", "plain", selected, "p"))
-	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-c", Name: "sa-token", Labels: selected,
+	mustCreate(t, env.Consumer, secret(nsC, "shared", selected, "consumer"))
+	mustCreate(t, env.Consumer, secret(nsC, "plain", selected, "p"))
+	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsC, Name: "sa-token", Labels: selected,
 		Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
 		Type: corev1.SecretTypeServiceAccountToken, Data: map[string][]byte{"token": []byte("t")}}
 	mustCreate(t, env.Consumer, token)
-	b := binding(t, "rel-c", "related", kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromConsumer,
+	b := binding(t, nsC, "related", kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromConsumer,
 		Selector: kbindv1alpha1.RelatedResourceSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: selected}}})
-	waitSecret(t, env.Provider, "rel-c", "plain", data("p"))
+	waitSecret(t, env.Provider, nsC, "plain", data("p"))
 	enginetest.Eventually(t, "related status", func() error {
 		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return err
@@ -266,12 +325,12 @@ func TestForeignTargetsAndTokens(t *testing.T) {
 	if err := env.Provider.Get(ctx, client.ObjectKeyFromObject(foreign), got); err != nil || string(got.Data["key"]) != "provider-owned" {
 		t.Errorf("the foreign target was touched: %v %q", err, got.Data["key"])
 	}
-	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-c", Name: "sa-token"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: nsC, Name: "sa-token"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a service-account token was copied: %v", err)
 	}
 	enginetest.Eventually(t, "Warning Events", func() error {
 		var events corev1.EventList
-		if err := env.Consumer.List(ctx, &events, client.InNamespace("rel-c")); err != nil {
+		if err := env.Consumer.List(ctx, &events, client.InNamespace(nsC)); err != nil {
 			return err
 		}
 		seen := map[string]bool{}
@@ -289,27 +348,25 @@ func TestForeignTargetsAndTokens(t *testing.T) {
 }
 
 func TestFromConsumerRotation(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	src := secret("rel-e", "api-key", map[string]string{"share": "yes"}, "k1")
+	nsE := unique("rel-e")
+	src := secret(nsE, "api-key", map[string]string{"share": "yes"}, "k1")
 	mustCreate(t, env.Consumer, src)
-	binding(t, "rel-e", "related", kbindv1alpha1.RelatedResource{
+	binding(t, nsE, "related", kbindv1alpha1.RelatedResource{
 		Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromConsumer,
 		Selector: kbindv1alpha1.RelatedResourceSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"share": "yes"}}},
 	})
-	waitSecret(t, env.Provider, "rel-e", "api-key", data("k1"))
-	// The resync here is a minute: the change arrives through the
-	// metadata-only watch on consumer Secrets.
+	waitSecret(t, env.Provider, nsE, "api-key", data("k1"))
+	// No resync comes while the tests run (relatedResync): the change
+	// arrives through the metadata-only watch on consumer Secrets.
 	src.Data["key"] = []byte("k2")
 	if err := env.Consumer.Update(ctx, src); err != nil {
 		t.Fatal(err)
 	}
 	changed := time.Now()
-	waitSecret(t, env.Provider, "rel-e", "api-key", data("k2"))
-	if took := time.Since(changed); took > 5*time.Second {
-		t.Errorf("FromConsumer rotation took %s", took)
-	} else {
-		t.Logf("FromConsumer rotation took %s", took)
-	}
+	waitSecret(t, env.Provider, nsE, "api-key", data("k2"))
+	t.Logf("FromConsumer rotation took %s", time.Since(changed))
 }
 
 func TestEntryIDFollowsContent(t *testing.T) {
@@ -323,12 +380,14 @@ func TestEntryIDFollowsContent(t *testing.T) {
 }
 
 func TestForbiddenTargetNamespace(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	user, err := env.Pair.Provider.AddUser("related-limited")
+	nsD, limited := unique("rel-d"), unique("related-limited")
+	user, err := env.Pair.Provider.AddUser(limited)
 	if err != nil {
 		t.Fatal(err)
 	}
-	enginetest.Grant(t, env.Provider, "related-limited", user.Name,
+	enginetest.Grant(t, env.Provider, limited, user.Name,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
@@ -337,24 +396,24 @@ func TestForbiddenTargetNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "limited"}, Data: map[string][]byte{"kubeconfig": kc}})
-	mustCreate(t, env.Consumer, &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "limited"},
-		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "limited"},
+	mustCreate(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: limited}, Data: map[string][]byte{"kubeconfig": kc}})
+	mustCreate(t, env.Consumer, &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: limited},
+		Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: limited},
 			NamespacedBindings: enginetest.AdmitAllNamespaces()}})
-	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-d", Name: "cfg"}, Data: map[string]string{"a": "b"}})
-	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-d", Name: "related"}, Spec: kbindv1alpha1.BindingSpec{
-		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "limited"},
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsD, Name: "cfg"}, Data: map[string]string{"a": "b"}})
+	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: nsD, Name: "related"}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: limited},
 		APIs:          []kbindv1alpha1.APIReference{{Name: "none.example.org"}},
 		RelatedResources: []kbindv1alpha1.RelatedResource{{Resource: kbindv1alpha1.RelatedResourceConfigMaps, Direction: kbindv1alpha1.FromConsumer,
 			Selector: kbindv1alpha1.RelatedResourceSelector{Names: []string{"cfg"}}}},
 	}}
 	mustCreate(t, env.Consumer, b)
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
-		"create namespaces/rel-d (provider side)")
+		"create namespaces/"+nsD+" (provider side)")
 	// Once the namespace exists, the copy is made (at the next reconcile:
 	// here a spec change, in production also the resync) and the condition
 	// clears.
-	ns(t, env.Provider, "rel-d")
+	ns(t, env.Provider, nsD)
 	enginetest.Eventually(t, "a spec change", func() error {
 		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return err
@@ -363,7 +422,7 @@ func TestForbiddenTargetNamespace(t *testing.T) {
 		return env.Consumer.Update(ctx, b)
 	})
 	enginetest.Eventually(t, "the copy", func() error {
-		return env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-d", Name: "cfg"}, &corev1.ConfigMap{})
+		return env.Provider.Get(ctx, client.ObjectKey{Namespace: nsD, Name: "cfg"}, &corev1.ConfigMap{})
 	})
 	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
 }
@@ -372,27 +431,29 @@ func TestForbiddenTargetNamespace(t *testing.T) {
 // the backend reaper marks the provider copies of a consumer whose Lease
 // looks stale (core.kbind.io/reap-marked-at); a live konnector's related
 // syncer removes the mark from every related copy it keeps, through the
-// mark's own event (the binding resync here is a minute), and leaves the
+// mark's own event (no binding resync comes while the tests run), and leaves the
 // copy's payload as it is.
 func TestReapMarkIsClearedOnARelatedCopy(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	mustCreate(t, env.Consumer, secret("rel-reap", "db-password", map[string]string{"share": "yes"}, "s1"))
-	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-reap", Name: "settings", Labels: map[string]string{"share": "yes"}},
+	nsReap := unique("rel-reap")
+	mustCreate(t, env.Consumer, secret(nsReap, "db-password", map[string]string{"share": "yes"}, "s1"))
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsReap, Name: "settings", Labels: map[string]string{"share": "yes"}},
 		Data: map[string]string{"k": "v"}})
 	sel := kbindv1alpha1.RelatedResourceSelector{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"share": "yes"}}}
-	binding(t, "rel-reap", "related",
+	binding(t, nsReap, "related",
 		kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceSecrets, Direction: kbindv1alpha1.FromConsumer, Selector: sel},
 		kbindv1alpha1.RelatedResource{Resource: kbindv1alpha1.RelatedResourceConfigMaps, Direction: kbindv1alpha1.FromConsumer, Selector: sel})
-	waitSecret(t, env.Provider, "rel-reap", "db-password", data("s1"))
+	waitSecret(t, env.Provider, nsReap, "db-password", data("s1"))
 	copies := []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}
 	names := []string{"db-password", "settings"}
 	enginetest.Eventually(t, "the ConfigMap copy on the provider", func() error {
-		return env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-reap", Name: "settings"}, copies[1])
+		return env.Provider.Get(ctx, client.ObjectKey{Namespace: nsReap, Name: "settings"}, copies[1])
 	})
 
 	// The reaper's phase-1 mark, written as the backend writes it.
 	for i, obj := range copies {
-		if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-reap", Name: names[i]}, obj); err != nil {
+		if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: nsReap, Name: names[i]}, obj); err != nil {
 			t.Fatal(err)
 		}
 		mark := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, obj.GetUID(), kbindv1alpha1.ReapMarkedAtAnnotation,
@@ -404,7 +465,7 @@ func TestReapMarkIsClearedOnARelatedCopy(t *testing.T) {
 	marked := time.Now()
 	enginetest.Eventually(t, "the reaper's marks cleared", func() error {
 		for i, obj := range copies {
-			if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-reap", Name: names[i]}, obj); err != nil {
+			if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: nsReap, Name: names[i]}, obj); err != nil {
 				return err
 			}
 			if m, ok := obj.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation]; ok {
@@ -413,11 +474,9 @@ func TestReapMarkIsClearedOnARelatedCopy(t *testing.T) {
 		}
 		return nil
 	})
-	took := time.Since(marked)
-	if took > 10*time.Second {
-		t.Errorf("clearing the marks took %s, more than the watch should", took)
-	}
-	t.Logf("marks cleared after %s", took)
+	// No resync comes while the tests run (relatedResync): the marks were
+	// cleared through their own event; how long it took is reported.
+	t.Logf("marks cleared after %s", time.Since(marked))
 	s := copies[0].(*corev1.Secret)
 	if string(s.Data["key"]) != "s1" || s.Annotations[kbindv1alpha1.RelatedBindingAnnotation] == "" || s.UID == "" {
 		t.Errorf("the Secret copy changed: data %q, annotations %v", s.Data["key"], s.Annotations)

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package related_test
 
 import (
@@ -42,6 +58,25 @@ func setKubeconfig(t *testing.T, s *corev1.Secret, kubeconfig []byte) {
 		}
 		s.Data = map[string][]byte{"kubeconfig": kubeconfig}
 		return env.Consumer.Update(context.Background(), s)
+	})
+}
+
+// useCredential replaces the kubeconfig in the Secret s of the Connection
+// of the same name with that of user, and waits until the Connection
+// says it uses it (status.credentials.subject): what the test does next
+// is done with it, not with the credential before.
+func useCredential(t *testing.T, s *corev1.Secret, kubeconfig []byte, user string) {
+	t.Helper()
+	setKubeconfig(t, s, kubeconfig)
+	enginetest.Eventually(t, "Connection "+s.Name+" using the credential of "+user, func() error {
+		conn := &kbindv1alpha1.Connection{}
+		if err := env.Consumer.Get(context.Background(), client.ObjectKey{Name: s.Name}, conn); err != nil {
+			return err
+		}
+		if c := conn.Status.Credentials; c == nil || c.Subject != user {
+			return fmt.Errorf("credentials %+v", c)
+		}
+		return nil
 	})
 }
 
@@ -138,7 +173,9 @@ func waitEvent(t *testing.T, obj client.Object, reason string, fragments ...stri
 // collecting them), the target before an immutable copy is replaced, and
 // the provider copies before a deleted binding's cleanup.
 func TestFailedReadsNeverDelete(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
+	nsG, nsG2, listing := unique("rel-g"), unique("rel-g2"), unique("listing")
 	base := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}},
@@ -157,23 +194,24 @@ func TestFailedReadsNeverDelete(t *testing.T) {
 		}
 		return kc
 	}
-	lister := kubeconfigFor("related-lister", "*")
-	nolist := kubeconfigFor("related-nolist", "get", "create", "update", "patch", "delete")
-	noread := kubeconfigFor("related-noread", "create", "update", "patch", "delete")
+	listerUser, nolistUser, noreadUser := unique("related-lister"), unique("related-nolist"), unique("related-noread")
+	lister := kubeconfigFor(listerUser, "*")
+	nolist := kubeconfigFor(nolistUser, "get", "create", "update", "patch", "delete")
+	noread := kubeconfigFor(noreadUser, "create", "update", "patch", "delete")
 	share := map[string]string{"share": "yes"}
 
-	mustCreate(t, env.Provider, secret("rel-g", "db-credentials", map[string]string{"app": "db"}, "v1"))
-	mustCreate(t, env.Consumer, secret("rel-g2", "api-key", share, "k1"))
-	frozen := secret("rel-g2", "frozen", share, "f1")
+	mustCreate(t, env.Provider, secret(nsG, "db-credentials", map[string]string{"app": "db"}, "v1"))
+	mustCreate(t, env.Consumer, secret(nsG2, "api-key", share, "k1"))
+	frozen := secret(nsG2, "frozen", share, "f1")
 	frozen.Immutable = ptr.To(true)
 	mustCreate(t, env.Consumer, frozen)
-	ns(t, env.Provider, "rel-g2") // the credentials may not create namespaces
-	s, _ := connect(t, "listing", lister)
-	down := bindingOn(t, "listing", "rel-g", "down", byLabel(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, "app", "db"))
-	up := bindingOn(t, "listing", "rel-g2", "up", byLabel(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromConsumer, "share", "yes"))
-	waitSecret(t, env.Consumer, "rel-g", "db-credentials", data("v1"))
-	waitSecret(t, env.Provider, "rel-g2", "api-key", data("k1"))
-	waitSecret(t, env.Provider, "rel-g2", "frozen", data("f1"))
+	ns(t, env.Provider, nsG2) // the credentials may not create namespaces
+	s, _ := connect(t, listing, lister)
+	down := bindingOn(t, listing, nsG, "down", byLabel(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, "app", "db"))
+	up := bindingOn(t, listing, nsG2, "up", byLabel(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromConsumer, "share", "yes"))
+	waitSecret(t, env.Consumer, nsG, "db-credentials", data("v1"))
+	waitSecret(t, env.Provider, nsG2, "api-key", data("k1"))
+	waitSecret(t, env.Provider, nsG2, "frozen", data("f1"))
 	copyOf := func(namespace, name string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	}
@@ -182,12 +220,12 @@ func TestFailedReadsNeverDelete(t *testing.T) {
 	// provider copies of "up" cannot be read. Both bindings say so; the
 	// copy of "down" stays, and so does the copy of a source that stopped
 	// matching "up".
-	setKubeconfig(t, s, nolist)
+	useCredential(t, s, nolist, nolistUser)
 	enginetest.WaitCondition(t, env.Consumer, down, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
 		"list secrets (provider side)")
-	stays(t, env.Consumer, copyOf("rel-g", "db-credentials"), "its source could not be read")
+	stays(t, env.Consumer, copyOf(nsG, "db-credentials"), "its source could not be read")
 	apiKey := &corev1.Secret{}
-	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: "rel-g2", Name: "api-key"}, apiKey); err != nil {
+	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: nsG2, Name: "api-key"}, apiKey); err != nil {
 		t.Fatal(err)
 	}
 	apiKey.Labels = nil
@@ -198,22 +236,22 @@ func TestFailedReadsNeverDelete(t *testing.T) {
 		"list secrets (provider side)")
 	enginetest.WaitCondition(t, env.Consumer, down, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
 		"list secrets (provider side)")
-	stays(t, env.Consumer, copyOf("rel-g", "db-credentials"), "its source could not be read")
-	stays(t, env.Provider, copyOf("rel-g2", "api-key"), "the provider copies could not be read")
+	stays(t, env.Consumer, copyOf(nsG, "db-credentials"), "its source could not be read")
+	stays(t, env.Provider, copyOf(nsG2, "api-key"), "the provider copies could not be read")
 
 	// A credential that may not read Secrets at all: an immutable source
 	// re-created with other data cannot replace its copy (the target read
 	// fails), and a deleted binding waits instead of forgetting its copies.
-	setKubeconfig(t, s, noread)
+	useCredential(t, s, noread, noreadUser)
 	if err := env.Consumer.Delete(ctx, frozen); err != nil {
 		t.Fatal(err)
 	}
-	frozen = secret("rel-g2", "frozen", share, "f2")
+	frozen = secret(nsG2, "frozen", share, "f2")
 	frozen.Immutable = ptr.To(true)
 	mustCreate(t, env.Consumer, frozen)
 	enginetest.WaitCondition(t, env.Consumer, up, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
-		"get secrets in namespace rel-g2 (provider side)")
-	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-g2", Name: "frozen"}, frozen); err != nil || string(frozen.Data["key"]) != "f1" {
+		"get secrets in namespace "+nsG2+" (provider side)")
+	if err := env.Provider.Get(ctx, client.ObjectKey{Namespace: nsG2, Name: "frozen"}, frozen); err != nil || string(frozen.Data["key"]) != "f1" {
 		t.Fatalf("the immutable copy must stay as it was while its target cannot be read: %v %q", err, frozen.Data["key"])
 	}
 	if err := env.Consumer.Delete(ctx, up); err != nil {
@@ -221,57 +259,67 @@ func TestFailedReadsNeverDelete(t *testing.T) {
 	}
 	enginetest.WaitCondition(t, env.Consumer, up, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
 		"deleting: waiting for permission to delete related copies", "forbidden")
-	stays(t, env.Provider, copyOf("rel-g2", "api-key"), "the provider copies could not be read")
-	stays(t, env.Provider, copyOf("rel-g2", "frozen"), "the provider copies could not be read")
-	stays(t, env.Consumer, copyOf("rel-g", "db-credentials"), "its source could not be read")
+	stays(t, env.Provider, copyOf(nsG2, "api-key"), "the provider copies could not be read")
+	stays(t, env.Provider, copyOf(nsG2, "frozen"), "the provider copies could not be read")
+	stays(t, env.Consumer, copyOf(nsG, "db-credentials"), "its source could not be read")
 
 	// The permission back: the deleted binding's copies go, then the
 	// binding; the other binding's condition clears, its copy kept.
-	setKubeconfig(t, s, lister)
-	waitAbsent(t, env.Provider, copyOf("rel-g2", "api-key"))
-	waitAbsent(t, env.Provider, copyOf("rel-g2", "frozen"))
+	useCredential(t, s, lister, listerUser)
+	waitAbsent(t, env.Provider, copyOf(nsG2, "api-key"))
+	waitAbsent(t, env.Provider, copyOf(nsG2, "frozen"))
 	waitAbsent(t, env.Consumer, up)
 	enginetest.WaitCondition(t, env.Consumer, down, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionFalse, kbindv1alpha1.ReasonAsExpected)
-	waitSecret(t, env.Consumer, "rel-g", "db-credentials", data("v1"))
+	waitSecret(t, env.Consumer, nsG, "db-credentials", data("v1"))
 }
 
 // TestSystemNamespacesAreNeverCopied: sources in kube-system, kube-public,
 // kube-node-lease and the kubeconfig Secret namespaces are skipped and
 // reported, on both sides (issue 14, item 12b).
 func TestSystemNamespacesAreNeverCopied(t *testing.T) {
+	// Not in parallel: its ClusterBinding covers none.example.org in
+	// every namespace, which the other tests' Bindings name; it is gone
+	// before they start.
+	shared.Get(t)
 	ctx := context.Background()
-	leak := map[string]string{"leak": "yes"}
+	nsH, leakName, leakValue := unique("rel-h"), unique("leak"), unique("yes")
+	leak := map[string]string{"leak": leakValue}
 	denied := []string{"kube-system", "kube-public", "kube-node-lease", enginetest.SecretNamespace}
-	for _, namespace := range append([]string{"rel-h"}, denied...) {
-		mustCreate(t, env.Provider, secret(namespace, "leak", leak, "provider secret"))
+	for _, namespace := range append([]string{nsH}, denied...) {
+		mustCreate(t, env.Provider, secret(namespace, leakName, leak, "provider secret"))
 	}
-	for _, namespace := range []string{"rel-h", "kube-system", enginetest.SecretNamespace} {
-		mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "leak", Labels: leak}, Data: map[string]string{"k": "v"}})
+	for _, namespace := range []string{nsH, "kube-system", enginetest.SecretNamespace} {
+		mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: leakName, Labels: leak}, Data: map[string]string{"k": "v"}})
 	}
-	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "related-system"}, Spec: kbindv1alpha1.BindingSpec{
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: unique("related-system")}, Spec: kbindv1alpha1.BindingSpec{
 		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"},
 		APIs:          []kbindv1alpha1.APIReference{{Name: "none.example.org"}},
 		RelatedResources: []kbindv1alpha1.RelatedResource{
-			byLabel(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, "leak", "yes"),
-			byLabel(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "leak", "yes"),
+			byLabel(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, "leak", leakValue),
+			byLabel(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "leak", leakValue),
 		},
 	}}
 	mustCreate(t, env.Consumer, cb)
-	t.Cleanup(func() { _ = env.Consumer.Delete(ctx, cb) })
-	waitSecret(t, env.Consumer, "rel-h", "leak", data("provider secret"))
+	t.Cleanup(func() {
+		if err := env.Consumer.Delete(ctx, cb); client.IgnoreNotFound(err) != nil {
+			t.Error(err)
+		}
+		waitAbsent(t, env.Consumer, cb)
+	})
+	waitSecret(t, env.Consumer, nsH, leakName, data("provider secret"))
 	enginetest.Eventually(t, "the consumer ConfigMap on the provider", func() error {
-		return env.Provider.Get(ctx, client.ObjectKey{Namespace: "rel-h", Name: "leak"}, &corev1.ConfigMap{})
+		return env.Provider.Get(ctx, client.ObjectKey{Namespace: nsH, Name: leakName}, &corev1.ConfigMap{})
 	})
 	waitRelatedStatus(t, cb, kbindv1alpha1.RelatedStatus{Copies: 2, Skipped: 6})
 	// One Event per skipped source, each naming its object (not folded
 	// into one series).
-	for _, what := range []string{"Secret kube-system/leak", "Secret kube-public/leak", "Secret kube-node-lease/leak", "Secret kbind/leak",
-		"ConfigMap kube-system/leak", "ConfigMap kbind/leak"} {
+	for _, what := range []string{"Secret kube-system/" + leakName, "Secret kube-public/" + leakName, "Secret kube-node-lease/" + leakName,
+		"Secret kbind/" + leakName, "ConfigMap kube-system/" + leakName, "ConfigMap kbind/" + leakName} {
 		waitEvent(t, cb, "RelatedSkipped", what)
 	}
 	for _, namespace := range denied {
-		absent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "leak"}}, "copied into "+namespace)
-		absent(t, env.Provider, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "leak"}}, "copied into "+namespace)
+		absent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: leakName}}, "copied into "+namespace)
+		absent(t, env.Provider, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: leakName}}, "copied into "+namespace)
 	}
 }
 
@@ -279,7 +327,9 @@ func TestSystemNamespacesAreNeverCopied(t *testing.T) {
 // and objects labelled for another consumer are never pulled down (issue
 // 14, item 12c).
 func TestFromProviderCopiesOnlyWhatIsMeantForThisConsumer(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
+	nsI := unique("rel-i")
 	conn := &kbindv1alpha1.Connection{}
 	if err := env.Consumer.Get(ctx, client.ObjectKey{Name: "provider"}, conn); err != nil || conn.Status.LocalClusterUID == "" {
 		t.Fatalf("the consumer's identity: %v %q", err, conn.Status.LocalClusterUID)
@@ -290,7 +340,7 @@ func TestFromProviderCopiesOnlyWhatIsMeantForThisConsumer(t *testing.T) {
 		for k, v := range extra {
 			l[k] = v
 		}
-		s := secret("rel-i", name, l, name)
+		s := secret(nsI, name, l, name)
 		s.Annotations = annotations
 		return s
 	}
@@ -304,12 +354,12 @@ func TestFromProviderCopiesOnlyWhatIsMeantForThisConsumer(t *testing.T) {
 	} {
 		mustCreate(t, env.Provider, s)
 	}
-	b := binding(t, "rel-i", "related", byLabel(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, "app", "shared"))
-	waitSecret(t, env.Consumer, "rel-i", "plain", data("plain"))
-	waitSecret(t, env.Consumer, "rel-i", "for-us", data("for-us"))
+	b := binding(t, nsI, "related", byLabel(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, "app", "shared"))
+	waitSecret(t, env.Consumer, nsI, "plain", data("plain"))
+	waitSecret(t, env.Consumer, nsI, "for-us", data("for-us"))
 	waitRelatedStatus(t, b, kbindv1alpha1.RelatedStatus{Copies: 2})
 	for _, name := range []string{"for-another", "copy-of-another", "managed-for-us"} {
-		absent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-i", Name: name}}, "not meant for this consumer")
+		absent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsI, Name: name}}, "not meant for this consumer")
 	}
 }
 
@@ -318,14 +368,16 @@ func TestFromProviderCopiesOnlyWhatIsMeantForThisConsumer(t *testing.T) {
 // copies and waits, saying so; once the session is back the copies go,
 // and then the deleted binding (issue 14, item 7).
 func TestCleanupWaitsForTheProvider(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	s, conn := connect(t, "fragile", env.Pair.Provider.Kubeconfig)
-	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-j", Name: "cfg"}, Data: map[string]string{"k": "j"}})
-	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-k", Name: "cfg"}, Data: map[string]string{"k": "k"}})
-	deleting := bindingOn(t, "fragile", "rel-j", "deleting", byName(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "cfg"))
-	emptied := bindingOn(t, "fragile", "rel-k", "emptied", byName(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "cfg"))
-	jCopy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-j", Name: "cfg"}}
-	kCopy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-k", Name: "cfg"}}
+	nsJ, nsK, fragile := unique("rel-j"), unique("rel-k"), unique("fragile")
+	s, conn := connect(t, fragile, env.Pair.Provider.Kubeconfig)
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsJ, Name: "cfg"}, Data: map[string]string{"k": "j"}})
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsK, Name: "cfg"}, Data: map[string]string{"k": "k"}})
+	deleting := bindingOn(t, fragile, nsJ, "deleting", byName(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "cfg"))
+	emptied := bindingOn(t, fragile, nsK, "emptied", byName(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "cfg"))
+	jCopy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsJ, Name: "cfg"}}
+	kCopy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsK, Name: "cfg"}}
 	for _, c := range []*corev1.ConfigMap{jCopy, kCopy} {
 		enginetest.Eventually(t, "the copy on the provider", func() error { return env.Provider.Get(ctx, client.ObjectKeyFromObject(c), c) })
 	}
@@ -378,16 +430,18 @@ func TestCleanupWaitsForTheProvider(t *testing.T) {
 // a deleted binding still deletes its consumer-side copies, releases, and
 // names the provider copies it leaves for the backend reaper.
 func TestConnectionGoneReleasesWithEvent(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
-	_, conn := connect(t, "doomed", env.Pair.Provider.Kubeconfig)
-	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-l", Name: "up"}, Data: map[string]string{"k": "up"}})
-	mustCreate(t, env.Provider, secret("rel-l", "down", map[string]string{"app": "down"}, "down"))
-	b := bindingOn(t, "doomed", "rel-l", "orphaned",
+	nsL, doomed := unique("rel-l"), unique("doomed")
+	_, conn := connect(t, doomed, env.Pair.Provider.Kubeconfig)
+	mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsL, Name: "up"}, Data: map[string]string{"k": "up"}})
+	mustCreate(t, env.Provider, secret(nsL, "down", map[string]string{"app": "down"}, "down"))
+	b := bindingOn(t, doomed, nsL, "orphaned",
 		byName(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "up"),
 		byLabel(kbindv1alpha1.RelatedResourceSecrets, kbindv1alpha1.FromProvider, "app", "down"))
-	up := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-l", Name: "up"}}
+	up := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsL, Name: "up"}}
 	enginetest.Eventually(t, "the copy on the provider", func() error { return env.Provider.Get(ctx, client.ObjectKeyFromObject(up), up) })
-	waitSecret(t, env.Consumer, "rel-l", "down", data("down"))
+	waitSecret(t, env.Consumer, nsL, "down", data("down"))
 
 	// The Connection goes for good (its finalizer removed by force).
 	if err := env.Consumer.Delete(ctx, conn); err != nil {
@@ -405,9 +459,9 @@ func TestConnectionGoneReleasesWithEvent(t *testing.T) {
 	if err := env.Consumer.Delete(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-l", Name: "down"}})
+	waitAbsent(t, env.Consumer, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsL, Name: "down"}})
 	waitAbsent(t, env.Consumer, b)
-	waitEvent(t, b, "RelatedCopiesLeft", "rel-l/up", "backend reaper")
+	waitEvent(t, b, "RelatedCopiesLeft", nsL+"/up", "backend reaper")
 	stays(t, env.Provider, up, "nothing can delete it without the Connection")
 }
 
@@ -415,20 +469,22 @@ func TestConnectionGoneReleasesWithEvent(t *testing.T) {
 // answers 500) still records that the binding has copies: removing every
 // entry afterwards deletes the copy it made instead of leaking it.
 func TestAPartlyFailedPassIsRemembered(t *testing.T) {
+	setup(t)
 	ctx := context.Background()
+	nsM, flaky := unique("rel-m"), unique("flaky")
 	proxy := enginetest.NewProxy(t, env.Pair.Provider.Config)
 	proxy.SetFault(func(r *http.Request) enginetest.Fault {
-		if r.Method == http.MethodPatch && r.URL.Path == "/api/v1/namespaces/rel-l/configmaps/bad" {
+		if r.Method == http.MethodPatch && r.URL.Path == "/api/v1/namespaces/"+nsM+"/configmaps/bad" {
 			return enginetest.Fault{Status: http.StatusInternalServerError}
 		}
 		return enginetest.Fault{}
 	})
-	connect(t, "flaky", proxy.Kubeconfig(t))
+	connect(t, flaky, proxy.Kubeconfig(t))
 	for _, name := range []string{"good", "bad"} {
-		mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-l", Name: name}, Data: map[string]string{"k": name}})
+		mustCreate(t, env.Consumer, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsM, Name: name}, Data: map[string]string{"k": name}})
 	}
-	b := bindingOn(t, "flaky", "rel-l", "partly", byName(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "good", "bad"))
-	good := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rel-l", Name: "good"}}
+	b := bindingOn(t, flaky, nsM, "partly", byName(kbindv1alpha1.RelatedResourceConfigMaps, kbindv1alpha1.FromConsumer, "good", "bad"))
+	good := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsM, Name: "good"}}
 	enginetest.Eventually(t, "the copy that could be made", func() error { return env.Provider.Get(ctx, client.ObjectKeyFromObject(good), good) })
 	enginetest.Eventually(t, "the binding remembers it has copies", func() error {
 		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {

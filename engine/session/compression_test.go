@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package session_test
 
 import (
@@ -11,7 +27,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kbind/kbind/engine/session"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // compressionSeen records whether any response reached the client
@@ -38,7 +53,8 @@ func (c *compressionSeen) RoundTrip(req *http.Request) (*http.Response, error) {
 // that accepts it, which costs CPU on both sides for a provider that is
 // near (--provider-compression=false).
 func TestCompression(t *testing.T) {
-	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	t.Parallel()
+	cluster := session.SharedProvider.Get(t)
 	for _, disable := range []bool{false, true} {
 		seen := &compressionSeen{}
 		cfg := rest.CopyConfig(cluster.Config)

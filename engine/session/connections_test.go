@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package session_test
 
 import (
@@ -14,7 +30,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kbind/kbind/engine/session"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // countingDialer counts the connections it opened that are not closed.
@@ -47,7 +62,8 @@ func (c *countedConn) Close() error {
 // their idle timeout: a Connection deleted, or rotated to new credentials,
 // keeps nothing open on the provider.
 func TestStoppedSessionClosesItsConnections(t *testing.T) {
-	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	t.Parallel()
+	cluster := session.SharedProvider.Get(t)
 	d := &countingDialer{}
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.Dial = d.DialContext

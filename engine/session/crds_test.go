@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package session_test
 
 import (
@@ -18,7 +34,7 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/session"
 	"github.com/kbind/kbind/engine/test/enginetest"
-	"github.com/kbind/kbind/engine/test/testenv"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // TestExportedCRDsFromAWatch: the watch holds the exported CRDs' metadata
@@ -29,18 +45,26 @@ import (
 // list, is read directly; exporting and un-exporting follow the watch; an
 // identity that may not watch CRDs gets the direct reads and their errors,
 // as before.
+//
+// It runs on the package's shared provider, with CRDs of a group of its
+// own that it removes when it ends: it counts every exported CRD of the
+// cluster, so it is the only test of the package that exports any.
 func TestExportedCRDsFromAWatch(t *testing.T) {
+	t.Parallel()
+	group := fmt.Sprintf("crds%d.example.org", crdGroups.Add(1))
+	name := func(plural string) string { return plural + "." + group }
 	defs := []*apiextensionsv1.CustomResourceDefinition{
-		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
-		enginetest.CRD("gadgets", "gadget", "Gadget", "example.org", apiextensionsv1.NamespaceScoped, false),
+		enginetest.CRD("widgets", "widget", "Widget", group, apiextensionsv1.NamespaceScoped, true),
+		enginetest.CRD("gadgets", "gadget", "Gadget", group, apiextensionsv1.NamespaceScoped, false),
 	}
 	var others []string
 	for i := range 5 {
 		plural := fmt.Sprintf("things%d", i)
-		defs = append(defs, enginetest.CRD(plural, fmt.Sprintf("thing%d", i), fmt.Sprintf("Thing%d", i), "example.org", apiextensionsv1.ClusterScoped, true))
-		others = append(others, plural+".example.org")
+		defs = append(defs, enginetest.CRD(plural, fmt.Sprintf("thing%d", i), fmt.Sprintf("Thing%d", i), group, apiextensionsv1.ClusterScoped, true))
+		others = append(others, name(plural))
 	}
-	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{CRDs: defs})
+	cluster := session.SharedProvider.Get(t)
+	installCRDs(t, cluster.Config, defs)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -64,13 +88,13 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 	changes := &atomic.Int32{}
 	crds.OnChange(func() { changes.Add(1) })
 	enginetest.EventuallyWithin(t, 30*time.Second, "the watch serves the exported CRD", func() error {
-		kind, reads, err := get(crds, n, "widgets.example.org")
+		kind, reads, err := get(crds, n, name("widgets"))
 		if err != nil || kind != "Widget" || reads != 0 {
 			return fmt.Errorf("kind %q, %d direct reads, %v", kind, reads, err)
 		}
 		return nil
 	})
-	if kind, reads, err := get(crds, n, "gadgets.example.org"); err != nil || kind != "Gadget" || reads != 1 {
+	if kind, reads, err := get(crds, n, name("gadgets")); err != nil || kind != "Gadget" || reads != 1 {
 		t.Errorf("a CRD that is not exported: kind %q, %d direct reads, %v", kind, reads, err)
 	}
 	listExports := func() ([]apiextensionsv1.CustomResourceDefinition, int32) {
@@ -86,7 +110,7 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 		t.Errorf("the first list of the exports: %d items after %d direct reads, want 6 after 1", len(items), reads)
 	}
 	items, reads := listExports()
-	if len(items) != 6 || reads != 0 || items[0].Name != "things0.example.org" {
+	if len(items) != 6 || reads != 0 || items[0].Name != name("things0") {
 		t.Fatalf("the list of the exports again: %d items after %d direct reads, want 6, sorted, after none", len(items), reads)
 	}
 	if v := items[0].Spec.Versions; len(v) != 1 || !v[0].Served || v[0].Name != "v1alpha1" || v[0].Schema != nil || items[0].Spec.Scope != apiextensionsv1.ClusterScoped {
@@ -100,7 +124,7 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 
 	// One changed export: read again by itself (a Get), whole for a Get.
 	seen := changes.Load()
-	annotate(ctx, t, admin, "widgets.example.org")
+	annotate(ctx, t, admin, name("widgets"))
 	enginetest.EventuallyWithin(t, 30*time.Second, "the watch shows the change", func() error {
 		if changes.Load() == seen {
 			return fmt.Errorf("no change announced")
@@ -110,14 +134,14 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 	if _, reads := listExports(); reads != 1 {
 		t.Errorf("the list of the exports after one changed: %d direct reads, want 1", reads)
 	}
-	if _, reads, _ := get(crds, n, "widgets.example.org"); reads != 1 {
+	if _, reads, _ := get(crds, n, name("widgets")); reads != 1 {
 		t.Errorf("a Get of the changed CRD: %d direct reads, want 1", reads)
 	}
-	if kind, reads, err := get(crds, n, "widgets.example.org"); err != nil || kind != "Widget" || reads != 0 {
+	if kind, reads, err := get(crds, n, name("widgets")); err != nil || kind != "Widget" || reads != 0 {
 		t.Errorf("a Get of the changed CRD again: kind %q, %d direct reads, %v", kind, reads, err)
 	}
 	whole := &apiextensionsv1.CustomResourceDefinition{}
-	if err := crds.Get(ctx, client.ObjectKey{Name: "widgets.example.org"}, whole); err != nil || whole.Spec.Versions[0].Schema == nil || whole.Annotations["example.org/touched"] == "" {
+	if err := crds.Get(ctx, client.ObjectKey{Name: name("widgets")}, whole); err != nil || whole.Spec.Versions[0].Schema == nil || whole.Annotations["example.org/touched"] == "" {
 		t.Errorf("a Get served without a request is not the whole, current CRD: %+v, %v", whole.ObjectMeta, err)
 	}
 
@@ -140,11 +164,11 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 	}
 
 	// Exporting and un-exporting arrive through the watch.
-	setExported(ctx, t, admin, "gadgets.example.org", true)
-	setExported(ctx, t, admin, "widgets.example.org", false)
+	setExported(ctx, t, admin, name("gadgets"), true)
+	setExported(ctx, t, admin, name("widgets"), false)
 	enginetest.EventuallyWithin(t, 30*time.Second, "the watch follows the export labels", func() error {
-		_, gadgetReads, err1 := get(crds, n, "gadgets.example.org")
-		kind, widgetReads, err2 := get(crds, n, "widgets.example.org")
+		_, gadgetReads, err1 := get(crds, n, name("gadgets"))
+		kind, widgetReads, err2 := get(crds, n, name("widgets"))
 		if err1 != nil || err2 != nil || gadgetReads != 0 || widgetReads != 1 || kind != "Widget" {
 			return fmt.Errorf("gadgets: %d direct reads (%v); widgets: %d direct reads (%v)", gadgetReads, err1, widgetReads, err2)
 		}
@@ -156,7 +180,7 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 		for _, i := range items {
 			names = append(names, i.Name)
 		}
-		if len(items) != 6 || items[0].Name != "gadgets.example.org" {
+		if len(items) != 6 || items[0].Name != name("gadgets") {
 			return fmt.Errorf("exports %v", names)
 		}
 		return nil
@@ -170,9 +194,50 @@ func TestExportedCRDsFromAWatch(t *testing.T) {
 	}
 	refusedReads := &atomic.Int32{}
 	refused := session.NewExportedCRDs(ctx, user.Config, nil, direct(user.Config, refusedReads))
-	if _, reads, err := get(refused, refusedReads, "gadgets.example.org"); !apierrors.IsForbidden(err) || reads != 1 {
+	if _, reads, err := get(refused, refusedReads, name("gadgets")); !apierrors.IsForbidden(err) || reads != 1 {
 		t.Fatalf("reading without permission: %v after %d direct reads, want Forbidden after 1", err, reads)
 	}
+}
+
+var crdGroups atomic.Int32
+
+// installCRDs creates defs on the cluster cfg points at and waits until
+// they are served; when the test ends it deletes them and waits until
+// they are gone, so that a later test (or run) counts none of them.
+func installCRDs(t *testing.T, cfg *rest.Config, defs []*apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: defs}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := client.New(cfg, client.Options{Scheme: crdScheme(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		for _, d := range defs {
+			if err := c.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: d.ObjectMeta}); client.IgnoreNotFound(err) != nil {
+				t.Fatal(err)
+			}
+		}
+		enginetest.Eventually(t, "the test's CRDs gone", func() error {
+			for _, d := range defs {
+				if err := c.Get(ctx, client.ObjectKey{Name: d.Name}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("%s still there (%v)", d.Name, err)
+				}
+			}
+			return nil
+		})
+	})
+}
+
+func crdScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return scheme
 }
 
 // annotate changes the CRD name (an annotation), as a provider's edit

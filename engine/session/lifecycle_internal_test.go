@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package session
 
 import (
@@ -9,7 +25,6 @@ import (
 
 	"github.com/kbind/kbind/engine/heartbeat"
 	"github.com/kbind/kbind/engine/isolation"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // Start, once its context ends, stops everything the Manager runs for a
@@ -17,7 +32,8 @@ import (
 // heartbeat — and returns only after their goroutines have exited;
 // nothing starts after it.
 func TestStartStopsEverythingAndWaits(t *testing.T) {
-	cluster := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	t.Parallel()
+	cluster := SharedProvider.Get(t)
 	m := NewManager(context.Background(), Options{Scheme: clientgoscheme.Scheme, QPS: 50, Burst: 100, Timeout: 10 * time.Second})
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package syncer_test
 
 import (
@@ -37,7 +53,12 @@ import (
 // (toProvider drops the finalizer in memory). An object deleted outside the
 // releaser must have a static type that says what it is: an unstructured
 // object is a bound object's copy or instance.
+//
+// It only reads source files, and type-checking the module takes a while
+// (minutes on a busy machine): it runs in parallel with the tests of the
+// package's engine rather than ahead of them.
 func TestOneDoorForDeletes(t *testing.T) {
+	t.Parallel()
 	sites := deletionSites(t)
 	door, others := deletionMap(t, "release.go")
 	if len(door) == 0 || len(others) == 0 {

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package syncer_test
 
 import (
@@ -10,7 +26,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -18,21 +33,19 @@ import (
 	"github.com/kbind/kbind/engine/test/enginetest"
 )
 
-// doubtedGVK's applies are held by a proxy in TestLateWriteInDoubt.
-var doubtedGVK = schema.GroupVersionKind{Group: "doubted.example.org", Version: "v1alpha1", Kind: "Doubted"}
-
 // heldApplies makes the proxy reset every apply of the named Doubted
 // objects while they are held, keeping the first body of each: for the
 // konnector a write in doubt, which the test lands on the provider later,
 // as a server that committed it after the connection went would.
 type heldApplies struct {
+	group  string // the Doubted API's
 	mu     sync.Mutex
 	held   map[string]bool
 	bodies map[string][]byte
 }
 
 func (h *heldApplies) fault(r *http.Request) enginetest.Fault {
-	if r.Method != http.MethodPatch || !strings.Contains(r.URL.Path, "/apis/doubted.example.org/") {
+	if r.Method != http.MethodPatch || !strings.Contains(r.URL.Path, "/apis/"+h.group+"/") {
 		return enginetest.Fault{}
 	}
 	name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
@@ -92,39 +105,44 @@ func (h *heldApplies) land(t *testing.T, name string) {
 // OwnedByAnother. Found by the fault suite's connections-reset scenario,
 // which left such an orphan.
 func TestLateWriteInDoubt(t *testing.T) {
+	parallelEnv(t)
+	ns := unique("doubted-a")
 	ctx := context.Background()
-	h := &heldApplies{held: map[string]bool{}, bodies: map[string][]byte{}}
+	// The Doubted API's applies are held by the proxy.
+	doubtedGVK, doubteds := namespacedAPI(t, "Doubted", "doubted.example.org")
+	connection := unique("doubted")
+	h := &heldApplies{group: doubtedGVK.Group, held: map[string]bool{}, bodies: map[string][]byte{}}
 	proxy := enginetest.NewProxy(t, env.Pair.Provider.Config)
 	proxy.SetFault(h.fault)
-	connectAs(t, "doubted", proxy.Kubeconfig(t))
-	bindCluster(t, "doubteds", "doubted", "doubteds.doubted.example.org")
+	connectAs(t, connection, proxy.Kubeconfig(t))
+	bindCluster(t, doubteds, connection, doubteds)
 
 	t.Run("its object is gone", func(t *testing.T) {
 		h.hold("d1", true)
-		w := create(t, env.Consumer, object(doubtedGVK, "doubted-a", "d1", map[string]any{"size": int64(1)}))
+		w := create(t, env.Consumer, object(doubtedGVK, ns, "d1", map[string]any{"size": int64(1)}))
 		h.waitHeld(t, "d1")
 		if err := env.Consumer.Delete(ctx, w); err != nil {
 			t.Fatal(err)
 		}
 		// The provider has no copy: the finalizer goes, the object too.
-		waitGone(t, env.Consumer, doubtedGVK, "doubted-a", "d1")
+		waitGone(t, env.Consumer, doubtedGVK, ns, "d1")
 		h.land(t, "d1")
-		waitGone(t, env.Provider, doubtedGVK, "doubted-a", "d1")
+		waitGone(t, env.Provider, doubtedGVK, ns, "d1")
 	})
 
 	t.Run("its object is created again", func(t *testing.T) {
 		h.hold("d2", true)
-		w := create(t, env.Consumer, object(doubtedGVK, "doubted-a", "d2", map[string]any{"size": int64(1)}))
+		w := create(t, env.Consumer, object(doubtedGVK, ns, "d2", map[string]any{"size": int64(1)}))
 		old := w.GetUID()
 		h.waitHeld(t, "d2")
 		if err := env.Consumer.Delete(ctx, w); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(t, env.Consumer, doubtedGVK, "doubted-a", "d2")
-		again := create(t, env.Consumer, object(doubtedGVK, "doubted-a", "d2", map[string]any{"size": int64(2)}))
+		waitGone(t, env.Consumer, doubtedGVK, ns, "d2")
+		again := create(t, env.Consumer, object(doubtedGVK, ns, "d2", map[string]any{"size": int64(2)}))
 		h.land(t, "d2")
 		h.hold("d2", false)
-		waitCopy(t, doubtedGVK, "doubted-a", "d2", func(u *unstructured.Unstructured) error {
+		waitCopy(t, doubtedGVK, ns, "d2", func(u *unstructured.Unstructured) error {
 			if got := u.GetAnnotations()[kbindv1alpha1.ConsumerObjectUIDAnnotation]; got != string(again.GetUID()) {
 				return fmt.Errorf("the copy of object %s (the first was %s, the second is %s)", got, old, again.GetUID())
 			}

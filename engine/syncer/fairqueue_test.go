@@ -1,9 +1,26 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package syncer
 
 import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,8 +358,12 @@ func TestFairWorkqueueSemantics(t *testing.T) {
 
 // The queue keeps its name's workqueue_* series (controller-runtime's
 // registry, as the konnector serves them): adds and depth count as before.
+//
+// The series are process-global: each run (-count) has a queue name of its
+// own, so that its counts start at 0.
 func TestFairWorkqueueMetrics(t *testing.T) {
-	q := newWorkqueue("fairqueue-test/Widget.example.org")
+	queue := fmt.Sprintf("fairqueue-test-%d/Widget.example.org", metricRuns.Add(1))
+	q := newWorkqueue(queue)
 	defer q.ShutDown()
 	for _, k := range append(keys("a", 3), keys("b", 2)...) {
 		q.Add(k)
@@ -356,7 +377,7 @@ func TestFairWorkqueueMetrics(t *testing.T) {
 		for _, f := range families {
 			for _, m := range f.GetMetric() {
 				for _, l := range m.GetLabel() {
-					if f.GetName() == name && l.GetName() == "name" && l.GetValue() == "fairqueue-test/Widget.example.org" {
+					if f.GetName() == name && l.GetName() == "name" && l.GetValue() == queue {
 						return m.GetCounter().GetValue() + m.GetGauge().GetValue()
 					}
 				}
@@ -371,3 +392,7 @@ func TestFairWorkqueueMetrics(t *testing.T) {
 }
 
 var _ workqueue.Queue[types.NamespacedName] = newFairQueue()
+
+// metricRuns numbers the runs of the tests that assert process-global
+// metric series, for label values of their own.
+var metricRuns atomic.Int64

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package syncer_test
 
 import (
@@ -15,11 +31,6 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/test/enginetest"
-)
-
-var (
-	filteredGVK   = schema.GroupVersionKind{Group: "filter.example.org", Version: "v1alpha1", Kind: "Filtered"}
-	nsFilteredGVK = schema.GroupVersionKind{Group: "filter.example.org", Version: "v1alpha1", Kind: "NsFiltered"}
 )
 
 func labelled(u *unstructured.Unstructured, labels map[string]string) *unstructured.Unstructured {
@@ -74,46 +85,49 @@ func waitInstances(t *testing.T, cb *kbindv1alpha1.ClusterBinding, total, synced
 // never gets a finalizer; a selector that does not parse stops the
 // binding with InvalidFilter and releases nothing.
 func TestObjectSelector(t *testing.T) {
+	parallelEnv(t)
+	ns := unique("filters-a")
 	ctx := context.Background()
-	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "object-selector"}, Spec: kbindv1alpha1.BindingSpec{
+	filteredGVK, filtereds := namespacedAPI(t, "Filtered", "filter.example.org")
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: unique("object-selector")}, Spec: kbindv1alpha1.BindingSpec{
 		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"},
-		APIs: []kbindv1alpha1.APIReference{{Name: "filtereds.filter.example.org",
+		APIs: []kbindv1alpha1.APIReference{{Name: filtereds,
 			ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"sync": "yes"}}}}}}
 	if err := env.Consumer.Create(ctx, cb); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 
-	create(t, env.Consumer, object(filteredGVK, "filters-a", "draft", map[string]any{"size": int64(0)}))
-	create(t, env.Consumer, labelled(object(filteredGVK, "filters-a", "f1", map[string]any{"size": int64(1)}), map[string]string{"sync": "yes"}))
-	orphan := labelled(object(filteredGVK, "filters-a", "kept", map[string]any{"size": int64(2)}), map[string]string{"sync": "yes"})
+	create(t, env.Consumer, object(filteredGVK, ns, "draft", map[string]any{"size": int64(0)}))
+	create(t, env.Consumer, labelled(object(filteredGVK, ns, "f1", map[string]any{"size": int64(1)}), map[string]string{"sync": "yes"}))
+	orphan := labelled(object(filteredGVK, ns, "kept", map[string]any{"size": int64(2)}), map[string]string{"sync": "yes"})
 	orphan.SetAnnotations(map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyOrphan})
 	create(t, env.Consumer, orphan)
-	waitCopy(t, filteredGVK, "filters-a", "f1", nil)
-	waitCopy(t, filteredGVK, "filters-a", "kept", nil)
+	waitCopy(t, filteredGVK, ns, "f1", nil)
+	waitCopy(t, filteredGVK, ns, "kept", nil)
 	waitInstances(t, cb, 2, 2)
-	if draft, _ := get(t, env.Consumer, filteredGVK, "filters-a", "draft"); len(draft.GetFinalizers()) != 0 {
+	if draft, _ := get(t, env.Consumer, filteredGVK, ns, "draft"); len(draft.GetFinalizers()) != 0 {
 		t.Errorf("an unselected object got finalizers %v", draft.GetFinalizers())
 	}
-	if _, ok := get(t, env.Provider, filteredGVK, "filters-a", "draft"); ok {
+	if _, ok := get(t, env.Provider, filteredGVK, ns, "draft"); ok {
 		t.Error("an unselected object was copied to the provider")
 	}
 
 	// Out of the selection: released; the copy goes (Delete) or stays
 	// (Orphan).
-	setLabels(t, filteredGVK, "filters-a", "f1", map[string]any{"sync": nil})
-	setLabels(t, filteredGVK, "filters-a", "kept", map[string]any{"sync": "no"})
-	waitGone(t, env.Provider, filteredGVK, "filters-a", "f1")
-	waitReleased(t, filteredGVK, "filters-a", "f1")
-	waitReleased(t, filteredGVK, "filters-a", "kept")
-	if _, ok := get(t, env.Provider, filteredGVK, "filters-a", "kept"); !ok {
+	setLabels(t, filteredGVK, ns, "f1", map[string]any{"sync": nil})
+	setLabels(t, filteredGVK, ns, "kept", map[string]any{"sync": "no"})
+	waitGone(t, env.Provider, filteredGVK, ns, "f1")
+	waitReleased(t, filteredGVK, ns, "f1")
+	waitReleased(t, filteredGVK, ns, "kept")
+	if _, ok := get(t, env.Provider, filteredGVK, ns, "kept"); !ok {
 		t.Error("an Orphan object's provider copy was deleted when it left the selection")
 	}
 	waitInstances(t, cb, 0, 0)
 
 	// Back in: synced again.
-	setLabels(t, filteredGVK, "filters-a", "f1", map[string]any{"sync": "yes"})
-	waitCopy(t, filteredGVK, "filters-a", "f1", nil)
+	setLabels(t, filteredGVK, ns, "f1", map[string]any{"sync": "yes"})
+	waitCopy(t, filteredGVK, ns, "f1", nil)
 	waitInstances(t, cb, 1, 1)
 
 	// A selector that does not parse: InvalidFilter, and nothing released.
@@ -125,12 +139,12 @@ func TestObjectSelector(t *testing.T) {
 		t.Fatal(err)
 	}
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonInvalidFilter,
-		"the objectSelector of filtereds.filter.example.org", "Sometimes")
-	u, _ := get(t, env.Consumer, filteredGVK, "filters-a", "f1")
+		"the objectSelector of "+filtereds, "Sometimes")
+	u, _ := get(t, env.Consumer, filteredGVK, ns, "f1")
 	if !controllerutil.ContainsFinalizer(u, kbindv1alpha1.SyncerFinalizer) {
 		t.Error("an invalid selector released a synced object")
 	}
-	if _, ok := get(t, env.Provider, filteredGVK, "filters-a", "f1"); !ok {
+	if _, ok := get(t, env.Provider, filteredGVK, ns, "f1"); !ok {
 		t.Error("an invalid selector deleted a provider copy")
 	}
 }
@@ -139,25 +153,31 @@ func TestObjectSelector(t *testing.T) {
 // objects of labelled namespaces only; a namespace relabelled out of it has
 // its objects released, one relabelled into it has its objects synced.
 func TestNamespaceSelector(t *testing.T) {
+	parallelEnv(t)
 	ctx := context.Background()
-	for name, labels := range map[string]map[string]string{"nsf-on": {"kbind": "on"}, "nsf-off": nil} {
+	nsFilteredGVK, nsFiltereds := namespacedAPI(t, "NsFiltered", "filter.example.org")
+	on, off := unique("nsf-on"), unique("nsf-off")
+	// The selector is the test's own label: the other tests' namespaces
+	// are never selected.
+	key := unique("kbind")
+	for name, labels := range map[string]map[string]string{on: {key: "on"}, off: nil} {
 		if err := env.Consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "namespace-selector"}, Spec: kbindv1alpha1.BindingSpec{
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: unique("namespace-selector")}, Spec: kbindv1alpha1.BindingSpec{
 		ConnectionRef:     kbindv1alpha1.ConnectionReference{Name: "provider"},
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kbind": "on"}},
-		APIs:              []kbindv1alpha1.APIReference{{Name: "nsfiltereds.filter.example.org"}}}}
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{key: "on"}},
+		APIs:              []kbindv1alpha1.APIReference{{Name: nsFiltereds}}}}
 	if err := env.Consumer.Create(ctx, cb); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	create(t, env.Consumer, object(nsFilteredGVK, "nsf-off", "n2", map[string]any{"size": int64(2)}))
-	create(t, env.Consumer, object(nsFilteredGVK, "nsf-on", "n1", map[string]any{"size": int64(1)}))
-	waitCopy(t, nsFilteredGVK, "nsf-on", "n1", nil)
+	create(t, env.Consumer, object(nsFilteredGVK, off, "n2", map[string]any{"size": int64(2)}))
+	create(t, env.Consumer, object(nsFilteredGVK, on, "n1", map[string]any{"size": int64(1)}))
+	waitCopy(t, nsFilteredGVK, on, "n1", nil)
 	waitInstances(t, cb, 1, 1)
-	if n2, _ := get(t, env.Consumer, nsFilteredGVK, "nsf-off", "n2"); len(n2.GetFinalizers()) != 0 {
+	if n2, _ := get(t, env.Consumer, nsFilteredGVK, off, "n2"); len(n2.GetFinalizers()) != 0 {
 		t.Errorf("an object of an unselected namespace got finalizers %v", n2.GetFinalizers())
 	}
 
@@ -169,11 +189,11 @@ func TestNamespaceSelector(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	relabel("nsf-on", map[string]any{"kbind": nil})
-	relabel("nsf-off", map[string]any{"kbind": "on"})
-	waitGone(t, env.Provider, nsFilteredGVK, "nsf-on", "n1")
-	waitReleased(t, nsFilteredGVK, "nsf-on", "n1")
-	waitCopy(t, nsFilteredGVK, "nsf-off", "n2", nil)
+	relabel(on, map[string]any{key: nil})
+	relabel(off, map[string]any{key: "on"})
+	waitGone(t, env.Provider, nsFilteredGVK, on, "n1")
+	waitReleased(t, nsFilteredGVK, on, "n1")
+	waitCopy(t, nsFilteredGVK, off, "n2", nil)
 	waitInstances(t, cb, 1, 1)
 }
 

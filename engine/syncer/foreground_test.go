@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package syncer_test
 
 import (
@@ -19,8 +35,6 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/test/enginetest"
 )
-
-var foregroundGVK = schema.GroupVersionKind{Group: "foreground.example.org", Version: "v1alpha1", Kind: "Cascade"}
 
 // dependentFinalizer is what a provider controller puts on a dependent of
 // a provider copy that it must clean up before the dependent goes.
@@ -156,16 +170,18 @@ func containsAll(s string, fragments []string) bool {
 // keep the copy — while the copy's blocking dependent, itself held by a
 // finalizer, is cleaned up; it goes once the copy is gone.
 func TestForegroundDeletionWaitsForDependents(t *testing.T) {
+	parallelEnv(t)
+	ns := unique("fg-a")
 	ctx := context.Background()
-	w := create(t, env.Consumer, withPolicy(object(widgetGVK, "fg-a", "db", map[string]any{"size": int64(1)}), kbindv1alpha1.DeletionPolicyForeground))
-	dependent := dependentOf(t, waitCopy(t, widgetGVK, "fg-a", "db", nil))
+	w := create(t, env.Consumer, withPolicy(object(widgetGVK, ns, "db", map[string]any{"size": int64(1)}), kbindv1alpha1.DeletionPolicyForeground))
+	dependent := dependentOf(t, waitCopy(t, widgetGVK, ns, "db", nil))
 	if err := env.Consumer.Delete(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	waitDeletingInForeground(t, widgetGVK, "fg-a", "db")
-	waitWaitingReported(t, widgetGVK, "fg-a", "db", "Widget fg-a/db", metav1.FinalizerDeleteDependents, "blockOwnerDeletion")
+	waitDeletingInForeground(t, widgetGVK, ns, "db")
+	waitWaitingReported(t, widgetGVK, ns, "db", "Widget "+ns+"/db", metav1.FinalizerDeleteDependents, "blockOwnerDeletion")
 
-	collectGarbage(t, widgetGVK, "fg-a", "db", dependent, func() {
+	collectGarbage(t, widgetGVK, ns, "db", dependent, func() {
 		// The dependent is deleting, held by its own finalizer: so are the
 		// copy and the consumer object.
 		enginetest.Eventually(t, "the dependent deleting", func() error {
@@ -175,7 +191,7 @@ func TestForegroundDeletionWaitsForDependents(t *testing.T) {
 			}
 			return nil
 		})
-		if _, ok := get(t, env.Consumer, widgetGVK, "fg-a", "db"); !ok {
+		if _, ok := get(t, env.Consumer, widgetGVK, ns, "db"); !ok {
 			t.Fatal("the consumer object went while its provider copy's dependent was still deleting")
 		}
 		cm := &corev1.ConfigMap{}
@@ -187,8 +203,8 @@ func TestForegroundDeletionWaitsForDependents(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	waitGone(t, env.Provider, widgetGVK, "fg-a", "db")
-	waitGone(t, env.Consumer, widgetGVK, "fg-a", "db")
+	waitGone(t, env.Provider, widgetGVK, ns, "db")
+	waitGone(t, env.Consumer, widgetGVK, ns, "db")
 }
 
 // A binding's spec.deletionPolicy is the default of its objects, and an
@@ -200,16 +216,18 @@ func TestForegroundDeletionWaitsForDependents(t *testing.T) {
 // stay. A typo in the annotation keeps the copy and the object, and says
 // what to fix.
 func TestBindingDeletionPolicy(t *testing.T) {
+	parallelEnv(t)
 	ctx := context.Background()
-	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "cascades"}, Spec: kbindv1alpha1.BindingSpec{
+	foregroundGVK, cascades := namespacedAPI(t, "Cascade", "foreground.example.org")
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: cascades}, Spec: kbindv1alpha1.BindingSpec{
 		ConnectionRef:  kbindv1alpha1.ConnectionReference{Name: "provider"},
-		APIs:           []kbindv1alpha1.APIReference{{Name: "cascades.foreground.example.org"}},
+		APIs:           []kbindv1alpha1.APIReference{{Name: cascades}},
 		DeletionPolicy: kbindv1alpha1.DeletionPolicyForeground}}
 	if err := env.Consumer.Create(ctx, cb); err != nil {
 		t.Fatal(err)
 	}
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	const ns = "cascade-a"
+	ns := unique("cascade-a")
 	byDefault := create(t, env.Consumer, object(foregroundGVK, ns, "by-default", map[string]any{"a": "b"}))
 	background := create(t, env.Consumer, withPolicy(object(foregroundGVK, ns, "background", map[string]any{"a": "b"}), kbindv1alpha1.DeletionPolicyDelete))
 	orphan := create(t, env.Consumer, withPolicy(object(foregroundGVK, ns, "orphan", map[string]any{"a": "b"}), kbindv1alpha1.DeletionPolicyOrphan))
@@ -295,7 +313,7 @@ func TestBindingDeletionPolicy(t *testing.T) {
 	if err := env.Consumer.Delete(ctx, cb); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, env.Consumer, schema.GroupVersionKind{Group: kbindv1alpha1.GroupVersion.Group, Version: kbindv1alpha1.GroupVersion.Version, Kind: "ClusterBinding"}, "", "cascades")
+	waitGone(t, env.Consumer, schema.GroupVersionKind{Group: kbindv1alpha1.GroupVersion.Group, Version: kbindv1alpha1.GroupVersion.Version, Kind: "ClusterBinding"}, "", cascades)
 	if u, ok := get(t, env.Provider, foregroundGVK, ns, "left"); !ok || u.GetDeletionTimestamp() != nil {
 		t.Errorf("deleting an Orphan binding deleted its object's provider copy (exists %v)", ok)
 	}

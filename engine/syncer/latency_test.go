@@ -1,6 +1,23 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package syncer
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,7 +89,9 @@ func TestObservations(t *testing.T) {
 // observation; a direction without an observed change is not observed.
 func TestAcknowledged(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	const connection = "latency-unit"
+	// The histogram is process-global: each run (-count) observes under a
+	// Connection name of its own.
+	connection := fmt.Sprintf("latency-unit-%d", metricRuns.Add(1))
 	c := &changes{up: t0, down: time.Time{}}
 	c.acknowledged(connection, metrics.DirectionUp, t0.Add(1500*time.Millisecond))
 	c.acknowledged(connection, metrics.DirectionUp, t0.Add(9*time.Second))   // a second write of the same retry chain

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package syncer_test
 
 import (
@@ -8,9 +24,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/metrics"
@@ -52,52 +66,38 @@ func syncerReady(t *testing.T, connection, api string) (value float64, ok bool) 
 // Connection's credentials the list — also between its restarts, 1 once it
 // runs, and gone once the API is unbound.
 func TestSyncerReadyMetric(t *testing.T) {
+	parallelEnv(t)
 	ctx := context.Background()
-	crd := enginetest.CRD("gauges", "gauge", "Gauge", "gauge.example.org", apiextensionsv1.NamespaceScoped, true)
-	if err := env.Provider.Create(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	enginetest.Eventually(t, "the provider CRD gauges established", func() error {
-		if err := env.Provider.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
-			return err
-		}
-		for _, c := range crd.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("conditions %v", crd.Status.Conditions)
-	})
-	user, err := env.Pair.Provider.AddUser("kbind-nolist", "kbind:nolist")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The API and the Connection are the test's own: so is the series.
+	gaugeGVK, gauges := namespacedAPI(t, "Gauge", "gauge.example.org")
+	connection := unique("nolist")
+	user := addUser(t, "kbind-nolist", "kbind:nolist")
 	base := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"gauge.example.org"}, Resources: []string{"gauges"}, Verbs: []string{"get"}},
+		{APIGroups: []string{gaugeGVK.Group}, Resources: []string{"gauges"}, Verbs: []string{"get"}},
 	}
-	enginetest.Grant(t, env.Provider, "nolist", user.Name, base...)
-	kc, err := testenv.KubeconfigFor("nolist", user.Config)
+	enginetest.Grant(t, env.Provider, user.Name, user.Name, base...)
+	kc, err := testenv.KubeconfigFor(connection, user.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	connectAs(t, "nolist", kc)
-	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "gauges"}, Spec: kbindv1alpha1.BindingSpec{
-		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "nolist"},
-		APIs:          []kbindv1alpha1.APIReference{{Name: "gauges.gauge.example.org"}}}}
+	connectAs(t, connection, kc)
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: gauges}, Spec: kbindv1alpha1.BindingSpec{
+		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: connection},
+		APIs:          []kbindv1alpha1.APIReference{{Name: gauges}}}}
 	if err := env.Consumer.Create(ctx, cb); err != nil {
 		t.Fatal(err)
 	}
-	const api = "Gauge.gauge.example.org"
+	api := gaugeGVK.Kind + "." + gaugeGVK.Group
 
 	// The syncer failed (the refusal is reported) and waits to restart:
 	// the series is there, at 0.
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
 		"the provider refuses this Connection's credentials the list of Gauge objects")
 	enginetest.Eventually(t, "kbind_syncer_ready 0 after the refusal", func() error {
-		if v, ok := syncerReady(t, "nolist", api); !ok || v != 0 {
+		if v, ok := syncerReady(t, connection, api); !ok || v != 0 {
 			return fmt.Errorf("kbind_syncer_ready = %v (present: %v)", v, ok)
 		}
 		return nil
@@ -105,16 +105,16 @@ func TestSyncerReadyMetric(t *testing.T) {
 	// Through the restarts that follow (each probes for 5 s, then waits 1 s,
 	// 2 s …) it never goes away: a gap would reset the alert's `for`.
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if v, ok := syncerReady(t, "nolist", api); !ok || v != 0 {
+		if v, ok := syncerReady(t, connection, api); !ok || v != 0 {
 			t.Fatalf("kbind_syncer_ready = %v (present: %v) while the list is refused", v, ok)
 		}
 	}
 
 	// Granted: the syncer starts on its next retry.
-	enginetest.Grant(t, env.Provider, "nolist-gauges", user.Name,
-		rbacv1.PolicyRule{APIGroups: []string{"gauge.example.org"}, Resources: []string{"gauges"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}})
+	enginetest.Grant(t, env.Provider, user.Name+"-gauges", user.Name,
+		rbacv1.PolicyRule{APIGroups: []string{gaugeGVK.Group}, Resources: []string{"gauges"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}})
 	enginetest.EventuallyWithin(t, 2*enginetest.PollTimeout, "kbind_syncer_ready 1 once granted", func() error {
-		if v, ok := syncerReady(t, "nolist", api); !ok || v != 1 {
+		if v, ok := syncerReady(t, connection, api); !ok || v != 1 {
 			return fmt.Errorf("kbind_syncer_ready = %v (present: %v)", v, ok)
 		}
 		return nil
@@ -125,7 +125,7 @@ func TestSyncerReadyMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	enginetest.Eventually(t, "no kbind_syncer_ready once unbound", func() error {
-		if v, ok := syncerReady(t, "nolist", api); ok {
+		if v, ok := syncerReady(t, connection, api); ok {
 			return fmt.Errorf("kbind_syncer_ready = %v", v)
 		}
 		return nil

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package syncer_test
 
 import (
@@ -18,10 +34,12 @@ import (
 // prompted by the copy's own event; and a kept label left by an earlier
 // Orphan release goes once the object syncs again.
 func TestSyncClearsReapMarkAndKeptLabel(t *testing.T) {
+	parallelEnv(t)
+	ns := unique("reap-mark")
 	ctx := context.Background()
-	w := object(widgetGVK, "reap-mark", "db", map[string]any{"size": int64(1)})
+	w := object(widgetGVK, ns, "db", map[string]any{"size": int64(1)})
 	create(t, env.Consumer, w)
-	pcopy := waitCopy(t, widgetGVK, "reap-mark", "db", nil)
+	pcopy := waitCopy(t, widgetGVK, ns, "db", nil)
 
 	// What the backend writes: a merge patch of the annotation (its clock),
 	// and what an Orphan release left.
@@ -30,7 +48,7 @@ func TestSyncClearsReapMarkAndKeptLabel(t *testing.T) {
 	if err := env.Provider.Patch(ctx, pcopy, client.RawPatch(types.MergePatchType, []byte(data))); err != nil {
 		t.Fatal(err)
 	}
-	waitCopy(t, widgetGVK, "reap-mark", "db", func(u *unstructured.Unstructured) error {
+	waitCopy(t, widgetGVK, ns, "db", func(u *unstructured.Unstructured) error {
 		if v, ok := u.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation]; ok {
 			return fmt.Errorf("still marked %q", v)
 		}
@@ -48,16 +66,18 @@ func TestSyncClearsReapMarkAndKeptLabel(t *testing.T) {
 // Orphan release keeps its markers and carries core.kbind.io/kept: Orphan,
 // which the backend reaper respects.
 func TestOrphanLabelsTheKeptCopy(t *testing.T) {
+	parallelEnv(t)
+	ns := unique("orphan-kept")
 	ctx := context.Background()
-	w := object(widgetGVK, "orphan-kept", "db", map[string]any{"size": int64(1)})
+	w := object(widgetGVK, ns, "db", map[string]any{"size": int64(1)})
 	w.SetAnnotations(map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyOrphan})
 	create(t, env.Consumer, w)
-	waitCopy(t, widgetGVK, "orphan-kept", "db", nil)
+	waitCopy(t, widgetGVK, ns, "db", nil)
 	if err := env.Consumer.Delete(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, env.Consumer, widgetGVK, "orphan-kept", "db")
-	u, ok := get(t, env.Provider, widgetGVK, "orphan-kept", "db")
+	waitGone(t, env.Consumer, widgetGVK, ns, "db")
+	u, ok := get(t, env.Provider, widgetGVK, ns, "db")
 	if !ok {
 		t.Fatal("Orphan deleted the provider copy")
 	}

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package syncer_test
 
 import (
@@ -16,7 +32,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -26,13 +41,6 @@ import (
 )
 
 // Regression tests for issue #14.
-
-var (
-	narrowGVK  = schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Narrow"}
-	keeperGVK  = schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Keeper"}
-	refusedGVK = schema.GroupVersionKind{Group: "refused.example.org", Version: "v1alpha1", Kind: "Refused"}
-	countedGVK = schema.GroupVersionKind{Group: "counted.example.org", Version: "v1alpha1", Kind: "Counted"}
-)
 
 func connectAs(t *testing.T, name string, kubeconfig []byte) {
 	t.Helper()
@@ -67,12 +75,16 @@ func bindCluster(t *testing.T, name, connection string, apis ...string) *kbindv1
 // consumer CRD deleted (the last ClusterBinding listed it), and nothing
 // left running for it — not even a watch.
 func TestRemovingAnAPIReleasesLikeUnbind(t *testing.T) {
+	parallelEnv(t)
+	ns := unique("narrow-a")
 	ctx := context.Background()
-	cb := bindCluster(t, "narrowing", "provider", "narrows.example.org", "keepers.example.org")
-	create(t, env.Consumer, object(narrowGVK, "narrow-a", "n1", map[string]any{"a": "b"}))
-	create(t, env.Consumer, object(keeperGVK, "narrow-a", "k1", map[string]any{"a": "b"}))
-	waitCopy(t, narrowGVK, "narrow-a", "n1", nil)
-	waitCopy(t, keeperGVK, "narrow-a", "k1", nil)
+	narrowGVK, narrows := namespacedAPI(t, "Narrow", "narrow.example.org")
+	keeperGVK, keepers := namespacedAPI(t, "Keeper", "keeper.example.org")
+	cb := bindCluster(t, unique("narrowing"), "provider", narrows, keepers)
+	create(t, env.Consumer, object(narrowGVK, ns, "n1", map[string]any{"a": "b"}))
+	create(t, env.Consumer, object(keeperGVK, ns, "k1", map[string]any{"a": "b"}))
+	waitCopy(t, narrowGVK, ns, "n1", nil)
+	waitCopy(t, keeperGVK, ns, "k1", nil)
 	if enginetest.OpenWatches(t, env.Pair.Consumer.Config, "narrows") == 0 {
 		t.Fatal("no consumer watch on narrows while bound")
 	}
@@ -81,13 +93,13 @@ func TestRemovingAnAPIReleasesLikeUnbind(t *testing.T) {
 		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
 			return err
 		}
-		cb.Spec.APIs = []kbindv1alpha1.APIReference{{Name: "keepers.example.org"}}
+		cb.Spec.APIs = []kbindv1alpha1.APIReference{{Name: keepers}}
 		return env.Consumer.Update(ctx, cb)
 	})
-	waitGone(t, env.Provider, narrowGVK, "narrow-a", "n1")
+	waitGone(t, env.Provider, narrowGVK, ns, "n1")
 	enginetest.Eventually(t, "the consumer CRD narrows deleted", func() error {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		err := env.Consumer.Get(ctx, client.ObjectKey{Name: "narrows.example.org"}, crd)
+		err := env.Consumer.Get(ctx, client.ObjectKey{Name: narrows}, crd)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -97,7 +109,7 @@ func TestRemovingAnAPIReleasesLikeUnbind(t *testing.T) {
 		if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(cb), cb); err != nil {
 			return err
 		}
-		if len(cb.Status.BoundAPIs) != 1 || cb.Status.BoundAPIs[0].Name != "keepers.example.org" {
+		if len(cb.Status.BoundAPIs) != 1 || cb.Status.BoundAPIs[0].Name != keepers {
 			return fmt.Errorf("boundAPIs %+v", cb.Status.BoundAPIs)
 		}
 		return nil
@@ -112,7 +124,7 @@ func TestRemovingAnAPIReleasesLikeUnbind(t *testing.T) {
 		return nil
 	})
 	// The other API is untouched.
-	if _, ok := get(t, env.Provider, keeperGVK, "narrow-a", "k1"); !ok {
+	if _, ok := get(t, env.Provider, keeperGVK, ns, "k1"); !ok {
 		t.Error("the pcopy of an API still listed was deleted")
 	}
 	if err := env.Consumer.Delete(ctx, cb); err != nil {
@@ -124,25 +136,26 @@ func TestRemovingAnAPIReleasesLikeUnbind(t *testing.T) {
 // writable: refusals are counted per verb and resource, and the message is
 // kept within the API server's limit.
 func TestManyRefusalsKeepStatusWritable(t *testing.T) {
+	parallelEnv(t)
+	ns := unique("refused-a")
 	ctx := context.Background()
-	user, err := env.Pair.Provider.AddUser("kbind-readonly", "kbind:readonly")
-	if err != nil {
-		t.Fatal(err)
-	}
-	enginetest.Grant(t, env.Provider, "readonly", user.Name,
+	refusedGVK, refuseds := namespacedAPI(t, "Refused", "refused.example.org")
+	connection := unique("readonly")
+	user := addUser(t, "kbind-readonly", "kbind:readonly")
+	enginetest.Grant(t, env.Provider, user.Name, user.Name,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create"}},
 		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 		rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch"}},
-		rbacv1.PolicyRule{APIGroups: []string{"refused.example.org"}, Resources: []string{"refuseds"}, Verbs: []string{"get", "list", "watch"}})
-	kc, err := testenv.KubeconfigFor("readonly", user.Config)
+		rbacv1.PolicyRule{APIGroups: []string{refusedGVK.Group}, Resources: []string{"refuseds"}, Verbs: []string{"get", "list", "watch"}})
+	kc, err := testenv.KubeconfigFor(connection, user.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	connectAs(t, "readonly", kc)
-	cb := bindCluster(t, "refuseds", "readonly", "refuseds.refused.example.org")
+	connectAs(t, connection, kc)
+	cb := bindCluster(t, refuseds, connection, refuseds)
 
 	const n = 500
-	ensureNamespace(t, env.Consumer, "refused-a")
+	ensureNamespace(t, env.Consumer, ns)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for i := 0; i < n; i++ {
@@ -151,7 +164,7 @@ func TestManyRefusalsKeepStatusWritable(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			o := object(refusedGVK, "refused-a", fmt.Sprintf("an-object-with-a-rather-long-name-to-fill-messages-%04d", i), map[string]any{"a": "b"})
+			o := object(refusedGVK, ns, fmt.Sprintf("an-object-with-a-rather-long-name-to-fill-messages-%04d", i), map[string]any{"a": "b"})
 			if err := env.Consumer.Create(ctx, o); err != nil {
 				t.Error(err)
 			}
@@ -168,16 +181,18 @@ func TestManyRefusalsKeepStatusWritable(t *testing.T) {
 		return nil
 	})
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionPermissionDenied, metav1.ConditionTrue, kbindv1alpha1.ReasonForbidden,
-		fmt.Sprintf("apply Refused in namespace refused-a: forbidden (%d object(s))", n))
+		fmt.Sprintf("apply Refused in namespace %s: forbidden (%d object(s))", ns, n))
 }
 
 // SYNC-5: a provider pcopy that is terminating is waited for, not raced:
 // a consumer change made meanwhile is not applied to the dying pcopy; once
 // it is gone, a new pcopy carries the current spec.
 func TestTerminatingCopyIsWaitedFor(t *testing.T) {
+	parallelEnv(t)
+	ns := unique("terminating-a")
 	ctx := context.Background()
-	w := create(t, env.Consumer, object(widgetGVK, "terminating-a", "w1", map[string]any{"size": int64(1)}))
-	pcopy := waitCopy(t, widgetGVK, "terminating-a", "w1", nil)
+	w := create(t, env.Consumer, object(widgetGVK, ns, "w1", map[string]any{"size": int64(1)}))
+	pcopy := waitCopy(t, widgetGVK, ns, "w1", nil)
 	controllerutil.AddFinalizer(pcopy, "example.org/slow-cleanup")
 	if err := env.Provider.Update(ctx, pcopy); err != nil {
 		t.Fatal(err)
@@ -187,15 +202,15 @@ func TestTerminatingCopyIsWaitedFor(t *testing.T) {
 	}
 	oldUID := pcopy.GetUID()
 	enginetest.Eventually(t, "consumer spec updated", func() error {
-		u, _ := get(t, env.Consumer, widgetGVK, "terminating-a", "w1")
+		u, _ := get(t, env.Consumer, widgetGVK, ns, "w1")
 		u.Object["spec"] = map[string]any{"size": int64(2)}
 		return env.Consumer.Update(ctx, u)
 	})
 	// The Widget syncs other objects meanwhile: once a later object has a
 	// pcopy, w1's update has been seen too.
-	create(t, env.Consumer, object(widgetGVK, "terminating-a", "w2", map[string]any{"size": int64(1)}))
-	waitCopy(t, widgetGVK, "terminating-a", "w2", nil)
-	dying, ok := get(t, env.Provider, widgetGVK, "terminating-a", "w1")
+	create(t, env.Consumer, object(widgetGVK, ns, "w2", map[string]any{"size": int64(1)}))
+	waitCopy(t, widgetGVK, ns, "w2", nil)
+	dying, ok := get(t, env.Provider, widgetGVK, ns, "w1")
 	if !ok || dying.GetUID() != oldUID || dying.Object["spec"].(map[string]any)["size"] != int64(1) {
 		t.Fatalf("the terminating pcopy was written: %v", dying)
 	}
@@ -204,7 +219,7 @@ func TestTerminatingCopyIsWaitedFor(t *testing.T) {
 	if err := env.Provider.Update(ctx, dying); err != nil {
 		t.Fatal(err)
 	}
-	waitCopy(t, widgetGVK, "terminating-a", "w1", func(u *unstructured.Unstructured) error {
+	waitCopy(t, widgetGVK, ns, "w1", func(u *unstructured.Unstructured) error {
 		if u.GetUID() == oldUID || u.Object["spec"].(map[string]any)["size"] != int64(2) {
 			return fmt.Errorf("uid %s spec %v", u.GetUID(), u.Object["spec"])
 		}
@@ -216,12 +231,16 @@ func TestTerminatingCopyIsWaitedFor(t *testing.T) {
 // Cost grows with change, not with object count: syncing many objects
 // costs no API LIST (and no GET) per object on the provider.
 func TestNoListPerObject(t *testing.T) {
+	parallelEnv(t)
+	ns := unique("counted-a")
 	ctx := context.Background()
+	countedGVK, counteds := namespacedAPI(t, "Counted", "counted.example.org")
+	connection := unique("counted")
 	var mu sync.Mutex
 	counts := map[string]int{}
 	proxy := enginetest.NewProxy(t, env.Pair.Provider.Config)
 	proxy.SetFault(func(r *http.Request) enginetest.Fault {
-		if strings.HasPrefix(r.URL.Path, "/apis/counted.example.org/") {
+		if strings.HasPrefix(r.URL.Path, "/apis/"+countedGVK.Group+"/") {
 			verb := r.Method
 			if r.Method == http.MethodGet {
 				switch {
@@ -237,18 +256,18 @@ func TestNoListPerObject(t *testing.T) {
 		}
 		return enginetest.Fault{}
 	})
-	connectAs(t, "counted", proxy.Kubeconfig(t))
-	bindCluster(t, "counteds", "counted", "counteds.counted.example.org")
+	connectAs(t, connection, proxy.Kubeconfig(t))
+	bindCluster(t, counteds, connection, counteds)
 
 	const n = 100
-	ensureNamespace(t, env.Consumer, "counted-a")
+	ensureNamespace(t, env.Consumer, ns)
 	for i := 0; i < n; i++ {
-		create(t, env.Consumer, object(countedGVK, "counted-a", fmt.Sprintf("c%03d", i), map[string]any{"i": int64(i)}))
+		create(t, env.Consumer, object(countedGVK, ns, fmt.Sprintf("c%03d", i), map[string]any{"i": int64(i)}))
 	}
 	enginetest.Eventually(t, "every pcopy", func() error {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(countedGVK.GroupVersion().WithKind("CountedList"))
-		if err := env.Provider.List(ctx, list, client.InNamespace("counted-a")); err != nil {
+		if err := env.Provider.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		if len(list.Items) != n {
@@ -267,10 +286,6 @@ func TestNoListPerObject(t *testing.T) {
 	t.Logf("provider requests on counteds for %d objects: %v", n, counts)
 }
 
-// laggedGVK's provider watch is held by a proxy in
-// TestDeletionConfirmsAbsenceWithTheProvider.
-var laggedGVK = schema.GroupVersionKind{Group: "lagged.example.org", Version: "v1alpha1", Kind: "Lagged"}
-
 // SYNC-D: a consumer object deleted while the provider cache lags (a copy
 // applied a moment ago, a watch re-listing after an outage or a compacted
 // resourceVersion) keeps its finalizer until the provider itself says the
@@ -278,16 +293,21 @@ var laggedGVK = schema.GroupVersionKind{Group: "lagged.example.org", Version: "v
 // once and left the copy behind for good (found by the fault suite's
 // watch-expiry scenario).
 func TestDeletionConfirmsAbsenceWithTheProvider(t *testing.T) {
+	parallelEnv(t)
+	ns := unique("lagged-a")
 	ctx := context.Background()
+	// The Lagged API's provider watch is held by the proxy.
+	laggedGVK, laggeds := namespacedAPI(t, "Lagged", "lagged.example.org")
+	connection := unique("lagged")
 	proxy := enginetest.NewProxy(t, env.Pair.Provider.Config)
-	connectAs(t, "lagged", proxy.Kubeconfig(t))
-	bindCluster(t, "laggeds", "lagged", "laggeds.lagged.example.org")
+	connectAs(t, connection, proxy.Kubeconfig(t))
+	bindCluster(t, laggeds, connection, laggeds)
 	// From now on the Lagged informer's watch, resumed after its
 	// connection is closed, never delivers: the cache (synced before)
 	// does not see the copies the syncer applies.
 	var resumed atomic.Int32
 	proxy.SetFault(func(r *http.Request) enginetest.Fault {
-		if strings.HasPrefix(r.URL.Path, "/apis/lagged.example.org/") && r.URL.Query().Get("watch") == "true" {
+		if strings.HasPrefix(r.URL.Path, "/apis/"+laggedGVK.Group+"/") && r.URL.Query().Get("watch") == "true" {
 			resumed.Add(1)
 			return enginetest.Fault{Delay: time.Hour}
 		}
@@ -301,14 +321,14 @@ func TestDeletionConfirmsAbsenceWithTheProvider(t *testing.T) {
 		return nil
 	})
 
-	w := create(t, env.Consumer, object(laggedGVK, "lagged-a", "l1", map[string]any{"size": int64(1)}))
-	waitCopy(t, laggedGVK, "lagged-a", "l1", nil)
+	w := create(t, env.Consumer, object(laggedGVK, ns, "l1", map[string]any{"size": int64(1)}))
+	waitCopy(t, laggedGVK, ns, "l1", nil)
 	if err := env.Consumer.Delete(ctx, w); err != nil {
 		t.Fatal(err)
 	}
 	// The copy is deleted before the consumer object goes.
-	waitGone(t, env.Consumer, laggedGVK, "lagged-a", "l1")
-	if pcopy, ok := get(t, env.Provider, laggedGVK, "lagged-a", "l1"); ok {
+	waitGone(t, env.Consumer, laggedGVK, ns, "l1")
+	if pcopy, ok := get(t, env.Provider, laggedGVK, ns, "l1"); ok {
 		t.Errorf("the provider copy outlived the consumer object: %v", pcopy.GetAnnotations())
 	}
 }

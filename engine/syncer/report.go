@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // This file holds what a Syncer, and a drain, report per consumer object
 // — the Results the bindings count and the Warning Events on consumer
 // objects — when the provider refuses a write or an object has no
@@ -22,7 +38,11 @@ import (
 const (
 	eventProviderRejected = "ProviderRejected"
 	eventMutationFailed   = "MutationFailed"
-	eventSynced           = "Synced"
+	// eventObjectTooLarge: the consumer object is too large for the
+	// consumer's storage to take kbind's finalizer and route annotation;
+	// nothing is written to the provider for it.
+	eventObjectTooLarge = "ObjectTooLarge"
+	eventSynced         = "Synced"
 	// eventInvalidDeletionPolicy: a deleting object's deletion-policy
 	// annotation names no policy; its provider copy is kept.
 	eventInvalidDeletionPolicy = "InvalidDeletionPolicy"
@@ -108,6 +128,19 @@ func (rp reporter) mutationFailed(cobj *unstructured.Unstructured, err error) {
 	if rp.results.set(rp.target, client.ObjectKeyFromObject(cobj), res) {
 		rp.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventMutationFailed, "Sync", "%s", res.Message)
 	}
+}
+
+// tooLarge records a consumer object the consumer's storage refused to
+// store with kbind's finalizer and route annotation (it was accepted
+// without them, a few bytes under the limit): failed, with a Warning Event
+// once, retried with backoff; nothing is written to the provider, so
+// nothing can be lost there.
+func (rp reporter) tooLarge(cobj *unstructured.Unstructured, err error) (outcome, error) {
+	res := Result{State: StateFailed, Message: fmt.Sprintf("not synced: the consumer refused to store the object with kbind's finalizer and annotation (%v); make the object smaller", err)}
+	if rp.results.set(rp.target, client.ObjectKeyFromObject(cobj), res) {
+		rp.events.Eventf(cobj, nil, corev1.EventTypeWarning, eventObjectTooLarge, "Sync", "%s", res.Message)
+	}
+	return requeue, nil
 }
 
 // unplaceable records a consumer object the Connection's isolation has no

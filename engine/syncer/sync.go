@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // This file holds the sync of one consumer object, as named phases over an
 // objectSync, and the phases that only read or hand over. What the others
 // do lives by direction: up.go (classify, namespace, apply), down.go
@@ -21,6 +37,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/patch"
+	"github.com/kbind/kbind/engine/internal/storage"
 	"github.com/kbind/kbind/engine/ownership"
 )
 
@@ -263,8 +280,12 @@ func (s *Syncer) holdFinalizer(ctx context.Context, o *objectSync) (outcome, err
 	if controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer) && (!annotated || route == s.target.Connection) {
 		return next, nil
 	}
-	return afterConsumerWrite(patch.AddFinalizerAnnotated(ctx, s.consumer, o.cobj, kbindv1alpha1.SyncerFinalizer,
-		map[string]string{kbindv1alpha1.ConnectionAnnotation: s.target.Connection}))
+	err := patch.AddFinalizerAnnotated(ctx, s.consumer, o.cobj, kbindv1alpha1.SyncerFinalizer,
+		map[string]string{kbindv1alpha1.ConnectionAnnotation: s.target.Connection})
+	if storage.TooLarge(err) {
+		return s.tooLarge(o.cobj, err)
+	}
+	return afterConsumerWrite(err)
 }
 
 // waitTerminating waits for a terminating provider copy instead of racing

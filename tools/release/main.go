@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // Command release builds one kbind release into a directory (make release
 // VERSION=x.y.z writes dist/): both images as OCI archives with their
 // digests, the three Helm charts packaged, the kubectl-kbind plugin
@@ -236,15 +252,16 @@ func (r *releaser) baseImage() (v1.Image, error) {
 	return localBase(r.baseRootfs, r.arch, r.epoch)
 }
 
-// pluginArchive packs the plugin binary with the README and the
-// plugin's documentation, as krew installs it.
+// pluginArchive packs the plugin binary with the LICENSE (krew-index
+// requires it in every archive), the README and the plugin's
+// documentation, as krew installs it.
 func (r *releaser) pluginArchive(b binary, file string) (pluginArchive, error) {
 	bin, err := os.ReadFile(file)
 	if err != nil {
 		return pluginArchive{}, err
 	}
 	entries := []entry{{name: b.file(), mode: 0o755, data: bin}}
-	for _, doc := range []string{"README.md", "docs/cli.md"} {
+	for _, doc := range []string{"LICENSE", "README.md", "docs/cli.md"} {
 		data, err := os.ReadFile(filepath.Join(r.repo, doc))
 		if err != nil {
 			return pluginArchive{}, err

@@ -1,8 +1,25 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package main
 
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,6 +70,28 @@ func TestReleaseIsReproducible(t *testing.T) {
 	}
 	if !bytes.Equal(sums[0], sums[1]) {
 		t.Fatalf("two releases of one commit differ:\n%s\n---\n%s", sums[0], sums[1])
+	}
+
+	// Every plugin archive carries the LICENSE (krew-index requires it),
+	// the README and the plugin's documentation next to the binary.
+	archives, err := filepath.Glob(filepath.Join(o.out, "kubectl-kbind_*.tar.gz"))
+	if err != nil || len(archives) == 0 {
+		t.Fatalf("no plugin archive in the release: %v", err)
+	}
+	license, err := os.ReadFile(filepath.Join(repo, "LICENSE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range archives {
+		files := untarGz(t, a)
+		if !bytes.Equal(files["LICENSE"], license) {
+			t.Errorf("%s: LICENSE missing or not the repository's (%d bytes)", filepath.Base(a), len(files["LICENSE"]))
+		}
+		for _, want := range []string{"README.md", "cli.md"} {
+			if _, ok := files[want]; !ok {
+				t.Errorf("%s lacks %s", filepath.Base(a), want)
+			}
+		}
 	}
 
 	// The konnector image: loadable as an OCI layout and by docker load,
@@ -155,6 +194,37 @@ func untar(t *testing.T, file string) string {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// untarGz reads a .tar.gz into memory, regular files by name.
+func untarGz(t *testing.T, file string) map[string][]byte {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		if files[h.Name], err = io.ReadAll(tr); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // Package backendtest starts a real provider API server (etcd and
 // kube-apiserver from KUBEBUILDER_ASSETS, else the kbind control plane
 // cache that tools/controlplane/build.sh fills) for the backend's
@@ -14,6 +30,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +60,9 @@ type Env struct {
 	Config *rest.Config
 	Client client.Client
 	env    *envtest.Environment
+	// users serialises AddUser: envtest's certificate authority is not
+	// safe for concurrent use, and tests sharing an Env run in parallel.
+	users sync.Mutex
 }
 
 func assetsDir() (string, error) {
@@ -66,6 +86,17 @@ func assetsDir() (string, error) {
 	return dir, nil
 }
 
+// startTimeout is how long each control plane component may take to
+// start: KUBEBUILDER_CONTROLPLANE_START_TIMEOUT when set, else 2 minutes.
+func startTimeout() time.Duration {
+	if v := os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return 2 * time.Minute
+}
+
 // Scheme holds the kinds the tests write.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -77,17 +108,21 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// Start starts a provider API server with the test CRDs (Widgets,
-// namespaced, and Gadgets, cluster-scoped, in example.org) and stops it when
-// the test ends.
-func Start(t testing.TB) *Env {
-	t.Helper()
+// start starts a provider API server with the test CRDs (Widgets,
+// namespaced, and Gadgets, cluster-scoped, in example.org) and returns it
+// with the function that stops it.
+func start() (*Env, func() error, error) {
 	assets, err := assetsDir()
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	e := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
+		// envtest gives each component 20 s to start, which a machine busy
+		// with other suites overran; a package starts one API server now,
+		// so it may take its time (KUBEBUILDER_CONTROLPLANE_START_TIMEOUT
+		// still overrides).
+		ControlPlaneStartTimeout: startTimeout(),
 		CRDs: []*apiextensionsv1.CustomResourceDefinition{
 			CRD("widgets", "Widget", apiextensionsv1.NamespaceScoped),
 			CRD("gadgets", "Gadget", apiextensionsv1.ClusterScoped),
@@ -96,25 +131,106 @@ func Start(t testing.TB) *Env {
 	cfg, err := e.Start()
 	if err != nil {
 		_ = e.Stop()
-		t.Fatalf("starting the provider API server: %v", err)
+		return nil, nil, fmt.Errorf("starting the provider API server: %w", err)
 	}
-	t.Cleanup(func() {
-		if err := e.Stop(); err != nil {
-			t.Errorf("stopping the provider API server: %v", err)
-		}
-	})
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 200, 400
 	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
 	if err != nil {
+		_ = e.Stop()
+		return nil, nil, err
+	}
+	stop := func() error {
+		if err := e.Stop(); err != nil {
+			return fmt.Errorf("stopping the provider API server: %w", err)
+		}
+		return nil
+	}
+	return &Env{Config: cfg, Client: c, env: e}, stop, nil
+}
+
+// Start starts a provider API server of the test's own and stops it when
+// the test ends. Tests share one (NewShared) unless they need a cluster
+// of their own.
+func Start(t testing.TB) *Env {
+	t.Helper()
+	e, stop, err := start()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{Config: cfg, Client: c, env: e}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return e
+}
+
+// Shared is the provider API server a package's tests share: started by
+// the first test that asks for it (Get), so a test that never asks never
+// waits for one, and stopped by the package's TestMain (Main). A start
+// that fails is not retried: every later Get fails the same way. It is
+// engine/test/testenv.Shared for a module that must not import the engine.
+type Shared struct {
+	mu      sync.Mutex
+	started bool
+	env     *Env
+	stop    func() error
+	err     error
+}
+
+// NewShared returns a Shared provider API server, not started yet.
+func NewShared() *Shared { return &Shared{} }
+
+// Get returns the shared provider API server, starting it when no test has
+// yet, and fails the test when it cannot be started.
+func (s *Shared) Get(t testing.TB) *Env {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		s.started = true
+		s.env, s.stop, s.err = start()
+	}
+	if s.err != nil {
+		t.Fatalf("starting the package's shared provider API server: %v", s.err)
+	}
+	return s.env
+}
+
+// Stop stops the shared provider API server if a test started it.
+func (s *Shared) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started || s.err != nil || s.stop == nil {
+		return nil
+	}
+	stop := s.stop
+	s.stop = nil
+	return stop()
+}
+
+// Main runs a package's tests, then stops the shared provider API servers
+// they started, and exits with the tests' code (1 when a stop failed after
+// passing tests). Use it as the end of a TestMain.
+func Main(m *testing.M, shared ...*Shared) {
+	code := m.Run()
+	for _, s := range shared {
+		if err := s.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
 }
 
 // AddUser provisions a user with no permissions beyond its groups.
 func (e *Env) AddUser(t testing.TB, name string) *rest.Config {
 	t.Helper()
+	e.users.Lock()
+	defer e.users.Unlock()
 	u, err := e.env.AddUser(envtest.User{Name: name}, &rest.Config{QPS: 200, Burst: 400})
 	if err != nil {
 		t.Fatal(err)
@@ -226,9 +342,12 @@ func (e *Env) create(t testing.TB, obj client.Object) {
 	}
 }
 
-// Eventually polls check until it returns nil or the timeout passes.
+// Eventually polls check until it returns nil or the timeout passes, and
+// logs how long that took: the timeout is a generous bound for a busy
+// machine, the logged duration is the measurement.
 func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
 	t.Helper()
+	began := time.Now()
 	var last error
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		last = check()
@@ -237,17 +356,32 @@ func Eventually(t testing.TB, timeout time.Duration, what string, check func() e
 	if err != nil {
 		t.Fatalf("%s: not within %s: %v", what, timeout, last)
 	}
+	t.Logf("%s: after %s", what, time.Since(began).Round(time.Millisecond))
 }
 
 // Consistently polls check for the whole duration and fails on the first
 // error.
 func Consistently(t testing.TB, duration time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(duration)
-	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, duration+time.Second, true, func(context.Context) (bool, error) {
-		if err := check(); err != nil {
+	ConsistentlyUntil(t, time.Now().Add(duration), what, check)
+}
+
+// ConsistentlyUntil polls check until deadline and fails on the first error
+// seen by a check that ended before the deadline: a state that may
+// legitimately change at the deadline (a grace period ending) is only
+// reported when it was observed changed earlier, however late a busy
+// machine runs the checks.
+func ConsistentlyUntil(t testing.TB, deadline time.Time, what string, check func() error) {
+	t.Helper()
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Until(deadline)+time.Second, true, func(context.Context) (bool, error) {
+		err := check()
+		ended := time.Now()
+		if ended.After(deadline) {
+			return true, nil // observed at or after the deadline: proves nothing
+		}
+		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		return time.Now().After(deadline), nil
+		return false, nil
 	})
 }

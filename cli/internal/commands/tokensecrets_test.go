@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package commands
 
 import (
@@ -13,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kbind/kbind/cli/access"
-	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // TestSplitTokenSecrets: revoke deletes the token Secrets created after
@@ -92,7 +107,7 @@ func TestSweepOf(t *testing.T) {
 // error saying so — never "nothing to delete".
 func TestTokenSweepOnAPIServer(t *testing.T) {
 	ctx := context.Background()
-	provider := testenv.StartClusterT(t, "provider", testenv.ClusterOptions{})
+	provider := sharedProvider.Get(t)
 	c, err := client.New(provider.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)

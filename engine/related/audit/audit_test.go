@@ -1,8 +1,25 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package audit_test
 
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -95,6 +112,11 @@ func engineReads(t *testing.T, path, userAgent string) []enginetest.AuditEvent {
 // made is in an allowed kubeconfig Secret namespace (consumer only) or
 // carries a label or field selector, and resyncs add no list or watch.
 func TestRelatedReadsAreSelectedAndNotPerReconcile(t *testing.T) {
+	// envtest's default start timeout (20 s) is overrun on a loaded
+	// machine: three minutes, unless the caller chose.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		t.Setenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "3m")
+	}
 	pairOpts, audit, err := enginetest.AuditPair(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

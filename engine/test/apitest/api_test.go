@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package apitest
 
 import (
@@ -49,6 +65,7 @@ func expectRejected(t *testing.T, err error, fragments ...string) {
 }
 
 func TestConnectionDefaults(t *testing.T) {
+	c := kube(t)
 	ctx := context.Background()
 	name := uniqueName("defaults")
 	obj := fromYAML(t, `
@@ -73,9 +90,11 @@ spec:
 }
 
 func TestBindingDefaults(t *testing.T) {
+	c := kube(t)
 	ctx := context.Background()
 	for _, kind := range []string{"ClusterBinding", "Binding"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			obj := fromYAML(t, `
 apiVersion: core.kbind.io/v1alpha1
 kind: %s
@@ -106,6 +125,7 @@ spec:
 }
 
 func TestValidationRejects(t *testing.T) {
+	c := kube(t)
 	ctx := context.Background()
 	cases := []struct {
 		name      string
@@ -508,6 +528,7 @@ spec:
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			obj := fromYAML(t, "%s", strings.ReplaceAll(tc.manifest, "NAME", uniqueName("invalid")))
 			expectRejected(t, c.Create(ctx, obj), tc.fragments...)
 		})
@@ -524,6 +545,7 @@ func newConnection(name string) *kbindv1alpha1.Connection {
 }
 
 func TestKubeconfigSecretRefImmutable(t *testing.T) {
+	c := kube(t)
 	ctx := context.Background()
 	conn := newConnection(uniqueName("immutable"))
 	if err := c.Create(ctx, conn); err != nil {
@@ -551,6 +573,7 @@ func TestKubeconfigSecretRefImmutable(t *testing.T) {
 // the Connection exists (the provider copies could not follow), neither
 // from the default None nor between modes.
 func TestIsolationImmutable(t *testing.T) {
+	c := kube(t)
 	ctx := context.Background()
 	plain := newConnection(uniqueName("isolation-none"))
 	if err := c.Create(ctx, plain); err != nil {
@@ -583,9 +606,11 @@ func TestIsolationImmutable(t *testing.T) {
 }
 
 func TestClusterUIDsPinnedOnce(t *testing.T) {
+	c := kube(t)
 	ctx := context.Background()
 	for _, field := range []string{"remoteClusterUID", "localClusterUID"} {
 		t.Run(field, func(t *testing.T) {
+			t.Parallel()
 			conn := newConnection(uniqueName("pin"))
 			if err := c.Create(ctx, conn); err != nil {
 				t.Fatal(err)
@@ -635,7 +660,7 @@ func assertEqualJSON(t *testing.T, want, got any) {
 }
 
 // ensureNamespace creates a namespace for a test that needs its own.
-func ensureNamespace(t *testing.T, name string) {
+func ensureNamespace(t *testing.T, c client.Client, name string) {
 	t.Helper()
 	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatalf("creating namespace %s: %v", name, err)
@@ -643,6 +668,7 @@ func ensureNamespace(t *testing.T, name string) {
 }
 
 func TestConnectionRefImmutable(t *testing.T) {
+	c := kube(t)
 	ctx := context.Background()
 	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("moving")}, Spec: kbindv1alpha1.BindingSpec{
 		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "one"}, APIs: []kbindv1alpha1.APIReference{{Name: "widgets.example.org"}}}}
@@ -664,6 +690,7 @@ func TestConnectionRefImmutable(t *testing.T) {
 // is refused (a different projection is a new entry); the entry can be
 // removed and another added.
 func TestProjectionImmutable(t *testing.T) {
+	c := kube(t)
 	ctx := context.Background()
 	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("projected")}, Spec: kbindv1alpha1.BindingSpec{
 		ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "one"}, APIs: []kbindv1alpha1.APIReference{
@@ -699,6 +726,7 @@ func TestProjectionImmutable(t *testing.T) {
 }
 
 func TestAllowInsecureValues(t *testing.T) {
+	c := kube(t)
 	ctx := context.Background()
 	conn := newConnection(uniqueName("insecure"))
 	conn.Spec.AllowInsecure = []kbindv1alpha1.InsecureKubeconfigFeature{"Everything"}
@@ -713,6 +741,7 @@ func TestAllowInsecureValues(t *testing.T) {
 // changed later (it is not immutable: admitting or excluding namespaces
 // is re-evaluated).
 func TestNamespacedBindingsValues(t *testing.T) {
+	c := kube(t)
 	ctx := context.Background()
 	conn := newConnection(uniqueName("namespaced"))
 	conn.Spec.NamespacedBindings = &kbindv1alpha1.NamespacedBindings{From: kbindv1alpha1.FromNamespacesSelector,
@@ -740,6 +769,7 @@ func TestNamespacedBindingsValues(t *testing.T) {
 // A reference entry is accepted with no selector, and with the empty
 // selector a Go client sends (selector is a struct, not a pointer).
 func TestRelatedReferenceAccepted(t *testing.T) {
+	c := kube(t)
 	ctx := context.Background()
 	for _, selector := range []string{"", ", selector: {}", ", selector: {names: []}"} {
 		obj := fromYAML(t, `

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package apitest
 
 import (
@@ -65,6 +81,8 @@ func assertColumns(t *testing.T, header, row []string, want map[string]string) {
 }
 
 func TestKubectlPrinterColumns(t *testing.T) {
+	c := kube(t)
+	cluster := shared.Get(t).cluster
 	ctx := context.Background()
 
 	conn := newConnection(uniqueName("printer"))
@@ -92,7 +110,7 @@ func TestKubectlPrinterColumns(t *testing.T) {
 	}
 
 	ns := uniqueName("team")
-	ensureNamespace(t, ns)
+	ensureNamespace(t, c, ns)
 	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "widgets", Namespace: ns}, Spec: spec}
 	if err := c.Create(ctx, b); err != nil {
 		t.Fatal(err)

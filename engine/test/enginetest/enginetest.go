@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // Package enginetest runs the engine in-process against a real local
 // consumer/provider pair for integration tests, and holds the polling
 // helpers those tests share. Tests assert on API state, never sleep.
@@ -180,6 +196,25 @@ func (env *Env) StartEngineOn(t testing.TB, cfg *rest.Config, mutate func(*engin
 	stop = func() { cancel(); <-done }
 	t.Cleanup(stop)
 	return stop
+}
+
+// RunEngineOn is StartEngineOn that also returns the engine it started
+// (its Sessions, say), for a test that restarts an engine of its own: call
+// stop, then RunEngineOn again.
+func (env *Env) RunEngineOn(t testing.TB, cfg *rest.Config, mutate func(*engine.Options)) (eng *engine.Engine, stop func()) {
+	t.Helper()
+	eo := env.engineOpts
+	if mutate != nil {
+		mutate(&eo)
+	}
+	cancel, done, eng, err := env.runEngineWith(cfg, eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return eng, stop
 }
 
 // runEngineWith starts a manager running the engine on the consumer cfg

@@ -1,9 +1,25 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package hostile_test
 
 import (
 	"context"
 	"fmt"
-	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +35,8 @@ import (
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine"
 	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
-
-var env *enginetest.Env
 
 // secretLike is a provider kind named like a core kind, in its own group.
 func secretLike() *apiextensionsv1.CustomResourceDefinition {
@@ -60,37 +75,48 @@ func loose() *apiextensionsv1.CustomResourceDefinition {
 // 10000 namespaces do to kbind, not about that limit.
 var engineOptions = engine.Options{ProviderQPS: 400, ProviderBurst: 800}
 
-func TestMain(m *testing.M) {
-	var stop func()
-	var err error
-	env, stop, err = enginetest.Start(enginetest.Options{Engine: engineOptions, ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
+// provider is the package's pair and engine, every API of the package
+// bound in a ClusterBinding of its own, started by the first test that
+// asks. The tests are tenants of it: each works in a consumer namespace
+// of its own (tenant), through the binding of its own API; those that
+// share the Widgets binding use their own object names.
+//
+// They run one after another, in file order, TestAHugeSchema last: its
+// 1.5 MiB CRD makes every later list of the provider's CRDs (the
+// Connection's discovery) slow, and tried in parallel on a loaded machine
+// (load 70 on 2 cores) the tenants' waits overran the engine's provider
+// timeout: the Connection not Ready, bindings Pending, the largest Widget
+// neither synced nor refused within a minute.
+var provider = testenv.NewShared("pair and engine with the hostile APIs bound", startProvider)
+
+func TestMain(m *testing.M) { testenv.Main(m, provider) }
+
+func startProvider() (*enginetest.Env, func() error, error) {
+	env, stop, err := enginetest.Start(enginetest.Options{Engine: engineOptions, ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{
 		enginetest.CRD("widgets", "widget", "Widget", "example.org", apiextensionsv1.NamespaceScoped, true),
 		enginetest.CRD("shifters", "shifter", "Shifter", "hostile.example.org", apiextensionsv1.NamespaceScoped, true),
 		secretLike(), manyVersions(), loose(), keeps(),
 		enginetest.CRD("spreads", "spread", "Spread", "hostile.example.org", apiextensionsv1.NamespaceScoped, true),
 	}})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return nil, nil, err
 	}
-	code := setup()
-	if code == 0 {
-		code = m.Run()
+	if err := setup(env); err != nil {
+		stop()
+		return nil, nil, err
 	}
-	stop()
-	os.Exit(code)
+	return env, func() error { stop(); return nil }, nil
 }
 
 // setup connects to the provider and binds each API in its own
 // ClusterBinding, so that one API's trouble shows on its binding alone.
-func setup() int {
+func setup(env *enginetest.Env) error {
 	ctx := context.Background()
 	objs := []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: enginetest.SecretNamespace, Name: "provider"},
 			Data: map[string][]byte{"kubeconfig": env.Pair.Provider.Kubeconfig}},
 		&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"},
 			Spec: kbindv1alpha1.ConnectionSpec{KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: enginetest.SecretNamespace, Name: "provider"}}},
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "hostile"}},
 	}
 	for _, api := range []string{"widgets.example.org", "shifters.hostile.example.org", "secrets.hostile.example.org", "multis.hostile.example.org", "looses.hostile.example.org",
 		"keeps.hostile.example.org", "spreads.hostile.example.org"} {
@@ -100,22 +126,45 @@ func setup() int {
 	}
 	for _, o := range objs {
 		if err := env.Consumer.Create(ctx, o); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return err
 		}
 	}
-	return 0
+	return nil
 }
 
-func obj(gvk schema.GroupVersionKind, name string, spec map[string]any) *unstructured.Unstructured {
+// tenant is one test's share of the provider: the package's pair and
+// engine, and a consumer namespace of the test's own (its provider copies
+// land in the provider namespace of that name).
+type tenant struct {
+	*enginetest.Env
+	ns string
+}
+
+// newTenant returns the package's environment (starting it if no test has
+// yet) with a new consumer namespace named after the test.
+func newTenant(t *testing.T) *tenant {
+	t.Helper()
+	env := provider.Get(t)
+	name := "hostile-" + strings.Trim(nonName.ReplaceAllString(strings.ToLower(strings.TrimPrefix(t.Name(), "Test")), "-"), "-")
+	name = strings.TrimRight(name[:min(len(name), 63)], "-")
+	if err := env.Consumer.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatalf("creating the test's namespace %s: %v", name, err)
+	}
+	return &tenant{Env: env, ns: name}
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// obj is an object of kind gvk in the tenant's namespace.
+func (env *tenant) obj(gvk schema.GroupVersionKind, name string, spec map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	u.SetGroupVersionKind(gvk)
-	u.SetNamespace("hostile")
+	u.SetNamespace(env.ns)
 	u.SetName(name)
 	return u
 }
 
-func ready(t *testing.T, binding string) {
+func (env *tenant) ready(t *testing.T, binding string) {
 	t.Helper()
 	enginetest.WaitCondition(t, env.Consumer, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: binding}},
 		kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
@@ -123,7 +172,7 @@ func ready(t *testing.T, binding string) {
 
 // roundTrip creates u on the consumer and waits for its provider copy
 // with the same spec, then for a provider status back on the consumer.
-func roundTrip(t *testing.T, u *unstructured.Unstructured) {
+func (env *tenant) roundTrip(t *testing.T, u *unstructured.Unstructured) {
 	t.Helper()
 	ctx := context.Background()
 	enginetest.Eventually(t, "create "+u.GetKind()+" (the consumer CRD established)", func() error {
@@ -165,9 +214,10 @@ func roundTrip(t *testing.T, u *unstructured.Unstructured) {
 // installed under its own group, objects sync, the core Secrets are
 // untouched.
 func TestKindNamedLikeACoreKind(t *testing.T) {
-	ready(t, "secrets")
-	roundTrip(t, obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1alpha1", Kind: "Secret"}, "s1", map[string]any{"data": "not a core secret"}))
-	if err := env.Consumer.Get(context.Background(), client.ObjectKey{Namespace: "hostile", Name: "s1"}, &corev1.Secret{}); err == nil {
+	env := newTenant(t)
+	env.ready(t, "secrets")
+	env.roundTrip(t, env.obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1alpha1", Kind: "Secret"}, "s1", map[string]any{"data": "not a core secret"}))
+	if err := env.Consumer.Get(context.Background(), client.ObjectKey{Namespace: env.ns, Name: "s1"}, &corev1.Secret{}); err == nil {
 		t.Error("a core Secret named s1 appeared")
 	}
 }
@@ -175,7 +225,8 @@ func TestKindNamedLikeACoreKind(t *testing.T) {
 // A CRD serving 100 versions: every version is installed on the consumer
 // and objects sync at the storage version and at the oldest one.
 func TestAHundredVersions(t *testing.T) {
-	ready(t, "multis")
+	env := newTenant(t)
+	env.ready(t, "multis")
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := env.Consumer.Get(context.Background(), client.ObjectKey{Name: "multis.hostile.example.org"}, crd); err != nil {
 		t.Fatal(err)
@@ -183,60 +234,64 @@ func TestAHundredVersions(t *testing.T) {
 	if len(crd.Spec.Versions) != 100 {
 		t.Errorf("the consumer CRD serves %d versions, want 100", len(crd.Spec.Versions))
 	}
-	roundTrip(t, obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v100", Kind: "Multi"}, "m100", map[string]any{"a": "b"}))
-	roundTrip(t, obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1", Kind: "Multi"}, "m1", map[string]any{"c": "d"}))
+	env.roundTrip(t, env.obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v100", Kind: "Multi"}, "m100", map[string]any{"a": "b"}))
+	env.roundTrip(t, env.obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1", Kind: "Multi"}, "m1", map[string]any{"c": "d"}))
 }
 
 // No schema at all (unknown fields kept at the root): the whole spec goes
 // up as it is, nested and odd values included.
 func TestUnknownFieldsEverywhere(t *testing.T) {
-	ready(t, "looses")
-	roundTrip(t, obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1alpha1", Kind: "Loose"}, "l1", map[string]any{
+	env := newTenant(t)
+	env.ready(t, "looses")
+	env.roundTrip(t, env.obj(schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1alpha1", Kind: "Loose"}, "l1", map[string]any{
 		"deep": map[string]any{"deeper": []any{int64(1), "two", map[string]any{"three": true}}}, "empty": map[string]any{}, "nothing": nil,
 	}))
 }
 
 // An object near the API server's 1.5 MiB request limit syncs both ways.
 // The largest object the consumer accepts, whose provider copy (with
-// kbind's markers) may not fit, either syncs or is refused by the provider
-// and reported (a ProviderRejected Warning Event and the binding's failed
-// count) — never lost on the consumer — while the binding's other objects
-// keep syncing.
+// kbind's markers) may not fit, either syncs or is refused and reported —
+// by the provider (a ProviderRejected Warning Event and the binding's
+// failed count), or by the consumer's own storage when kbind's finalizer
+// and annotation push it over the limit (ObjectTooLarge; which one depends
+// on a few bytes: the namespace's name, the managed fields) — never lost
+// on the consumer, while the binding's other objects keep syncing.
 func TestObjectsAtTheSizeLimit(t *testing.T) {
+	env := newTenant(t)
 	ctx := context.Background()
-	ready(t, "widgets")
+	env.ready(t, "widgets")
 	widget := schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Widget"}
-	roundTrip(t, obj(widget, "big", map[string]any{"blob": strings.Repeat("x", 1400*1024)}))
+	env.roundTrip(t, env.obj(widget, "big", map[string]any{"blob": strings.Repeat("x", 1400*1024)}))
 
 	var size int
 	for size = 1536 * 1024; size > 1400*1024; size -= 256 {
-		if err := env.Consumer.Create(ctx, obj(widget, "largest", map[string]any{"blob": strings.Repeat("y", size)})); err == nil {
+		if err := env.Consumer.Create(ctx, env.obj(widget, "largest", map[string]any{"blob": strings.Repeat("y", size)})); err == nil {
 			break
 		}
 	}
 	t.Logf("the largest Widget the consumer accepts has a %d-byte spec", size)
-	largest := obj(widget, "largest", nil)
+	largest := env.obj(widget, "largest", nil)
 	enginetest.EventuallyWithin(t, 60*time.Second, "largest synced or reported", func() error {
 		if err := env.Provider.Get(ctx, client.ObjectKeyFromObject(largest), largest.DeepCopy()); err == nil {
 			t.Log("its provider copy fits")
 			return nil
 		}
 		var events corev1.EventList
-		if err := env.Consumer.List(ctx, &events, client.InNamespace("hostile")); err != nil {
+		if err := env.Consumer.List(ctx, &events, client.InNamespace(env.ns)); err != nil {
 			return err
 		}
 		for _, e := range events.Items {
-			if e.InvolvedObject.Name == "largest" && e.Reason == "ProviderRejected" {
-				t.Logf("the provider refused its copy: %s", e.Message)
+			if e.InvolvedObject.Name == "largest" && (e.Reason == "ProviderRejected" || e.Reason == "ObjectTooLarge") {
+				t.Logf("refused and reported (%s): %s", e.Reason, e.Message)
 				return nil
 			}
 		}
-		return fmt.Errorf("neither a provider copy nor a ProviderRejected Event; engine log: %s", lastLines(env.Logs.String(), "hostile/largest", 8))
+		return fmt.Errorf("neither a provider copy nor a ProviderRejected or ObjectTooLarge Event; engine log: %s", lastLines(env.Logs.String(), env.ns+"/largest", 8))
 	})
 	if err := env.Consumer.Get(ctx, client.ObjectKeyFromObject(largest), largest); err != nil {
 		t.Errorf("the consumer object is gone: %v", err)
 	}
-	roundTrip(t, obj(widget, "small-after", map[string]any{"size": int64(1)}))
+	env.roundTrip(t, env.obj(widget, "small-after", map[string]any{"size": int64(1)}))
 }
 
 // A provider CRD that changes scope (deleted, re-created cluster-scoped):
@@ -244,10 +299,11 @@ func TestObjectsAtTheSizeLimit(t *testing.T) {
 // and names the fix; its objects stay on the consumer, and other bindings
 // keep syncing.
 func TestACRDThatChangesScope(t *testing.T) {
+	env := newTenant(t)
 	ctx := context.Background()
-	ready(t, "shifters")
+	env.ready(t, "shifters")
 	shifter := schema.GroupVersionKind{Group: "hostile.example.org", Version: "v1alpha1", Kind: "Shifter"}
-	roundTrip(t, obj(shifter, "s1", map[string]any{"a": "b"}))
+	env.roundTrip(t, env.obj(shifter, "s1", map[string]any{"a": "b"}))
 
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := env.Provider.Get(ctx, client.ObjectKey{Name: "shifters.hostile.example.org"}, crd); err != nil {
@@ -284,11 +340,11 @@ func TestACRDThatChangesScope(t *testing.T) {
 	// The consumer object is not lost.
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(shifter)
-	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: "hostile", Name: "s1"}, u); err != nil {
+	if err := env.Consumer.Get(ctx, client.ObjectKey{Namespace: env.ns, Name: "s1"}, u); err != nil {
 		t.Errorf("the consumer object is gone: %v", err)
 	}
 	// Other bindings are unaffected.
-	roundTrip(t, obj(schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Widget"}, "after-shift", map[string]any{"size": int64(2)}))
+	env.roundTrip(t, env.obj(schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Widget"}, "after-shift", map[string]any{"size": int64(2)}))
 }
 
 // lastLines are the last n lines of s mentioning word, each cut at 400
@@ -297,7 +353,7 @@ func lastLines(s, word string, n int) string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {
 		if strings.Contains(l, word) {
-			if i := strings.Index(l, "hostile/largest"); i > 200 {
+			if i := strings.Index(l, word); i > 200 {
 				l = l[i-200:]
 			}
 			if len(l) > 700 {

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package hostile_test
 
 import (
@@ -22,6 +38,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/test/enginetest"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
 // spreadNamespaces is how many consumer namespaces hold one Spread each.
@@ -36,7 +53,7 @@ func spreadNamespace(i int) string { return fmt.Sprintf("spread-%05d", i) }
 
 // bulkClient is a client for the test's own bulk writes, with an explicit
 // rate limit of its own (not the engine's).
-func bulkClient(t *testing.T, cfg *rest.Config) client.Client {
+func (env *tenant) bulkClient(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 1000, 2000
@@ -131,12 +148,16 @@ func countSpreads(ctx context.Context, c client.Client, phase string) (int, erro
 // every provider copy and releases every finalizer. Namespaces are not
 // deleted: without kube-controller-manager they never finish.
 func TestTenThousandNamespaces(t *testing.T) {
+	// Minutes for one property (the scale): make test-long runs it. Not
+	// parallel: it loads both API servers as no other test may meanwhile.
+	testenv.Long(t)
+	env := newTenant(t)
 	ctx := context.Background()
 	start := time.Now()
-	ready(t, "spreads")
+	env.ready(t, "spreads")
 	enginetest.WaitCondition(t, env.Consumer, &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: "spreads"}},
 		kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	consumer, provider := bulkClient(t, env.Pair.Consumer.Config), bulkClient(t, env.Pair.Provider.Config)
+	consumer, provider := env.bulkClient(t, env.Pair.Consumer.Config), env.bulkClient(t, env.Pair.Provider.Config)
 	n := spreadNamespaces
 	phases := []string{}
 	phase := func(name string, d time.Duration) {
@@ -144,8 +165,8 @@ func TestTenThousandNamespaces(t *testing.T) {
 		t.Logf("%s: %s", name, d.Round(100*time.Millisecond))
 	}
 
-	stopWatching := watchBinding(ctx, "spreads")
-	before := providerRequests(t)
+	stopWatching := env.watchBinding(ctx, "spreads")
+	before := env.providerRequests(t)
 
 	phase("create the consumer namespaces", parallel(t, "namespace", n, func(i int) error {
 		return consumer.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: spreadNamespace(i)}})
@@ -161,7 +182,7 @@ func TestTenThousandNamespaces(t *testing.T) {
 
 	// Another binding syncs while the Spreads are still on their way.
 	other := time.Now()
-	roundTrip(t, obj(schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Widget"}, "beside-spreads", map[string]any{"size": int64(4)}))
+	env.roundTrip(t, env.obj(schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Widget"}, "beside-spreads", map[string]any{"size": int64(4)}))
 	phase("a Widget round trip meanwhile", time.Since(other))
 
 	phase("every provider copy exists", pollEvery(t, 4*time.Minute, 2*time.Second, "every provider copy", func() error {
@@ -267,7 +288,7 @@ func TestTenThousandNamespaces(t *testing.T) {
 	// What kbind asked of the provider: one namespace, one apply and one
 	// delete per object, and (nearly) no GET confirming a deletion the
 	// provider informer reported already.
-	after := providerRequests(t)
+	after := env.providerRequests(t)
 	delta := map[string]int{}
 	for k, v := range after {
 		delta[k] = v - before[k]
@@ -280,7 +301,7 @@ func TestTenThousandNamespaces(t *testing.T) {
 	if lapses := stopWatching(); len(lapses) > 0 {
 		t.Errorf("the binding was not Ready and Synced throughout: %d lapse(s), the first: %s", len(lapses), lapses[0])
 	}
-	roundTrip(t, obj(schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Widget"}, "after-spreads", map[string]any{"size": int64(5)}))
+	env.roundTrip(t, env.obj(schema.GroupVersionKind{Group: "example.org", Version: "v1alpha1", Kind: "Widget"}, "after-spreads", map[string]any{"size": int64(5)}))
 	phase("total", time.Since(start))
 	t.Logf("phases:\n%s", joinLines(phases))
 }
@@ -288,7 +309,7 @@ func TestTenThousandNamespaces(t *testing.T) {
 // providerRequests counts the provider API server's requests on spreads
 // and namespaces (no subresource) by "<resource> <verb>", from its
 // apiserver_request_total metric.
-func providerRequests(t *testing.T) map[string]int {
+func (env *tenant) providerRequests(t *testing.T) map[string]int {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(env.Pair.Provider.Config)
 	if err != nil {
@@ -323,7 +344,7 @@ func providerRequests(t *testing.T) map[string]int {
 // watchBinding reads the ClusterBinding name every second until stop is
 // called, and stop returns every reading where it was not Ready=True and
 // Synced=True.
-func watchBinding(ctx context.Context, name string) (stop func() []string) {
+func (env *tenant) watchBinding(ctx context.Context, name string) (stop func() []string) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan []string)
 	go func() {

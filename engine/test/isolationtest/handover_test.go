@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package isolationtest
 
 import (
@@ -191,8 +207,7 @@ func handOverTo(t *testing.T, c client.Client, k client.ObjectKey, to string) {
 // replaced (one UID each); after each hand-over the new owner's write
 // wins and the other side's is reverted.
 func TestHandOverBothWays(t *testing.T) {
-	ts := tenants(t)
-	a := ts[0]
+	a := consumerA(t)
 	const nsP = "handover-a"
 	ensureNamespace(t, env.Provider, nsP)
 	user := "consumer-a-" + t.Name()
@@ -352,7 +367,7 @@ func TestReleaseRefusedWhenImportWouldNotTakeItBack(t *testing.T) {
 // objects labelled sync=yes (objectSelector), copying no label.
 func importingSyncYes(t *testing.T, nsP, nsC string) tenant {
 	t.Helper()
-	a := tenants(t)[0]
+	a := consumerA(t)
 	ensureNamespace(t, env.Provider, nsP)
 	user := "consumer-a-" + t.Name()
 	bindRole(t, "", "kbind-discovery-"+nsP, user, discoveryRules)

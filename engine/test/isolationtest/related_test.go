@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package isolationtest
 
 import (
@@ -145,6 +161,14 @@ func TestRelatedFromProviderStaysInItsNamespace(t *testing.T) {
 // no permissions yet; unlike tenants it starts no second consumer.
 func consumerA(t *testing.T) tenant {
 	t.Helper()
+	start(t)
+	return tenantOn(t, env.Consumer)
+}
+
+// tenantOn is tenant "a" on consumer c, with a provider user of its own
+// that has no permissions yet.
+func tenantOn(t *testing.T, c client.Client) tenant {
+	t.Helper()
 	user, err := env.Pair.Provider.AddUser("consumer-a-" + t.Name())
 	if err != nil {
 		t.Fatal(err)
@@ -153,5 +177,5 @@ func consumerA(t *testing.T) tenant {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tenant{name: "a", consumer: env.Consumer, provider: pc, kubeconfig: user.Kubeconfig}
+	return tenant{name: "a", consumer: c, provider: pc, kubeconfig: user.Kubeconfig}
 }

@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // Package testenv starts real local control planes (etcd + kube-apiserver
 // built by tools/controlplane) for kbind's integration and e2e tests: a
 // single named cluster, or the consumer/provider pair every kbind test
@@ -112,8 +128,8 @@ func startCluster(name string, opts ClusterOptions) (*Cluster, error) {
 
 	wait := startTimeout()
 	plane := envtest.ControlPlane{
-		APIServer: &envtest.APIServer{StartTimeout: wait},
-		Etcd:      &envtest.Etcd{DataDir: opts.etcdDataDir, StartTimeout: wait},
+		APIServer: &envtest.APIServer{StartTimeout: wait, StopTimeout: stopTimeout},
+		Etcd:      &envtest.Etcd{DataDir: opts.etcdDataDir, StartTimeout: wait, StopTimeout: stopTimeout},
 	}
 	apiLog, err := c.openLog("kube-apiserver.log")
 	if err != nil {
@@ -173,6 +189,11 @@ const StartTimeoutEnv = "KBIND_TEST_START_TIMEOUT"
 // each with parallel tests) took over 20 s and failed the test for the
 // machine's load. A start that truly hangs still fails, after this long.
 const defaultStartTimeout = 3 * time.Minute
+
+// stopTimeout replaces envtest's 20 s: a kube-apiserver with clients still
+// attached (a konnector draining through it) took about 30 s to shut
+// down, and the test failed on its cleanup.
+const stopTimeout = 90 * time.Second
 
 func startTimeout() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv(StartTimeoutEnv)); err == nil && d > 0 {

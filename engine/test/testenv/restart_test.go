@@ -1,3 +1,19 @@
+/*
+Copyright The kbind Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package testenv
 
 import (
@@ -11,6 +27,7 @@ import (
 )
 
 func TestParentPID(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		stat string
 		want int
@@ -28,6 +45,7 @@ func TestParentPID(t *testing.T) {
 }
 
 func TestMatchesComponent(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want bool
@@ -48,6 +66,7 @@ func TestMatchesComponent(t *testing.T) {
 // their data: an object written before is there after, through the same
 // admin credentials and address.
 func TestRestartComponents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := StartClusterT(t, "restart", ClusterOptions{})
 	cs := kubernetes.NewForConfigOrDie(c.Config)
