@@ -742,11 +742,7 @@ func TestDryRunThenReap(t *testing.T) {
 // copies are being reaped keeps everything else.
 func TestReapingStopsWhenTheConsumerRenews(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
-	consumerA := env.consumer("a")
-	kbind, teamA := env.name("kbind"), env.name("team-a")
-	env.Namespace(t, kbind, "")
-	env.Namespace(t, teamA, consumerA)
+	env, consumerA, kbind, teamA := newConsumerA(t)
 	env.Copy(t, "Widget", teamA, "held", consumerA, "example.org/cleanup")
 	env.Related(t, "ConfigMap", teamA, "a-cm", consumerA)
 	env.Lease(t, kbind, "a-1", consumerA)
@@ -829,11 +825,7 @@ func TestPassStopsBetweenDeletions(t *testing.T) {
 // nothing is missed, and the fresh clock does not reap early.
 func TestRestartMidReap(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
-	consumerA := env.consumer("a")
-	kbind, teamA := env.name("kbind"), env.name("team-a")
-	env.Namespace(t, kbind, "")
-	env.Namespace(t, teamA, consumerA)
+	env, consumerA, kbind, teamA := newConsumerA(t)
 	env.Copy(t, "Widget", teamA, "held", consumerA, "example.org/cleanup")
 	env.Copy(t, "Widget", teamA, "w2", consumerA)
 	env.Related(t, "ConfigMap", teamA, "a-cm", consumerA)
@@ -1175,4 +1167,17 @@ func TestReapCandidatesMetric(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// newConsumerA is the start of most reaping tests: the package's cluster,
+// the test's consumer "a", its kbind namespace (where its Leases live) and
+// its team-a namespace, labelled as consumer a's.
+func newConsumerA(t *testing.T) (env *testEnv, consumerA, kbind, teamA string) {
+	t.Helper()
+	env = newEnv(t)
+	consumerA = env.consumer("a")
+	kbind, teamA = env.name("kbind"), env.name("team-a")
+	env.Namespace(t, kbind, "")
+	env.Namespace(t, teamA, consumerA)
+	return env, consumerA, kbind, teamA
 }

@@ -75,11 +75,7 @@ func related(t *testing.T, env *testEnv, kind, namespace, name string) (mark str
 // stale.
 func TestLiveConsumerRelatedCopiesAreNeverReaped(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
-	consumerA := env.consumer("a")
-	kbind, teamA := env.name("kbind"), env.name("team-a")
-	env.Namespace(t, kbind, "")
-	env.Namespace(t, teamA, consumerA)
+	env, consumerA, kbind, teamA := newConsumerA(t)
 	env.Related(t, "ConfigMap", teamA, "a-cm", consumerA)
 	env.Related(t, "Secret", teamA, "a-secret", consumerA)
 	env.Lease(t, kbind, "a-1", consumerA) // never renewed
@@ -118,11 +114,7 @@ func TestLiveConsumerRelatedCopiesAreNeverReaped(t *testing.T) {
 // Lease go after them.
 func TestGoneConsumerRelatedCopiesAreMarkedFirst(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
-	consumerA := env.consumer("a")
-	kbind, teamA := env.name("kbind"), env.name("team-a")
-	env.Namespace(t, kbind, "")
-	env.Namespace(t, teamA, consumerA)
+	env, consumerA, kbind, teamA := newConsumerA(t)
 	env.Related(t, "ConfigMap", teamA, "a-cm", consumerA)
 	env.Lease(t, kbind, "a-1", consumerA)
 

@@ -164,11 +164,7 @@ func reapedAfterGrace(t *testing.T, env *testEnv, what, kbind string, read func(
 // namespace and Lease all stay, however long the Lease is stale.
 func TestLiveConsumerWithRefusedRenewalsIsNeverReaped(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
-	consumerA := env.consumer("a")
-	kbind, teamA := env.name("kbind"), env.name("team-a")
-	env.Namespace(t, kbind, "")
-	env.Namespace(t, teamA, consumerA)
+	env, consumerA, kbind, teamA := newConsumerA(t)
 	env.Copy(t, "Widget", teamA, "db", consumerA)
 	env.Copy(t, "Widget", teamA, "cache", consumerA)
 	env.Lease(t, kbind, "a-1", consumerA) // never renewed
@@ -206,11 +202,7 @@ func TestLiveConsumerWithRefusedRenewalsIsNeverReaped(t *testing.T) {
 // then the rest, Leases last.
 func TestGoneConsumerIsReapedAfterGrace(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
-	consumerA := env.consumer("a")
-	kbind, teamA := env.name("kbind"), env.name("team-a")
-	env.Namespace(t, kbind, "")
-	env.Namespace(t, teamA, consumerA)
+	env, consumerA, kbind, teamA := newConsumerA(t)
 	env.Copy(t, "Widget", teamA, "db", consumerA)
 	env.Related(t, "ConfigMap", teamA, "a-cm", consumerA)
 	env.Lease(t, kbind, "a-1", consumerA)
