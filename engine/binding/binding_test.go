@@ -109,7 +109,7 @@ var seq atomic.Int64
 
 // unique is base with a number no other test run of this process uses:
 // parallel tests, and each run of -count=N, share one consumer.
-func unique(base string) string { return fmt.Sprintf("%s-%d", base, seq.Add(1)) }
+func unique(base string) string { return testenv.UniqueName(base) }
 
 // group is an API group of the test's own ("t<n>.example.org"): the
 // consumer CRDs of its APIs are its own, whatever runs beside or before it.

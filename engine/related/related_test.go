@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,11 +100,9 @@ func setup(t *testing.T) {
 	t.Parallel()
 }
 
-var seq atomic.Int64
-
 // unique is base with a number no other test run of this process uses:
 // parallel tests, and each run of -count=N, share one pair.
-func unique(base string) string { return fmt.Sprintf("%s-%d", base, seq.Add(1)) }
+func unique(base string) string { return testenv.UniqueName(base) }
 
 func ns(t *testing.T, c client.Client, name string) {
 	t.Helper()

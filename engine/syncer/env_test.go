@@ -23,7 +23,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -81,16 +80,13 @@ func parallelEnv(t *testing.T) {
 	useEnv(t)
 }
 
-var seq atomic.Int64
-
 var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // unique is base with a suffix no other name of this process has: a
 // namespace, Connection, binding, user or API group of one test (and of
 // one run of it, under -count).
 func unique(base string) string {
-	base = strings.Trim(notDNS.ReplaceAllString(strings.ToLower(base), "-"), "-")
-	return fmt.Sprintf("%s-%d", base, seq.Add(1))
+	return testenv.UniqueName(strings.Trim(notDNS.ReplaceAllString(strings.ToLower(base), "-"), "-"))
 }
 
 // providerAPI creates crd on the provider in a group of its own (its

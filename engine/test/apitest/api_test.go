@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,14 +29,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/engine/test/testenv"
 )
 
-var nameSeq atomic.Int64
-
 // uniqueName returns a DNS-1123 name that no other test uses.
-func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s-%d", prefix, nameSeq.Add(1))
-}
+func uniqueName(prefix string) string { return testenv.UniqueName(prefix) }
 
 // fromYAML decodes a manifest exactly as a user would write it, so that the
 // API server, not a Go type, decides what is missing or defaulted.
