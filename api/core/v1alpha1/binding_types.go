@@ -454,6 +454,14 @@ type BoundAPI struct {
 	// Instances counts per-object sync results.
 	// +optional
 	Instances *InstanceCounts `json:"instances,omitempty"`
+	// UnbindDeletesCRD is true on a ClusterBinding whose deletion (or the
+	// removal of this API from it) would delete the consumer CRD, and with
+	// it every consumer object of the API: no other binding lists the API,
+	// kbind created the CRD for this Connection and pullPolicy is not All
+	// (SCHEMA-6). The chart's deletion-protection policy and kubectl kbind
+	// unbind quote it.
+	// +optional
+	UnbindDeletesCRD bool `json:"unbindDeletesCRD,omitempty"`
 }
 
 // RelatedStatus summarizes the related Secrets and ConfigMaps a binding
