@@ -100,7 +100,7 @@ func desiredAutoBinding(conn *kbindv1alpha1.Connection, listed []kbindv1alpha1.A
 			Labels: map[string]string{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue},
 		},
 		Spec: kbindv1alpha1.BindingSpec{
-			ConnectionRef:  kbindv1alpha1.ConnectionReference{Name: conn.Name},
+			ConnectionRef:      kbindv1alpha1.ConnectionReference{Name: conn.Name},
 			APIs:               autoBindAPIs(listed, conn.Status.ExportedAPIs),
 			ConflictPolicy:     kbindv1alpha1.ConflictPolicyFail,
 			DeletionProtection: conn.Spec.DeletionProtection,
