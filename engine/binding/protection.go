@@ -16,7 +16,7 @@ limitations under the License.
 
 package binding
 
-// This file is deletion protection (issue #54,
+// This file is deletion protection (BIND-4, issue #54,
 // docs/bindings.md#deletion-protection): a binding being deleted whose
 // spec.deletionProtection is true is held by the konnector's cleanup
 // finalizer — nothing drained, no provider copy or related copy deleted, no

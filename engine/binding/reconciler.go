@@ -14,11 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package binding reconciles ClusterBindings and Bindings (BIND-1..3,
+// Package binding reconciles ClusterBindings and Bindings (BIND-1..4,
 // SCHEMA-3..6): it checks that the Connection admits a Binding's namespace,
 // checks each listed API against the Connection's exports, delivers the
 // consumer CRDs through the schema installer, reports what it cannot do on
-// the binding, and unbinds in order on deletion.
+// the binding, and unbinds in order on deletion — unless its deletion
+// protection holds it (protection.go).
 //
 // Requirement ids in comments (such as BIND-1) refer to docs/requirements.md.
 package binding

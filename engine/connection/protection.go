@@ -16,7 +16,7 @@ limitations under the License.
 
 package connection
 
-// This file is the deletion protection of Connections (issue #54,
+// This file is the deletion protection of Connections (BIND-4, issue #54,
 // docs/connections.md#deletion-protection): a Connection being deleted
 // whose spec.deletionProtection is true is held by the konnector's cleanup
 // finalizer — its autoBind ClusterBinding is not deleted, no session is
