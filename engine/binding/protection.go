@@ -169,7 +169,7 @@ func (r *Reconciler) holds(ctx context.Context, b binding) (bool, error) {
 // under policy, the consumer CRD when unbindDeletesCRD, its related
 // copies — and the way forward. failed is a reconcile failure to report
 // too ("" for none).
-func heldMessage(kind string, status *kbindv1alpha1.BindingStatus, policy kbindv1alpha1.DeletionPolicy, failed string) string {
+func heldMessage(kind string, listed []string, status *kbindv1alpha1.BindingStatus, policy kbindv1alpha1.DeletionPolicy, failed string) string {
 	var would []string
 	copies := "their provider copies are deleted"
 	switch policy {
@@ -178,8 +178,17 @@ func heldMessage(kind string, status *kbindv1alpha1.BindingStatus, policy kbindv
 	case kbindv1alpha1.DeletionPolicyForeground:
 		copies = "their provider copies are deleted in the foreground"
 	}
-	if policy == "" {
-		policy = kbindv1alpha1.DeletionPolicyDelete
+	policy = policyOrDefault(policy)
+	counted := map[string]bool{}
+	for _, a := range status.BoundAPIs {
+		counted[a.Name] = true
+	}
+	for _, name := range listed {
+		if !counted[name] {
+			// Not bound now (its Connection not usable, the API not
+			// exported …): its objects are not counted, and still drained.
+			would = append(would, fmt.Sprintf("release the objects of %s (not counted now; deletionPolicy %s: %s)", name, policyOrDefault(policy), copies))
+		}
 	}
 	for _, a := range status.BoundAPIs {
 		objects := "its objects (not counted yet)"
@@ -205,6 +214,15 @@ func heldMessage(kind string, status *kbindv1alpha1.BindingStatus, policy kbindv
 	return msg + fmt.Sprintf("; set spec.deletionProtection to false to let the deletion proceed (a Terminating %s cannot be revived)", kind)
 }
 
+// policyOrDefault is the deletion policy a binding's spec.deletionPolicy
+// means: Delete when unset.
+func policyOrDefault(policy kbindv1alpha1.DeletionPolicy) kbindv1alpha1.DeletionPolicy {
+	if policy == "" {
+		return kbindv1alpha1.DeletionPolicyDelete
+	}
+	return policy
+}
+
 // heldReady sets Ready=False/DeletionProtected on a held binding.
 func heldReady(b binding, failed error) {
 	why := ""
@@ -213,7 +231,7 @@ func heldReady(b binding, failed error) {
 	}
 	patch.SetCondition(&b.status.Conditions, metav1.Condition{
 		Type: string(kbindv1alpha1.ConditionReady), Status: metav1.ConditionFalse, Reason: string(kbindv1alpha1.ReasonDeletionProtected),
-		Message: heldMessage(b.obj.BindingKind(), b.status, b.spec.DeletionPolicy, why),
+		Message: heldMessage(b.obj.BindingKind(), b.spec.ConsumerNames(), b.status, b.spec.DeletionPolicy, why),
 	}, b.obj.GetGeneration())
 }
 

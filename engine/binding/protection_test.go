@@ -97,14 +97,20 @@ func TestHeldMessage(t *testing.T) {
 		}},
 	}
 	for _, tc := range cases {
-		got := heldMessage(tc.kind, status, tc.policy, tc.failed)
+		got := heldMessage(tc.kind, []string{"widgets.example.org", "gadgets.example.org"}, status, tc.policy, tc.failed)
 		for _, w := range tc.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: %q\nlacks %q", tc.name, got, w)
 			}
 		}
 	}
-	if got := heldMessage("Binding", &kbindv1alpha1.BindingStatus{}, "", ""); strings.Contains(got, "would") {
-		t.Errorf("a binding with nothing bound: %q", got)
+	if got := heldMessage("Binding", nil, &kbindv1alpha1.BindingStatus{}, "", ""); strings.Contains(got, "would") {
+		t.Errorf("a binding that lists nothing: %q", got)
+	}
+	// An API listed but not bound now (its Connection not usable): its
+	// objects are not counted, and their drain is still said.
+	want := "its deletion would release the objects of widgets.example.org (not counted now; deletionPolicy Delete: their provider copies are deleted)"
+	if got := heldMessage("ClusterBinding", []string{"widgets.example.org"}, &kbindv1alpha1.BindingStatus{}, "", ""); !strings.Contains(got, want) {
+		t.Errorf("an API listed, not bound: %q\nlacks %q", got, want)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -134,6 +135,8 @@ func TestProtectedConnectionIsHeld(t *testing.T) {
 	setConnectionProtection(t, name, true)
 	waitAutoBindProtection(t, name, true)
 	lease := heartbeatLease(t, pc, name)
+	autoBinding := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	enginetest.WaitCondition(t, consumer, autoBinding, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 
 	conn := getConnection(t, name)
 	if err := consumer.Delete(ctx, conn); err != nil {
@@ -143,11 +146,16 @@ func TestProtectedConnectionIsHeld(t *testing.T) {
 	waitCondition(t, name, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDeletionProtected,
 		"no binding is drained, no session retired and nothing deleted; it works as before",
 		"its deletion would delete its autoBind ClusterBinding "+name,
+		"wait for the 1 binding(s) referencing it to be deleted: ClusterBinding "+name+"; set spec.deletionProtection",
 		"set spec.deletionProtection to false to let the deletion proceed (a Terminating Connection cannot be revived)")
 	for deadline := time.Now().Add(heldFor); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		cb := &kbindv1alpha1.ClusterBinding{}
 		if err := consumer.Get(ctx, client.ObjectKey{Name: name}, cb); err != nil || !cb.DeletionTimestamp.IsZero() {
 			t.Fatalf("a held Connection's autoBind ClusterBinding was deleted (%v)", err)
+		}
+		// Its bindings keep working through it.
+		if c := apimeta.FindStatusCondition(cb.Status.Conditions, string(kbindv1alpha1.ConditionReady)); c == nil || c.Status != metav1.ConditionTrue {
+			t.Fatalf("the autoBind ClusterBinding of a held Connection is not Ready: %+v", c)
 		}
 		secret := &corev1.Secret{}
 		if err := consumer.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: name}, secret); err != nil || !controllerutil.ContainsFinalizer(secret, kbindv1alpha1.CleanupFinalizer) {

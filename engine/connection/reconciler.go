@@ -42,6 +42,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -329,7 +330,7 @@ func (r *Reconciler) deletionPath(ctx context.Context, conn *kbindv1alpha1.Conne
 		return deletion{done: true}, nil
 	}
 	if holdDeletion(!conn.DeletionTimestamp.IsZero(), conn.Spec.DeletionProtection, true) {
-		referencing, err := r.referencingBindings(ctx, conn.Name)
+		referencing, err := r.referencingBindings(ctx, conn)
 		if err != nil {
 			return deletion{done: true}, err
 		}
@@ -339,7 +340,7 @@ func (r *Reconciler) deletionPath(ctx context.Context, conn *kbindv1alpha1.Conne
 	if err := r.deleteAutoBinding(ctx, conn); err != nil {
 		return deletion{done: true}, err
 	}
-	draining, err := r.referencingBindings(ctx, conn.Name)
+	draining, err := r.referencingBindings(ctx, conn)
 	if err != nil {
 		return deletion{done: true}, err
 	}
@@ -489,12 +490,12 @@ func (r *Reconciler) observeReadyOnce(conn *kbindv1alpha1.Connection) bool {
 
 // referencingBindings lists the bindings naming the Connection, through
 // the cache index; a protected one says how to let it go (a Connection
-// never deletes nor drains a binding other than its autoBind one: it
-// waits for them).
-func (r *Reconciler) referencingBindings(ctx context.Context, name string) ([]string, error) {
-	all, err := index.ListBindings(ctx, r.Client, index.AllBindings, client.MatchingFields{index.BindingConnection: name})
+// never deletes nor drains a binding other than its autoBind one, whose
+// protection is the Connection's: it waits for them).
+func (r *Reconciler) referencingBindings(ctx context.Context, conn *kbindv1alpha1.Connection) ([]string, error) {
+	all, err := index.ListBindings(ctx, r.Client, index.AllBindings, client.MatchingFields{index.BindingConnection: conn.Name})
 	if err != nil {
-		return nil, fmt.Errorf("the bindings of connection %s: %w", name, err)
+		return nil, fmt.Errorf("the bindings of connection %s: %w", conn.Name, err)
 	}
 	out := make([]string, 0, len(all))
 	for _, b := range all {
@@ -502,7 +503,11 @@ func (r *Reconciler) referencingBindings(ctx context.Context, name string) ([]st
 		if ns := b.GetNamespace(); ns != "" {
 			name = ns + "/" + name
 		}
-		out = append(out, b.BindingKind()+" "+name+protectionNote(b))
+		note := protectionNote(b)
+		if conn.Spec.AutoBind && b.GetNamespace() == "" && metav1.IsControlledBy(b, conn) {
+			note = "" // the autoBind ClusterBinding carries the Connection's protection
+		}
+		out = append(out, b.BindingKind()+" "+name+note)
 	}
 	return out, nil
 }
