@@ -36,10 +36,10 @@ import (
 // Connection is (spec.deletionProtection, kept equal on every reconcile —
 // also while the Connection is not ready, and on a ClusterBinding being
 // deleted, whose held deletion proceeds once the Connection's protection
-// is off). Only a ready Connection creates it or adds APIs to it. It only ever adds APIs: an API that stops
-// being exported stays listed (the binding reports APINotExported, like an
-// explicit one) and the ClusterBinding stays when nothing is exported —
-// removing an API would drain its provider copies and delete the consumer
+// is off). Only a ready Connection creates it or adds APIs to it. It only
+// ever adds APIs: an API that stops being exported stays listed (the
+// binding reports APINotExported, like an explicit one) and the
+// ClusterBinding stays when nothing is exported — removing an API would drain its provider copies and delete the consumer
 // CRD with every object of it, on a provider's label change or CRD
 // re-creation. Unbinding is the user's explicit act. Turning autoBind off
 // leaves it.
