@@ -29,7 +29,7 @@ import (
 func TestNotesLeadToYourOwnClusters(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
-		values     map[string]any
+		values    map[string]any
 		want, not []string
 	}{
 		"defaults": {bound("example.org"), []string{
