@@ -240,7 +240,9 @@ subjects: [{kind: User, name: ops, apiGroup: rbac.authorization.k8s.io}]
 		}
 	}
 	w.waitCondition("clusterbindings.core.kbind.io", "", "widgets", "Ready", "True")
-	row("what the attempts above left", "every protected object in place and none Terminating; the Widgets' and the Gadget's provider copies and the consumer CRDs kept; the bindings `Ready=True`")
+	w.waitCondition("bindings.core.kbind.io", "team-x", "gadgets", "Ready", "True")
+	w.waitCondition("connections.core.kbind.io", "", "team", "Ready", "True")
+	row("what the attempts above left", "every protected object in place and none Terminating; the Widgets' and the Gadget's provider copies and the consumer CRDs kept; the bindings and the Connection `Ready=True`")
 
 	// Turning protection off is an ordinary update (the API server audits
 	// it like any other): protection guards against accidents, not against
