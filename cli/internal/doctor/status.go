@@ -18,9 +18,11 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,6 +82,9 @@ type APISummary struct {
 func Status(ctx context.Context, c client.Client, timeout time.Duration, now time.Time) ([]ConnectionSummary, error) {
 	conns := &kbindv1alpha1.ConnectionList{}
 	if err := c.List(ctx, conns); err != nil {
+		if problem := WrongCluster(ctx, c); problem != "" && apimeta.IsNoMatchError(err) {
+			return nil, errors.New(problem)
+		}
 		return nil, fmt.Errorf("listing Connections: %s", consumerReadError(err))
 	}
 	bindings, err := listBindings(ctx, c)
