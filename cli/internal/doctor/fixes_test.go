@@ -267,7 +267,10 @@ func TestNoFixEditsWhatItMustNot(t *testing.T) {
 		{b("w"), bindingContext{Conn: &c}, unannotated},
 		{b("w", func(s *BindingState) { s.Spec.APIs = s.Spec.APIs[:1] }), bindingContext{Conn: &c}, otherCRD},
 		{b("w", func(s *BindingState) { s.Spec.ConnectionRef.Name = "gone" }), bindingContext{}, nil},
-		{b("w", func(s *BindingState) { s.Kind, s.Meta.Namespace = "Binding", "team-a"; s.Spec.ConnectionRef.Name = "gone" }), bindingContext{}, nil},
+		{b("w", func(s *BindingState) {
+			s.Kind, s.Meta.Namespace = "Binding", "team-a"
+			s.Spec.ConnectionRef.Name = "gone"
+		}), bindingContext{}, nil},
 		{b("w", func(s *BindingState) { s.Spec.APIs[0].Name = "Widget" }), bindingContext{Conn: &c}, nil},
 		{b("w", func(s *BindingState) { s.Spec.APIs[0].Name = "clusterthings.example.org" }), bindingContext{Conn: ptr(connection(func(c *kbindv1alpha1.Connection) {
 			c.Spec.Isolation = kbindv1alpha1.Isolation{Mode: kbindv1alpha1.IsolationNamespace, Namespace: "kbind-a"}
