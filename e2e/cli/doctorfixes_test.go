@@ -68,7 +68,7 @@ func helm(t *testing.T) string {
 // fixer runs the fixes doctor prints the way a user pastes them: each
 // line through sh -c, comments dropped, with kubectl, kubectl-kbind (as
 // kubectl kbind) and helm on PATH, KUBECONFIG the pair's kubeconfig (its
-// contexts consumer and provider), in the repository's root (charts/).
+// contexts consumer and provider), in a directory with the checkout's charts/.
 type fixer struct {
 	env  []string
 	root string
@@ -86,8 +86,14 @@ func newFixer(t *testing.T, kubeconfig string) *fixer {
 			t.Fatal(err)
 		}
 	}
-	root, err := filepath.Abs("../..")
+	repo, err := filepath.Abs("../..")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A directory of its own (fixes write bundle.yaml) where charts/ is
+	// the checkout's, as in a clone of kbind.
+	root := t.TempDir()
+	if err := os.Symlink(filepath.Join(repo, "charts"), filepath.Join(root, "charts")); err != nil {
 		t.Fatal(err)
 	}
 	home := t.TempDir()
@@ -280,6 +286,51 @@ spec:
 		kubectl(t, consumer, "delete", "connection", "elsewhere", "--timeout=60s")
 	})
 
+	t.Run("the Connection's Secret is missing then malformed", func(t *testing.T) {
+		kubectl(t, consumer, "apply", "-f", writeFile(t, "missing.yaml", connectionYAML("missing", "missing-kubeconfig")))
+		args := append([]string{"missing"}, withProvider...)
+		fill := map[string]string{"<provider kubeconfig file>": provider}
+		fix, _ := fixFor(t, kc, args, "connection.secret", "missing")
+		fx.run(t, fix, fill)
+		gone(t, kc, args, "connection.secret", "missing")
+		// Malformed in place: the Secret now carries kbind's finalizer, so the fix replaces its data.
+		kubectl(t, consumer, "-n", "kbind", "patch", "secret", "missing-kubeconfig", "--type=merge", "-p", `{"stringData":{"kubeconfig":"clusters: [not a kubeconfig"}}`)
+		fix, _ = fixFor(t, kc, args, "connection.kubeconfig", "missing")
+		fx.run(t, fix, fill)
+		gone(t, kc, args, "connection.kubeconfig", "missing")
+		kubectl(t, consumer, "delete", "connection", "missing", "--timeout=60s")
+	})
+
+	t.Run("a Kind instead of plural.group", func(t *testing.T) {
+		kubectl(t, consumer, "apply", "-f", writeFile(t, "kind.yaml", `apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: kind}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: Widget}]
+`))
+		fix, _ := fixFor(t, kc, withProvider, "binding.apiName", "kind")
+		fx.run(t, fix, nil)
+		gone(t, kc, withProvider, "binding.apiName", "kind")
+		kubectl(t, consumer, "delete", "clusterbinding", "kind", "--timeout=60s")
+	})
+
+	t.Run("a missing RBAC verb", func(t *testing.T) {
+		kubectl(t, provider, "patch", "role", "-n", "kbind-team-a", "kbind-consumer-team-a", "--type=json",
+			"-p", `[{"op":"replace","path":"/rules/0/verbs","value":["get","list","watch","create","update","patch"]}]`)
+		fix, _ := fixFor(t, kc, withProvider, "connection.rbac", "provider")
+		fx.run(t, fix, nil)
+		gone(t, kc, withProvider, "connection.rbac", "provider")
+	})
+
+	t.Run("a foreign object on the provider", func(t *testing.T) {
+		kubectl(t, provider, "apply", "-f", writeFile(t, "foreign.yaml", widget("kbind-team-a", "default.w9")))
+		kubectl(t, consumer, "apply", "-f", writeFile(t, "w9.yaml", widget("default", "w9")))
+		fix, _ := fixFor(t, kc, withProvider, "object.conflict", "w9")
+		fx.run(t, fix, nil)
+		gone(t, kc, withProvider, "object.conflict", "w9")
+	})
+
 	t.Run("the konnector runs outside the cluster: the Helm install", func(t *testing.T) {
 		fix, _ := fixFor(t, kc, withProvider, "konnector.outside", "konnector")
 		// The consumer's kbind CRDs were installed without Helm (as by the quickstart).
@@ -294,7 +345,7 @@ spec:
 		fx.run(t, "helm uninstall konnector -n kbind --kube-context=consumer", nil)
 	})
 
-	t.Run("revoked, then the binding deleted", func(t *testing.T) {
+	t.Run("revoked then the binding deleted", func(t *testing.T) {
 		mustPlugin(t, "--kubeconfig", provider, "revoke", "team-a")
 		kubectl(t, consumer, "delete", "clusterbinding", "provider", "--wait=false")
 		args := append([]string{"--stuck-after=1s"}, withProvider...)
@@ -312,5 +363,18 @@ spec:
 		gone(t, kc, args, "clusterBinding.stuckDeleting", "provider")
 		// What the fix said stays on the provider.
 		kubectl(t, provider, "get", "widget", "-n", "kbind-team-a", "default.w1")
+
+		// The credentials' own fix, once the API is bound again: grant
+		// again and apply the bundle.
+		kubectl(t, consumer, "apply", "-f", writeFile(t, "again.yaml", `apiVersion: core.kbind.io/v1alpha1
+kind: ClusterBinding
+metadata: {name: again}
+spec:
+  connectionRef: {name: provider}
+  apis: [{name: widgets.example.org}]
+`))
+		fix, _ = fixFor(t, kc, withProvider, "connection.credentials", "provider")
+		fx.run(t, fix, nil)
+		gone(t, kc, withProvider, "connection.credentials", "provider")
 	})
 }

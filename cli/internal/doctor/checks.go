@@ -287,6 +287,9 @@ func reachFinding(p ConnectionProbe, cmd Commands) Finding {
 		Evidence: "reading the provider's identity with the Connection's credentials: " + errString(p.ReachErr)}
 	renew := p.GrantCommand
 	if renew == "" {
+		renew = p.RenewCommand
+	}
+	if renew == "" {
 		renew = fmt.Sprintf("# on the provider, issue a new token for the consumer's identity (kubectl kbind grant NAME ... prints a bundle), then on the consumer:\n%s apply -f <bundle>", cmd.Consumer)
 	} else {
 		renew += " > bundle.yaml\n" + cmd.Consumer + " apply -f bundle.yaml"
@@ -303,8 +306,8 @@ func reachFinding(p ConnectionProbe, cmd Commands) Finding {
 	default:
 		f.Check = "connection.unreachable"
 		f.Problem = fmt.Sprintf("the provider in Secret %s/%s cannot be reached", ref.Namespace, ref.Name)
-		f.Fix = "check that the kubeconfig's server is the provider's address as the konnector reaches it (not 127.0.0.1 from a Pod), its CA, and the network path; then watch:\n" +
-			fmt.Sprintf("%s get connection %s -w", cmd.Consumer, c.Name)
+		f.Fix = "# check that the kubeconfig's server is the provider's address as the konnector reaches it (not 127.0.0.1 from a Pod), its CA, and the network path; then:\n" +
+			fmt.Sprintf("%s wait --for=condition=Connected connection/%s --timeout=5m", cmd.Consumer, c.Name)
 	}
 	return f
 }
