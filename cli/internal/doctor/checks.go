@@ -57,6 +57,27 @@ type Commands struct {
 	// KonnectorRelease is the Helm release of the konnector Deployment
 	// found on the consumer (nil: none, or not installed by Helm).
 	KonnectorRelease *HelmRelease
+	// KonnectorDeployment is the konnector Deployment found on the
+	// consumer (nil: it runs outside the cluster, or was not read).
+	KonnectorDeployment *Konnector
+}
+
+// konnectorLogs reads the konnector's log: its Deployment's, or, when it
+// runs outside the cluster, a comment saying where.
+func (c Commands) konnectorLogs() string {
+	if d := c.KonnectorDeployment; d != nil {
+		return fmt.Sprintf("%s -n %s logs deployment/%s -c konnector --tail=200", c.Consumer, d.Namespace, d.Name)
+	}
+	return "# no konnector Deployment on this cluster: read the log of the konnector process where it runs"
+}
+
+// helmUpgrade upgrades the konnector's Helm release with the chart of
+// this checkout; a comment when none was found.
+func (c Commands) helmUpgrade() string {
+	if r := c.KonnectorRelease; r != nil {
+		return fmt.Sprintf("helm upgrade %s %s -n %s --reuse-values%s", r.Name, chartPath, r.Namespace, kubeContextFlag(c.Konnector.Context))
+	}
+	return "# no konnector Helm release on this cluster: upgrade the konnector the way it was installed"
 }
 
 // ProviderPlugin is "kubectl kbind <args> --context=<provider>".
@@ -373,8 +394,8 @@ func heartbeatFinding(p ConnectionProbe, cmd Commands) *Finding {
 	}
 	f := Finding{Check: "connection.heartbeat", Severity: SeverityError, Object: Object{Cluster: "provider", Kind: "Lease", Namespace: l.Namespace, Name: l.Name},
 		Field: "spec.renewTime", Doc: docHeartbeat,
-		Fix: fmt.Sprintf("# the konnector serving Connection %s is not running, or cannot write its Lease:\n%s get connection %s -o jsonpath='{.status.conditions[?(@.type==\"Heartbeat\")]}'\n%s -n <konnector namespace> logs deployment/konnector -c konnector --tail=200",
-			p.Connection.Name, cmd.Consumer, p.Connection.Name, cmd.Consumer)}
+		Fix: fmt.Sprintf("# the konnector serving Connection %s is not running, or cannot write its Lease:\n%s get connection %s -o jsonpath='{.status.conditions[?(@.type==\"Heartbeat\")]}'\n%s",
+			p.Connection.Name, cmd.Consumer, p.Connection.Name, cmd.konnectorLogs())}
 	switch {
 	case l.Err != nil:
 		f.Severity = SeverityWarning

@@ -109,7 +109,7 @@ func TestCheckConnection(t *testing.T) {
 				metav1.Condition{Type: "Heartbeat", Status: metav1.ConditionFalse, Reason: "DuplicateConsumer", Message: "another konnector"})
 		}), []string{"connection.duplicate"}, "on the CLONE only", "DuplicateConsumer"},
 		{"stale heartbeat", healthyProbe(func(p *ConnectionProbe) { p.Lease.RenewedAgo = 5 * time.Minute }),
-			[]string{"connection.heartbeat"}, "logs deployment/konnector", "last renewed 5m0s ago"},
+			[]string{"connection.heartbeat"}, "read the log of the konnector process where it runs", "last renewed 5m0s ago"},
 		{"no Lease", healthyProbe(func(p *ConnectionProbe) { p.Lease.Found = false }),
 			[]string{"connection.heartbeat"}, "", "no konnector serves"},
 		{"Lease not yet known", healthyProbe(func(p *ConnectionProbe) { p.Lease = nil }), []string{}, "", ""},

@@ -309,3 +309,26 @@ func TestNoFixEditsWhatItMustNot(t *testing.T) {
 		}
 	}
 }
+
+func TestKonnectorCommands(t *testing.T) {
+	outside := Commands{Consumer: "kubectl --context=consumer"}
+	inside := Commands{Consumer: "kubectl --context=consumer", Konnector: KonnectorInstall{Context: "consumer"},
+		KonnectorDeployment: &Konnector{Namespace: "kbind-system", Name: "kn"}, KonnectorRelease: &HelmRelease{Name: "kn", Namespace: "kbind-system"}}
+	for _, tc := range []struct {
+		name          string
+		cmd           Commands
+		logs, upgrade string
+	}{
+		{"a Deployment of a Helm release", inside, "kubectl --context=consumer -n kbind-system logs deployment/kn -c konnector --tail=200",
+			"helm upgrade kn charts/konnector -n kbind-system --reuse-values --kube-context=consumer"},
+		{"outside the cluster: no command to guess", outside, "# no konnector Deployment on this cluster: read the log of the konnector process where it runs",
+			"# no konnector Helm release on this cluster: upgrade the konnector the way it was installed"},
+	} {
+		if got := tc.cmd.konnectorLogs(); got != tc.logs {
+			t.Errorf("%s: logs %q, want %q", tc.name, got, tc.logs)
+		}
+		if got := tc.cmd.helmUpgrade(); got != tc.upgrade {
+			t.Errorf("%s: upgrade %q, want %q", tc.name, got, tc.upgrade)
+		}
+	}
+}

@@ -123,6 +123,9 @@ func checkKonnectorDeployments(ctx context.Context, c client.Client, r *Report, 
 		r.Unchecked = append(r.Unchecked, "konnector Deployments: "+consumerReadError(err))
 		return
 	}
+	if ks := konnectors(deps.Items); len(ks) > 0 {
+		cmd.KonnectorDeployment = &ks[0]
+	}
 	for _, d := range deps.Items {
 		if name := d.Annotations["meta.helm.sh/release-name"]; name != "" && d.Labels["app.kubernetes.io/managed-by"] == "Helm" {
 			cmd.KonnectorRelease = &HelmRelease{Name: name, Namespace: d.Namespace}
