@@ -76,7 +76,7 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 	defer r.finish()
 	conns := &kbindv1alpha1.ConnectionList{}
 	if err := c.List(ctx, conns); err != nil {
-		if f := wrongClusterFinding(ctx, c, opts.Commands); apimeta.IsNoMatchError(err) && f != nil {
+		if f := wrongClusterFinding(ctx, c); apimeta.IsNoMatchError(err) && f != nil {
 			r.Findings = append(r.Findings, *f)
 			return r
 		}
@@ -84,7 +84,7 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 		return r
 	}
 	if len(conns.Items) == 0 {
-		if f := wrongClusterFinding(ctx, c, opts.Commands); f != nil {
+		if f := wrongClusterFinding(ctx, c); f != nil {
 			r.Findings = append(r.Findings, *f)
 			return r
 		}
@@ -190,7 +190,7 @@ func wrongClusterProblem(exported, leases int) string {
 		"point doctor and status at the consumer's kubeconfig (--kubeconfig or --context)", exported, leases)
 }
 
-func wrongClusterFinding(ctx context.Context, c client.Client, cmd Commands) *Finding {
+func wrongClusterFinding(ctx context.Context, c client.Client) *Finding {
 	problem := WrongCluster(ctx, c)
 	if problem == "" {
 		return nil
