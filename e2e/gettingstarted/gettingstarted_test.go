@@ -92,18 +92,16 @@ type run struct {
 	code           int
 }
 
-// world is what the checks see: the clusters, the working directory of
-// the page's commands, the last block's result.
+// world is what the steps see: the clusters, the page's blocks, and the
+// working directory and environment of its commands.
 type world struct {
-	t                  *testing.T // the top-level test: what lives across steps is cleaned up with it
-	pair               *testenv.Pair
-	crdsExist          *testenv.Cluster // a consumer whose kbind CRDs were installed without Helm
-	dir, providerURL   string
-	env                []string
-	blocks             map[string]block
-	konnector          *harness.Process
-	chartVersion       string
-	providerCopyExists bool
+	t                *testing.T // the top-level test: what lives across steps is cleaned up with it
+	pair             *testenv.Pair
+	crdsExist        *testenv.Cluster // a consumer whose kbind CRDs were installed without Helm
+	dir, providerURL string
+	env              []string
+	blocks           map[string]block
+	chartVersion     string
 }
 
 // step is what the test does around one e2e:<step> block of the page.
@@ -309,7 +307,6 @@ func gettingStartedSteps() map[string]step {
 			if size := w.kubectl(t, "provider", "-n", "kbind-team-a", "get", "widget", "default.my-widget", "-o", "jsonpath={.spec.size}"); size != "3" {
 				return fmt.Errorf("the provider copy's spec.size is %q, the consumer's 3", size)
 			}
-			w.providerCopyExists = true
 			return nil
 		}},
 		"status": {check: func(t *testing.T, w *world, _ run) error {
@@ -337,13 +334,16 @@ func gettingStartedSteps() map[string]step {
 			}
 			return w.nothingDeleting(t)
 		}},
-		"unbind": {pending: "unbind", check: func(t *testing.T, w *world, _ run) error {
-			if _, err := w.kubectlErr("consumer", "get", "crd", "widgets.example.org"); err == nil || !strings.Contains(err.Error(), "NotFound") {
-				return fmt.Errorf("the consumer's Widget CRD is still there: %v", err)
+		"unbind": {pending: "unbind", check: func(t *testing.T, w *world, r run) error {
+			// It showed what goes before deleting it.
+			if !strings.Contains(r.stdout+r.stderr, "widgets.example.org") {
+				return errors.New("unbind does not say what goes")
 			}
-			enginetest.EventuallyWithin(t, settle, "the provider copy is gone", func() error {
-				if _, err := w.kubectlErr("provider", "-n", "kbind-team-a", "get", "widget", "default.my-widget"); err == nil || !strings.Contains(err.Error(), "NotFound") {
-					return fmt.Errorf("kbind-team-a/default.my-widget: %v", err)
+			enginetest.EventuallyWithin(t, settle, "the provider copy and the consumer's Widget CRD are gone", func() error {
+				for _, o := range [][]string{{"provider", "-n", "kbind-team-a", "get", "widget", "default.my-widget"}, {"consumer", "get", "crd", "widgets.example.org"}} {
+					if _, err := w.kubectlErr(o[0], o[1:]...); err == nil || !strings.Contains(err.Error(), "NotFound") {
+						return fmt.Errorf("%v on the %s: %v", o[1:], o[0], err)
+					}
 				}
 				return nil
 			})
@@ -427,18 +427,25 @@ func setUp(t *testing.T, blocks []block) *world {
 
 	// A consumer with kbind's CRDs installed without Helm, for the page's
 	// second install, started beside the pair.
-	crdsExist := make(chan error, 1)
+	crdsExistDir := t.TempDir()
+	var crdsExistErr error
+	crdsExistDone := make(chan struct{})
 	go func() {
-		c, err := testenv.StartCluster(testenv.ConsumerContext, testenv.ClusterOptions{Dir: t.TempDir(), InstallKbindCRDs: true})
-		w.crdsExist = c
-		crdsExist <- err
+		defer close(crdsExistDone)
+		w.crdsExist, crdsExistErr = testenv.StartCluster(testenv.ConsumerContext, testenv.ClusterOptions{Dir: crdsExistDir, InstallKbindCRDs: true})
 	}()
+	t.Cleanup(func() { // also when the pair fails to start
+		<-crdsExistDone
+		if w.crdsExist != nil {
+			_ = w.crdsExist.Stop()
+		}
+	})
 	// The pair's consumer has no kbind CRDs: the chart installs them.
 	w.pair = testenv.StartPairT(t, testenv.PairOptions{KbindCRDs: []*apiextensionsv1.CustomResourceDefinition{}, ProviderCRDs: []*apiextensionsv1.CustomResourceDefinition{crd}})
-	if err := <-crdsExist; err != nil {
-		t.Fatal(err)
+	<-crdsExistDone
+	if crdsExistErr != nil {
+		t.Fatal(crdsExistErr)
 	}
-	t.Cleanup(func() { _ = w.crdsExist.Stop() })
 	w.providerURL = w.pair.Provider.Config.Host
 
 	// The working directory: a checkout's charts/ and examples/.
@@ -550,7 +557,7 @@ func (w *world) startKonnector(t *testing.T) {
 		}
 	}
 	// Started for the whole test, not this step.
-	w.konnector = harness.StartProcessT(w.t, konnectorBin, filepath.Join(w.t.TempDir(), "konnector.log"), args...)
+	harness.StartProcessT(w.t, konnectorBin, filepath.Join(w.t.TempDir(), "konnector.log"), args...)
 }
 
 // bundle reads team-a.yaml, the bundle grant wrote, by kind/namespace/name.
