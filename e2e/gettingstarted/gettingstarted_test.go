@@ -284,9 +284,17 @@ func gettingStartedSteps() map[string]step {
 			})
 			return nil
 		}},
-		"apply": {check: func(t *testing.T, w *world, _ run) error {
-			w.kubectl(t, "consumer", "get", "connection/provider", "clusterbinding/provider")
-			w.kubectl(t, "consumer", "-n", "kbind", "get", "secret", "provider-kubeconfig", "-o", "name")
+		"apply": {check: func(t *testing.T, w *world, r run) error {
+			for _, want := range []string{"secret/provider-kubeconfig created", "connection.core.kbind.io/provider created", "clusterbinding.core.kbind.io/provider created"} {
+				if !strings.Contains(r.stdout, want) {
+					return fmt.Errorf("the output lacks %q", want)
+				}
+			}
+			// The consumer CRD from the provider's schema.
+			enginetest.EventuallyWithin(t, settle, "the consumer CRD widgets.example.org", func() error {
+				_, err := w.kubectlErr("consumer", "get", "crd", "widgets.example.org")
+				return err
+			})
 			return nil
 		}},
 		"verify": {retry: true, check: func(t *testing.T, w *world, r run) error {
