@@ -329,7 +329,7 @@ func gettingStartedSteps() map[string]step {
 					return fmt.Errorf("the deletion of %s is not refused", refused)
 				}
 			}
-			for _, want := range []string{"deletionProtection", "widgets.example.org", "Orphan"} {
+			for _, want := range []string{"deletionProtection", "widgets.example.org", "Orphan", "kubectl kbind unbind provider"} {
 				if !strings.Contains(r.stderr, want) {
 					return fmt.Errorf("the refusal does not say %q", want)
 				}
