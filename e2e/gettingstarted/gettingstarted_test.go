@@ -323,19 +323,31 @@ func gettingStartedSteps() map[string]step {
 			}
 			return nil
 		}},
-		"delete-refused": {pending: "delete-refused", fails: true, check: func(t *testing.T, w *world, r run) error {
-			for _, refused := range []string{`secrets "provider-kubeconfig"`, `connections.core.kbind.io "provider"`, `clusterbindings.core.kbind.io "provider"`} {
-				if !strings.Contains(r.stderr, refused+" is forbidden") {
-					return fmt.Errorf("the deletion of %s is not refused", refused)
+		"delete-refused": {pending: "delete-refused", fails: true,
+			// The refusal counts the objects from the binding's status,
+			// which its periodic pass (30 s) refreshes: wait until it
+			// counts the Widget, to check the count.
+			before: func(t *testing.T, w *world) {
+				enginetest.EventuallyWithin(t, settle, "the ClusterBinding's status counts the Widget", func() error {
+					if n := w.kubectl(t, "consumer", "get", "kbcb", "provider", "-o", "jsonpath={.status.boundAPIs[0].instances.total}"); n != "1" {
+						return fmt.Errorf("status.boundAPIs[0].instances.total is %q", n)
+					}
+					return nil
+				})
+			},
+			check: func(t *testing.T, w *world, r run) error {
+				for _, refused := range []string{`secrets "provider-kubeconfig"`, `connections.core.kbind.io "provider"`, `clusterbindings.core.kbind.io "provider"`} {
+					if !strings.Contains(r.stderr, refused+" is forbidden") {
+						return fmt.Errorf("the deletion of %s is not refused", refused)
+					}
 				}
-			}
-			for _, want := range []string{"deletionProtection", "widgets.example.org", "Orphan", "kubectl kbind unbind provider"} {
-				if !strings.Contains(r.stderr, want) {
-					return fmt.Errorf("the refusal does not say %q", want)
+				for _, want := range []string{"deletionProtection", "widgets.example.org: 1 objects", "the consumer CRD widgets.example.org", "Orphan", "kubectl kbind unbind provider"} {
+					if !strings.Contains(r.stderr, want) {
+						return fmt.Errorf("the refusal does not say %q", want)
+					}
 				}
-			}
-			return w.nothingDeleting(t)
-		}},
+				return w.nothingDeleting(t)
+			}},
 		"still-there": {retry: true, check: func(t *testing.T, w *world, r run) error {
 			if !strings.Contains(r.stdout, "connection.core.kbind.io/provider") || !strings.Contains(r.stdout, "my-widget") {
 				return errors.New("the output lacks the Connection or the Widget")
