@@ -229,7 +229,7 @@ func gettingStartedSteps() map[string]step {
 				}
 			},
 			kubeconfig: func(w *world) string { return w.crdsExist.KubeconfigPath },
-			check: func(t *testing.T, w *world, r run) error {
+			check: func(_ *testing.T, w *world, r run) error {
 				if !strings.Contains(r.stdout, "STATUS: deployed") {
 					return errors.New("the release is not deployed")
 				}
@@ -335,7 +335,7 @@ func gettingStartedSteps() map[string]step {
 					return nil
 				})
 			},
-			check: func(t *testing.T, w *world, r run) error {
+			check: func(_ *testing.T, w *world, r run) error {
 				for _, refused := range []string{`secrets "provider-kubeconfig"`, `connections.core.kbind.io "provider"`, `clusterbindings.core.kbind.io "provider"`} {
 					if !strings.Contains(r.stderr, refused+" is forbidden") {
 						return fmt.Errorf("the deletion of %s is not refused", refused)
@@ -346,13 +346,13 @@ func gettingStartedSteps() map[string]step {
 						return fmt.Errorf("the refusal does not say %q", want)
 					}
 				}
-				return w.nothingDeleting(t)
+				return w.nothingDeleting()
 			}},
-		"still-there": {retry: true, check: func(t *testing.T, w *world, r run) error {
+		"still-there": {retry: true, check: func(_ *testing.T, w *world, r run) error {
 			if !strings.Contains(r.stdout, "connection.core.kbind.io/provider") || !strings.Contains(r.stdout, "my-widget") {
 				return errors.New("the output lacks the Connection or the Widget")
 			}
-			return w.nothingDeleting(t)
+			return w.nothingDeleting()
 		}},
 		"unbind": {pending: "unbind", check: func(t *testing.T, w *world, r run) error {
 			// It showed what goes before deleting it.
@@ -387,7 +387,7 @@ func gettingStartedSteps() map[string]step {
 
 // nothingDeleting: the bundle's objects, the Widget and its provider copy
 // are there and none is being deleted.
-func (w *world) nothingDeleting(t *testing.T) error {
+func (w *world) nothingDeleting() error {
 	for _, o := range []struct{ ctx, what string }{
 		{"consumer", "connection/provider"}, {"consumer", "clusterbinding/provider"}, {"consumer", "secret/provider-kubeconfig -n kbind"},
 		{"consumer", "crd/widgets.example.org"}, {"consumer", "widget/my-widget -n default"}, {"provider", "widget/default.my-widget -n kbind-team-a"},
