@@ -174,6 +174,9 @@ func TestKubectlExplainsEveryValue(t *testing.T) {
 		{"clusterbindings.spec.deletionPolicy", []string{"Delete", "Orphan", "Foreground"}},
 		{"kbb.spec.conflictPolicy", []string{"Fail", "Adopt"}},
 		{"kbb.spec.deletionPolicy", []string{"Delete", "Orphan", "Foreground"}},
+		// docs/concepts.md's examples.
+		{"kbconn.spec.schema.pullPolicy", []string{"Bound", "All", "None"}},
+		{"kbcb.spec.conflictPolicy", []string{"Fail", "Adopt"}},
 	} {
 		out, err := cluster.Kubectl(ctx, "explain", tc.field)
 		if err != nil {
