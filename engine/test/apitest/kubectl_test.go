@@ -18,9 +18,11 @@ package apitest
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -192,22 +194,11 @@ func TestKubectlExplainsEveryValue(t *testing.T) {
 		if got, want := strings.Fields(enum), tc.values; strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("kubectl explain %s lists %v, want %v", tc.field, got, want)
 		}
-		words := strings.FieldsFunc(description, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-		})
+		words := strings.FieldsFunc(description, func(r rune) bool { return !unicode.IsLetter(r) })
 		for _, v := range tc.values {
-			if !containsWord(words, v) {
+			if !slices.Contains(words, v) {
 				t.Errorf("kubectl explain %s does not say what %s does:\n%s", tc.field, v, description)
 			}
 		}
 	}
-}
-
-func containsWord(words []string, w string) bool {
-	for _, x := range words {
-		if x == w {
-			return true
-		}
-	}
-	return false
 }
