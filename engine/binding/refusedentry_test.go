@@ -34,13 +34,16 @@ import (
 // True for the CRDs it does supply, and another binding of the Connection
 // stays Ready. Before, each refused entry's CRD was counted as lagging,
 // and SchemaInSync turned False for the whole Connection at its next
-// reconcile.
+// reconcile. A tenant's Binding of an API whose names the cluster's CRD
+// holds cannot turn it False either: a namespace's user cannot make the
+// cluster admin's Connection report a lag.
 func TestRefusedProjectionEntryIsReportedOnItsBindingOnly(t *testing.T) {
 	setup(t)
 	ctx := context.Background()
 	g, acme := group(), unique("refused")+".io"
 	installCRDs(t, env.Provider, widgets(g),
-		enginetest.CRD("gadgets", "gadget", "Gadget", g, ns, true), enginetest.CRD("cogs", "cog", "Cog", g, ns, true))
+		enginetest.CRD("gadgets", "gadget", "Gadget", g, ns, true), enginetest.CRD("cogs", "cog", "Cog", g, ns, true),
+		enginetest.CRD("gizmoes", "gizmoe", "Gizmo", acme, ns, true))
 	// The consumer cluster's own CRD, which kbind did not create.
 	foreign := enginetest.CRD("gizmos", "gizmo", "Gizmo", acme, ns, false)
 	if err := env.Consumer.Create(ctx, foreign.DeepCopy()); err != nil {
@@ -51,7 +54,7 @@ func TestRefusedProjectionEntryIsReportedOnItsBindingOnly(t *testing.T) {
 	}
 	defer deleteCRD(t, foreign.Name, false)
 
-	conn := connect(t, "refused-entry", nil)
+	conn := connect(t, "refused-entry", nil, admitAll)
 	healthy := clusterBinding(t, "healthy", conn.Name, "widgets."+g)
 	enginetest.WaitCondition(t, env.Consumer, healthy, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
@@ -65,6 +68,10 @@ func TestRefusedProjectionEntryIsReportedOnItsBindingOnly(t *testing.T) {
 	enginetest.WaitCondition(t, env.Consumer, refused, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonProjectionRefused,
 		"collides with the CRD gizmos."+acme+", which kbind did not create", "the consumer API gizmoz."+acme+" is not installed")
 	absentCRD(t, "gizmoz."+acme, "a projection onto a kind another CRD holds")
+	tenant := namespacedBinding(t, unique("team-refused"), "gizmoes", conn.Name, "gizmoes."+acme)
+	enginetest.WaitCondition(t, env.Consumer, tenant, kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonPending,
+		"the consumer API gizmoes."+acme+" is not installed")
+	absentCRD(t, "gizmoes."+acme, "an API whose kind another CRD holds")
 
 	// The Connection reconciles after the refusals were decided: a spec
 	// change that changes nothing for it (allowing an insecure feature its
@@ -84,7 +91,7 @@ func TestRefusedProjectionEntryIsReportedOnItsBindingOnly(t *testing.T) {
 	enginetest.WaitCondition(t, env.Consumer, conn, kbindv1alpha1.ConditionSchemaInSync, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	enginetest.WaitCondition(t, env.Consumer, healthy, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 
-	for _, b := range []client.Object{refused, healthy} {
+	for _, b := range []client.Object{tenant, refused, healthy} {
 		if err := env.Consumer.Delete(ctx, b); err != nil {
 			t.Fatal(err)
 		}
