@@ -270,7 +270,11 @@ type RelatedResource struct {
 	// +required
 	Resource RelatedResourceKind `json:"resource"`
 
-	// Direction says which side holds the source.
+	// Direction says which side holds the source: FromProvider copies the
+	// provider's objects to the consumer (such as a connection Secret the
+	// provider's controller writes); FromConsumer copies the consumer's
+	// objects up to the provider (such as credentials the provider's
+	// controller needs).
 	// +required
 	Direction RelatedResourceDirection `json:"direction"`
 

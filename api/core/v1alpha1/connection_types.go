@@ -253,10 +253,13 @@ type ConnectionSpec struct {
 	AutoBind bool `json:"autoBind,omitempty"`
 
 	// AllowInsecure lists the insecure kubeconfig features this Connection
-	// accepts. A kubeconfig that skips TLS verification, uses a proxy or a
-	// plain http:// server is refused (SecretValid=False) unless the
-	// feature is listed here; the SecretValid message names what is
-	// allowed.
+	// accepts: SkipTLSVerify (a cluster sets insecure-skip-tls-verify, so
+	// the provider's certificate is not checked), ProxyURL (a cluster sets
+	// proxy-url, so requests and the credentials in them go through a
+	// proxy), PlainHTTP (the server is an http:// URL: requests and
+	// credentials travel unencrypted). A kubeconfig using one is refused
+	// (SecretValid=False) unless it is listed here; the SecretValid message
+	// names what is allowed.
 	// +optional
 	// +listType=set
 	AllowInsecure []InsecureKubeconfigFeature `json:"allowInsecure,omitempty"`
