@@ -23,11 +23,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	kbindschema "github.com/kbind/kbind/engine/schema"
 )
 
 // stdin is where unbind reads its confirmation, and stdinIsTerminal
@@ -352,18 +355,13 @@ func planOf(ctx context.Context, c client.Client, b kbindv1alpha1.BindingObject)
 	}
 	inStatus := map[string]bool{}
 	for _, s := range status.BoundAPIs {
-		providerAPI := s.Name
-		if s.ProviderAPI != "" {
-			providerAPI = s.ProviderAPI
-		}
-		inStatus[providerAPI] = true
+		inStatus[s.Name] = true
 		var entry *kbindv1alpha1.APIReference
-		for i := range spec.APIs {
-			if spec.APIs[i].Name == providerAPI {
-				entry = &spec.APIs[i]
-			}
+		if e, ok := spec.APIFor(s.Name); ok {
+			entry = &e
 		}
-		a := apiPlan{Name: s.Name, Provider: s.ProviderAPI, Policy: policyOf(spec.DeletionPolicy), DeletesCRD: s.UnbindDeletesCRD && b.BindingKind() == "ClusterBinding"}
+		a := apiPlan{Name: s.Name, Provider: s.ProviderAPI, Policy: policyOf(spec.DeletionPolicy),
+			DeletesCRD: b.BindingKind() == "ClusterBinding" && (s.UnbindDeletesCRD || crdGoes(ctx, c, b, s.Name))}
 		if s.Instances != nil {
 			a.Copies = int(s.Instances.Synced - s.Instances.Imported)
 			a.Pending = int(s.Instances.Pending)
@@ -380,12 +378,46 @@ func planOf(ctx context.Context, c client.Client, b kbindv1alpha1.BindingObject)
 		}
 		plan.APIs = append(plan.APIs, a)
 	}
-	for _, api := range spec.APIs {
-		if !inStatus[api.Name] {
-			plan.NotInStatus = append(plan.NotInStatus, api.Name)
+	for _, api := range spec.ConsumerNames() {
+		if !inStatus[api] {
+			plan.NotInStatus = append(plan.NotInStatus, api)
 		}
 	}
 	return plan
+}
+
+// crdGoes reads on this cluster what status.boundAPIs[].unbindDeletesCRD
+// says (a konnector older than the field leaves it false): whether
+// deleting the ClusterBinding b deletes the consumer CRD of api — kbind
+// created it for b's Connection, whose pullPolicy is not All, and no
+// other binding lists the API (SCHEMA-6). A read that fails says no.
+func crdGoes(ctx context.Context, c client.Client, b kbindv1alpha1.BindingObject, api string) bool {
+	connection := b.BindingSpec().ConnectionRef.Name
+	conn := &kbindv1alpha1.Connection{}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if c.Get(ctx, client.ObjectKey{Name: connection}, conn) != nil || conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyAll ||
+		c.Get(ctx, client.ObjectKey{Name: api}, crd) != nil || !kbindschema.CreatedByKbind(crd, connection) {
+		return false
+	}
+	cbs, bs := &kbindv1alpha1.ClusterBindingList{}, &kbindv1alpha1.BindingList{}
+	if c.List(ctx, cbs) != nil || c.List(ctx, bs) != nil {
+		return false
+	}
+	var others []kbindv1alpha1.BindingSpec
+	for _, o := range cbs.Items {
+		if o.UID != b.GetUID() {
+			others = append(others, o.Spec)
+		}
+	}
+	for _, o := range bs.Items {
+		others = append(others, o.Spec)
+	}
+	for _, spec := range others {
+		if slices.Contains(spec.ConsumerNames(), api) {
+			return false
+		}
+	}
+	return true
 }
 
 // coverage counts the objects covered: all, imported, and those whose

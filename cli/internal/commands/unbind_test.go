@@ -268,3 +268,65 @@ func TestUnbindOnAPIServer(t *testing.T) {
 		t.Errorf("unbind of a Binding that is gone: exit %d, %q", code, errOut)
 	}
 }
+
+// TestCRDGoes: unbind reads on the consumer whether the ClusterBinding's
+// deletion deletes the consumer CRD (a konnector older than
+// unbindDeletesCRD never says): only kbind's CRD for its Connection,
+// under a pullPolicy other than All, that no other binding lists.
+func TestCRDGoes(t *testing.T) {
+	consumer := sharedConsumer.Get(t)
+	ctx := context.Background()
+	scheme, err := newScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(consumer.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: testenv.UniqueName("gizmos")}, Spec: kbindv1alpha1.ConnectionSpec{
+		KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: "kbind", Name: "gizmos-kubeconfig"}}}
+	if err := c.Create(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	crd := enginetest.CRD("gizmos", "gizmo", "Gizmo", "example.org", apiextensionsv1.NamespaceScoped, false)
+	crd.Labels = map[string]string{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}
+	crd.Annotations = map[string]string{kbindv1alpha1.ConnectionAnnotation: conn.Name, kbindv1alpha1.SchemaHashAnnotation: "sha256:0123456789abcdef"}
+	if err := c.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	binding := func(name string) kbindv1alpha1.BindingSpec {
+		return kbindv1alpha1.BindingSpec{ConnectionRef: kbindv1alpha1.ConnectionReference{Name: name}, APIs: []kbindv1alpha1.APIReference{{Name: "gizmos.example.org"}}}
+	}
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: testenv.UniqueName("gizmos")}, Spec: binding(conn.Name)}
+	if err := c.Create(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	if !crdGoes(ctx, c, cb, "gizmos.example.org") {
+		t.Error("the only ClusterBinding of kbind's CRD: crdGoes false")
+	}
+	if crdGoes(ctx, c, cb, "widgets.example.org") {
+		t.Error("a CRD kbind did not create: crdGoes true")
+	}
+	other := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: testenv.UniqueName("gizmos")}, Spec: binding(conn.Name)}
+	if err := c.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if crdGoes(ctx, c, cb, "gizmos.example.org") {
+		t.Error("another ClusterBinding lists the API: crdGoes true")
+	}
+	if err := c.Delete(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	conn.Spec.Schema.PullPolicy = kbindv1alpha1.PullPolicyAll
+	if err := c.Update(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if crdGoes(ctx, c, cb, "gizmos.example.org") {
+		t.Error("pullPolicy All: crdGoes true")
+	}
+	foreign := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: testenv.UniqueName("gizmos")}, Spec: binding("another")}
+	if crdGoes(ctx, c, foreign, "gizmos.example.org") {
+		t.Error("the CRD of another Connection: crdGoes true")
+	}
+}
