@@ -185,6 +185,11 @@ func (s *consumerSet) addLeases(leases []coordinationv1.Lease, now time.Time) {
 		name, ok := leaseNS[leases[i].Namespace]
 		if !ok {
 			name = ungrantedName(lease)
+			if c := s.byName[name]; c != nil && !c.NeverGranted {
+				// A UID that spells a granted consumer's name: never
+				// lend that consumer a heartbeat.
+				name = lease.Namespace + "/" + lease.Name
+			}
 			if s.byName[name] == nil {
 				cons := s.get(name)
 				cons.NeverGranted = true

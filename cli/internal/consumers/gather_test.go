@@ -173,16 +173,23 @@ func TestGatherNeverGranted(t *testing.T) {
 		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "deployments.apps",
 			Labels: map[string]string{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue}}},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", Labels: map[string]string{kbindv1alpha1.ConsumerClusterUIDLabel: "uid-q"}}},
+		// bob: revoked, no Lease; someone writes a live Lease elsewhere
+		// whose UID spells his name, to make him look connected.
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kbind-bob", Labels: map[string]string{access.ConsumerLabel: "bob"}}},
+		lease("elsewhere", "spoof", "bob"),
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(mapper).WithObjects(objs...).Build()
 	l, err := Gather(context.Background(), c, now, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Consumers) != 2 || l.Consumers[0].Name != "alice" || l.Consumers[1].Name != "uid-q" {
-		t.Fatalf("consumers %+v, want alice and uid-q", l.Consumers)
+	if len(l.Consumers) != 4 || l.Consumers[0].Name != "alice" || l.Consumers[1].Name != "bob" || l.Consumers[2].Name != "elsewhere/spoof" || l.Consumers[3].Name != "uid-q" {
+		t.Fatalf("consumers %+v, want alice, bob, elsewhere/spoof and uid-q", l.Consumers)
 	}
-	alice, q := l.Consumers[0], l.Consumers[1]
+	alice, bob, spoof, q := l.Consumers[0], l.Consumers[1], l.Consumers[2], l.Consumers[3]
+	if bob.Status != StatusRevoked || len(bob.Leases) != 0 || !spoof.NeverGranted || spoof.Status != StatusConnected {
+		t.Errorf("a Lease whose UID spells a granted consumer's name lent it a heartbeat: bob %+v, the Lease's consumer %+v", bob, spoof)
+	}
 	if alice.NeverGranted || alice.Status != StatusConnected || len(alice.Leases) != 1 {
 		t.Errorf("alice: %+v", alice)
 	}
