@@ -112,7 +112,7 @@ func (e *env) consumers(ctx context.Context, name, output string) error {
 func notAProvider(ctx context.Context, c client.Client) error {
 	gk := schema.GroupKind{Group: kbindv1alpha1.GroupVersion.Group, Kind: "Connection"}
 	if _, err := c.RESTMapper().RESTMapping(gk, kbindv1alpha1.GroupVersion.Version); err != nil {
-		return nil //nolint:nilerr // not served (or unknown): a provider, or nothing of kbind's
+		return nil // not served (or unknown): a provider, or nothing of kbind's
 	}
 	what := "kbind's Connection API is installed"
 	conns := &metav1.PartialObjectMetadataList{}

@@ -184,43 +184,48 @@ func writePlan(w io.Writer, p unbindPlan) {
 		fmt.Fprintln(w, "  no bound API: nothing but the binding")
 	}
 	for _, a := range p.APIs {
-		name := a.Name
-		if a.Provider != "" {
-			name += " (the provider's " + a.Provider + ")"
-		}
-		fmt.Fprintf(w, "  %s:\n", name)
-		counted := ""
-		if a.Counted != "" {
-			counted = " (" + a.Counted + ")"
-		}
-		fate := "they stay on this cluster, no longer synced"
-		if a.DeletesCRD {
-			fate = "released, then deleted with the consumer CRD (below)"
-		}
-		fmt.Fprintf(w, "    consumer objects: %s it covers%s: %s\n", noun(a.Objects-a.Imported, "object", "objects"), counted, fate)
-		if a.Imported > 0 {
-			fmt.Fprintf(w, "    imported copies: %s of the provider's objects deleted on this cluster (the provider's objects stay)\n", noun(a.Imported, "copy", "copies"))
-		}
-		pending := ""
-		if a.Pending > 0 {
-			pending = fmt.Sprintf(", and %s not synced yet that may have one", noun(a.Pending, "object", "objects"))
-		}
-		fmt.Fprintf(w, "    provider copies: %s%s, deletionPolicy %s: %s\n", noun(a.Copies, "copy", "copies"), pending, a.Policy, copiesEffect(a.Policy))
-		for _, policy := range []string{kbindv1alpha1.DeletionPolicyDelete, kbindv1alpha1.DeletionPolicyOrphan, kbindv1alpha1.DeletionPolicyForeground} {
-			if n := a.Overrides[policy]; n > 0 {
-				fmt.Fprintf(w, "      but %s annotated %s: %s: %s\n", noun(n, "object", "objects"), kbindv1alpha1.DeletionPolicyAnnotation, policy, copiesEffect(policy))
-			}
-		}
-		if a.DeletesCRD {
-			fmt.Fprintf(w, "    the consumer CRD %s is deleted (the last ClusterBinding of the API), and with it every object of it on this cluster: %s\n",
-				a.Name, noun(a.AllObjects, "object", "objects"))
-		}
+		writeAPIPlan(w, a)
 	}
 	for _, api := range p.NotInStatus {
 		fmt.Fprintf(w, "  %s: not in the binding's status yet, nothing counted\n", api)
 	}
 	if p.RelatedCopies > 0 {
 		fmt.Fprintf(w, "  related Secrets and ConfigMaps: %s the binding made deleted\n", noun(p.RelatedCopies, "copy", "copies"))
+	}
+}
+
+// writeAPIPlan writes what unbinding does to one API.
+func writeAPIPlan(w io.Writer, a apiPlan) {
+	name := a.Name
+	if a.Provider != "" {
+		name += " (the provider's " + a.Provider + ")"
+	}
+	fmt.Fprintf(w, "  %s:\n", name)
+	counted := ""
+	if a.Counted != "" {
+		counted = " (" + a.Counted + ")"
+	}
+	fate := "they stay on this cluster, no longer synced"
+	if a.DeletesCRD {
+		fate = "released, then deleted with the consumer CRD (below)"
+	}
+	fmt.Fprintf(w, "    consumer objects: %s it covers%s: %s\n", noun(a.Objects-a.Imported, "object", "objects"), counted, fate)
+	if a.Imported > 0 {
+		fmt.Fprintf(w, "    imported copies: %s of the provider's objects deleted on this cluster (the provider's objects stay)\n", noun(a.Imported, "copy", "copies"))
+	}
+	pending := ""
+	if a.Pending > 0 {
+		pending = fmt.Sprintf(", and %s not synced yet that may have one", noun(a.Pending, "object", "objects"))
+	}
+	fmt.Fprintf(w, "    provider copies: %s%s, deletionPolicy %s: %s\n", noun(a.Copies, "copy", "copies"), pending, a.Policy, copiesEffect(a.Policy))
+	for _, policy := range []string{kbindv1alpha1.DeletionPolicyDelete, kbindv1alpha1.DeletionPolicyOrphan, kbindv1alpha1.DeletionPolicyForeground} {
+		if n := a.Overrides[policy]; n > 0 {
+			fmt.Fprintf(w, "      but %s annotated %s: %s: %s\n", noun(n, "object", "objects"), kbindv1alpha1.DeletionPolicyAnnotation, policy, copiesEffect(policy))
+		}
+	}
+	if a.DeletesCRD {
+		fmt.Fprintf(w, "    the consumer CRD %s is deleted (the last ClusterBinding of the API), and with it every object of it on this cluster: %s\n",
+			a.Name, noun(a.AllObjects, "object", "objects"))
 	}
 }
 
@@ -311,7 +316,7 @@ func waitGone(ctx context.Context, c client.Client, b kbindv1alpha1.BindingObjec
 			if apierrors.IsNotFound(err) {
 				return true, nil
 			}
-			return false, nil //nolint:nilerr // a failed read is retried until the timeout
+			return false, nil // a failed read is retried until the timeout
 		}
 		if p := progressOf(b); p != last {
 			fmt.Fprintf(w, "  %s\n", p)
