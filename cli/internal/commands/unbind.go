@@ -30,6 +30,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,8 +74,8 @@ func newUnbind(e *env) *cobra.Command {
   - when the binding is the last ClusterBinding of an API (status.boundAPIs[].unbindDeletesCRD),
     the consumer CRD, and with it every object of it on this cluster.
 
-Then it asks (y/N). On yes it turns spec.deletionProtection off when it is set (a patch that fails
-if the binding changed since it was read) and deletes the binding; the konnector does the rest
+Then it asks (y/N). On yes it turns spec.deletionProtection off when it is set (a patch made only
+while the binding's spec is the one shown) and deletes the binding; the konnector does the rest
 (docs/sync.md#deletion). It deletes nothing else itself. --yes skips the question, for scripts;
 without a terminal to ask on and without --yes it refuses (exit 2). --wait waits until the binding
 is gone, printing its progress.`,
@@ -285,13 +286,8 @@ func (e *env) unbind(ctx context.Context, name string, o unbindOptions) error {
 		}
 	}
 	if b.BindingSpec().DeletionProtection {
-		base := b.DeepCopyObject().(client.Object)
-		b.BindingSpec().DeletionProtection = false
-		if err := c.Patch(ctx, b, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			if apierrors.IsConflict(err) {
-				return fmt.Errorf("%s changed since it was read: nothing was changed; run unbind again to see what goes now", plan.ref())
-			}
-			return fmt.Errorf("turning the deletion protection of %s off: %w", plan.ref(), err)
+		if err := unprotect(ctx, c, b, plan.ref()); err != nil {
+			return err
 		}
 		fmt.Fprintf(e.out, "%s: deletion protection turned off\n", plan.ref())
 	}
@@ -306,6 +302,33 @@ func (e *env) unbind(ctx context.Context, name string, o unbindOptions) error {
 	}
 	fmt.Fprintln(e.out, "; waiting until it is gone")
 	return waitGone(ctx, c, b, plan.ref(), e.out, o.timeout)
+}
+
+// unprotect turns b's deletion protection off with a patch that holds
+// only while b is what was shown: its resourceVersion is the patch's
+// precondition; when the konnector wrote its status meanwhile, the patch
+// is made again on the binding read anew, as long as its spec and UID are
+// the ones shown.
+func unprotect(ctx context.Context, c client.Client, b kbindv1alpha1.BindingObject, ref string) error {
+	shown := b.BindingSpec().DeepCopy()
+	uid := b.GetUID()
+	for attempt := 0; ; attempt++ {
+		base := b.DeepCopyObject().(client.Object)
+		b.BindingSpec().DeletionProtection = false
+		err := c.Patch(ctx, b, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		switch {
+		case err == nil:
+			return nil
+		case !apierrors.IsConflict(err) || attempt == 2:
+			return fmt.Errorf("turning the deletion protection of %s off: %w", ref, err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return fmt.Errorf("reading %s again: %w", ref, err)
+		}
+		if b.GetUID() != uid || !equality.Semantic.DeepEqual(b.BindingSpec(), shown) {
+			return fmt.Errorf("%s changed since it was read: nothing was changed; run unbind again to see what goes now", ref)
+		}
+	}
 }
 
 // waitGone polls the binding until it is gone, printing each new state.

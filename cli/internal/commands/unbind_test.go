@@ -330,3 +330,52 @@ func TestCRDGoes(t *testing.T) {
 		t.Error("the CRD of another Connection: crdGoes true")
 	}
 }
+
+// TestUnprotect: the protection goes off although the konnector wrote the
+// binding's status since it was shown, and stays on when its spec
+// changed (what was confirmed is no longer what would go).
+func TestUnprotect(t *testing.T) {
+	consumer := sharedConsumer.Get(t)
+	ctx := context.Background()
+	scheme, err := newScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(consumer.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newProtected := func() (shown, live *kbindv1alpha1.ClusterBinding) {
+		cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: testenv.UniqueName("unprotect")}, Spec: kbindv1alpha1.BindingSpec{
+			ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"}, APIs: []kbindv1alpha1.APIReference{{Name: "widgets.example.org"}}, DeletionProtection: true}}
+		if err := c.Create(ctx, cb); err != nil {
+			t.Fatal(err)
+		}
+		return cb.DeepCopy(), cb
+	}
+	isProtected := func(name string) bool {
+		got := &kbindv1alpha1.ClusterBinding{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Spec.DeletionProtection
+	}
+
+	shown, live := newProtected()
+	live.Status.BoundAPIs = []kbindv1alpha1.BoundAPI{{Name: "widgets.example.org", Instances: &kbindv1alpha1.InstanceCounts{Total: 1, Synced: 1}}}
+	if err := c.Status().Update(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	if err := unprotect(ctx, c, shown, "ClusterBinding "+shown.Name); err != nil || isProtected(shown.Name) {
+		t.Errorf("status written since it was shown: %v, protected %v", err, isProtected(shown.Name))
+	}
+
+	shown, live = newProtected()
+	live.Spec.DeletionPolicy = kbindv1alpha1.DeletionPolicy(kbindv1alpha1.DeletionPolicyOrphan)
+	if err := c.Update(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	if err := unprotect(ctx, c, shown, "ClusterBinding "+shown.Name); err == nil || !strings.Contains(err.Error(), "changed since it was read") || !isProtected(shown.Name) {
+		t.Errorf("spec changed since it was shown: %v, protected %v", err, isProtected(shown.Name))
+	}
+}
