@@ -66,26 +66,6 @@ const (
 	settle = 90 * time.Second
 )
 
-// pendingIssue54 are the checks of the page that need the other parts of
-// issue #54, which branch i54 does not hold yet: each is skipped, saying
-// so, by untilIssue54Merged. Remove an entry (and, once empty, the map and
-// the helper) when its part is merged.
-var pendingIssue54 = map[string]string{
-	"bundle-protected":       "grant's bundle protects its Connection and ClusterBinding and labels its Secret (fix/protect-cli)",
-	"grant-loopback-warning": "grant warns when the server it writes is a loopback address (fix/protect-cli)",
-	"delete-refused":         "the konnector chart's deletion-protection policy (fix/protect-chart) refusing the bundle's deletion",
-	"unbind":                 "kubectl kbind unbind (fix/protect-cli)",
-	"teardown":               "runs after unbind: turns the bundle's protection off (fix/protect-cli) and deletes the rest",
-}
-
-// untilIssue54Merged skips the check named what while pendingIssue54 lists it.
-func untilIssue54Merged(t *testing.T, what string) {
-	t.Helper()
-	if why, ok := pendingIssue54[what]; ok {
-		t.Skipf("NOT CHECKED until issue #54's other parts are merged: %s", why)
-	}
-}
-
 // run is one block's result.
 type run struct {
 	stdout, stderr string
@@ -116,9 +96,6 @@ type step struct {
 	retry bool
 	// check asserts what the page says the block did.
 	check func(t *testing.T, w *world, r run) error
-	// pending names an entry of pendingIssue54: the block is not run until
-	// it is merged.
-	pending string
 }
 
 // TestGettingStarted follows docs/getting-started.md.
@@ -168,9 +145,6 @@ func TestGettingStarted(t *testing.T) {
 		}
 		s := steps[name]
 		if !t.Run(name, func(t *testing.T) {
-			if s.pending != "" {
-				untilIssue54Merged(t, s.pending)
-			}
 			if s.before != nil {
 				s.before(t, w)
 			}
@@ -266,7 +240,6 @@ func gettingStartedSteps() map[string]step {
 				return fmt.Errorf("the bundle's kubeconfig names server %q, not the --server given (%s)", server, w.providerURL)
 			}
 			t.Run("bundle-protected", func(t *testing.T) {
-				untilIssue54Merged(t, "bundle-protected")
 				for _, o := range []*unstructured.Unstructured{conn, cb} {
 					if p, _, _ := unstructured.NestedBool(o.Object, "spec", "deletionProtection"); !p {
 						t.Errorf("%s %s: spec.deletionProtection is not true", o.GetKind(), o.GetName())
@@ -277,7 +250,6 @@ func gettingStartedSteps() map[string]step {
 				}
 			})
 			t.Run("grant-loopback-warning", func(t *testing.T) {
-				untilIssue54Merged(t, "grant-loopback-warning")
 				if !strings.Contains(r.stderr, "loopback") {
 					t.Errorf("grant wrote the loopback address %s without a warning:\n%s", w.providerURL, r.stderr)
 				}
@@ -323,7 +295,7 @@ func gettingStartedSteps() map[string]step {
 			}
 			return nil
 		}},
-		"delete-refused": {pending: "delete-refused", fails: true,
+		"delete-refused": {fails: true,
 			// The refusal counts the objects from the binding's status,
 			// which its periodic pass (30 s) refreshes: wait until it
 			// counts the Widget, to check the count.
@@ -354,7 +326,7 @@ func gettingStartedSteps() map[string]step {
 			}
 			return w.nothingDeleting()
 		}},
-		"unbind": {pending: "unbind", check: func(t *testing.T, w *world, r run) error {
+		"unbind": {check: func(t *testing.T, w *world, r run) error {
 			// It showed what goes before deleting it.
 			if !strings.Contains(r.stdout+r.stderr, "widgets.example.org") {
 				return errors.New("unbind does not say what goes")
@@ -369,7 +341,7 @@ func gettingStartedSteps() map[string]step {
 			})
 			return nil
 		}},
-		"teardown": {pending: "teardown", check: func(t *testing.T, w *world, r run) error {
+		"teardown": {check: func(t *testing.T, w *world, r run) error {
 			for _, args := range [][]string{{"get", "connection", "provider"}, {"-n", "kbind", "get", "secret", "provider-kubeconfig"}, {"-n", "kbind", "get", "deployment", "konnector"}} {
 				if _, err := w.kubectlErr("consumer", args...); err == nil || !strings.Contains(err.Error(), "NotFound") {
 					return fmt.Errorf("%v: still there (%v)", args, err)
