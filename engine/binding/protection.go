@@ -68,39 +68,9 @@ func holdDeletion(in holdInput) bool {
 	return in.Deleting && in.Protected && in.Finalizer && !in.NamespaceDeleting
 }
 
-// crdFate is what decides whether unbinding an API from a ClusterBinding
-// deletes its consumer CRD (SCHEMA-6).
-type crdFate struct {
-	// Connection: the binding's Connection exists (without it the policy
-	// is unknown, and the CRD is kept); PullPolicy is its pullPolicy.
-	Connection bool
-	PullPolicy kbindv1alpha1.PullPolicy
-	// OtherBindings counts the other bindings (ClusterBindings and
-	// Bindings, through any Connection, deleting ones too) listing the API.
-	OtherBindings int
-	// CRD: the consumer CRD exists; CreatedForConnection: kbind created it
-	// for this binding's Connection; CRDDeleting: it is being deleted.
-	CRD, CreatedForConnection, CRDDeleting bool
-}
-
-// unbindDeletesCRD decides whether unbinding the API deletes its consumer
-// CRD, and with it every consumer object of the API: no other binding
-// lists it, kbind created the CRD for this Connection, and pullPolicy is
-// neither All (every export installed on a cluster admin's word, never
-// deleted) nor None (CRDs managed outside kbind).
-func unbindDeletesCRD(f crdFate) bool {
-	switch {
-	case !f.Connection, f.PullPolicy == kbindv1alpha1.PullPolicyAll, f.PullPolicy == kbindv1alpha1.PullPolicyNone:
-		return false
-	case f.OtherBindings > 0:
-		return false
-	}
-	return f.CRD && f.CreatedForConnection && !f.CRDDeleting
-}
-
-// crdFateOf reads, from the cache, what unbindDeletesCRD needs for api of
+// crdFateOf reads, from the cache, what kbindschema.UnbindDeletesCRD needs for api of
 // ClusterBinding b; crd is the consumer CRD (nil when there is none).
-func (r *Reconciler) crdFateOf(ctx context.Context, b binding, api string) (f crdFate, crd *apiextensionsv1.CustomResourceDefinition, err error) {
+func (r *Reconciler) crdFateOf(ctx context.Context, b binding, api string) (f kbindschema.UnbindFate, crd *apiextensionsv1.CustomResourceDefinition, err error) {
 	conn := &kbindv1alpha1.Connection{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: b.spec.ConnectionRef.Name}, conn); {
 	case apierrors.IsNotFound(err):
@@ -136,7 +106,7 @@ func (r *Reconciler) markUnbindDeletesCRD(ctx context.Context, b binding, bound 
 		if err != nil {
 			return err
 		}
-		bound[i].UnbindDeletesCRD = unbindDeletesCRD(f)
+		bound[i].UnbindDeletesCRD = kbindschema.UnbindDeletesCRD(f)
 	}
 	return nil
 }

@@ -42,31 +42,6 @@ func TestHoldDeletion(t *testing.T) {
 	}
 }
 
-func TestUnbindDeletesCRD(t *testing.T) {
-	last := crdFate{Connection: true, PullPolicy: kbindv1alpha1.PullPolicyBound, CRD: true, CreatedForConnection: true}
-	with := func(mutate func(*crdFate)) crdFate { f := last; mutate(&f); return f }
-	cases := []struct {
-		name string
-		f    crdFate
-		want bool
-	}{
-		{"the last binding of kbind's CRD for this Connection", last, true},
-		{"pullPolicy unset (Bound)", with(func(f *crdFate) { f.PullPolicy = "" }), true},
-		{"another binding lists it (two ClusterBindings: false on both)", with(func(f *crdFate) { f.OtherBindings = 1 }), false},
-		{"pullPolicy All never deletes", with(func(f *crdFate) { f.PullPolicy = kbindv1alpha1.PullPolicyAll }), false},
-		{"pullPolicy None never deletes", with(func(f *crdFate) { f.PullPolicy = kbindv1alpha1.PullPolicyNone }), false},
-		{"the Connection is gone: the policy is unknown, the CRD kept", with(func(f *crdFate) { f.Connection = false }), false},
-		{"no consumer CRD", with(func(f *crdFate) { f.CRD, f.CreatedForConnection = false, false }), false},
-		{"a CRD kbind did not create, or created for another Connection", with(func(f *crdFate) { f.CreatedForConnection = false }), false},
-		{"the CRD is being deleted already", with(func(f *crdFate) { f.CRDDeleting = true }), false},
-	}
-	for _, tc := range cases {
-		if got := unbindDeletesCRD(tc.f); got != tc.want {
-			t.Errorf("%s: %t, want %t", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestHeldMessage(t *testing.T) {
 	status := &kbindv1alpha1.BindingStatus{
 		BoundAPIs: []kbindv1alpha1.BoundAPI{

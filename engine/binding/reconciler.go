@@ -1054,7 +1054,7 @@ func (r *Reconciler) unbindCRDs(ctx context.Context, b binding) error {
 // None. Without its Connection the policy is unknown: the CRD is kept.
 func (r *Reconciler) unbindCRD(ctx context.Context, b binding, api string) error {
 	f, crd, err := r.crdFateOf(ctx, b, api)
-	if err != nil || !unbindDeletesCRD(f) {
+	if err != nil || !kbindschema.UnbindDeletesCRD(f) {
 		return err
 	}
 	if err := r.Client.Delete(ctx, crd, client.Preconditions{UID: &crd.UID}); client.IgnoreNotFound(err) != nil {

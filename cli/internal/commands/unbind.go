@@ -415,37 +415,34 @@ func planOf(ctx context.Context, c client.Client, b kbindv1alpha1.BindingObject)
 }
 
 // crdGoes reads on this cluster what status.boundAPIs[].unbindDeletesCRD
-// says (a konnector older than the field leaves it false): whether
-// deleting the ClusterBinding b deletes the consumer CRD of api — kbind
-// created it for b's Connection, whose pullPolicy is not All, and no
-// other binding lists the API (SCHEMA-6). A read that fails says no.
+// says (a konnector older than the field leaves it false) and decides with
+// the konnector's own rule (kbindschema.UnbindDeletesCRD, SCHEMA-6):
+// whether deleting the ClusterBinding b deletes the consumer CRD of api. A
+// read that fails says no.
 func crdGoes(ctx context.Context, c client.Client, b kbindv1alpha1.BindingObject, api string) bool {
 	connection := b.BindingSpec().ConnectionRef.Name
 	conn := &kbindv1alpha1.Connection{}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if c.Get(ctx, client.ObjectKey{Name: connection}, conn) != nil || conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyAll ||
-		c.Get(ctx, client.ObjectKey{Name: api}, crd) != nil || !kbindschema.CreatedByKbind(crd, connection) {
-		return false
-	}
 	cbs, bs := &kbindv1alpha1.ClusterBindingList{}, &kbindv1alpha1.BindingList{}
-	if c.List(ctx, cbs) != nil || c.List(ctx, bs) != nil {
+	if c.Get(ctx, client.ObjectKey{Name: connection}, conn) != nil || c.Get(ctx, client.ObjectKey{Name: api}, crd) != nil ||
+		c.List(ctx, cbs) != nil || c.List(ctx, bs) != nil {
 		return false
 	}
-	var others []kbindv1alpha1.BindingSpec
+	fate := kbindschema.UnbindFate{
+		Connection: true, PullPolicy: conn.Spec.Schema.PullPolicy,
+		CRD: true, CreatedForConnection: kbindschema.CreatedByKbind(crd, connection), CRDDeleting: !crd.DeletionTimestamp.IsZero(),
+	}
 	for _, o := range cbs.Items {
-		if o.UID != b.GetUID() {
-			others = append(others, o.Spec)
+		if o.UID != b.GetUID() && slices.Contains(o.Spec.ConsumerNames(), api) {
+			fate.OtherBindings++
 		}
 	}
 	for _, o := range bs.Items {
-		others = append(others, o.Spec)
-	}
-	for _, spec := range others {
-		if slices.Contains(spec.ConsumerNames(), api) {
-			return false
+		if slices.Contains(o.Spec.ConsumerNames(), api) {
+			fate.OtherBindings++
 		}
 	}
-	return true
+	return kbindschema.UnbindDeletesCRD(fate)
 }
 
 // coverage counts the objects covered: all, imported, and those whose
