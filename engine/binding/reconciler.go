@@ -31,6 +31,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -87,6 +88,11 @@ type Reconciler struct {
 	// objects of a consumer CRD a ClusterBinding would replace are counted
 	// there, never in a cache that may lag (replaceCollided).
 	Metadata metadata.Interface
+
+	// announced holds the UIDs of the held bindings whose Warning Event
+	// this process recorded: the status a reconcile starts from may lag
+	// the one it wrote (the cache), so status alone would announce twice.
+	announced sync.Map
 }
 
 // binding is the ClusterBinding or Binding being reconciled, with its spec
@@ -129,6 +135,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			return ctrl.Result{}, err
 		}
 		if !held {
+			r.announced.Delete(obj.GetUID())
 			return r.finalize(ctx, b)
 		}
 	} else if err := patch.AddFinalizer(ctx, r.Client, obj, kbindv1alpha1.CleanupFinalizer); err != nil {
@@ -148,7 +155,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			// RequeueAfter returned with an error (and warns).
 			res, retErr = ctrl.Result{}, errors.Join(retErr, err)
 		} else if held && !heldBefore(prior) {
-			r.announceHeld(b)
+			if _, done := r.announced.LoadOrStore(obj.GetUID(), struct{}{}); !done {
+				r.announceHeld(b)
+			}
 		}
 	}()
 	if err := r.readConnection(ctx, b, o); err != nil {

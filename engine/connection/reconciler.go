@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -111,6 +112,10 @@ type Reconciler struct {
 	// cache that has not caught up with the Ready write must not observe
 	// it again.
 	readyObserved perConnection[types.UID]
+
+	// announced holds the UIDs of the held Connections whose Warning Event
+	// this process recorded.
+	announced sync.Map
 }
 
 // validate refuses a Reconciler whose intervals were left unset: the
@@ -247,7 +252,11 @@ func (r *Reconciler) act(ctx context.Context, before, conn *kbindv1alpha1.Connec
 	if err := patch.Status(ctx, r.Client, before, conn); err != nil {
 		return fmt.Errorf("connection %s: %w", conn.Name, err)
 	}
-	if obs.held && !heldBefore(before.Status) {
+	if !obs.held {
+		r.announced.Delete(conn.UID)
+	} else if _, done := r.announced.LoadOrStore(conn.UID, struct{}{}); !done && !heldBefore(before.Status) {
+		// The status this pass started from may lag the one a pass
+		// before wrote (the cache): this process announces once.
 		r.announceHeld(conn)
 	}
 	if firstReady(before.Status, d.ready) && r.observeReadyOnce(conn) {
