@@ -175,9 +175,29 @@ test: build-all build ## Every module's tests (unit, envtest) and the e2e suites
 	@rc=0; $(MAKE) --no-print-directory test-run || rc=$$?; \
 	  $(MAKE) --no-print-directory test-report || true; exit $$rc
 
-# test-run is make test without its prerequisites and report.
+# test-run is make test without its prerequisites and report. The tools'
+# tests, the brief fuzz and the quickstart --check (test-side) run beside
+# the main go test (test-main), at the lowest CPU priority: they fill what
+# the main run leaves idle (its package starts, its tail) and yield to it
+# otherwise, so its timings are unchanged. Their output is kept in
+# $(SIDE_LOG) and shown once the main go test ends.
+SIDE_LOG = $(dir $(TEST_JSON_ABS))side.log
 .PHONY: test-run
 test-run:
+	@if [ -n "$(TEST_PKGS)" ]; then exec $(MAKE) --no-print-directory test-main; fi; \
+	  mkdir -p $(dir $(TEST_JSON_ABS)); tools/controlplane/build.sh >/dev/null && tools/gotestsum/build.sh >/dev/null || exit 1; \
+	  echo "== beside the go test (nice 19, output in $(SIDE_LOG) shown after it): the tools' tests, fuzz, quickstart --check"; \
+	  ( start=$$(date +%s); rc=0; nice -n 19 $(MAKE) --no-print-directory test-side || rc=$$?; \
+	    echo "== beside the go test: took $$(( $$(date +%s) - start )) s"; exit $$rc ) >$(SIDE_LOG) 2>&1 & side=$$!; \
+	  rc=0; $(MAKE) --no-print-directory test-main || rc=$$?; \
+	  side_rc=0; wait $$side || side_rc=$$?; \
+	  echo "== the tools' tests, fuzz and quickstart --check (ran beside the go test)"; cat $(SIDE_LOG); \
+	  if [ "$$side_rc" != 0 ]; then echo "make test: the tools' tests, fuzz or the quickstart --check failed (above)"; rc=1; fi; exit $$rc
+
+# test-main: the one go test of every module's packages and the e2e suites
+# (or TEST_PKGS).
+.PHONY: test-main
+test-main:
 	@assets=$$(tools/controlplane/build.sh); export KUBEBUILDER_ASSETS=$$assets $(BIN_DIR_ENV); \
 	  echo "control plane binaries: $$assets"; gotestsum=$$(tools/gotestsum/build.sh); \
 	  if [ -n "$(TEST_PKGS)" ]; then pkgs="$(TEST_PKGS)"; echo "== go test $$pkgs"; \
@@ -185,12 +205,16 @@ test-run:
 	  echo "== go test $(UNIT_MODULES:%=./%/...) ./e2e/... (but e2e/faults and e2e/upgrade; clusters: $${KBIND_E2E_CLUSTERS:-auto})"; fi; \
 	  $$gotestsum $(GOTESTSUM_FLAGS) --jsonfile $(TEST_JSON_ABS) -- \
 	    -count=1 -timeout $(E2E_TIMEOUT) -skip '^$(MONITORING_TEST)$$' $(TEST_FLAGS) $(E2E_FLAGS) $$pkgs
-	@if [ -n "$(TEST_PKGS)" ]; then exit 0; fi; gotestsum=$$(tools/gotestsum/build.sh); \
+
+# test-side: what make test runs beside the main go test.
+.PHONY: test-side
+test-side:
+	@gotestsum=$$(tools/gotestsum/build.sh); rc=0; \
 	  for m in $(TOOL_MODULES); do echo "== go test ./$$m/..."; \
 	    (cd $$m && GOWORK=off $$gotestsum $(GOTESTSUM_FLAGS) --jsonfile $(basename $(TEST_JSON_ABS))-$$(basename $$m).json -- \
-	      -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); done
-	@if [ -z "$(TEST_PKGS)" ]; then $(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) FUZZMINIMIZETIME=0; fi
-	@if [ -z "$(TEST_PKGS)" ]; then echo "== quickstart --check"; assets=$$(tools/controlplane/build.sh); KUBEBUILDER_ASSETS=$$assets bin/quickstart --check; fi
+	      -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...) || rc=1; done; exit $$rc
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) FUZZMINIMIZETIME=0
+	@echo "== quickstart --check"; assets=$$(tools/controlplane/build.sh); KUBEBUILDER_ASSETS=$$assets bin/quickstart --check
 
 SLOWEST ?= 20
 

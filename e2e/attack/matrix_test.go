@@ -80,6 +80,7 @@ var features = []feature{
 	{"deletionPolicy", "deletion policies (`deletionPolicy`, `core.kbind.io/deletion-policy`)", []target{consumerObject, providerCopy}},
 	{"metadata", "`metadata` (labels and annotations up)", []target{consumerObject, providerCopy}},
 	{"providerEvents", "`providerEvents: Forward`", []target{consumerObject, providerCopy}},
+	{"deletionProtection", "`deletionProtection` (the konnector chart's policy refuses deleting the binding)", []target{consumerObject, providerCopy, consumerCRD}},
 }
 
 // fieldFeatures classifies every field of BindingSpec (enum fields by
@@ -120,6 +121,7 @@ var fieldFeatures = map[string][]string{
 	"spec.namespaceSelector":                         {"namespaceSelector"},
 	"spec.providerEvents=Forward":                    {"providerEvents"},
 	"spec.providerEvents=Ignore":                     {"bind"},
+	"spec.deletionProtection":                        {"deletionProtection"},
 }
 
 // objectAnnotations are the features users ask for on a consumer object,
@@ -197,8 +199,9 @@ var cells = map[cellKey]entry{
 	{"relatedDownReference", "tenant"}: {harmless, "read next to the bound object that names it, at its namespace's place; never over an object kbind did not make", []string{"test: TestReferenceFromProviderFollowsItsOwner"}, ""},
 	{"conflictAdopt", "tenant"}: {harmless, "Adopt takes only an unmarked object at this consumer's own place, which under Namespace and Prefixed isolation only this consumer's credential (and the provider's admin) may write; under None, shared namespaces are the provider table's [shares]", []string{
 		"provider-attacks: a Namespace-isolated tenant's create an object in its namespace"}, ""},
-	{"deletionPolicy", "tenant"}: {notApplicable, "set on the consumer (the binding, the object's annotation)", nil, ""},
-	{"metadata", "tenant"}:       {notApplicable, "labels and annotations go up only (an imported copy takes the selected labels from its own provider object)", nil, ""},
+	{"deletionPolicy", "tenant"}:     {notApplicable, "set on the consumer (the binding, the object's annotation)", nil, ""},
+	{"metadata", "tenant"}:           {notApplicable, "labels and annotations go up only (an imported copy takes the selected labels from its own provider object)", nil, ""},
+	{"deletionProtection", "tenant"}: {notApplicable, "set on the consumer's binding; the provider deletes no consumer binding", nil, ""},
 	{"providerEvents", "tenant"}: {refused, "an Event reaches a consumer object only from its real copy at its place; forged markers are ignored", []string{
 		"consumer-attacks: a provider tenant copies the victim's markers onto an object of its own"}, ""},
 
@@ -225,6 +228,7 @@ var cells = map[cellKey]entry{
 	{"deletionPolicy", "updater"}:       {allowedDocumented, "`Delete` on its object makes a move delete the old copy; `Orphan` keeps copies", nil, "relabel"},
 	{"metadata", "updater"}:             {harmless, "its labels and annotations go up under the keys the binding selects, never kbind's", nil, ""},
 	{"providerEvents", "updater"}:       {notApplicable, "the provider's Events, which the konnector writes", nil, ""},
+	{"deletionProtection", "updater"}:   {notApplicable, "its Role grants nothing on bindings, and the kubeconfig Secrets are in the konnector's namespace", nil, ""},
 
 	// A consumer user who may create Bindings in one namespace.
 	{"bind", "binder"}: {refused, "only through a Connection that admits its namespace, never an API a ClusterBinding serves", []string{
@@ -253,6 +257,8 @@ var cells = map[cellKey]entry{
 	{"deletionPolicy", "binder"}:       {harmless, "its Binding's objects are its namespace's; deleting it releases only what no other binding covers", nil, ""},
 	{"metadata", "binder"}:             {harmless, "its namespace's objects, never kbind's keys", nil, ""},
 	{"providerEvents", "binder"}:       {harmless, "the Events of its namespace's copies, read at its place", nil, ""},
+	{"deletionProtection", "binder"}: {refused, "deleting a protected binding, Connection or labelled kubeconfig Secret is refused by the chart's policy, whatever the propagation policy, dry-run or DeleteCollection; turning protection off is an ordinary, audited update of what it may update", []string{
+		"deletion-protection-attacks: `kubectl delete` of a protected", "deletion-protection-attacks: the same with another propagation policy", "deletion-protection-attacks: a DeleteCollection"}, ""},
 }
 
 // pairEntry is a pair of features, or a feature with every other ("*",
@@ -264,6 +270,7 @@ type pairEntry struct {
 
 var pairs = []pairEntry{
 	// Orthogonal by construction.
+	{"deletionProtection", "*", entry{harmless, "it only refuses a DELETE of the binding (never of its objects, which each feature handles as before), and writes nothing", nil, ""}},
 	{"providerEvents", "*", entry{harmless, "it writes only Events about a consumer object and reads only the Events of its real copy; it changes no object", nil, ""}},
 	{"mutationsDown", "*", entry{harmless, "down rules write only `.status` of what goes to the consumer object, never its metadata, owner, finalizer or spec", nil, ""}},
 	{"projection", "bind", entry{refused, "a projection never installs names another CRD of the group holds, and takes a name a Binding's empty CRD held once no Binding lists it", []string{

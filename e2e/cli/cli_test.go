@@ -100,12 +100,12 @@ func writeFile(t *testing.T, name, content string) string {
 }
 
 // startKonnector runs the konnector binary against the consumer until the
-// test ends, and returns its process.
-func startKonnector(t *testing.T, kubeconfig string) *exec.Cmd {
+// test ends, with extra flags, and returns its process.
+func startKonnector(t *testing.T, kubeconfig string, extra ...string) *exec.Cmd {
 	t.Helper()
 	log := &enginetest.SyncBuffer{}
-	cmd := exec.Command(konnectorBin, "--kubeconfig", kubeconfig, "--health-probe-bind-address", "127.0.0.1:0",
-		"--metrics-bind-address", "0", "--discovery-interval", "2s", "--heartbeat-interval", "2s")
+	cmd := exec.Command(konnectorBin, append([]string{"--kubeconfig", kubeconfig, "--health-probe-bind-address", "127.0.0.1:0",
+		"--metrics-bind-address", "0", "--discovery-interval", "2s", "--heartbeat-interval", "2s"}, extra...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

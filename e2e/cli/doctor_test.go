@@ -299,7 +299,7 @@ spec:
 	t.Run("revoked credentials", func(t *testing.T) {
 		mustPlugin(t, "--kubeconfig", provider, "revoke", "team-a")
 		expectFindings(t, consumer, []string{"provider"}, []string{"connection.credentials"}, map[string][]string{
-			"connection.credentials": {"refuses the Connection's credentials (Unauthorized)", "kubectl kbind grant NAME"}})
+			"connection.credentials": {"refuses the Connection's credentials (Unauthorized)", "kubectl kbind grant team-a --apis widgets.example.org"}})
 	})
 
 	t.Run("the consumer cannot be read", func(t *testing.T) {

@@ -14,11 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package binding reconciles ClusterBindings and Bindings (BIND-1..3,
+// Package binding reconciles ClusterBindings and Bindings (BIND-1..4,
 // SCHEMA-3..6): it checks that the Connection admits a Binding's namespace,
 // checks each listed API against the Connection's exports, delivers the
 // consumer CRDs through the schema installer, reports what it cannot do on
-// the binding, and unbinds in order on deletion.
+// the binding, and unbinds in order on deletion — unless its deletion
+// protection holds it (protection.go).
 //
 // Requirement ids in comments (such as BIND-1) refer to docs/requirements.md.
 package binding
@@ -30,6 +31,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,6 +88,11 @@ type Reconciler struct {
 	// objects of a consumer CRD a ClusterBinding would replace are counted
 	// there, never in a cache that may lag (replaceCollided).
 	Metadata metadata.Interface
+
+	// announced holds the UIDs of the held bindings whose Warning Event
+	// this process recorded: the status a reconcile starts from may lag
+	// the one it wrote (the cache), so status alone would announce twice.
+	announced sync.Map
 }
 
 // binding is the ClusterBinding or Binding being reconciled, with its spec
@@ -119,10 +126,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	b := access(obj)
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("binding", req.String(), "connection", b.spec.ConnectionRef.Name))
+	held := false
 	if !obj.GetDeletionTimestamp().IsZero() {
-		return r.finalize(ctx, b)
-	}
-	if err := patch.AddFinalizer(ctx, r.Client, obj, kbindv1alpha1.CleanupFinalizer); err != nil {
+		// A deletion held by spec.deletionProtection (protection.go) goes
+		// on like a live binding: it syncs, and Ready says why it stays.
+		var err error
+		if held, err = r.holds(ctx, b); err != nil {
+			return ctrl.Result{}, err
+		}
+		if !held {
+			r.announced.Delete(obj.GetUID())
+			return r.finalize(ctx, b)
+		}
+	} else if err := patch.AddFinalizer(ctx, r.Client, obj, kbindv1alpha1.CleanupFinalizer); err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -131,10 +147,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	o := &observation{connection: b.spec.ConnectionRef.Name}
 	defer func() {
 		setStatus(b, o, retErr)
+		if held {
+			heldReady(b, retErr)
+		}
 		if err := patch.Status(ctx, r.Client, before, obj); err != nil {
 			// Retried with backoff: controller-runtime ignores a
 			// RequeueAfter returned with an error (and warns).
 			res, retErr = ctrl.Result{}, errors.Join(retErr, err)
+		} else if held && !heldBefore(prior) {
+			if _, done := r.announced.LoadOrStore(obj.GetUID(), struct{}{}); !done {
+				r.announceHeld(b)
+			}
 		}
 	}()
 	if err := r.readConnection(ctx, b, o); err != nil {
@@ -156,6 +179,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	if err := r.reconcileRelated(ctx, b, prior, o); err != nil {
 		return ctrl.Result{}, fmt.Errorf("copying related resources: %w", err)
+	}
+	if err := r.markUnbindDeletesCRD(ctx, b, o.bound); err != nil {
+		return ctrl.Result{}, fmt.Errorf("deciding what unbinding would delete: %w", err)
 	}
 	return ctrl.Result{RequeueAfter: r.Resync}, nil
 }
@@ -667,7 +693,7 @@ func (r *Reconciler) holders(ctx context.Context, b binding, crd *apiextensionsv
 		switch {
 		case other.GetNamespace() == "":
 			h.ClusterBindings = append(h.ClusterBindings, other.GetName())
-		case other.GetDeletionTimestamp().IsZero():
+		case syncer.Claiming(other):
 			h.Bindings = append(h.Bindings, other.GetNamespace()+"/"+other.GetName())
 		}
 	}
@@ -908,7 +934,7 @@ func (r *Reconciler) coveringClusterBindings(ctx context.Context, api, namespace
 	}
 	var names []string
 	for _, cb := range cbs {
-		if _, no := refused[syncer.RoutingKey(cb)]; no || !cb.GetDeletionTimestamp().IsZero() {
+		if _, no := refused[syncer.RoutingKey(cb)]; no || !syncer.Claiming(cb) {
 			continue
 		}
 		covers, err := syncer.CoversNamespace(ctx, r.Client, cb.BindingSpec(), namespace)
@@ -1032,35 +1058,18 @@ func (r *Reconciler) unbindCRDs(ctx context.Context, b binding) error {
 }
 
 // unbindCRD deletes the consumer CRD of an API the ClusterBinding unbinds
-// (SCHEMA-6) when no other binding lists it, kbind created it for this
-// Connection and pullPolicy is not All.
+// (SCHEMA-6) when unbindDeletesCRD says so: no other binding lists it,
+// kbind created it for this Connection and pullPolicy is neither All nor
+// None. Without its Connection the policy is unknown: the CRD is kept.
 func (r *Reconciler) unbindCRD(ctx context.Context, b binding, api string) error {
-	conn := &kbindv1alpha1.Connection{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: b.spec.ConnectionRef.Name}, conn); err != nil {
-		// Without its Connection the policy is unknown: keep the CRDs.
-		return client.IgnoreNotFound(err)
-	}
-	if conn.Spec.Schema.PullPolicy == kbindv1alpha1.PullPolicyAll {
-		return nil
-	}
-	others, err := r.otherBindingsOf(ctx, api, b.obj, "")
-	if err != nil || others > 0 {
+	f, crd, err := r.crdFateOf(ctx, b, api)
+	if err != nil || !kbindschema.UnbindDeletesCRD(f) {
 		return err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: api}, crd); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("reading consumer CRD %s: %w", api, err)
-	}
-	if !kbindschema.CreatedByKbind(crd, conn.Name) || !crd.DeletionTimestamp.IsZero() {
-		return nil
 	}
 	if err := r.Client.Delete(ctx, crd, client.Preconditions{UID: &crd.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting consumer CRD %s: %w", api, err)
 	}
-	r.Installer.Forget(conn.Name, api)
+	r.Installer.Forget(b.spec.ConnectionRef.Name, api)
 	log.FromContext(ctx).Info("Deleted consumer CRD: no binding lists it any more", "crd", api)
 	return nil
 }

@@ -36,11 +36,14 @@ import (
 )
 
 // SetupWithManager wires the reconciler: its own kind (spec and deletion
-// changes), the Connection it names (any change: Ready and exports live in
-// status, namespacedBindings in spec), consumer CRDs of the APIs it lists,
-// for Bindings the ClusterBindings that may overlap them and the labels of
-// their namespace (a Connection's namespace selector, BIND-3), and for
-// ClusterBindings the Bindings of the same APIs (their spec and deletion).
+// changes — turning deletionProtection off on a held binding is a spec
+// change, acted on at once), the Connection it names (any change: Ready
+// and exports live in status, namespacedBindings in spec), consumer CRDs
+// of the APIs it lists, for Bindings the ClusterBindings that may overlap
+// them and the labels and deletion of their namespace (a Connection's
+// namespace selector, BIND-3; a namespace deleted is not protected
+// against), and for ClusterBindings the bindings of the same APIs (their
+// spec and deletion).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Resync <= 0 {
 		return errors.New("binding: Resync must be positive")
@@ -62,12 +65,22 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// (replaceCollided): look again at once, not at the next resync.
 		b = b.Watches(&kbindv1alpha1.Binding{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingAPI, consumerNames)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+		// Another ClusterBinding that comes, goes or changes its APIs
+		// changes whether unbinding this one deletes the consumer CRD
+		// (status.boundAPIs[].unbindDeletesCRD): say so at once.
+		b = b.Watches(&kbindv1alpha1.ClusterBinding{}, handler.EnqueueRequestsFromMapFunc(r.byIndex(index.BindingAPI, consumerNames)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
 	if r.Namespaced {
 		// Namespaces as metadata only (the informer admission.Admits
 		// reads): labels are all it needs.
+		// A namespace being deleted releases the deletion protection of
+		// its Bindings (holdDeletion): look at them when it starts.
+		nsDeleting := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+		}}
 		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.inNamespace),
-			builder.OnlyMetadata, builder.WithPredicates(predicate.LabelChangedPredicate{}))
+			builder.OnlyMetadata, builder.WithPredicates(predicate.Or[client.Object](predicate.LabelChangedPredicate{}, nsDeleting)))
 	}
 	if r.Triggers != nil {
 		b = b.WatchesRawSource(source.Channel(r.Triggers, handler.EnqueueRequestsFromMapFunc(

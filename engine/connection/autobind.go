@@ -32,14 +32,18 @@ import (
 
 // reconcileAutoBind maintains the ClusterBinding named after the
 // Connection while autoBind is on (CONN-6): every exported API, Fail,
-// controlled by the Connection. It only ever adds APIs: an API that stops
-// being exported stays listed (the binding reports APINotExported, like an
-// explicit one) and the ClusterBinding stays when nothing is exported —
-// removing an API would drain its provider copies and delete the consumer
+// controlled by the Connection, protected from deletion when the
+// Connection is (spec.deletionProtection, kept equal on every reconcile —
+// also while the Connection is not ready, and on a ClusterBinding being
+// deleted, whose held deletion proceeds once the Connection's protection
+// is off). Only a ready Connection creates it or adds APIs to it. It only
+// ever adds APIs: an API that stops being exported stays listed (the
+// binding reports APINotExported, like an explicit one) and the
+// ClusterBinding stays when nothing is exported — removing an API would drain its provider copies and delete the consumer
 // CRD with every object of it, on a provider's label change or CRD
 // re-creation. Unbinding is the user's explicit act. Turning autoBind off
 // leaves it.
-func (r *Reconciler) reconcileAutoBind(ctx context.Context, conn *kbindv1alpha1.Connection) error {
+func (r *Reconciler) reconcileAutoBind(ctx context.Context, conn *kbindv1alpha1.Connection, ready bool) error {
 	if !conn.Spec.AutoBind {
 		return nil
 	}
@@ -54,7 +58,7 @@ func (r *Reconciler) reconcileAutoBind(ctx context.Context, conn *kbindv1alpha1.
 		return nil
 	}
 	if !exists {
-		if len(conn.Status.ExportedAPIs) == 0 {
+		if !ready || len(conn.Status.ExportedAPIs) == 0 {
 			return nil // nothing to bind yet
 		}
 		desired := desiredAutoBinding(conn, nil)
@@ -66,8 +70,8 @@ func (r *Reconciler) reconcileAutoBind(ctx context.Context, conn *kbindv1alpha1.
 		}
 		return nil
 	}
-	if !cb.DeletionTimestamp.IsZero() {
-		return nil
+	if !ready || !cb.DeletionTimestamp.IsZero() {
+		return r.carryProtection(ctx, conn, cb)
 	}
 	desired := desiredAutoBinding(conn, cb.Spec.APIs)
 	if equality.Semantic.DeepEqual(cb.Spec, desired.Spec) && cb.Labels[kbindv1alpha1.ManagedLabel] == kbindv1alpha1.ManagedLabelValue {
@@ -96,9 +100,10 @@ func desiredAutoBinding(conn *kbindv1alpha1.Connection, listed []kbindv1alpha1.A
 			Labels: map[string]string{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue},
 		},
 		Spec: kbindv1alpha1.BindingSpec{
-			ConnectionRef:  kbindv1alpha1.ConnectionReference{Name: conn.Name},
-			APIs:           autoBindAPIs(listed, conn.Status.ExportedAPIs),
-			ConflictPolicy: kbindv1alpha1.ConflictPolicyFail,
+			ConnectionRef:      kbindv1alpha1.ConnectionReference{Name: conn.Name},
+			APIs:               autoBindAPIs(listed, conn.Status.ExportedAPIs),
+			ConflictPolicy:     kbindv1alpha1.ConflictPolicyFail,
+			DeletionProtection: conn.Spec.DeletionProtection,
 		},
 	}
 }
@@ -122,15 +127,33 @@ func autoBindAPIs(listed []kbindv1alpha1.APIReference, exported []kbindv1alpha1.
 	return apis
 }
 
+// carryProtection gives the autoBind ClusterBinding cb its Connection's
+// spec.deletionProtection, when it differs.
+func (r *Reconciler) carryProtection(ctx context.Context, conn *kbindv1alpha1.Connection, cb *kbindv1alpha1.ClusterBinding) error {
+	if cb.Spec.DeletionProtection == conn.Spec.DeletionProtection {
+		return nil
+	}
+	base := client.MergeFrom(cb.DeepCopy())
+	cb.Spec.DeletionProtection = conn.Spec.DeletionProtection
+	if err := r.Client.Patch(ctx, cb, base); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("carrying deletionProtection %t to autoBind ClusterBinding %s: %w", conn.Spec.DeletionProtection, conn.Name, err)
+	}
+	return nil
+}
+
 // deleteAutoBinding deletes the autoBind ClusterBinding of a deleting
-// Connection (CONN-7); it drains like any other binding.
+// Connection whose deletion is not held (CONN-7), first giving it the
+// Connection's protection (off): it drains like any other binding.
 func (r *Reconciler) deleteAutoBinding(ctx context.Context, conn *kbindv1alpha1.Connection) error {
 	if !conn.Spec.AutoBind {
 		return nil
 	}
 	cb := &kbindv1alpha1.ClusterBinding{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: conn.Name}, cb); err != nil || !metav1.IsControlledBy(cb, conn) || !cb.DeletionTimestamp.IsZero() {
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: conn.Name}, cb); err != nil || !metav1.IsControlledBy(cb, conn) {
 		return client.IgnoreNotFound(err)
+	}
+	if err := r.carryProtection(ctx, conn, cb); err != nil || !cb.DeletionTimestamp.IsZero() {
+		return err
 	}
 	if err := r.Client.Delete(ctx, cb); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting autoBind ClusterBinding %s: %w", conn.Name, err)

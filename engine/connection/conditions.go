@@ -66,8 +66,15 @@ type observation struct {
 	insecure []kubeconfig.Finding
 	// draining lists the bindings a deleting Connection waits for.
 	draining []string
-	// deleting: the Connection is being deleted.
+	// deleting: the Connection is being deleted, and its deletion is not
+	// held.
 	deleting bool
+	// held: the Connection is being deleted and its deletion is held by
+	// spec.deletionProtection (holdDeletion); autoBinding and referencing
+	// are what its deletion would take (deletion).
+	held        bool
+	autoBinding string
+	referencing []string
 	// published: the session of this kubeconfig is the published one.
 	published bool
 	// heartbeat is the last renewal's result; heartbeatKnown is false
@@ -94,14 +101,19 @@ type observation struct {
 // desiredConditions decides the Connection conditions. A condition missing
 // from the result is left as it is (nothing was learned about it). A
 // deleting Connection that waits for its bindings is Ready=False with
-// DrainingBindings, whatever else holds.
+// DrainingBindings, and one whose deletion is held Ready=False with
+// DeletionProtected, whatever else holds.
 func desiredConditions(o observation) []patch.Condition {
 	out := connectionConditions(o)
-	if len(o.draining) == 0 {
+	if len(o.draining) == 0 && !o.held {
 		return out
 	}
 	for i := range out {
-		if out[i].Type == kbindv1alpha1.ConditionReady {
+		switch {
+		case out[i].Type != kbindv1alpha1.ConditionReady:
+		case o.held:
+			out[i] = heldReady(o, out[i])
+		default:
 			out[i] = drainingReady(o.draining)
 		}
 	}
@@ -315,6 +327,18 @@ func duplicateMessage(o observation) string {
 		"Neither writes to nor deletes from the provider until the other stops renewing for %s; on the clone, set every binding's deletionPolicy to Orphan and never drain there "+
 		"(docs/troubleshooting.md#duplicate-consumer)",
 		o.leaseRef, kbindv1alpha1.KonnectorNonceAnnotation, heartbeat.DuplicateWindow(o.leaseEvery))
+}
+
+// works reports whether the Connection works — its session serves the
+// bindings, its exports and autoBind are kept — given the decided
+// conditions: when they say Ready, and for a Connection whose deletion is
+// held (Ready=False, DeletionProtected) when it would be Ready without the
+// hold: a held Connection works as before while the operator decides.
+func works(o observation, conds []patch.Condition) bool {
+	if o.held {
+		return isReady(connectionConditions(o))
+	}
+	return isReady(conds)
 }
 
 // isReady reports whether the decided conditions make the Connection Ready.

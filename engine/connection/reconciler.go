@@ -38,10 +38,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -110,6 +112,10 @@ type Reconciler struct {
 	// cache that has not caught up with the Ready write must not observe
 	// it again.
 	readyObserved perConnection[types.UID]
+
+	// announced holds the UIDs of the held Connections whose Warning Event
+	// this process recorded.
+	announced sync.Map
 }
 
 // validate refuses a Reconciler whose intervals were left unset: the
@@ -160,7 +166,9 @@ func probeBackoff() workqueue.TypedRateLimiter[string] {
 // A deleting Connection that still has bindings goes through the same steps
 // (its bindings drain through its session, which a konnector restart must
 // rebuild) with Ready=False/DrainingBindings; once no binding references
-// it, it tears down.
+// it, it tears down. A deleting Connection whose spec.deletionProtection is
+// true is held (protection.go): it works as a live one, deletes and drains
+// nothing, and says Ready=False/DeletionProtected.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	conn := &kbindv1alpha1.Connection{}
 	if err := r.Client.Get(ctx, req.NamespacedName, conn); err != nil {
@@ -170,14 +178,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		}
 		return ctrl.Result{}, err
 	}
-	draining, done, err := r.deletionPath(ctx, conn)
-	if done || err != nil {
+	path, err := r.deletionPath(ctx, conn)
+	if path.done || err != nil {
 		return ctrl.Result{}, err
 	}
 	before := conn.DeepCopy()
-	obs, sess, next := r.observe(ctx, conn, draining)
+	obs, sess, next := r.observe(ctx, conn, path)
 	conds := desiredConditions(obs)
-	d := decide(obs, isReady(conds))
+	d := decide(obs, works(obs, conds))
 	if err := r.act(ctx, before, conn, sess, obs, conds, d); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -190,8 +198,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 // discovery pass is due. pullPolicy All installs here, once per discovery
 // pass rather than on every reconcile (heartbeat results and binding
 // changes trigger many): SchemaInSync reports its outcome.
-func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection, draining []string) (observation, *session.Session, time.Duration) {
-	obs := observation{draining: draining, deleting: !conn.DeletionTimestamp.IsZero()}
+func (r *Reconciler) observe(ctx context.Context, conn *kbindv1alpha1.Connection, path deletion) (observation, *session.Session, time.Duration) {
+	obs := observation{draining: path.draining, deleting: !conn.DeletionTimestamp.IsZero() && !path.held,
+		held: path.held, autoBinding: path.autoBinding, referencing: path.referencing}
 	sess, next := r.connect(ctx, conn, &obs)
 	r.observeHeartbeat(conn.Name, &obs)
 	if installsAll(obs, conn.Spec.Schema.PullPolicy) {
@@ -231,15 +240,24 @@ func (r *Reconciler) act(ctx context.Context, before, conn *kbindv1alpha1.Connec
 	patch.SetConditions(&conn.Status.Conditions, conds, conn.Generation)
 	r.reportCredentials(conn, obs.creds, time.Now())
 	conn.Status.KonnectorVersion = r.Version
-	metrics.ConnectionReady.WithLabelValues(conn.Name).Set(map[bool]float64{true: 1, false: 0}[d.ready])
-	var autoBindErr error
+	metrics.ConnectionReady.WithLabelValues(conn.Name).Set(map[bool]float64{true: 1, false: 0}[isReady(conds)])
 	if d.ready {
 		conn.Status.ActiveSchemaSource = obs.discovery.Source
 		conn.Status.ExportedAPIs = obs.exports
-		autoBindErr = r.reconcileAutoBind(ctx, conn)
+	}
+	var autoBindErr error
+	if !obs.deleting {
+		autoBindErr = r.reconcileAutoBind(ctx, conn, d.ready)
 	}
 	if err := patch.Status(ctx, r.Client, before, conn); err != nil {
 		return fmt.Errorf("connection %s: %w", conn.Name, err)
+	}
+	if !obs.held {
+		r.announced.Delete(conn.UID)
+	} else if _, done := r.announced.LoadOrStore(conn.UID, struct{}{}); !done && !heldBefore(before.Status) {
+		// The status this pass started from may lag the one a pass
+		// before wrote (the cache): this process announces once.
+		r.announceHeld(conn)
 	}
 	if firstReady(before.Status, d.ready) && r.observeReadyOnce(conn) {
 		metrics.ConnectionTimeToReady.Observe(time.Since(conn.CreationTimestamp.Time).Seconds())
@@ -292,28 +310,53 @@ func (r *Reconciler) requeueAfter(name string, d decision, creds credentialView,
 	return after
 }
 
+// deletion is what deletionPath found of a Connection's deletion.
+type deletion struct {
+	// done: nothing more to do (already finalized, or torn down now).
+	done bool
+	// draining lists the bindings a deleting Connection waits for.
+	draining []string
+	// held: the deletion is held by spec.deletionProtection
+	// (holdDeletion); autoBinding names the autoBind ClusterBinding its
+	// deletion would delete ("" for none) and referencing the bindings it
+	// would wait for.
+	held        bool
+	autoBinding string
+	referencing []string
+}
+
 // deletionPath handles a deleting Connection: done when there is nothing
 // more to do (already finalized, or torn down now that no binding
-// references it), else the bindings it waits for. A live Connection gets
-// its finalizer.
-func (r *Reconciler) deletionPath(ctx context.Context, conn *kbindv1alpha1.Connection) (draining []string, done bool, err error) {
+// references it), else the bindings it waits for — or, when its deletion
+// is held, what the deletion would take: nothing is deleted, drained or
+// retired then. A live Connection gets its finalizer.
+func (r *Reconciler) deletionPath(ctx context.Context, conn *kbindv1alpha1.Connection) (deletion, error) {
 	if conn.DeletionTimestamp.IsZero() {
-		return nil, false, patch.AddFinalizer(ctx, r.Client, conn, kbindv1alpha1.CleanupFinalizer)
+		return deletion{}, patch.AddFinalizer(ctx, r.Client, conn, kbindv1alpha1.CleanupFinalizer)
 	}
 	if !controllerutil.ContainsFinalizer(conn, kbindv1alpha1.CleanupFinalizer) {
 		r.forget(conn.Name)
-		return nil, true, nil
+		return deletion{done: true}, nil
+	}
+	if holdDeletion(!conn.DeletionTimestamp.IsZero(), conn.Spec.DeletionProtection, true) {
+		referencing, err := r.referencingBindings(ctx, conn)
+		if err != nil {
+			return deletion{done: true}, err
+		}
+		auto, err := r.autoBindingOf(ctx, conn)
+		return deletion{held: true, autoBinding: auto, referencing: referencing}, err
 	}
 	if err := r.deleteAutoBinding(ctx, conn); err != nil {
-		return nil, true, err
+		return deletion{done: true}, err
 	}
-	if draining, err = r.referencingBindings(ctx, conn.Name); err != nil {
-		return nil, true, err
+	draining, err := r.referencingBindings(ctx, conn)
+	if err != nil {
+		return deletion{done: true}, err
 	}
 	if len(draining) == 0 {
-		return nil, true, r.teardown(ctx, conn)
+		return deletion{done: true}, r.teardown(ctx, conn)
 	}
-	return draining, false, nil
+	return deletion{draining: draining}, nil
 }
 
 // installsAll reports whether this reconcile installs every export
@@ -455,11 +498,13 @@ func (r *Reconciler) observeReadyOnce(conn *kbindv1alpha1.Connection) bool {
 }
 
 // referencingBindings lists the bindings naming the Connection, through
-// the cache index.
-func (r *Reconciler) referencingBindings(ctx context.Context, name string) ([]string, error) {
-	all, err := index.ListBindings(ctx, r.Client, index.AllBindings, client.MatchingFields{index.BindingConnection: name})
+// the cache index; a protected one says how to let it go (a Connection
+// never deletes nor drains a binding other than its autoBind one, whose
+// protection is the Connection's: it waits for them).
+func (r *Reconciler) referencingBindings(ctx context.Context, conn *kbindv1alpha1.Connection) ([]string, error) {
+	all, err := index.ListBindings(ctx, r.Client, index.AllBindings, client.MatchingFields{index.BindingConnection: conn.Name})
 	if err != nil {
-		return nil, fmt.Errorf("the bindings of connection %s: %w", name, err)
+		return nil, fmt.Errorf("the bindings of connection %s: %w", conn.Name, err)
 	}
 	out := make([]string, 0, len(all))
 	for _, b := range all {
@@ -467,7 +512,11 @@ func (r *Reconciler) referencingBindings(ctx context.Context, name string) ([]st
 		if ns := b.GetNamespace(); ns != "" {
 			name = ns + "/" + name
 		}
-		out = append(out, b.BindingKind()+" "+name)
+		note := protectionNote(b)
+		if conn.Spec.AutoBind && b.GetNamespace() == "" && metav1.IsControlledBy(b, conn) {
+			note = "" // the autoBind ClusterBinding carries the Connection's protection
+		}
+		out = append(out, b.BindingKind()+" "+name+note)
 	}
 	return out, nil
 }

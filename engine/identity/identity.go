@@ -23,8 +23,11 @@ package identity
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,17 +46,47 @@ var namespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespace
 const (
 	logicalClusterName = "cluster"
 	kubeSystem         = "kube-system"
+	verbDiscover       = "discover"
 )
 
 // Error is a failed identity read, naming the request that failed so that
 // conditions can say which verb and resource were refused.
 type Error struct {
-	Verb     string
+	Verb     string // "get", or "discover" for the check whether the cluster is kcp
 	Resource string // e.g. "namespaces/kube-system"
-	Err      error
+	// Server is the API server asked (its scheme, host and port; never
+	// credentials), "" when unknown.
+	Server string
+	Err    error
 }
 
+// Error says what failed in kbind's words: a credential the provider
+// refused (401) as such, whatever was asked; a failed discovery as the
+// provider's API discovery (the kcp check asks discovery for kcp's
+// group, which says nothing to whom it fails); a request that got no
+// answer with what the network said, without the request URL. The API
+// server's own message follows an answer it refused (403 names the user
+// and path RBAC refuses).
 func (e *Error) Error() string {
+	at := ""
+	if e.Server != "" {
+		at = " at " + e.Server
+	}
+	if apierrors.IsUnauthorized(e.Err) {
+		return fmt.Sprintf("the provider%s refused the credential (401 Unauthorized): it is expired, revoked or not one this cluster accepts", at)
+	}
+	cause := e.Err
+	var ue *url.Error
+	unanswered := errors.As(cause, &ue) && ue.Err != nil
+	if unanswered {
+		cause = ue.Err // the URL is the kbind request's, not the user's words
+	}
+	switch {
+	case e.Verb == verbDiscover:
+		return fmt.Sprintf("reading the provider's API discovery%s: %v", at, cause)
+	case unanswered:
+		return fmt.Sprintf("%s %s%s: %v", e.Verb, e.Resource, at, cause)
+	}
 	return fmt.Sprintf("%s %s: %v", e.Verb, e.Resource, e.Err)
 }
 
@@ -65,6 +98,8 @@ func (e *Error) Unwrap() error { return e.Err }
 type Reader struct {
 	discovery discovery.DiscoveryInterface
 	metadata  metadata.Interface
+	// server is the API server's address for errors (Error.Server).
+	server string
 
 	mu  sync.Mutex
 	kcp *bool
@@ -90,7 +125,18 @@ func NewReaderForClient(cfg *rest.Config, hc *http.Client) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating metadata client: %w", err)
 	}
-	return &Reader{discovery: dc, metadata: mc}, nil
+	return &Reader{discovery: dc, metadata: mc, server: serverOf(cfg.Host)}, nil
+}
+
+// serverOf is host, an API server address, as errors show it: its scheme,
+// host and port, and path — never a user name or password a URL may carry.
+func serverOf(host string) string {
+	u, err := url.Parse(host)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return strings.TrimSuffix(u.String(), "/")
 }
 
 // ClusterUID returns the cluster's identity.
@@ -126,7 +172,7 @@ func (r *Reader) servesLogicalClusters() (bool, error) {
 	case apierrors.IsNotFound(err):
 		return false, nil
 	case err != nil:
-		return false, &Error{Verb: "discover", Resource: LogicalClusters.GroupVersion().String(), Err: err}
+		return false, &Error{Verb: verbDiscover, Resource: LogicalClusters.GroupVersion().String(), Server: r.server, Err: err}
 	}
 	for _, res := range list.APIResources {
 		if res.Name == LogicalClusters.Resource {
@@ -139,10 +185,10 @@ func (r *Reader) servesLogicalClusters() (bool, error) {
 func (r *Reader) uid(ctx context.Context, gvr schema.GroupVersionResource, name, what string) (string, error) {
 	obj, err := r.metadata.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return "", &Error{Verb: "get", Resource: what, Err: err}
+		return "", &Error{Verb: "get", Resource: what, Server: r.server, Err: err}
 	}
 	if obj.UID == "" {
-		return "", &Error{Verb: "get", Resource: what, Err: fmt.Errorf("object has no UID")}
+		return "", &Error{Verb: "get", Resource: what, Server: r.server, Err: fmt.Errorf("object has no UID")}
 	}
 	return string(obj.UID), nil
 }

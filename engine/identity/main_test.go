@@ -26,4 +26,4 @@ import (
 // started by the first test that asks for it (testenv.Shared).
 var shared = testenv.SharedCluster("provider", testenv.ClusterOptions{})
 
-func TestMain(m *testing.M) { testenv.Main(m, shared) }
+func TestMain(m *testing.M) { testenv.Main(m, shared, stoppable) }

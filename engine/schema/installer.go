@@ -100,21 +100,26 @@ type Installer struct {
 }
 
 // Ensure makes the consumer CRD name what the Connection's policy calls
-// for, given desired (nil when it could not be computed).
+// for, given desired (nil when it could not be computed). It installs an
+// export no binding lists (pullPolicy All): an export whose names another
+// CRD holds lags (SchemaInSync), since no binding reports it.
 func (i *Installer) Ensure(ctx context.Context, conn *kbindv1alpha1.Connection, name string, desired *apiextensionsv1.CustomResourceDefinition) (Outcome, error) {
-	return i.ensure(ctx, conn, name, desired, "")
+	return i.ensure(ctx, conn, name, desired, "", false)
 }
 
-// EnsureTakingOver is Ensure for a ClusterBinding's Connection that may
-// take the CRD over from Connection from, which the caller found held by
-// namespaced Bindings only (see DecideTakeOver). The write is guarded by
-// the CRD's resourceVersion: a CRD changed meanwhile is decided again on
-// the next reconcile.
+// EnsureTakingOver is Ensure for a binding's entry, through a Connection
+// that may take the CRD over from Connection from, which the caller found
+// held by namespaced Bindings only (see DecideTakeOver; "" for none). The
+// write is guarded by the CRD's resourceVersion: a CRD changed meanwhile
+// is decided again on the next reconcile. An entry refused for its names
+// (Outcome.NamesTaken, Outcome.Collision) is the binding's to report: the
+// Connection supplies no CRD for it, so its SchemaInSync stays what its
+// other CRDs make it.
 func (i *Installer) EnsureTakingOver(ctx context.Context, conn *kbindv1alpha1.Connection, name string, desired *apiextensionsv1.CustomResourceDefinition, from string) (Outcome, error) {
-	return i.ensure(ctx, conn, name, desired, from)
+	return i.ensure(ctx, conn, name, desired, from, true)
 }
 
-func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, name string, desired *apiextensionsv1.CustomResourceDefinition, takeOverFrom string) (Outcome, error) {
+func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, name string, desired *apiextensionsv1.CustomResourceDefinition, takeOverFrom string, entry bool) (Outcome, error) {
 	existing := &apiextensionsv1.CustomResourceDefinition{}
 	if err := i.Client.Get(ctx, client.ObjectKey{Name: name}, existing); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -123,11 +128,13 @@ func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 		existing = nil
 	}
 	if problem := Collision(existing, desired); problem != "" {
-		i.record(conn.Name, name, false)
+		// The CRD of that name serves another API (or is not kbind's):
+		// whether it is in sync is for whoever supplies it, not for this
+		// refused entry or export.
 		return Outcome{Problem: problem, Collision: true}, nil
 	}
 	if refused := RefusedNeverServed(existing, conn.Name); refused != "" {
-		i.record(conn.Name, name, false)
+		i.refused(conn.Name, name, entry)
 		return i.deleteRefused(ctx, existing, desired, refused)
 	}
 	d, takeOver := DecideTakeOver(existing, desired, name, conn.Name, takeOverFrom, conn.Spec.Schema)
@@ -149,9 +156,13 @@ func (i *Installer) ensure(ctx context.Context, conn *kbindv1alpha1.Connection, 
 			return Outcome{}, fmt.Errorf("no schema for CRD %s", name)
 		}
 		problem, err := i.namesTaken(ctx, desired)
-		if err != nil || problem != "" {
+		switch {
+		case err == nil && problem != "":
+			i.refused(conn.Name, name, entry)
+			return Outcome{Problem: problem, NamesTaken: true, Collision: Projected(desired)}, nil
+		case err != nil:
 			i.record(conn.Name, name, false)
-			return Outcome{Problem: problem, NamesTaken: problem != "", Collision: problem != "" && Projected(desired)}, err
+			return Outcome{}, err
 		}
 		created := desired.DeepCopy()
 		if err := i.Client.Create(ctx, created); err != nil {
@@ -345,6 +356,17 @@ func (i *Installer) record(connection, crd string, inSync bool) {
 	}
 	i.status[connection][crd] = inSync
 	delete(i.switches[connection], crd)
+}
+
+// refused forgets a CRD kbind refused to install for its names: a
+// binding's entry (entry) says so on the binding only; an export installed
+// for pullPolicy All lags.
+func (i *Installer) refused(connection, crd string, entry bool) {
+	if entry {
+		i.Forget(connection, crd)
+		return
+	}
+	i.record(connection, crd, false)
 }
 
 // recordRefused remembers that kbind refused the storage switch sw of a

@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -464,7 +465,10 @@ func (r *Registry) resolve(ctx context.Context, rt Route, compatible bool) (API,
 // Connection may use its provider session: when it is Ready, and while it
 // is deleting and only waits for its bindings (Ready=False,
 // DrainingBindings, still Connected) — those bindings must be able to
-// drain, and keep syncing until they are deleted (CONN-7, SYNC-D).
+// drain, and keep syncing until they are deleted (CONN-7, SYNC-D) — or
+// its deletion is held by spec.deletionProtection (Ready=False,
+// DeletionProtected, still Connected): a held Connection works as before
+// while the operator decides (docs/connections.md#deletion-protection).
 func ConnectionUsable(conn *kbindv1alpha1.Connection) bool {
 	if conn.Status.LocalClusterUID == "" {
 		return false
@@ -476,7 +480,8 @@ func ConnectionUsable(conn *kbindv1alpha1.Connection) bool {
 	case ready.Status == metav1.ConditionTrue:
 		return true
 	default:
-		return !conn.DeletionTimestamp.IsZero() && ready.Reason == string(kbindv1alpha1.ReasonDrainingBindings) &&
+		waiting := ready.Reason == string(kbindv1alpha1.ReasonDrainingBindings) || ready.Reason == string(kbindv1alpha1.ReasonDeletionProtected)
+		return !conn.DeletionTimestamp.IsZero() && waiting &&
 			meta.IsStatusConditionTrue(conn.Status.Conditions, string(kbindv1alpha1.ConditionConnected))
 	}
 }
@@ -501,7 +506,8 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 //     precedence (BIND-2) — and its Connection admits it (BIND-3);
 //   - bindings through different Connections that could both claim one
 //     object are refused, the later one (routing.Refusals), and claim
-//     nothing; deleting bindings drain and claim nothing.
+//     nothing; deleting bindings drain and claim nothing, unless their
+//     deletion is held (Claiming).
 //
 // Claims come from the bindings alone, never from a Connection's health or
 // schema compatibility, so that another route never takes an object over
@@ -510,7 +516,7 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 // could, selecting nothing itself: nothing of it syncs and nothing it
 // could cover is released (the binding says so).
 func (r *Registry) scopesOf(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (map[string]Scope, error) {
-	own, claimed, err := r.claimsOf(ctx, crd)
+	own, claimed, err := r.claimsOf(ctx, crd, "")
 	if err != nil {
 		return nil, err
 	}
@@ -520,8 +526,10 @@ func (r *Registry) scopesOf(ctx context.Context, crd *apiextensionsv1.CustomReso
 // claimsOf computes what scopesOf does, per Connection: own, the scopes
 // its valid bindings give its Syncer, and claimed, everything its live
 // bindings claim, a binding whose filters do not parse claiming every
-// namespace it could. A failed read is an error, never fewer claims.
-func (r *Registry) claimsOf(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (own, claimed map[string]Scope, err error) {
+// namespace it could. The binding of UID except (a binding being drained;
+// "" for none) claims nothing. A failed read is an error, never fewer
+// claims.
+func (r *Registry) claimsOf(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, except types.UID) (own, claimed map[string]Scope, err error) {
 	byAPI := client.MatchingFields{index.BindingAPI: crd.Name}
 	cbs, err := index.ListBindings(ctx, r.Consumer, index.ClusterBindings, byAPI)
 	if err != nil {
@@ -540,7 +548,7 @@ func (r *Registry) claimsOf(ctx context.Context, crd *apiextensionsv1.CustomReso
 	own, claimed = map[string]Scope{}, map[string]Scope{}
 	var covering []labels.Selector // the live ClusterBindings' namespace selectors (nil: every namespace)
 	for _, cb := range cbs {
-		if !claims(cb, crd, refused) {
+		if !claims(cb, crd, refused) || (except != "" && cb.GetUID() == except) {
 			continue
 		}
 		covering = append(covering, coverage(*cb.BindingSpec()))
@@ -551,7 +559,7 @@ func (r *Registry) claimsOf(ctx context.Context, crd *apiextensionsv1.CustomReso
 		}
 		addClaim(own, claimed, cb.BindingSpec().ConnectionRef.Name, "", p, err == nil)
 	}
-	if err := r.addBindingClaims(ctx, crd, bs, refused, covering, own, claimed); err != nil {
+	if err := r.addBindingClaims(ctx, crd, bs, refused, covering, except, own, claimed); err != nil {
 		return nil, nil, err
 	}
 	return own, claimed, nil
@@ -561,9 +569,9 @@ func (r *Registry) claimsOf(ctx context.Context, crd *apiextensionsv1.CustomReso
 // consumer API crd: a Binding claims its namespace when no ClusterBinding
 // covers it (covering) and its Connection admits it.
 func (r *Registry) addBindingClaims(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, bs []kbindv1alpha1.BindingObject,
-	refused map[routing.ClaimKey]string, covering []labels.Selector, own, claimed map[string]Scope) error {
+	refused map[routing.ClaimKey]string, covering []labels.Selector, except types.UID, own, claimed map[string]Scope) error {
 	for _, b := range bs {
-		if !claims(b, crd, refused) {
+		if !claims(b, crd, refused) || (except != "" && b.GetUID() == except) {
 			continue
 		}
 		conn, ns := b.BindingSpec().ConnectionRef.Name, b.GetNamespace()
@@ -696,7 +704,7 @@ func coveredByClusterBinding(ctx context.Context, c client.Reader, selectors []l
 // provider API onto the same consumer name, is refused: Collision), and
 // that no earlier binding through another Connection refuses (refused).
 func claims(b kbindv1alpha1.BindingObject, crd *apiextensionsv1.CustomResourceDefinition, refused map[routing.ClaimKey]string) bool {
-	if !b.GetDeletionTimestamp().IsZero() {
+	if !Claiming(b) {
 		return false
 	}
 	if _, no := refused[RoutingKey(b)]; no {
@@ -968,8 +976,10 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	// What the live bindings claim comes from the bindings alone, whatever
 	// the Connection's state (issue #52): an unusable Connection never
 	// widens what a drain takes. Claims that cannot be read are an error:
-	// nothing is released, and the drain is retried.
-	own, claimed, err := r.claimsOf(ctx, crd)
+	// nothing is released, and the drain is retried. The drained binding
+	// itself claims nothing, even one whose deletion protection would
+	// hold it elsewhere (a Binding whose namespace is being deleted).
+	own, claimed, err := r.claimsOf(ctx, crd, binding.GetUID())
 	if err != nil {
 		return 0, err
 	}

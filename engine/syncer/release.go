@@ -116,13 +116,16 @@ limitations under the License.
 //
 //	other deletes (elsewhere)             deletes / releases                  guarded by
 //	------------------------------------  ----------------------------------  ----------------------------------------------
-//	binding.Reconciler.finalize           the binding's cleanup finalizer     drain (Registry.Drain: the releaser, above)
-//	                                                                          and related Cleanup done first;
-//	                                                                          ClusterBinding: unbindCRDs first
+//	binding.Reconciler.finalize           the binding's cleanup finalizer     not held by spec.deletionProtection
+//	                                                                          (holdDeletion; a Binding whose namespace is
+//	                                                                          deleting is not held); drain (Registry.Drain:
+//	                                                                          the releaser, above) and related Cleanup done
+//	                                                                          first; ClusterBinding: unbindCRDs first
 //	binding.Reconciler.unbindCRD          the consumer CRD of an API a        ClusterBinding only, after the drain; no other
 //	                                      ClusterBinding unbinds (finalize,   binding lists the API; created by kbind for
 //	                                      unbindRemoved)                      this Connection (CreatedByKbind), pullPolicy
-//	                                                                          not All, not already deleting; UID
+//	                                                                          not All nor None, not already deleting
+//	                                                                          (unbindDeletesCRD); UID
 //	                                                                          precondition
 //	binding.Reconciler.replaceCRD         kbind's consumer CRD of another     ClusterBinding only, its entry collides with
 //	                                      provider API, so that a             it (schema.DecideReplace): created by kbind
@@ -138,9 +141,12 @@ limitations under the License.
 //	                                                                          object ever stored), not deleting; UID and
 //	                                                                          resourceVersion preconditions (one established
 //	                                                                          since is never hit)
-//	connection.Reconciler.deleteAutoBinding  the autoBind ClusterBinding, on     only one the Connection controls (it then
-//	                                      Connection deletion                 drains like any binding)
-//	connection.Reconciler.teardown        the Connection's cleanup finalizer  no binding references the Connection
+//	connection.Reconciler.deleteAutoBinding  the autoBind ClusterBinding, on     only one the Connection controls, and only
+//	                                      Connection deletion                 when the Connection's deletion is not held
+//	                                                                          (its protection, off, carried first; it then
+//	                                                                          drains like any binding)
+//	connection.Reconciler.teardown        the Connection's cleanup finalizer  not held by spec.deletionProtection; no
+//	                                                                          binding references the Connection
 //	connection.Reconciler.deleteRenewed   the renewed-token Secret            controlled by this Connection, UID
 //	                                                                          precondition
 //	connection.SecretReconciler.Reconcile  the kubeconfig Secret's cleanup     no Connection uses the Secret

@@ -34,12 +34,13 @@ import (
 // maps each refused binding's key (routingKey) to the earlier one's
 // description. A binding whose entry for the API does not serve its
 // consumer CRD crd (a projection collision, refused on its own; crd nil:
-// not installed yet) claims nothing, and nor does a deleting one.
+// not installed yet) claims nothing, and nor does a deleting one whose
+// deletion is not held (Claiming).
 func Refusals(api string, crd *apiextensionsv1.CustomResourceDefinition, bindings []kbindv1alpha1.BindingObject) map[routing.ClaimKey]string {
 	var claims []routing.Claim
 	for _, b := range bindings {
 		entry, ok := b.BindingSpec().APIFor(api)
-		if !ok || !b.GetDeletionTimestamp().IsZero() || (crd != nil && !kbindschema.Serves(entry, crd)) {
+		if !ok || !Claiming(b) || (crd != nil && !kbindschema.Serves(entry, crd)) {
 			continue
 		}
 		claims = append(claims, claimOf(b, entry))
@@ -49,6 +50,16 @@ func Refusals(api string, crd *apiextensionsv1.CustomResourceDefinition, binding
 		out[key] = earlier.String() + " (Connection " + earlier.Connection + ")"
 	}
 	return out
+}
+
+// Claiming reports whether binding b claims the objects it selects: it is
+// not being deleted, or its deletion is held because its
+// spec.deletionProtection is true (docs/bindings.md#deletion-protection):
+// a held binding syncs as before, nothing of it is released, until
+// protection is turned off and its deletion proceeds. A deleting binding
+// otherwise drains and claims nothing.
+func Claiming(b kbindv1alpha1.BindingObject) bool {
+	return b.GetDeletionTimestamp().IsZero() || b.BindingSpec().DeletionProtection
 }
 
 // RoutingKey is the key of a binding among the claims of Refusals.

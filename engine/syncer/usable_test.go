@@ -32,6 +32,7 @@ func TestConnectionUsable(t *testing.T) {
 	}
 	ready := cond(kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	draining := cond(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDrainingBindings)
+	held := cond(kbindv1alpha1.ConditionReady, metav1.ConditionFalse, kbindv1alpha1.ReasonDeletionProtected)
 	connected := cond(kbindv1alpha1.ConditionConnected, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 	disconnected := cond(kbindv1alpha1.ConditionConnected, metav1.ConditionFalse, kbindv1alpha1.ReasonPending)
 	for _, tc := range []struct {
@@ -48,6 +49,9 @@ func TestConnectionUsable(t *testing.T) {
 		{"deleting, waiting for its bindings, connected", "u", true, []metav1.Condition{connected, draining}, true},
 		{"deleting, waiting for its bindings, provider lost", "u", true, []metav1.Condition{disconnected, draining}, false},
 		{"DrainingBindings without a deletionTimestamp", "u", false, []metav1.Condition{connected, draining}, false},
+		{"deleting, held by its deletionProtection, connected: works as before", "u", true, []metav1.Condition{connected, held}, true},
+		{"deleting, held by its deletionProtection, provider lost", "u", true, []metav1.Condition{disconnected, held}, false},
+		{"DeletionProtected without a deletionTimestamp", "u", false, []metav1.Condition{connected, held}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn := &kbindv1alpha1.Connection{Status: kbindv1alpha1.ConnectionStatus{LocalClusterUID: tc.uid, Conditions: tc.conds}}
@@ -74,5 +78,31 @@ func TestRestartBackoff(t *testing.T) {
 	limiter.Forget(Route{CRD: "widgets.example.org", Connection: "p"})
 	if got := limiter.When(Route{CRD: "widgets.example.org", Connection: "p"}); got != time.Second {
 		t.Errorf("after the Syncer synced: wait %s, want 1s", got)
+	}
+}
+
+// TestClaiming: a deleting binding claims nothing (it drains), unless its
+// deletion is held by its deletionProtection: then it syncs as before.
+func TestClaiming(t *testing.T) {
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name                string
+		deleting, protected bool
+		want                bool
+	}{
+		{"live", false, false, true},
+		{"live, protected", false, true, true},
+		{"deleting: drains", true, false, false},
+		{"deleting, protected: held, claims as before", true, true, true},
+	} {
+		for _, b := range []kbindv1alpha1.BindingObject{&kbindv1alpha1.ClusterBinding{}, &kbindv1alpha1.Binding{}} {
+			b.BindingSpec().DeletionProtection = tc.protected
+			if tc.deleting {
+				b.SetDeletionTimestamp(&now)
+			}
+			if got := Claiming(b); got != tc.want {
+				t.Errorf("%s %s: Claiming = %v, want %v", tc.name, b.BindingKind(), got, tc.want)
+			}
+		}
 	}
 }

@@ -270,7 +270,11 @@ type RelatedResource struct {
 	// +required
 	Resource RelatedResourceKind `json:"resource"`
 
-	// Direction says which side holds the source.
+	// Direction says which side holds the source: FromProvider copies the
+	// provider's objects to the consumer (such as a connection Secret the
+	// provider's controller writes); FromConsumer copies the consumer's
+	// objects up to the provider (such as credentials the provider's
+	// controller needs).
 	// +required
 	Direction RelatedResourceDirection `json:"direction"`
 
@@ -327,7 +331,11 @@ type BindingSpec struct {
 	// +listMapKey=name
 	APIs []APIReference `json:"apis"`
 
-	// ConflictPolicy for provider objects without ownership markers.
+	// ConflictPolicy for a provider object of a bound object's name that
+	// carries no ownership markers: Fail (the default) leaves it alone and
+	// reports ForeignObjectExists on the consumer object; Adopt stamps
+	// kbind's markers on it and syncs it from then on. A provider object
+	// another consumer owns is never adopted (OwnedByAnother).
 	// +optional
 	// +kubebuilder:default=Fail
 	ConflictPolicy ConflictPolicy `json:"conflictPolicy,omitempty"`
@@ -342,6 +350,20 @@ type BindingSpec struct {
 	// deleted the copy's blocking dependents (docs/sync.md#deletion).
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// DeletionProtection, when true, keeps the binding from being deleted:
+	// the konnector chart's admission policy refuses a DELETE of it, and
+	// where that policy is not installed the konnector's cleanup finalizer
+	// holds the deleting binding, drains nothing and reports
+	// Ready=False/DeletionProtected. Set it to false to delete the binding
+	// (a Terminating binding cannot be revived: turning protection off lets
+	// its deletion proceed). Like the deletion protection of cloud
+	// databases, it guards against deleting by accident (kubectl delete -f,
+	// a GitOps prune), not against a namespace deletion or the garbage
+	// collector. Defaults to false; the bundles kubectl kbind grant prints
+	// set it (docs/bindings.md#deletion-protection).
+	// +optional
+	DeletionProtection bool `json:"deletionProtection,omitempty"`
 
 	// RelatedResources are Secrets and ConfigMaps copied alongside the bound
 	// APIs.
@@ -436,6 +458,14 @@ type BoundAPI struct {
 	// Instances counts per-object sync results.
 	// +optional
 	Instances *InstanceCounts `json:"instances,omitempty"`
+	// UnbindDeletesCRD is true on a ClusterBinding whose deletion (or the
+	// removal of this API from it) would delete the consumer CRD, and with
+	// it every consumer object of the API: no other binding lists the API,
+	// kbind created the CRD for this Connection and pullPolicy is not All
+	// (SCHEMA-6). The chart's deletion-protection policy and kubectl kbind
+	// unbind quote it.
+	// +optional
+	UnbindDeletesCRD bool `json:"unbindDeletesCRD,omitempty"`
 }
 
 // RelatedStatus summarizes the related Secrets and ConfigMaps a binding
@@ -478,7 +508,7 @@ type BindingStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,categories=kbind
+// +kubebuilder:resource:scope=Cluster,categories=kbind,shortName=kbcb
 // +kubebuilder:printcolumn:name="Connection",type=string,JSONPath=`.spec.connectionRef.name`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Conflicts",type=string,JSONPath=`.status.conditions[?(@.type=="Conflicts")].status`
@@ -506,7 +536,7 @@ type ClusterBindingList struct {
 // +kubebuilder:validation:XValidation:rule="self.spec.apis.all(a, !has(a.projection))",message="a projection names a cluster-wide consumer API, which is a cluster admin's to choose: project the API in a ClusterBinding"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced,categories=kbind
+// +kubebuilder:resource:scope=Namespaced,categories=kbind,shortName=kbb
 // +kubebuilder:printcolumn:name="Connection",type=string,JSONPath=`.spec.connectionRef.name`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Conflicts",type=string,JSONPath=`.status.conditions[?(@.type=="Conflicts")].status`

@@ -148,6 +148,12 @@ const (
 	// (Heartbeat=False and Ready=False): sync pauses and no provider copy
 	// is deleted until one of them stops (docs/troubleshooting.md#duplicate-consumer).
 	ReasonDuplicateConsumer Reason = "DuplicateConsumer"
+	// ReasonDeletionProtected: the Connection or binding is being deleted
+	// while its spec.deletionProtection is true (the chart's admission
+	// policy, which refuses such a DELETE, is not installed): the
+	// konnector's finalizer holds it, nothing is drained nor deleted. Set
+	// spec.deletionProtection to false to let the deletion proceed.
+	ReasonDeletionProtected Reason = "DeletionProtected"
 )
 
 // ConnectionConditionTypes lists the condition types a Connection carries.
@@ -171,4 +177,5 @@ var Reasons = []Reason{
 	ReasonRenewalFailed, ReasonExpiresSoon, ReasonExpired, ReasonProjectionRefused, ReasonInvalidFilter, ReasonInvalidMutation,
 	ReasonOverlappingBinding, ReasonSchemaIncompatible, ReasonProviderCopyDeleting,
 	ReasonImportRefused, ReasonConsumerObjectExists, ReasonStorageVersionChange, ReasonDuplicateConsumer,
+	ReasonDeletionProtected,
 }

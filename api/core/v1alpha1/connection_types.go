@@ -204,17 +204,29 @@ type SecretKeyReference struct {
 // SchemaPolicy says where consumer CRDs come from and when they are
 // installed and updated.
 type SchemaPolicy struct {
-	// Source of the schemas.
+	// Source of the schemas: CRD copies the provider CRDs labelled
+	// core.kbind.io/exported; OpenAPI synthesizes CRDs from the provider's
+	// discovery and /openapi/v3 documents (every non-built-in resource);
+	// Auto (the default) uses CRD when the provider labels at least one CRD
+	// and OpenAPI otherwise, and once it resolved to CRD it stays CRD.
+	// status.activeSchemaSource says which one is in use.
 	// +optional
 	// +kubebuilder:default=Auto
 	Source SchemaSource `json:"source,omitempty"`
 
-	// PullPolicy says which exported APIs get a consumer CRD.
+	// PullPolicy says which exported APIs get a consumer CRD: Bound (the
+	// default) installs the CRDs of the APIs a binding lists and deletes
+	// one with the last ClusterBinding that lists it; All installs every
+	// exported API, bound or not, and never deletes one; None never creates
+	// nor deletes a CRD: they are managed outside kbind (which then takes
+	// over an existing CRD of the API's name).
 	// +optional
 	// +kubebuilder:default=Bound
 	PullPolicy PullPolicy `json:"pullPolicy,omitempty"`
 
-	// UpdatePolicy says whether installed CRDs follow provider changes.
+	// UpdatePolicy says whether installed CRDs follow provider changes:
+	// Always (the default) updates them when the provider's schema changes;
+	// Once installs them and never updates them after.
 	// +optional
 	// +kubebuilder:default=Always
 	UpdatePolicy UpdatePolicy `json:"updatePolicy,omitempty"`
@@ -241,10 +253,13 @@ type ConnectionSpec struct {
 	AutoBind bool `json:"autoBind,omitempty"`
 
 	// AllowInsecure lists the insecure kubeconfig features this Connection
-	// accepts. A kubeconfig that skips TLS verification, uses a proxy or a
-	// plain http:// server is refused (SecretValid=False) unless the
-	// feature is listed here; the SecretValid message names what is
-	// allowed.
+	// accepts: SkipTLSVerify (a cluster sets insecure-skip-tls-verify, so
+	// the provider's certificate is not checked), ProxyURL (a cluster sets
+	// proxy-url, so requests and the credentials in them go through a
+	// proxy), PlainHTTP (the server is an http:// URL: requests and
+	// credentials travel unencrypted). A kubeconfig using one is refused
+	// (SecretValid=False) unless it is listed here; the SecretValid message
+	// names what is allowed.
 	// +optional
 	// +listType=set
 	AllowInsecure []InsecureKubeconfigFeature `json:"allowInsecure,omitempty"`
@@ -263,6 +278,17 @@ type ConnectionSpec struct {
 	// +optional
 	// +kubebuilder:default={from: None}
 	NamespacedBindings *NamespacedBindings `json:"namespacedBindings,omitempty"`
+
+	// DeletionProtection, when true, keeps the Connection from being
+	// deleted: the konnector chart's admission policy refuses a DELETE of
+	// it, and where that policy is not installed the konnector's cleanup
+	// finalizer holds the deleting Connection, drains none of its bindings
+	// and reports Ready=False/DeletionProtected. Set it to false to delete
+	// the Connection. The autoBind ClusterBinding carries its Connection's
+	// protection. Defaults to false; the bundles kubectl kbind grant prints
+	// set it (docs/connections.md#deletion-protection).
+	// +optional
+	DeletionProtection bool `json:"deletionProtection,omitempty"`
 }
 
 // NamespacedBindingsOf returns which namespaces' Bindings may use the
@@ -425,13 +451,13 @@ type ConnectionStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,categories=kbind
+// +kubebuilder:resource:scope=Cluster,categories=kbind,shortName=kbconn
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.activeSchemaSource`
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.spec.kubeconfigSecretRef.name`
 // +kubebuilder:printcolumn:name="Isolation",type=string,JSONPath=`.spec.isolation.mode`
 // +kubebuilder:printcolumn:name="Bindings From",type=string,JSONPath=`.spec.namespacedBindings.from`,priority=1
-// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.credentials.expiresAt`,priority=1
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.credentials.expiresAt`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Connection struct {
 	metav1.TypeMeta   `json:",inline"`

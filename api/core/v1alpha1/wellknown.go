@@ -188,6 +188,15 @@ const (
 	// KeptOrphan is KeptLabel's value on a copy kept by an Orphan release.
 	KeptOrphan = "Orphan"
 
+	// DeletionProtectionLabel, with the value "true", protects a
+	// Connection's kubeconfig Secret like spec.deletionProtection protects
+	// the Connection: the konnector chart's admission policy refuses a
+	// DELETE of a Secret carrying it (a Secret deleted under a live
+	// Connection would sit Terminating behind kbind's cleanup finalizer).
+	// The bundles kubectl kbind grant prints set it; remove the label to
+	// delete the Secret.
+	DeletionProtectionLabel = "core.kbind.io/deletion-protection"
+
 	// The heartbeat Lease says who renews it (docs/connections.md#the-heartbeat-lease):
 	// the konnector's version and the core.kbind.io API version it serves,
 	// the user the provider knows its credential as, and that credential's

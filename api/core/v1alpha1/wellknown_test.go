@@ -46,6 +46,7 @@ func TestWellKnownSpelling(t *testing.T) {
 		{StaleSinceAnnotation, "core.kbind.io/stale-since"},
 		{ReapMarkedAtAnnotation, "core.kbind.io/reap-marked-at"},
 		{KeptLabel, "core.kbind.io/kept"},
+		{DeletionProtectionLabel, "core.kbind.io/deletion-protection"},
 		{KeptOrphan, "Orphan"},
 		{SyncerFinalizer, "core.kbind.io/syncer"},
 		{CleanupFinalizer, "core.kbind.io/cleanup"},
@@ -81,7 +82,7 @@ func TestWellKnownSpelling(t *testing.T) {
 		"APINotExported", "ForeignObjectExists", "OwnedByAnother", "Forbidden", "DrainingBindings", "ConversionWebhook",
 		"RenewalFailed", "ExpiresSoon", "Expired", "ProjectionRefused", "InvalidFilter", "InvalidMutation",
 		"OverlappingBinding", "SchemaIncompatible", "ProviderCopyDeleting", "ImportRefused", "ConsumerObjectExists", "StorageVersionChange",
-		"DuplicateConsumer"} {
+		"DuplicateConsumer", "DeletionProtected"} {
 		if !reasons[want] {
 			t.Errorf("reason %s missing", want)
 		}
@@ -93,9 +94,10 @@ func TestWellKnownSpelling(t *testing.T) {
 	// object's ProviderCopyDeleting (docs/sync.md#deletion), the import
 	// reasons, the refused storage-version switch's StorageVersionChange
 	// (docs/bindings.md#storage-version-changes) and DuplicateConsumer
-	// (docs/troubleshooting.md#duplicate-consumer).
-	if len(reasons) != 23 {
-		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping, the 2 routing, the deletion, the 2 import, the storage-version and the duplicate-consumer reasons", len(reasons))
+	// (docs/troubleshooting.md#duplicate-consumer), and the held deletion of
+	// a protected object's DeletionProtected (docs/bindings.md#deletion-protection).
+	if len(reasons) != 24 {
+		t.Errorf("%d reasons, want the spec's 9, ConversionWebhook, the 3 credential, the 3 shaping, the 2 routing, the deletion, the 2 import, the storage-version, the duplicate-consumer and the deletion-protection reasons", len(reasons))
 	}
 	types := map[ConditionType]bool{}
 	for _, ct := range append(append([]ConditionType{}, ConnectionConditionTypes...), BindingConditionTypes...) {

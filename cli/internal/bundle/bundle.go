@@ -16,7 +16,8 @@ limitations under the License.
 
 // Package bundle renders the consumer bundle of a grant: one YAML file
 // with the kubeconfig Secret, the Connection (with its isolation) and a
-// ClusterBinding, ready for `kubectl apply -f` on the consumer.
+// ClusterBinding, each protected from deletion, ready for
+// `kubectl apply -f` on the consumer.
 package bundle
 
 import (
@@ -79,14 +80,20 @@ func (b Bundle) YAML() ([]byte, error) {
 	for _, a := range b.APIs {
 		apis = append(apis, kbindv1alpha1.APIReference{Name: a})
 	}
-	bindingSpec := kbindv1alpha1.BindingSpec{ConnectionRef: kbindv1alpha1.ConnectionReference{Name: b.Connection}, APIs: apis}
+	// Every object of the bundle is protected from deletion by accident
+	// (kubectl delete -f, a GitOps prune): the Connection and the
+	// ClusterBinding by spec.deletionProtection, the Secret by the label
+	// the konnector chart's policy reads (docs/bindings.md#deletion-protection);
+	// kubectl kbind unbind turns it off and deletes.
+	bindingSpec := kbindv1alpha1.BindingSpec{ConnectionRef: kbindv1alpha1.ConnectionReference{Name: b.Connection}, APIs: apis, DeletionProtection: true}
 	if b.IgnoreProviderEvents {
 		bindingSpec.ProviderEvents = kbindv1alpha1.ProviderEventsIgnore
 	}
 	objs := []any{
 		&corev1.Secret{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: b.SecretNamespace, Name: secretName},
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: b.SecretNamespace, Name: secretName,
+				Labels: map[string]string{kbindv1alpha1.DeletionProtectionLabel: "true"}},
 			StringData: map[string]string{kbindv1alpha1.DefaultKubeconfigKey: string(kubeconfig)},
 		},
 		&kbindv1alpha1.Connection{
@@ -95,6 +102,7 @@ func (b Bundle) YAML() ([]byte, error) {
 			Spec: kbindv1alpha1.ConnectionSpec{
 				KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: b.SecretNamespace, Name: secretName},
 				Isolation:           b.Isolation,
+				DeletionProtection:  true,
 			},
 		},
 		&kbindv1alpha1.ClusterBinding{

@@ -39,7 +39,10 @@ func TestYAML(t *testing.T) {
 		t.Fatalf("%d documents:\n%s", len(docs), data)
 	}
 	var secret struct {
-		Metadata   map[string]string `json:"metadata"`
+		Metadata struct {
+			Name, Namespace string
+			Labels          map[string]string
+		} `json:"metadata"`
 		StringData map[string]string `json:"stringData"`
 	}
 	if err := yaml.Unmarshal([]byte(docs[0]), &secret); err != nil {
@@ -53,21 +56,26 @@ func TestYAML(t *testing.T) {
 	if kc.Clusters[ctx.Cluster].Server != b.Server || string(kc.Clusters[ctx.Cluster].CertificateAuthorityData) != "ca" || kc.AuthInfos[ctx.AuthInfo].Token != "t0ken" {
 		t.Errorf("kubeconfig %+v", kc)
 	}
-	if secret.Metadata["name"] != "provider-kubeconfig" || secret.Metadata["namespace"] != "kbind" {
+	if secret.Metadata.Name != "provider-kubeconfig" || secret.Metadata.Namespace != "kbind" {
 		t.Errorf("secret metadata %v", secret.Metadata)
+	}
+	// Every object is protected from deletion by accident: the Secret by
+	// the label the chart's policy reads, the others by their field.
+	if secret.Metadata.Labels[kbindv1alpha1.DeletionProtectionLabel] != "true" {
+		t.Errorf("the Secret is not labelled %s=true: %v", kbindv1alpha1.DeletionProtectionLabel, secret.Metadata.Labels)
 	}
 	var conn kbindv1alpha1.Connection
 	if err := yaml.Unmarshal([]byte(docs[1]), &conn); err != nil {
 		t.Fatal(err)
 	}
-	if conn.Spec.Isolation != b.Isolation || conn.Spec.KubeconfigSecretRef.Name != "provider-kubeconfig" {
+	if conn.Spec.Isolation != b.Isolation || conn.Spec.KubeconfigSecretRef.Name != "provider-kubeconfig" || !conn.Spec.DeletionProtection {
 		t.Errorf("connection %+v", conn.Spec)
 	}
 	var cb kbindv1alpha1.ClusterBinding
 	if err := yaml.Unmarshal([]byte(docs[2]), &cb); err != nil {
 		t.Fatal(err)
 	}
-	if cb.Spec.ConnectionRef.Name != "provider" || len(cb.Spec.APIs) != 1 || cb.Spec.APIs[0].Name != "widgets.example.org" {
+	if cb.Spec.ConnectionRef.Name != "provider" || len(cb.Spec.APIs) != 1 || cb.Spec.APIs[0].Name != "widgets.example.org" || !cb.Spec.DeletionProtection {
 		t.Errorf("clusterbinding %+v", cb.Spec)
 	}
 	if strings.Contains(string(data), "creationTimestamp") || strings.Contains(string(data), "status:") {

@@ -17,11 +17,15 @@ limitations under the License.
 package commands
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"text/tabwriter"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/cli/internal/doctor"
@@ -48,10 +52,76 @@ func TestUsage(t *testing.T) {
 		{[]string{"status", "-o", "wide"}, "want yaml or json"},
 		{[]string{"consumers", "a", "b"}, "at most one consumer name"},
 		{[]string{"consumers", "-o", "wide"}, "want yaml or json"},
+		// Each kind of usage error cobra reports itself exits 2 too.
+		{[]string{"bogus"}, `unknown command "bogus"`},
+		{[]string{"grant", "a"}, `required flag(s) "apis" not set`},
+		{[]string{"grant", "a", "--apis"}, "flag needs an argument"},
+		{[]string{"grant", "a", "--apis", "w.example.org", "--duration", "soon"}, `invalid argument "soon" for "--duration"`},
+		{[]string{"grant", "a", "--apis", "w.example.org", "--isolation", "tenant"}, "want Namespace, Prefixed or None"},
+		{[]string{"grant", "a", "--apis", "w.example.org", "--schema-source", "crds"}, "want Auto, CRD or OpenAPI"},
+		{[]string{"grant", "a", "--apis", "w.example.org", "--related", "secrets,pods"}, "want secrets or configmaps"},
+		{[]string{"export", "--list", "-o", "wide"}, "want yaml or json"},
+		{[]string{"doctor", "-o", "wide"}, "want json"},
+		{[]string{"unbind"}, "takes 1 argument"},
+		{[]string{"unbind", "a", "b"}, "takes 1 argument"},
+		{[]string{"unbind", "a", "--yes=maybe"}, `invalid argument "maybe" for "-y, --yes"`},
+		{[]string{"unbind", "a", "--timeout", "x"}, `invalid argument "x" for "--timeout"`},
 	} {
 		var out, errOut strings.Builder
 		if code := Execute(tc.args, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("kubectl kbind %s: exit %d, %q; want 2 and %q", strings.Join(tc.args, " "), code, errOut.String(), tc.want)
+		}
+	}
+}
+
+// TestEnumFlags: an enum flag's value is taken in any case and stored in
+// its canonical spelling, for every command that has the flag.
+func TestEnumFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		flag, want string
+	}{
+		{[]string{"grant", "--isolation", "prefixed"}, "isolation", "Prefixed"},
+		{[]string{"grant", "--isolation", "NONE"}, "isolation", "None"},
+		{[]string{"grant", "--schema-source", "openapi"}, "schema-source", "OpenAPI"},
+		{[]string{"grant", "--related", "Secrets,CONFIGMAPS"}, "related", "[secrets,configmaps]"},
+		{[]string{"grant", "--related", "Secrets", "--related", "configMaps"}, "related", "[secrets,configmaps]"},
+		{[]string{"export", "-o", "JSON"}, "output", "json"},
+		{[]string{"consumers", "-o", "Yaml"}, "output", "yaml"},
+		{[]string{"status", "-o", "YAML"}, "output", "yaml"},
+		{[]string{"doctor", "-o", "Json"}, "output", "json"},
+	} {
+		root := newRoot(&strings.Builder{}, &strings.Builder{})
+		cmd, rest, err := root.Find(tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.ParseFlags(rest); err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if got := cmd.Flags().Lookup(tc.flag).Value.String(); got != tc.want {
+			t.Errorf("%v: --%s is %q, want %q", tc.args, tc.flag, got, tc.want)
+		}
+	}
+}
+
+func TestLoopback(t *testing.T) {
+	for server, want := range map[string]bool{
+		"https://127.0.0.1:6443":           true,
+		"https://127.1.2.3":                true,
+		"https://[::1]:6443":               true,
+		"https://localhost:6443":           true,
+		"https://LOCALHOST.":               true,
+		"https://api.localhost:443":        true,
+		"127.0.0.1:6443":                   true,
+		"https://10.0.0.1:6443":            false,
+		"https://provider.example.org:443": false,
+		"https://[2001:db8::1]:6443":       false,
+		"https://128.0.0.1":                false,
+	} {
+		if got := loopback(server); got != want {
+			t.Errorf("loopback(%q) = %v, want %v", server, got, want)
 		}
 	}
 }
@@ -119,5 +189,37 @@ func TestVersion(t *testing.T) {
 	var out, errOut strings.Builder
 	if code := Execute([]string{"--version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "kubectl-kbind dev (revision ") {
 		t.Errorf("--version: exit %d, %q %q", code, out.String(), errOut.String())
+	}
+}
+
+// TestNotAProvider: a cluster without consumers that serves kbind's
+// Connections is a consumer cluster: consumers says so, and where to
+// point it; a provider (no Connection API) is not.
+func TestNotAProvider(t *testing.T) {
+	scheme, err := newScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumerMapper := meta.NewDefaultRESTMapper(nil)
+	consumerMapper.Add(kbindv1alpha1.GroupVersion.WithKind("Connection"), meta.RESTScopeRoot)
+	for _, tc := range []struct {
+		name   string
+		mapper meta.RESTMapper
+		objs   []client.Object
+		want   string
+	}{
+		{"a provider", meta.NewDefaultRESTMapper(nil), nil, ""},
+		{"a consumer without Connections", consumerMapper, nil, "kbind's Connection API is installed"},
+		{"a consumer with one", consumerMapper, []client.Object{&kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: "provider"}}}, "it holds 1 kbind Connection(s)"},
+	} {
+		c := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(tc.mapper).WithObjects(tc.objs...).Build()
+		err := notAProvider(context.Background(), c)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "looks like a consumer cluster, not a provider") ||
+			!strings.Contains(err.Error(), "point it at the provider's kubeconfig")):
+			t.Errorf("%s: %v, want it to say %q", tc.name, err, tc.want)
+		}
 	}
 }

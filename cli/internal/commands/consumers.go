@@ -22,7 +22,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/cli/internal/consumers"
 )
 
@@ -77,6 +81,11 @@ func (e *env) consumers(ctx context.Context, name, output string) error {
 	if err != nil {
 		return err
 	}
+	if len(list.Consumers) == 0 {
+		if err := notAProvider(ctx, c); err != nil {
+			return err
+		}
+	}
 	switch {
 	case output != "":
 		err = printData(e, output, list, nil)
@@ -95,6 +104,24 @@ func (e *env) consumers(ctx context.Context, name, output string) error {
 		return exitCode(exitFailed)
 	}
 	return nil
+}
+
+// notAProvider says, for a cluster without any consumer, whether it is
+// a consumer cluster rather than a provider: one that serves kbind's
+// Connections (its konnector's CRDs are installed). An error when it is.
+func notAProvider(ctx context.Context, c client.Client) error {
+	gk := schema.GroupKind{Group: kbindv1alpha1.GroupVersion.Group, Kind: "Connection"}
+	if _, err := c.RESTMapper().RESTMapping(gk, kbindv1alpha1.GroupVersion.Version); err != nil {
+		return nil // not served (or unknown): a provider, or nothing of kbind's
+	}
+	what := "kbind's Connection API is installed"
+	conns := &metav1.PartialObjectMetadataList{}
+	conns.SetGroupVersionKind(kbindv1alpha1.GroupVersion.WithKind("ConnectionList"))
+	if err := c.List(ctx, conns); err == nil && len(conns.Items) > 0 {
+		what = fmt.Sprintf("it holds %d kbind Connection(s)", len(conns.Items))
+	}
+	return fmt.Errorf("this looks like a consumer cluster, not a provider: %s, and no consumer was granted here nor heartbeats here. "+
+		"kubectl kbind consumers reads the provider: point it at the provider's kubeconfig (--kubeconfig, --context); on a consumer, kubectl kbind status shows its Connections", what)
 }
 
 func hasProblems(l consumers.List) bool {

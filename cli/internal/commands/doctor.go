@@ -86,7 +86,8 @@ func (e *env) doctor(ctx context.Context, opts doctor.Options, providerContext, 
 		fmt.Fprintln(e.err, "error:", err)
 		return exitCode(doctor.ExitCouldNotCheck)
 	}
-	opts.Commands = doctor.Commands{Consumer: kubectlFor(e.currentContext()), Provider: kubectlFor(providerContext), ProviderContext: providerContext}
+	opts.Commands = doctor.Commands{Consumer: kubectlFor(e.currentContext()), Provider: kubectlFor(providerContext), ProviderContext: providerContext,
+		Konnector: doctor.KonnectorInstall{Context: e.currentContext()}}
 	if opts.Commands.Provider == "kubectl" {
 		opts.Commands.Provider = "kubectl --context=<provider>"
 	}

@@ -21,6 +21,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -237,8 +239,30 @@ func (e *env) grant(ctx context.Context, name string, o grantOptions) error {
 	if b.IgnoreProviderEvents {
 		fmt.Fprintf(e.err, "the provider's Events are not forwarded (the bundle's ClusterBinding says providerEvents: Ignore): with %s isolation reading them means reading every Event of this cluster; --provider-events grants that.\n", req.Isolation.Mode)
 	}
+	if loopback(server) {
+		fmt.Fprintf(e.err, "warning: the provider address in the bundle, %s, is a loopback address: a konnector running as a Pod on the consumer reaches its own Pod there, not this provider. "+
+			"Grant again with --server set to an address the consumer's Pods reach (a konnector running as a process on this machine reaches it).\n", server)
+	}
+	fmt.Fprintln(e.err, "the bundle's Connection and ClusterBinding are protected from deletion (spec.deletionProtection), its Secret too (label "+kbindv1alpha1.DeletionProtectionLabel+"): kubectl kbind unbind deletes a binding, saying what goes")
 	fmt.Fprintln(e.err, "apply the bundle above on the consumer: kubectl apply -f <file>")
 	return nil
+}
+
+// loopback reports whether server (a URL, or host[:port]) names a
+// loopback address: localhost (and *.localhost), 127.0.0.0/8 or ::1.
+func loopback(server string) bool {
+	host := server
+	if u, err := url.Parse(server); err == nil && u.Host != "" {
+		host = u.Hostname()
+	} else if h, _, err := net.SplitHostPort(server); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // readProvider reads every grant (by its ServiceAccount) and every

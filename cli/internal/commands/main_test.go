@@ -27,4 +27,4 @@ import (
 // the pure tests never wait for it.
 var sharedProvider = testenv.SharedCluster("provider", testenv.ClusterOptions{})
 
-func TestMain(m *testing.M) { testenv.Main(m, sharedProvider) }
+func TestMain(m *testing.M) { testenv.Main(m, sharedProvider, sharedConsumer) }

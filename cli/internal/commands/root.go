@@ -66,17 +66,26 @@ func (e *env) client() (client.Client, *rest.Config, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, kbindv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, nil, err
-		}
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
 	return c, cfg, nil
+}
+
+// newScheme knows the built-in kinds, CRDs and kbind's kinds.
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, kbindv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
 }
 
 func newRoot(out, errOut io.Writer) *cobra.Command {
@@ -96,6 +105,7 @@ On a consumer cluster:
 
   kubectl kbind status                             Connections, bindings, APIs and their objects
   kubectl kbind doctor                             find what is wrong, and how to fix it
+  kubectl kbind unbind provider                    delete a ClusterBinding (-n: a Binding), saying what goes
   kubectl kbind adopt widgets.example.org/db -n a  an imported object becomes the consumer's
   kubectl kbind release widgets.example.org/db -n a  a consumer object becomes the provider's
 
@@ -109,8 +119,8 @@ It uses the current kubeconfig and context, like kubectl.`,
 	root.SetOut(out)
 	root.SetErr(errOut)
 	e.flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newExport(e), newGrant(e), newRevoke(e), newConsumers(e), newDoctor(e), newStatus(e), newAdopt(e), newRelease(e))
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newExport(e), newGrant(e), newRevoke(e), newConsumers(e), newDoctor(e), newStatus(e), newAdopt(e), newRelease(e), newUnbind(e))
+	usageChecks(root)
 	return root
 }
 
@@ -131,14 +141,4 @@ func Execute(args []string, out, errOut io.Writer) int {
 		return exitFailed
 	}
 	return 0
-}
-
-// exactArgs is cobra.ExactArgs as a usage error.
-func exactArgs(n int) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return usageError{fmt.Errorf("%s takes %d argument(s), got %d; see --help", cmd.CommandPath(), n, len(args))}
-		}
-		return nil
-	}
 }

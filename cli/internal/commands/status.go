@@ -62,7 +62,20 @@ func (e *env) status(ctx context.Context, output string, timeout time.Duration) 
 	if err != nil {
 		return err
 	}
-	return printData(e, output, conns, func(w *tabwriter.Writer) { statusTables(w, conns) })
+	wrongCluster := ""
+	if len(conns) == 0 {
+		wrongCluster = doctor.WrongCluster(ctx, c)
+	}
+	if wrongCluster != "" && output != "" {
+		fmt.Fprintln(e.err, "warning:", wrongCluster)
+	}
+	return printData(e, output, conns, func(w *tabwriter.Writer) {
+		if wrongCluster != "" {
+			fmt.Fprintln(w, "No Connections on this cluster: "+wrongCluster+".")
+			return
+		}
+		statusTables(w, conns)
+	})
 }
 
 // statusTables writes the Connections table and, below it, the bindings'

@@ -96,6 +96,11 @@ type Consumer struct {
 	// Granted are the objects grant made that exist (ServiceAccount,
 	// roles, bindings, admission policy), by kind and name.
 	Granted []ObjectRef `json:"granted"`
+	// NeverGranted marks a consumer cluster that heartbeats here without
+	// a grant: its Leases are in no granted consumer's namespace (it
+	// connected with credentials kubectl kbind grant did not make). Its
+	// name is its consumer cluster UID; its status is connected or stale.
+	NeverGranted bool `json:"neverGranted,omitempty"`
 	// Left names what is left of a revoked consumer.
 	Left     []string `json:"left,omitempty"`
 	Problems []string `json:"problems,omitempty"`

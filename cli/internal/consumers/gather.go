@@ -68,18 +68,19 @@ func Gather(ctx context.Context, c client.Client, now time.Time, only string) (L
 	rules := map[string][]rbacv1.PolicyRule{}
 	l.Problems = append(l.Problems, readGranted(ctx, c, set.get, rules)...)
 
+	set.addLeases(leases.Items, now)
+
 	names := set.names(only)
 	if only != "" && len(names) == 0 {
-		return l, fmt.Errorf("there is no consumer %q on this cluster (no object labelled %s=%s)", only, access.ConsumerLabel, only)
+		return l, fmt.Errorf("there is no consumer %q on this cluster (no object labelled %s=%s, no heartbeat Lease of a consumer cluster of that UID)", only, access.ConsumerLabel, only)
 	}
-	set.addLeases(names, leases.Items, now)
 
 	selected := make([]*Consumer, 0, len(names))
 	for _, name := range names {
 		cons := set.byName[name]
 		cons.APIs, cons.Related = apisOf(rules[name])
 		cons.Heartbeat = heartbeatOf(cons.Leases)
-		cons.Status = statusOf(set.hasSA[name], cons.Leases)
+		cons.Status = statusOf(set.hasSA[name] || cons.NeverGranted, cons.Leases)
 		cons.KonnectorVersions = versionsOf(cons.Leases)
 		cons.Token = tokenOf(cons.Leases)
 		selected = append(selected, cons)
@@ -164,11 +165,15 @@ func (s *consumerSet) names(only string) []string {
 	return names
 }
 
-// addLeases gives each of the named consumers the heartbeat Leases in its
-// own namespaces (where they live, whatever the mode).
-func (s *consumerSet) addLeases(names []string, leases []coordinationv1.Lease, now time.Time) {
+// addLeases gives each consumer the heartbeat Leases in its own
+// namespaces (where they live, whatever the mode). A Lease in no
+// consumer's namespace is a consumer cluster's that connected without a
+// grant (with credentials grant did not make: the quickstart's, an
+// administrator's): one never-granted consumer per consumer cluster UID,
+// named by it.
+func (s *consumerSet) addLeases(leases []coordinationv1.Lease, now time.Time) {
 	leaseNS := map[string]string{} // namespace → consumer
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(s.byName)) {
 		for _, ns := range append([]string{s.byName[name].Namespace}, s.own[name]...) {
 			if ns != "" {
 				leaseNS[ns] = name
@@ -176,11 +181,36 @@ func (s *consumerSet) addLeases(names []string, leases []coordinationv1.Lease, n
 		}
 	}
 	for i := range leases {
-		if name, ok := leaseNS[leases[i].Namespace]; ok {
-			cons := s.byName[name]
-			cons.Leases = append(cons.Leases, leaseOf(&leases[i], now))
+		lease := leaseOf(&leases[i], now)
+		name, ok := leaseNS[leases[i].Namespace]
+		if !ok {
+			name = ungrantedName(lease)
+			if c := s.byName[name]; c != nil && !c.NeverGranted {
+				// A UID that spells a granted consumer's name: never
+				// lend that consumer a heartbeat.
+				name = lease.Namespace + "/" + lease.Name
+			}
+			if s.byName[name] == nil {
+				cons := s.get(name)
+				cons.NeverGranted = true
+				cons.Namespace = lease.Namespace
+			}
 		}
+		cons := s.byName[name]
+		cons.Leases = append(cons.Leases, lease)
 	}
+}
+
+// ungrantedName names the never-granted consumer a Lease is of: its
+// consumer cluster UID (the label, else the holder), else the Lease.
+func ungrantedName(l Lease) string {
+	switch {
+	case l.ConsumerClusterUID != "":
+		return l.ConsumerClusterUID
+	case l.Holder != "":
+		return l.Holder
+	}
+	return l.Namespace + "/" + l.Name
 }
 
 func listMeta(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, opts ...client.ListOption) ([]metav1.PartialObjectMetadata, error) {
@@ -292,9 +322,10 @@ func countCopies(ctx context.Context, c client.Client, selected []*Consumer, rul
 }
 
 // searchesEverywhere is whether cons's copies are looked for among every
-// API (a revoked consumer, whose roles no longer say which it had).
+// API: a revoked consumer, whose roles no longer say which it had, and a
+// never-granted one, which has none.
 func searchesEverywhere(cons *Consumer) bool {
-	return len(cons.APIs) == 0 && cons.Status == StatusRevoked
+	return len(cons.APIs) == 0 && (cons.Status == StatusRevoked || cons.NeverGranted)
 }
 
 // copyUniverse returns every API granted to any consumer and, when a

@@ -21,6 +21,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -135,5 +137,70 @@ func TestGatherOnly(t *testing.T) {
 	}
 	if _, err := Gather(context.Background(), c, now, "dave"); err == nil || !strings.Contains(err.Error(), `no consumer "dave"`) {
 		t.Errorf("Gather of a missing consumer: %v, want an error naming it", err)
+	}
+}
+
+// TestGatherNeverGranted: a heartbeat Lease in no granted consumer's
+// namespace is a consumer cluster that connected without a grant (the
+// quickstart's, an administrator's credentials): it is listed, named by
+// its consumer cluster UID and marked, with its copies looked for among
+// every exported API — never dropped for "No consumers".
+func TestGatherNeverGranted(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
+	renewed := metav1.NewMicroTime(now.Add(-5 * time.Second))
+	lease := func(ns, name, uid string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+			kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue, kbindv1alpha1.ConsumerClusterUIDLabel: uid}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(uid), RenewTime: &renewed, LeaseDurationSeconds: ptr.To[int32](60)}}
+	}
+	objs := []client.Object{
+		// alice: granted, her Lease in her namespace.
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "kbind", Name: "kbind-consumer-alice", Labels: map[string]string{access.ConsumerLabel: "alice"},
+			Annotations: map[string]string{access.NamespaceAnnotation: "kbind-alice"}}},
+		lease("kbind-alice", "provider-uid-a", "uid-a"),
+		// The quickstart's konnector: a Lease in kbind, nobody's namespace,
+		// two Connections of one consumer cluster.
+		lease("kbind", "demo-provider-uid-q", "uid-q"),
+		lease("kbind", "other-uid-q", "uid-q"),
+		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "deployments.apps",
+			Labels: map[string]string{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue}}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", Labels: map[string]string{kbindv1alpha1.ConsumerClusterUIDLabel: "uid-q"}}},
+		// bob: revoked, no Lease; someone writes a live Lease elsewhere
+		// whose UID spells his name, to make him look connected.
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kbind-bob", Labels: map[string]string{access.ConsumerLabel: "bob"}}},
+		lease("elsewhere", "spoof", "bob"),
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(mapper).WithObjects(objs...).Build()
+	l, err := Gather(context.Background(), c, now, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Consumers) != 4 || l.Consumers[0].Name != "alice" || l.Consumers[1].Name != "bob" || l.Consumers[2].Name != "elsewhere/spoof" || l.Consumers[3].Name != "uid-q" {
+		t.Fatalf("consumers %+v, want alice, bob, elsewhere/spoof and uid-q", l.Consumers)
+	}
+	alice, bob, spoof, q := l.Consumers[0], l.Consumers[1], l.Consumers[2], l.Consumers[3]
+	if bob.Status != StatusRevoked || len(bob.Leases) != 0 || !spoof.NeverGranted || spoof.Status != StatusConnected {
+		t.Errorf("a Lease whose UID spells a granted consumer's name lent it a heartbeat: bob %+v, the Lease's consumer %+v", bob, spoof)
+	}
+	if alice.NeverGranted || alice.Status != StatusConnected || len(alice.Leases) != 1 {
+		t.Errorf("alice: %+v", alice)
+	}
+	if !q.NeverGranted || q.Status != StatusConnected || q.Namespace != "kbind" || len(q.Leases) != 2 || q.Objects == nil || *q.Objects != 1 {
+		t.Errorf("the never-granted consumer: %+v", q)
+	}
+	if got := StatusCell(q); got != "connected (never granted)" {
+		t.Errorf("its status cell %q", got)
+	}
+	only, err := Gather(context.Background(), c, now, "uid-q")
+	if err != nil || len(only.Consumers) != 1 || !only.Consumers[0].NeverGranted {
+		t.Errorf("Gather of uid-q: %+v, %v", only.Consumers, err)
 	}
 }

@@ -119,6 +119,9 @@ func StatusCell(c Consumer) string {
 	if c.Status == StatusRevoked && len(c.Left) > 0 {
 		return string(c.Status) + " (left: " + strings.Join(c.Left, ", ") + ")"
 	}
+	if c.NeverGranted {
+		return string(c.Status) + " (never granted)"
+	}
 	return string(c.Status)
 }
 

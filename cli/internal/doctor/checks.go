@@ -51,6 +51,33 @@ type Commands struct {
 	Consumer, Provider string
 	// ProviderContext names the provider's context ("" unknown).
 	ProviderContext string
+	// Konnector is what the konnector chart's install needs (Run fills
+	// it from the consumer).
+	Konnector KonnectorInstall
+	// KonnectorRelease is the Helm release of the konnector Deployment
+	// found on the consumer (nil: none, or not installed by Helm).
+	KonnectorRelease *HelmRelease
+	// KonnectorDeployment is the konnector Deployment found on the
+	// consumer (nil: it runs outside the cluster, or was not read).
+	KonnectorDeployment *Konnector
+}
+
+// konnectorLogs reads the konnector's log: its Deployment's, or, when it
+// runs outside the cluster, a comment saying where.
+func (c Commands) konnectorLogs() string {
+	if d := c.KonnectorDeployment; d != nil {
+		return fmt.Sprintf("%s -n %s logs deployment/%s -c konnector --tail=200", c.Consumer, d.Namespace, d.Name)
+	}
+	return "# no konnector Deployment on this cluster: read the log of the konnector process where it runs"
+}
+
+// helmUpgrade upgrades the konnector's Helm release with the chart of
+// this checkout; a comment when none was found.
+func (c Commands) helmUpgrade() string {
+	if r := c.KonnectorRelease; r != nil {
+		return fmt.Sprintf("helm upgrade %s %s -n %s --reuse-values%s", r.Name, chartPath, r.Namespace, kubeContextFlag(c.Konnector.Context))
+	}
+	return "# no konnector Helm release on this cluster: upgrade the konnector the way it was installed"
 }
 
 // ProviderPlugin is "kubectl kbind <args> --context=<provider>".
@@ -73,7 +100,7 @@ func checkKonnectors(deps []Konnector, cmd Commands) []Finding {
 			Check: "konnector.outside", Severity: SeverityNote,
 			Object:  Object{Cluster: "consumer", Kind: "Deployment", Name: "konnector"},
 			Problem: "no konnector Deployment (label app.kubernetes.io/name=konnector) on this cluster: it runs outside the cluster, or not at all; the heartbeat checks tell whether it is alive",
-			Fix:     "helm install konnector charts/konnector -n kbind --create-namespace   # to run it in the cluster (docs/installation.md)",
+			Fix:     cmd.Konnector.HelmInstallCommand() + "   # to run it in the cluster, from a checkout of kbind (docs/installation.md)",
 			Doc:     docKonnector,
 		}}
 	}
@@ -164,7 +191,9 @@ func checkConnection(p ConnectionProbe, now time.Time, stuckAfter time.Duration,
 	c := p.Connection
 	obj := connectionObject(c)
 	var out []Finding
-	if f := stuckDeleting(obj, c.ObjectMeta, now, stuckAfter,
+	if f := deletionProtectedFinding(obj, "connection", c.Status.Conditions, cmd); f != nil {
+		out = append(out, *f)
+	} else if f := stuckDeleting(obj, c.ObjectMeta, now, stuckAfter,
 		"the Connection waits for the bindings that reference it to finish their cleanup (finalizer core.kbind.io/cleanup)",
 		fmt.Sprintf("%s get clusterbindings,bindings.core.kbind.io -A   # delete the bindings of Connection %s first, and keep the konnector running", cmd.Consumer, c.Name)); f != nil {
 		out = append(out, *f)
@@ -174,8 +203,16 @@ func checkConnection(p ConnectionProbe, now time.Time, stuckAfter time.Duration,
 	if key == "" {
 		key = kbindv1alpha1.DefaultKubeconfigKey
 	}
+	if f := secretNamespaceFinding(c, cmd); f != nil {
+		// What the konnector says wins: doctor reads with its own rights.
+		return append(out, *f)
+	}
 	createSecret := fmt.Sprintf("%s -n %s create secret generic %s --from-file=%s=<provider kubeconfig file>   # kubectl kbind grant on the provider prints one",
 		cmd.Consumer, ref.Namespace, ref.Name, key)
+	// The Secret carries kbind's cleanup finalizer while a Connection uses
+	// it: deleting it would leave it Terminating, so its data is replaced.
+	replaceSecret := fmt.Sprintf("%s -n %s create secret generic %s --from-file=%s=<provider kubeconfig file> --dry-run=client -o yaml | %s apply -f -   # kubectl kbind grant on the provider prints one",
+		cmd.Consumer, ref.Namespace, ref.Name, key, cmd.Consumer)
 	switch p.Secret {
 	case SecretMissing:
 		return append(out, Finding{
@@ -189,14 +226,15 @@ func checkConnection(p ConnectionProbe, now time.Time, stuckAfter time.Duration,
 			Check: "connection.secret", Severity: SeverityError, Object: obj, Field: "spec.kubeconfigSecretRef.key",
 			Problem:  fmt.Sprintf("the Secret %s/%s has no non-empty key %q", ref.Namespace, ref.Name, key),
 			Evidence: conditionEvidence(c.Status.Conditions, kbindv1alpha1.ConditionSecretValid),
-			Fix:      createSecret + "\n# or set spec.kubeconfigSecretRef.key to the key that holds it", Doc: docConnection,
+			Fix: replaceSecret +
+				"\n# spec.kubeconfigSecretRef is immutable: to use another key or Secret, create a new Connection", Doc: docConnection,
 		})
 	case SecretInvalid:
 		return append(out, Finding{
 			Check: "connection.kubeconfig", Severity: SeverityError, Object: obj, Field: "spec.kubeconfigSecretRef",
 			Problem:  fmt.Sprintf("the Secret %s/%s key %q is not a kubeconfig kbind can use: %s", ref.Namespace, ref.Name, key, p.SecretProblem),
 			Evidence: conditionEvidence(c.Status.Conditions, kbindv1alpha1.ConditionSecretValid),
-			Fix: fmt.Sprintf("%s -n %s delete secret %s && %s", cmd.Consumer, ref.Namespace, ref.Name, createSecret) +
+			Fix: replaceSecret +
 				"\n# the kubeconfig needs one usable context, the server as the konnector reaches it, its CA, and a token or client certificate (no exec plugins or file paths)",
 			Doc: docConnection,
 		})
@@ -270,6 +308,9 @@ func reachFinding(p ConnectionProbe, cmd Commands) Finding {
 		Evidence: "reading the provider's identity with the Connection's credentials: " + errString(p.ReachErr)}
 	renew := p.GrantCommand
 	if renew == "" {
+		renew = p.RenewCommand
+	}
+	if renew == "" {
 		renew = fmt.Sprintf("# on the provider, issue a new token for the consumer's identity (kubectl kbind grant NAME ... prints a bundle), then on the consumer:\n%s apply -f <bundle>", cmd.Consumer)
 	} else {
 		renew += " > bundle.yaml\n" + cmd.Consumer + " apply -f bundle.yaml"
@@ -286,8 +327,8 @@ func reachFinding(p ConnectionProbe, cmd Commands) Finding {
 	default:
 		f.Check = "connection.unreachable"
 		f.Problem = fmt.Sprintf("the provider in Secret %s/%s cannot be reached", ref.Namespace, ref.Name)
-		f.Fix = "check that the kubeconfig's server is the provider's address as the konnector reaches it (not 127.0.0.1 from a Pod), its CA, and the network path; then watch:\n" +
-			fmt.Sprintf("%s get connection %s -w", cmd.Consumer, c.Name)
+		f.Fix = "# check that the kubeconfig's server is the provider's address as the konnector reaches it (not 127.0.0.1 from a Pod), its CA, and the network path; then:\n" +
+			fmt.Sprintf("%s wait --for=condition=Connected connection/%s --timeout=5m", cmd.Consumer, c.Name)
 	}
 	return f
 }
@@ -353,8 +394,8 @@ func heartbeatFinding(p ConnectionProbe, cmd Commands) *Finding {
 	}
 	f := Finding{Check: "connection.heartbeat", Severity: SeverityError, Object: Object{Cluster: "provider", Kind: "Lease", Namespace: l.Namespace, Name: l.Name},
 		Field: "spec.renewTime", Doc: docHeartbeat,
-		Fix: fmt.Sprintf("# the konnector serving Connection %s is not running, or cannot write its Lease:\n%s get connection %s -o jsonpath='{.status.conditions[?(@.type==\"Heartbeat\")]}'\n%s -n <konnector namespace> logs deployment/konnector -c konnector --tail=200",
-			p.Connection.Name, cmd.Consumer, p.Connection.Name, cmd.Consumer)}
+		Fix: fmt.Sprintf("# the konnector serving Connection %s is not running, or cannot write its Lease:\n%s get connection %s -o jsonpath='{.status.conditions[?(@.type==\"Heartbeat\")]}'\n%s",
+			p.Connection.Name, cmd.Consumer, p.Connection.Name, cmd.konnectorLogs())}
 	switch {
 	case l.Err != nil:
 		f.Severity = SeverityWarning
@@ -419,6 +460,9 @@ type bindingContext struct {
 	// Admission is whether the Connection admits a Binding's namespace
 	// (spec.namespacedBindings); nil when unknown or a ClusterBinding.
 	Admission *admission.Decision
+	// Probe is what was read of the Connection's provider (nil: not
+	// probed).
+	Probe *ConnectionProbe
 }
 
 // checkBinding runs the guide's "An API is missing" and "Binding is Ready
@@ -427,17 +471,26 @@ func checkBinding(b BindingState, bc bindingContext, now time.Time, stuckAfter t
 	conn := bc.Conn
 	obj := b.object()
 	var out []Finding
-	if f := stuckDeleting(obj, b.Meta, now, stuckAfter,
+	if f := deletionProtectedFinding(obj, b.resource(), b.Status.Conditions, cmd); f != nil {
+		out = append(out, *f)
+	} else if stuck(b.Meta, now, stuckAfter) && providerGoneForGood(bc.Probe) {
+		out = append(out, orphanWayOut(b, bc.Probe, cmd))
+	} else if f := stuckDeleting(obj, b.Meta, now, stuckAfter,
 		"the binding waits for the konnector to clean up its objects' provider copies (finalizer core.kbind.io/cleanup)",
 		"# keep the konnector running and its Connection Ready; the findings on the Connection and on objects say what blocks it"); f != nil {
 		out = append(out, *f)
 	}
 	if conn == nil {
+		fix := fmt.Sprintf("%s get connections   # the Connections that exist\n", cmd.Consumer)
+		if b.Meta.DeletionTimestamp == nil {
+			fix += fmt.Sprintf("%s delete %s %s   # spec.connectionRef is immutable: then create the binding again naming one of them", cmd.Consumer, b.resource(), b.Meta.Name)
+		} else {
+			fix += "# spec.connectionRef is immutable: create a new binding naming one of them"
+		}
 		return append(out, Finding{
 			Check: "binding.connection", Severity: SeverityError, Object: obj, Field: "spec.connectionRef.name",
 			Problem: fmt.Sprintf("the binding names Connection %q, which does not exist", b.Spec.ConnectionRef.Name),
-			Fix:     fmt.Sprintf("%s get connections   # and fix spec.connectionRef.name: %s edit %s %s", cmd.Consumer, cmd.Consumer, b.resource(), b.Meta.Name),
-			Doc:     docAPIMissing,
+			Fix:     fix, Doc: docAPIMissing,
 		})
 	}
 	if b.Kind == "Binding" && bc.Admission != nil && !bc.Admission.Admitted {
@@ -659,10 +712,15 @@ func consumerCRDFinding(b BindingState, api, field string, conn *kbindv1alpha1.C
 		// A second route of the API, or one refused as a route
 		// (api.routes and binding.notReady say which and why).
 		return nil
+	case crd.Connection != "" && crd.Connection != conn.Name:
+		// Another Connection's CRD: never taken over (its schema, its objects).
+		f.Problem = fmt.Sprintf("the consumer CRD %s belongs to Connection %s (annotation %s), not to Connection %s: this binding's entry cannot use it",
+			api, crd.Connection, kbindv1alpha1.ConnectionAnnotation, conn.Name)
+		f.Fix = removeEntryFix(b, field, cmd) + fmt.Sprintf("\n# to use %s through Connection %s instead, bind it in a binding of that Connection", api, crd.Connection)
 	case !crd.Managed || crd.Connection != conn.Name:
 		f.Problem = fmt.Sprintf("the consumer CRD %s is not kbind's for Connection %s (label %s=%t, annotation %s=%q): no objects of it sync", api, conn.Name,
 			kbindv1alpha1.ManagedLabel, crd.Managed, kbindv1alpha1.ConnectionAnnotation, crd.Connection)
-		f.Fix = fmt.Sprintf("# if this Connection should supply it (another Connection's CRD is never taken over):\n%s label crd %s %s=%s\n%s annotate crd %s %s=%s",
+		f.Fix = fmt.Sprintf("# if this Connection should supply it (kbind then replaces its schema with the provider's):\n%s label crd %s %s=%s\n%s annotate crd %s %s=%s",
 			cmd.Consumer, api, kbindv1alpha1.ManagedLabel, kbindv1alpha1.ManagedLabelValue, cmd.Consumer, api, kbindv1alpha1.ConnectionAnnotation, conn.Name)
 	default:
 		return nil

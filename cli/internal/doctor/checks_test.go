@@ -89,7 +89,7 @@ func TestCheckConnection(t *testing.T) {
 		{"missing Secret", healthyProbe(func(p *ConnectionProbe) { p.Secret, p.Reached = SecretMissing, false }),
 			[]string{"connection.secret"}, "-n kbind create secret generic provider-kubeconfig --from-file=kubeconfig=", "does not exist"},
 		{"empty key", healthyProbe(func(p *ConnectionProbe) { p.Secret, p.Reached = SecretKeyMissing, false }),
-			[]string{"connection.secret"}, "spec.kubeconfigSecretRef.key", `no non-empty key "kubeconfig"`},
+			[]string{"connection.secret"}, "spec.kubeconfigSecretRef is immutable", `no non-empty key "kubeconfig"`},
 		{"malformed kubeconfig", healthyProbe(func(p *ConnectionProbe) {
 			p.Secret, p.SecretProblem, p.Reached = SecretInvalid, "the kubeconfig is not valid YAML or JSON kubeconfig", false
 		}), []string{"connection.kubeconfig"}, "no exec plugins", "not valid YAML"},
@@ -109,7 +109,7 @@ func TestCheckConnection(t *testing.T) {
 				metav1.Condition{Type: "Heartbeat", Status: metav1.ConditionFalse, Reason: "DuplicateConsumer", Message: "another konnector"})
 		}), []string{"connection.duplicate"}, "on the CLONE only", "DuplicateConsumer"},
 		{"stale heartbeat", healthyProbe(func(p *ConnectionProbe) { p.Lease.RenewedAgo = 5 * time.Minute }),
-			[]string{"connection.heartbeat"}, "logs deployment/konnector", "last renewed 5m0s ago"},
+			[]string{"connection.heartbeat"}, "read the log of the konnector process where it runs", "last renewed 5m0s ago"},
 		{"no Lease", healthyProbe(func(p *ConnectionProbe) { p.Lease.Found = false }),
 			[]string{"connection.heartbeat"}, "", "no konnector serves"},
 		{"Lease not yet known", healthyProbe(func(p *ConnectionProbe) { p.Lease = nil }), []string{}, "", ""},
@@ -244,13 +244,13 @@ func TestCheckBinding(t *testing.T) {
 			[]string{"binding.consumerCRD"}, "annotate crd widgets.example.org core.kbind.io/connection=provider", map[string]ConsumerCRD{"widgets.example.org": {}}},
 		{"not Established", cb("w", "widgets.example.org"), &conn, false, nil, []string{"binding.consumerCRD"}, "jsonpath='{.status.conditions}'",
 			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Managed: true, Connection: "provider"}}},
-		{"another Connection's CRD, and no route of it", pendingCB, &conn, false, nil, []string{"binding.consumerCRD"}, "never taken over",
+		{"another Connection's CRD, and no route of it", pendingCB, &conn, false, nil, []string{"binding.consumerCRD"}, "delete clusterbinding w",
 			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "other"}}},
 		{"another Connection's CRD, and a second route of it (Ready)", cb("w", "widgets.example.org"), &conn, false, nil, []string{}, "",
 			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "other"}}},
 		{"another Connection's CRD, refused as a route: said by binding.notReady", incompatible, &conn, false, nil, []string{"binding.notReady"}, "",
 			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Managed: true, Connection: "other"}}},
-		{"not Ready and not kbind's at all", pendingCB, &conn, false, nil, []string{"binding.consumerCRD"}, "never taken over",
+		{"not Ready and not kbind's at all", pendingCB, &conn, false, nil, []string{"binding.consumerCRD"}, "replaces its schema with the provider's",
 			map[string]ConsumerCRD{"widgets.example.org": {Found: true, Established: true, Connection: "provider"}}},
 		{"a Binding a ClusterBinding's namespaceSelector covers", namespaced(cb("w", "widgets.example.org")), &open, false,
 			[]BindingState{selecting(cb("east", "widgets.example.org"), "team-a")}, []string{"binding.overlap"}, "delete bindings.core.kbind.io -n team-a w", nil},

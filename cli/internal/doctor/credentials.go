@@ -204,8 +204,8 @@ func checkVersions(c kbindv1alpha1.Connection, cliVersion, apiVersion string, se
 			Problem: fmt.Sprintf("Connection %s is served by konnector %s, and this is kubectl-kbind %s: kbind supports the two within one minor version of each other, of the same major version; doctor's advice and grant's bundles may not fit this konnector",
 				c.Name, konnector, cli),
 			Evidence: fmt.Sprintf("%s; kubectl-kbind --version: %s", konnector, cli),
-			Fix: fmt.Sprintf("# upgrade the older of the two to the other's release; the konnector (with the chart of its release):\nhelm upgrade konnector charts/konnector -n <konnector namespace> --reuse-values\n"+
-				"# or kubectl-kbind: install the kubectl-kbind of release %s\n%s -n <konnector namespace> get deployment -l app.kubernetes.io/name=konnector -o jsonpath='{..image}'   # the konnector's release", konnector, cmd.Consumer),
+			Fix: fmt.Sprintf("# upgrade the older of the two to the other's release; the konnector (with the chart of its release):\n%s\n"+
+				"# or kubectl-kbind: install the kubectl-kbind of release %s\n%s get deployment -A -l app.kubernetes.io/name=konnector -o jsonpath='{..image}'   # the konnector's release", cmd.helmUpgrade(), konnector, cmd.Consumer),
 			Doc: docVersions,
 		})
 	}
@@ -213,7 +213,7 @@ func checkVersions(c kbindv1alpha1.Connection, cliVersion, apiVersion string, se
 		out = append(out, Finding{Check: "connection.apiVersion", Severity: SeverityError, Object: connectionObject(c),
 			Problem:  fmt.Sprintf("the konnector serving Connection %s (%s) serves %s, which this cluster's kbind CRDs do not serve: the CRDs and the konnector come from different releases", c.Name, konnector, apiVersion),
 			Evidence: fmt.Sprintf("the heartbeat Lease's %s is %s; the CRDs serve %s", kbindv1alpha1.APIVersionAnnotation, apiVersion, strings.Join(served, ", ")),
-			Fix: "helm upgrade konnector charts/konnector -n <konnector namespace> --reuse-values   # the chart installs the CRDs of its release (installCRDs)\n" +
+			Fix: cmd.helmUpgrade() + "   # the chart installs the CRDs of its release (installCRDs)\n" +
 				"# with the CRDs installed otherwise: apply api/crds of the konnector's release",
 			Doc: docVersions,
 		})

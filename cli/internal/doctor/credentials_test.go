@@ -150,15 +150,17 @@ func TestCheckVersions(t *testing.T) {
 		{"the same minor", withVersion("0.4.1"), "0.4.0", "core.kbind.io/v1alpha1", served, []string{}, "versions of Connection provider: konnector 0.4.1, kubectl-kbind 0.4.0 (supported)", nil},
 		{"a konnector two minors behind", withVersion("0.2.0"), "0.4.0", "core.kbind.io/v1alpha1", served, []string{"connection.versionSkew"},
 			"versions of Connection provider: konnector 0.2.0, kubectl-kbind 0.4.0 (outside the supported skew)",
-			[]string{"konnector 0.2.0", "kubectl-kbind 0.4.0", "one minor version", "docs/versioning.md", "helm upgrade"}},
+			[]string{"konnector 0.2.0", "kubectl-kbind 0.4.0", "one minor version", "docs/versioning.md", "\nhelm upgrade konnector charts/konnector -n kbind --reuse-values\n"}},
 		{"a development build", withVersion("0.2.0"), "dev", "", served, []string{}, "versions of Connection provider: konnector 0.2.0, kubectl-kbind dev (skew unknown)", nil},
 		{"no version written yet", withVersion(""), "0.4.0", "", served, []string{}, "versions of Connection provider: konnector unknown, kubectl-kbind 0.4.0 (skew unknown)", nil},
 		{"an API version the CRDs do not serve", withVersion("0.4.0"), "0.4.0", "core.kbind.io/v1beta1", served, []string{"connection.apiVersion"},
-			"versions of Connection provider: konnector 0.4.0, kubectl-kbind 0.4.0 (supported)", []string{"core.kbind.io/v1beta1", "core.kbind.io/v1alpha1", "CRDs"}},
+			"versions of Connection provider: konnector 0.4.0, kubectl-kbind 0.4.0 (supported)", []string{"core.kbind.io/v1beta1", "core.kbind.io/v1alpha1", "CRDs", "helm upgrade konnector charts/konnector -n kbind --reuse-values   #"}},
 		{"the served versions are unknown", withVersion("0.4.0"), "0.4.0", "core.kbind.io/v1beta1", nil, []string{},
 			"versions of Connection provider: konnector 0.4.0, kubectl-kbind 0.4.0 (supported)", nil},
 	} {
-		fs, checked := checkVersions(tc.conn, tc.cli, tc.apiVersion, tc.served, cmd)
+		helm := cmd
+		helm.KonnectorRelease = &HelmRelease{Name: "konnector", Namespace: "kbind"}
+		fs, checked := checkVersions(tc.conn, tc.cli, tc.apiVersion, tc.served, helm)
 		if got := checks(fs); strings.Join(got, ",") != strings.Join(tc.checks, ",") {
 			t.Errorf("%s: checks %v, want %v", tc.name, got, tc.checks)
 		}

@@ -28,6 +28,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,8 +76,18 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 	defer r.finish()
 	conns := &kbindv1alpha1.ConnectionList{}
 	if err := c.List(ctx, conns); err != nil {
+		if f := wrongClusterFinding(ctx, c); apimeta.IsNoMatchError(err) && f != nil {
+			r.Findings = append(r.Findings, *f)
+			return r
+		}
 		r.Unchecked = append(r.Unchecked, "Connections: "+consumerReadError(err))
 		return r
+	}
+	if len(conns.Items) == 0 {
+		if f := wrongClusterFinding(ctx, c); f != nil {
+			r.Findings = append(r.Findings, *f)
+			return r
+		}
 	}
 	inScope := slices.DeleteFunc(slices.Clone(conns.Items), func(conn kbindv1alpha1.Connection) bool {
 		return opts.Connection != "" && conn.Name != opts.Connection
@@ -89,7 +100,9 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 	if err != nil {
 		r.Unchecked = append(r.Unchecked, "bindings: "+consumerReadError(err))
 	}
-	checkKonnectorDeployments(ctx, c, r, opts.Commands)
+	opts.Commands.Konnector.Groups = BoundGroups(bindings, conns.Items)
+	opts.Commands.Konnector.UnmanagedCRDs = unmanagedKbindCRDs(ctx, c, r)
+	checkKonnectorDeployments(ctx, c, r, &opts.Commands)
 	served := servedAPIVersions(ctx, c, r)
 	probes := map[string]*connectionProbe{}
 	for _, conn := range inScope {
@@ -103,14 +116,92 @@ func Run(ctx context.Context, c client.Client, opts Options) *Report {
 }
 
 // checkKonnectorDeployments checks the konnector Deployments c can read.
-func checkKonnectorDeployments(ctx context.Context, c client.Client, r *Report, cmd Commands) {
+// It records the Helm release of the first one installed by Helm in cmd.
+func checkKonnectorDeployments(ctx context.Context, c client.Client, r *Report, cmd *Commands) {
 	deps := &appsv1.DeploymentList{}
 	if err := c.List(ctx, deps, client.MatchingLabels{"app.kubernetes.io/name": "konnector"}); err != nil {
 		r.Unchecked = append(r.Unchecked, "konnector Deployments: "+consumerReadError(err))
 		return
 	}
+	if ks := konnectors(deps.Items); len(ks) > 0 {
+		cmd.KonnectorDeployment = &ks[0]
+	}
+	for _, d := range deps.Items {
+		if name := d.Annotations["meta.helm.sh/release-name"]; name != "" && d.Labels["app.kubernetes.io/managed-by"] == "Helm" {
+			cmd.KonnectorRelease = &HelmRelease{Name: name, Namespace: d.Namespace}
+			break
+		}
+	}
 	r.Checked = append(r.Checked, "konnector")
-	r.Findings = append(r.Findings, checkKonnectors(konnectors(deps.Items), cmd)...)
+	r.Findings = append(r.Findings, checkKonnectors(konnectors(deps.Items), *cmd)...)
+}
+
+// kbindCRDs are the CRDs the konnector chart installs.
+var kbindCRDs = []string{"bindings.core.kbind.io", "clusterbindings.core.kbind.io", "connections.core.kbind.io"}
+
+// unmanagedKbindCRDs are kbind's CRDs on the cluster that Helm would not
+// adopt into the release doctor's install command names.
+func unmanagedKbindCRDs(ctx context.Context, c client.Client, r *Report) []string {
+	var out []string
+	for _, name := range kbindCRDs {
+		crd := &metav1.PartialObjectMetadata{}
+		crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+		err := c.Get(ctx, client.ObjectKey{Name: name}, crd)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			r.Unchecked = append(r.Unchecked, fmt.Sprintf("CRD %s (whether Helm owns it): %s", name, consumerReadError(err)))
+		case !HelmOwned(crd.Labels, crd.Annotations):
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// ProviderSigns counts what marks a provider cluster: CRDs exported with
+// kubectl kbind export, and consumers' heartbeat Leases. Reads that fail
+// count nothing.
+func ProviderSigns(ctx context.Context, c client.Client) (exported, leases int) {
+	crds := &metav1.PartialObjectMetadataList{}
+	crds.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"))
+	if err := c.List(ctx, crds, client.MatchingLabels{kbindv1alpha1.ExportedLabel: kbindv1alpha1.ExportedLabelValue}); err == nil {
+		exported = len(crds.Items)
+	}
+	ls := &metav1.PartialObjectMetadataList{}
+	ls.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("LeaseList"))
+	if err := c.List(ctx, ls, client.MatchingLabels{kbindv1alpha1.ManagedLabel: kbindv1alpha1.ManagedLabelValue}); err == nil {
+		leases = len(ls.Items)
+	}
+	return exported, leases
+}
+
+// WrongCluster says, when c reads a cluster without kbind Connections that
+// shows a provider's signs, that doctor and status look at a provider ("" otherwise).
+func WrongCluster(ctx context.Context, c client.Client) string {
+	exported, leases := ProviderSigns(ctx, c)
+	return wrongClusterProblem(exported, leases)
+}
+
+func wrongClusterProblem(exported, leases int) string {
+	if exported == 0 && leases == 0 {
+		return ""
+	}
+	return fmt.Sprintf("this looks like a provider, not a consumer: no kbind Connections, but %d exported CRD(s) and %d consumer heartbeat Lease(s); "+
+		"point doctor and status at the consumer's kubeconfig (--kubeconfig or --context)", exported, leases)
+}
+
+func wrongClusterFinding(ctx context.Context, c client.Client) *Finding {
+	problem := WrongCluster(ctx, c)
+	if problem == "" {
+		return nil
+	}
+	return &Finding{
+		Check: "cluster.provider", Severity: SeverityError, Object: Object{Cluster: "consumer", Kind: "Cluster", Name: "current context"},
+		Problem:  problem,
+		Evidence: "CRDs labelled " + kbindv1alpha1.ExportedLabel + "=true, Leases labelled " + kbindv1alpha1.ManagedLabel + "=true",
+		Fix:      "kubectl config get-contexts   # then: kubectl kbind doctor --context=<the consumer's context> (or --kubeconfig <the consumer's kubeconfig>); on this provider: kubectl kbind consumers",
+		Doc:      "docs/cli.md#doctor",
+	}
 }
 
 // checkConnectionOf probes conn's provider and checks the Connection, its
@@ -159,6 +250,9 @@ func checkBindings(ctx context.Context, c client.Client, r *Report, conns []kbin
 			bc.NamespaceLabels = namespaceLabels(ctx, c, b.Meta.Namespace, nsLabels, r)
 		}
 		bc.Conn, bc.ConnBroken = connectionOf(b, conns, probes)
+		if p, ok := probes[b.Spec.ConnectionRef.Name]; ok && p.unchecked == "" {
+			bc.Probe = &p.ConnectionProbe
+		}
 		if bc.Conn != nil && b.Kind == "Binding" {
 			if d, err := admission.Admits(ctx, c, bc.Conn, b.Meta.Namespace); err != nil {
 				r.Unchecked = append(r.Unchecked, fmt.Sprintf("namespace %s (whether Connection %s admits its Bindings): %s", b.Meta.Namespace, bc.Conn.Name, consumerReadError(err)))
@@ -636,7 +730,7 @@ func consumerReadError(err error) string {
 	case apierrors.IsForbidden(err):
 		return "forbidden: run doctor with a context that may read kbind's objects, Secrets and CRDs on the consumer (" + err.Error() + ")"
 	case apimeta.IsNoMatchError(err):
-		return "kbind's CRDs are not installed on this cluster (helm install konnector charts/konnector installs them)"
+		return "kbind's CRDs are not installed on this cluster: if it is the consumer, " + KonnectorInstall{}.HelmInstallCommand() + " installs them (docs/installation.md)"
 	}
 	return err.Error()
 }

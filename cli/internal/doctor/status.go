@@ -18,9 +18,11 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,9 +80,9 @@ type APISummary struct {
 // Status summarises every Connection of the consumer c reads, with each
 // heartbeat read from the provider with the Connection's own credentials.
 func Status(ctx context.Context, c client.Client, timeout time.Duration, now time.Time) ([]ConnectionSummary, error) {
-	conns := &kbindv1alpha1.ConnectionList{}
-	if err := c.List(ctx, conns); err != nil {
-		return nil, fmt.Errorf("listing Connections: %s", consumerReadError(err))
+	conns, err := listConnections(ctx, c)
+	if err != nil {
+		return nil, err
 	}
 	bindings, err := listBindings(ctx, c)
 	if err != nil {
@@ -199,4 +201,17 @@ func isolationString(iso kbindv1alpha1.Isolation) string {
 		return "Prefixed " + iso.Prefix
 	}
 	return string(iso.Mode)
+}
+
+// listConnections lists the Connections; on a cluster without kbind's CRDs
+// that looks like a provider, the error says so.
+func listConnections(ctx context.Context, c client.Client) (*kbindv1alpha1.ConnectionList, error) {
+	conns := &kbindv1alpha1.ConnectionList{}
+	if err := c.List(ctx, conns); err != nil {
+		if problem := WrongCluster(ctx, c); problem != "" && apimeta.IsNoMatchError(err) {
+			return nil, errors.New(problem)
+		}
+		return nil, fmt.Errorf("listing Connections: %s", consumerReadError(err))
+	}
+	return conns, nil
 }
