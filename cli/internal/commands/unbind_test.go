@@ -162,15 +162,7 @@ func withStdin(t *testing.T, answer string, terminal bool) {
 // --yes is deleted without a question. Not parallel: it sets stdin.
 func TestUnbindOnAPIServer(t *testing.T) {
 	consumer := sharedConsumer.Get(t)
-	ctx := context.Background()
-	scheme, err := newScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(consumer.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := consumerClient(t)
 	ns := testenv.UniqueName("unbind")
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
@@ -272,18 +264,9 @@ func TestUnbindOnAPIServer(t *testing.T) {
 // TestCRDGoes: unbind reads on the consumer whether the ClusterBinding's
 // deletion deletes the consumer CRD (a konnector older than
 // unbindDeletesCRD never says): only kbind's CRD for its Connection,
-// under a pullPolicy other than All, that no other binding lists.
+// under a pullPolicy other than All and None, that no other binding lists.
 func TestCRDGoes(t *testing.T) {
-	consumer := sharedConsumer.Get(t)
-	ctx := context.Background()
-	scheme, err := newScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(consumer.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := consumerClient(t)
 	conn := &kbindv1alpha1.Connection{ObjectMeta: metav1.ObjectMeta{Name: testenv.UniqueName("gizmos")}, Spec: kbindv1alpha1.ConnectionSpec{
 		KubeconfigSecretRef: kbindv1alpha1.SecretKeyReference{Namespace: "kbind", Name: "gizmos-kubeconfig"}}}
 	if err := c.Create(ctx, conn); err != nil {
@@ -335,16 +318,7 @@ func TestCRDGoes(t *testing.T) {
 // binding's status since it was shown, and stays on when its spec
 // changed (what was confirmed is no longer what would go).
 func TestUnprotect(t *testing.T) {
-	consumer := sharedConsumer.Get(t)
-	ctx := context.Background()
-	scheme, err := newScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(consumer.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := consumerClient(t)
 	newProtected := func() (shown, live *kbindv1alpha1.ClusterBinding) {
 		cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: testenv.UniqueName("unprotect")}, Spec: kbindv1alpha1.BindingSpec{
 			ConnectionRef: kbindv1alpha1.ConnectionReference{Name: "provider"}, APIs: []kbindv1alpha1.APIReference{{Name: "widgets.example.org"}}, DeletionProtection: true}}
@@ -378,4 +352,19 @@ func TestUnprotect(t *testing.T) {
 	if err := unprotect(ctx, c, shown, "ClusterBinding "+shown.Name); err == nil || !strings.Contains(err.Error(), "changed since it was read") || !isProtected(shown.Name) {
 		t.Errorf("spec changed since it was shown: %v, protected %v", err, isProtected(shown.Name))
 	}
+}
+
+// consumerClient is a client of the package's shared consumer API server
+// with kbind's scheme.
+func consumerClient(t *testing.T) (context.Context, client.Client) {
+	t.Helper()
+	scheme, err := newScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(sharedConsumer.Get(t).Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return context.Background(), c
 }
