@@ -46,8 +46,16 @@ limitations under the License.
 //	                                                                          with its markers, labelled core.kbind.io/kept:
 //	                                                                          Orphan first (the backend reaper never deletes
 //	                                                                          it; a sync removes the label), Foreground
-//	                                                                          deletes in the foreground, a value
-//	                                                                          naming no policy keeps both; a foreign or
+//	                                                                          deletes in the foreground, a value naming no
+//	                                                                          policy keeps both; under a live binding whose
+//	                                                                          spec.deletionProtection is true
+//	                                                                          (KeptByProtection) an object not deleting
+//	                                                                          itself (deselected, drained out of spec.apis)
+//	                                                                          keeps its owned copy whatever the policy:
+//	                                                                          labelled core.kbind.io/kept:
+//	                                                                          DeletionProtection and annotated
+//	                                                                          core.kbind.io/kept-by first, markers kept
+//	                                                                          (keepProtected), nothing deleted; a foreign or
 //	                                                                          absent copy releases at once. Absence is the
 //	                                                                          provider's own answer (releaseDeleted's
 //	                                                                          confirmAbsence: a GET unless the informer
