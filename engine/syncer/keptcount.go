@@ -176,8 +176,12 @@ type keptMemo struct {
 // remembered in memory). Safe for concurrent use; Registry must be set.
 type KeptCounter struct {
 	Registry *Registry
-	// now is the clock (tests set it); nil: time.Now.
-	now func() time.Time
+	// now is the clock, cached and listed read the cache and LIST the
+	// provider (tests set them); nil: time.Now, Registry.keptFromCache and
+	// Registry.listKept.
+	now    func() time.Time
+	cached func(ctx context.Context, rt Route, keptBy string) (KeptCount, bool, error)
+	listed func(ctx context.Context, rt Route, keptBy string) (KeptCount, error)
 
 	mu   sync.Mutex
 	last map[keptKey]keptMemo
@@ -191,12 +195,12 @@ type KeptCounter struct {
 // it knows (status.keptCopies) and reports the failure.
 func (k *KeptCounter) KeptCopies(ctx context.Context, crdName, connection, keptBy string, every time.Duration) (KeptCount, error) {
 	rt := Route{CRD: crdName, Connection: connection}
-	if c, running, err := k.Registry.keptFromCache(ctx, rt, keptBy); running {
-		return c, err
-	}
-	now := time.Now
+	now, cached, listed := time.Now, k.Registry.keptFromCache, k.Registry.listKept
 	if k.now != nil {
-		now = k.now
+		now, cached, listed = k.now, k.cached, k.listed
+	}
+	if c, running, err := cached(ctx, rt, keptBy); running {
+		return c, err
 	}
 	key := keptKey{rt: rt, keptBy: keptBy}
 	k.mu.Lock()
@@ -205,7 +209,7 @@ func (k *KeptCounter) KeptCopies(ctx context.Context, crdName, connection, keptB
 	if ok && now().Sub(m.at) < every {
 		return m.count, m.err
 	}
-	c, err := k.Registry.listKept(ctx, rt, keptBy)
+	c, err := listed(ctx, rt, keptBy)
 	m = keptMemo{at: now(), count: c, err: err}
 	k.mu.Lock()
 	if k.last == nil {
