@@ -125,7 +125,7 @@ func (r *Registry) listKept(ctx context.Context, rt Route, keptBy string) (KeptC
 		return KeptCount{}, err
 	}
 	if !ok {
-		return KeptCount{}, errNotReadable(rt)
+		return KeptCount{}, errNotReadable(rt, api.crd == nil)
 	}
 	gvk := api.Target.ProviderGVK
 	var objs []metav1.Object
@@ -150,8 +150,14 @@ func (r *Registry) listKept(ctx context.Context, rt Route, keptBy string) (KeptC
 }
 
 // errNotReadable is why the kept copies of a route cannot be listed: its
-// consumer CRD, its Connection or its provider session is not usable now.
-func errNotReadable(rt Route) error {
+// consumer CRD is gone (deleted by hand: the provider API it names is not
+// known any more), or it, the Connection or the provider session is not
+// usable now.
+func errNotReadable(rt Route, crdGone bool) error {
+	if crdGone {
+		return errors.New("its consumer CRD is gone, so its provider copies cannot be counted: list " + rt.CRD +
+			" in a binding through Connection " + rt.Connection + " again to count them")
+	}
 	return errors.New("the provider of " + rt.String() + " cannot be read now (consumer CRD, Connection or provider session not usable)")
 }
 
