@@ -161,14 +161,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			// RequeueAfter returned with an error (and warns).
 			res, retErr = ctrl.Result{}, errors.Join(retErr, err)
 		} else {
-			if held && !heldBefore(prior) {
-				if _, done := r.announced.LoadOrStore(obj.GetUID(), struct{}{}); !done {
-					r.announceHeld(b)
-				}
-			}
-			if retErr == nil && o.keptCopies != nil {
-				r.announceKept(b, prior.KeptCopies)
-			}
+			r.announce(b, prior, held, retErr == nil && o.keptCopies != nil)
 		}
 	}()
 	if err := r.readConnection(ctx, b, o); err != nil {
@@ -198,6 +191,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: r.Resync}, nil
+}
+
+// announce records, once the status is written, the Events it calls for:
+// a held deletion's Warning once (announceHeld), and a CopiesKept Event
+// when counted is set and the count grew (announceKept).
+func (r *Reconciler) announce(b binding, prior *kbindv1alpha1.BindingStatus, held, counted bool) {
+	if held && !heldBefore(prior) {
+		if _, done := r.announced.LoadOrStore(b.obj.GetUID(), struct{}{}); !done {
+			r.announceHeld(b)
+		}
+	}
+	if counted {
+		r.announceKept(b, prior.KeptCopies)
+	}
 }
 
 // setStatus writes what a reconcile learned into the binding's status.
