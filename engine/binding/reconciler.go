@@ -307,8 +307,8 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 // binding covered get their provider copies deleted and their syncer
 // finalizer released, then — for a ClusterBinding, when no other binding
 // lists the API — kbind's consumer CRD goes, unless the ClusterBinding's
-// spec.deletionProtection is true (BIND-5: the CRD stays, with the objects
-// whose provider copies the drain kept). The API stays in
+// spec.deletionProtection is true and it is not being deleted (BIND-5: the
+// CRD stays, with the objects whose provider copies the drain kept). The API stays in
 // status.boundAPIs until it is drained, so a konnector restart resumes the
 // release instead of forgetting it.
 func (r *Reconciler) unbindRemoved(ctx context.Context, b binding, before *kbindv1alpha1.BindingStatus, o *observation) error {
@@ -331,10 +331,10 @@ func (r *Reconciler) unbindRemoved(ctx context.Context, b binding, before *kbind
 		}
 		switch {
 		case r.Namespaced:
-		case b.spec.DeletionProtection:
+		case b.spec.DeletionProtection && b.obj.GetDeletionTimestamp().IsZero():
 			// BIND-5: an API removed from a protected ClusterBinding keeps
 			// its consumer CRD, and with it the objects whose provider
-			// copies the drain kept.
+			// copies the drain kept. (A deleting one drains as before.)
 			log.FromContext(ctx).Info("Kept the consumer CRD of an API removed from a ClusterBinding under deletion protection", "api", entry.Name)
 		default:
 			if err := r.unbindCRD(ctx, b, entry.Name); err != nil {
