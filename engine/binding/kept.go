@@ -27,6 +27,7 @@ package binding
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -136,6 +137,8 @@ func mergeKept(results []keptResult, before []kbindv1alpha1.KeptCopies) keptOutc
 	o := keptOutcome{Listed: map[string]bool{}}
 	for _, r := range results {
 		switch prior, had := last[r.Name]; {
+		case r.Err != nil && !had && !r.DroppedNow && errors.Is(r.Err, syncer.ErrKeptNotReadable):
+			continue // not readable yet (a CRD not established): nothing known, nothing to report
 		case r.Err != nil:
 			o.Failed = append(o.Failed, fmt.Sprintf("%s: %v", r.Name, r.Err))
 			if had {

@@ -132,13 +132,9 @@ func TestKeptCopiesAreCounted(t *testing.T) {
 		sized(s.group, "stores", "Store", "integer", ""), sized(s.group, "vaults", "Vault", "integer", ""), sized(s.group, "lockers", "Locker", "integer", ""))
 	conn := connect(t, "kept", nil)
 	uid := conn.Status.LocalClusterUID
-	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: unique("kept")}, Spec: spec(conn.Name, lockers, stores, vaults)}
-	cb.Spec.DeletionProtection = true
-	if err := env.Consumer.Create(ctx, cb); err != nil {
-		t.Fatal(err)
-	}
-	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	by := "ClusterBinding/" + cb.Name
+	// The copies are there before the binding.
+	name := unique("kept")
+	by := "ClusterBinding/" + name
 	other := s.ns("kept-other")
 	if err := env.Provider.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}); err != nil {
 		t.Fatal(err)
@@ -150,15 +146,30 @@ func TestKeptCopiesAreCounted(t *testing.T) {
 	v1 := keptCopy(t, s, "Vault", "default", unique("v1"), uid, by)
 	v2 := keptCopy(t, s, "Vault", other, unique("v2"), uid, by)
 	keptCopy(t, s, "Locker", "default", unique("l1"), uid, by)
+	cb := &kbindv1alpha1.ClusterBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec(conn.Name, lockers, stores, vaults)}
+	cb.Spec.DeletionProtection = true
+	if err := env.Consumer.Create(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
 
 	waitKept(t, cb, fmt.Sprintf("[{%s  1 [default]} {%s  2 [default %s]} {%s  2 [default %s]}]", lockers, stores, other, vaults, other))
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionCopiesKept, metav1.ConditionTrue, kbindv1alpha1.ReasonDeletionProtected,
 		"5 provider cop(ies) kept by spec.deletionProtection", "2 of "+stores+" in default, "+other+": objects no longer selected",
 		"kubectl kbind kept clusterbinding/"+cb.Name+" --delete")
 	enginetest.WaitCondition(t, env.Consumer, cb, kbindv1alpha1.ConditionReady, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
-	holds(t, resyncs, "one CopiesKept Event, not one per resync", func() error {
-		if n := keptEvents(t, cb.UID); n != 1 {
-			return fmt.Errorf("%d CopiesKept Events, want 1", n)
+	// An Event per growth the binding saw: its consumer CRDs may have been
+	// established (and their copies counted) one by one. None per resync.
+	events := 0
+	enginetest.Eventually(t, "a CopiesKept Event", func() error {
+		if events = keptEvents(t, cb.UID); events < 1 || events > 3 {
+			return fmt.Errorf("%d CopiesKept Events, want 1 to 3 (one per API counted)", events)
+		}
+		return nil
+	})
+	holds(t, resyncs, "no CopiesKept Event per resync", func() error {
+		if n := keptEvents(t, cb.UID); n != events {
+			return fmt.Errorf("%d CopiesKept Events, want %d", n, events)
 		}
 		return nil
 	})
@@ -187,9 +198,10 @@ func TestKeptCopiesAreCounted(t *testing.T) {
 	waitKept(t, cb, fmt.Sprintf("[{%s  1 [default]} {%s  2 [default %s]} {%s  1 [%s]}]", lockers, stores, other, vaults, other))
 	keptCopy(t, s, "Store", other, unique("s3"), uid, by)
 	waitKept(t, cb, fmt.Sprintf("[{%s  1 [default]} {%s  3 [default %s]} {%s  1 [%s]}]", lockers, stores, other, vaults, other))
-	enginetest.Eventually(t, "a second CopiesKept Event", func() error {
-		if n := keptEvents(t, cb.UID); n != 2 {
-			return fmt.Errorf("%d CopiesKept Events, want 2", n)
+	events++
+	enginetest.Eventually(t, "a CopiesKept Event for the growth", func() error {
+		if n := keptEvents(t, cb.UID); n != events {
+			return fmt.Errorf("%d CopiesKept Events, want %d", n, events)
 		}
 		return nil
 	})
@@ -212,8 +224,8 @@ func TestKeptCopiesAreCounted(t *testing.T) {
 		}
 		return nil
 	})
-	if n := keptEvents(t, cb.UID); n != 2 {
-		t.Errorf("%d CopiesKept Events after the counts went down, want 2", n)
+	if n := keptEvents(t, cb.UID); n != events {
+		t.Errorf("%d CopiesKept Events after the counts went down, want %d", n, events)
 	}
 
 	// Protection off: the copies stay counted (nothing is deleted
@@ -287,4 +299,43 @@ func deleteKeptOf(t *testing.T, s scenario, kind, keptBy string) {
 			deleteProvider(t, &list.Items[i])
 		}
 	}
+}
+
+// A namespaced Binding counts the copies kept under its own name
+// ("Binding/<namespace>/<name>") only: not those a ClusterBinding of the
+// same name kept, nor a Binding of the same name in another namespace.
+// Its message gives the command with the namespace.
+func TestKeptCopiesOfABinding(t *testing.T) {
+	setup(t)
+	ctx := context.Background()
+	s := newScenario()
+	api := s.api("tills")
+	installCRDs(t, env.Provider, sized(s.group, "tills", "Till", "integer", ""))
+	conn := connect(t, "kept-ns", nil, admitAll)
+	uid := conn.Status.LocalClusterUID
+	team, other := s.ns("team-till"), s.ns("other-till")
+	makeNamespace(t, team, nil)
+	b := &kbindv1alpha1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "tills"}, Spec: spec(conn.Name, api)}
+	b.Spec.DeletionProtection = true
+	if err := env.Consumer.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+	for _, ns := range []string{team, other} {
+		if err := env.Provider.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	keptCopy(t, s, "Till", team, unique("mine"), uid, "Binding/"+team+"/tills")
+	keptCopy(t, s, "Till", team, unique("cluster"), uid, "ClusterBinding/tills")
+	keptCopy(t, s, "Till", other, unique("namesake"), uid, "Binding/"+other+"/tills")
+	waitKept(t, b, fmt.Sprintf("[{%s  1 [%s]}]", api, team))
+	enginetest.WaitCondition(t, env.Consumer, b, kbindv1alpha1.ConditionCopiesKept, metav1.ConditionTrue, kbindv1alpha1.ReasonDeletionProtected,
+		"1 provider cop(ies)", "kubectl kbind kept binding/tills -n "+team+" --delete")
+	deleteKeptOf(t, s, "Till", "Binding/"+team+"/tills")
+	deleteKeptOf(t, s, "Till", "ClusterBinding/tills")
+	deleteKeptOf(t, s, "Till", "Binding/"+other+"/tills")
+	waitKept(t, b, "[]")
+	setProtection(t, b, false)
+	deleteBindings(t, b)
 }

@@ -74,6 +74,12 @@ func TestMergeKept(t *testing.T) {
 		{"a failed count without an entry: nothing shown, reported", []keptResult{
 			{keptCandidate: keptCandidate{Name: "d.x.io", Listed: true}, Err: boom},
 		}, "[]", 1, false},
+		{"not readable yet (a CRD not established), nothing known: nothing shown, nothing reported", []keptResult{
+			{keptCandidate: keptCandidate{Name: "d.x.io", Listed: true}, Err: fmt.Errorf("x: %w", syncer.ErrKeptNotReadable)},
+		}, "[]", 0, false},
+		{"not readable, with an entry: the last count, reported", []keptResult{
+			{keptCandidate: keptCandidate{Name: "c.x.io"}, Err: fmt.Errorf("x: %w", syncer.ErrKeptNotReadable)},
+		}, "[{c.x.io  1 []}]", 1, false},
 		{"a failed count of an API that just left status.boundAPIs: the reconcile fails (nothing else remembers it)", []keptResult{
 			{keptCandidate: keptCandidate{Name: "d.x.io", DroppedNow: true}, Err: boom},
 		}, "[]", 1, true},

@@ -158,8 +158,13 @@ func errNotReadable(rt Route, crdGone bool) error {
 		return errors.New("its consumer CRD is gone, so its provider copies cannot be counted: list " + rt.CRD +
 			" in a binding through Connection " + rt.Connection + " again to count them")
 	}
-	return errors.New("the provider of " + rt.String() + " cannot be read now (consumer CRD, Connection or provider session not usable)")
+	return fmt.Errorf("the provider of %s cannot be read now: %w", rt, ErrKeptNotReadable)
 }
+
+// ErrKeptNotReadable is why a count failed when the route's consumer CRD
+// is not established, or its Connection or provider session not usable,
+// yet: nothing was read (a binding just created waits for it).
+var ErrKeptNotReadable = errors.New("consumer CRD, Connection or provider session not usable")
 
 // keptKey is a route's kept copies of one binding.
 type keptKey struct {
