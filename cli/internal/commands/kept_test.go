@@ -20,11 +20,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
+	"github.com/kbind/kbind/cli/internal/doctor"
 )
 
 func TestParseBindingRef(t *testing.T) {
@@ -143,5 +145,39 @@ func TestWriteKept(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestStatusKeptTable: status lists, below the APIs, each binding's kept
+// copies per API with the command that lists and deletes them; nothing
+// when no binding kept any.
+func TestStatusKeptTable(t *testing.T) {
+	conns := []doctor.ConnectionSummary{{Name: "provider", Bindings: []doctor.BindingSummary{
+		{Kind: "ClusterBinding", Name: "provider", Kept: []kbindv1alpha1.KeptCopies{
+			{Name: "acmes.acme.io", ProviderAPI: "sprockets.example.org", Count: 1, Namespaces: []string{"kbind-team-a"}},
+			{Name: "widgets.example.org", Count: 12, Namespaces: []string{"team-a", "team-b"}},
+		}},
+		{Kind: "Binding", Namespace: "team-a", Name: "gadgets", Kept: []kbindv1alpha1.KeptCopies{{Name: "clustergadgets.example.org", Count: 2}}},
+		{Kind: "Binding", Namespace: "team-b", Name: "none"},
+	}}}
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 4, 3, ' ', 0)
+	keptTable(w, conns)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+CONNECTION   BINDING                   KEPT COPIES OF                        COUNT   PROVIDER NAMESPACES   LIST (--delete: DELETE) THEM
+provider     ClusterBinding/provider   acmes.acme.io←sprockets.example.org   1       kbind-team-a          kubectl kbind kept clusterbinding/provider
+provider     ClusterBinding/provider   widgets.example.org                   12      team-a,team-b         kubectl kbind kept clusterbinding/provider
+provider     Binding/team-a/gadgets    clustergadgets.example.org            2       -                     kubectl kbind kept binding/gadgets -n team-a
+`
+	if b.String() != want {
+		t.Errorf("kept table:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	keptTable(w, []doctor.ConnectionSummary{{Name: "provider", Bindings: []doctor.BindingSummary{{Kind: "ClusterBinding", Name: "provider"}}}})
+	if err := w.Flush(); err != nil || b.String() != "" {
+		t.Errorf("no kept copies: %q, %v", b.String(), err)
 	}
 }
