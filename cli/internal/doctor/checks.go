@@ -502,8 +502,8 @@ func copiesKeptFinding(b BindingState) *Finding {
 		Check: "binding.copiesKept", Severity: SeverityNote, Object: b.object(), Field: "status.keptCopies",
 		Problem:  problem,
 		Evidence: conditionEvidence(b.Status.Conditions, kbindv1alpha1.ConditionCopiesKept),
-		Fix: fmt.Sprintf("kubectl kbind kept %s   # lists them on the provider\nkubectl kbind kept %s --delete   # deletes them, after showing them and asking", ref, ref),
-		Doc: "docs/bindings.md#deletion-protection",
+		Fix:      fmt.Sprintf("kubectl kbind kept %s   # lists them on the provider\nkubectl kbind kept %s --delete   # deletes them, after showing them and asking", ref, ref),
+		Doc:      "docs/bindings.md#deletion-protection",
 	}
 }
 
