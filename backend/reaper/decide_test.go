@@ -343,6 +343,8 @@ func TestDecideCopy(t *testing.T) {
 		{"unmarked: mark", nil, "", MarkCopy},
 		{"kept: never marked", kept, "", KeepCopy},
 		{"kept and marked: never deleted", kept, "2000-01-01T00:00:00Z", KeepCopy},
+		{"kept by deletion protection (BIND-5): never marked", map[string]string{kbindv1alpha1.KeptLabel: kbindv1alpha1.KeptDeletionProtection}, "", KeepCopy},
+		{"kept by deletion protection and marked: never deleted", map[string]string{kbindv1alpha1.KeptLabel: kbindv1alpha1.KeptDeletionProtection}, "2000-01-01T00:00:00Z", KeepCopy},
 		{"marked a moment ago: wait", nil, MarkValue(now.Add(-time.Minute)), WaitForGrace},
 		{"marked just under the grace period: wait", nil, MarkValue(now.Add(-grace + time.Second)), WaitForGrace},
 		{"the mark survived the grace period: delete", nil, MarkValue(now.Add(-grace)), DeleteCopy},
