@@ -756,9 +756,9 @@ func ProviderConfig(ctx context.Context, c client.Client, conn kbindv1alpha1.Con
 	case p.unchecked != "":
 		return nil, errors.New(p.unchecked)
 	case p.Secret == SecretMissing:
-		return nil, fmt.Errorf("Connection %s: its kubeconfig Secret %s/%s does not exist", conn.Name, ref.Namespace, ref.Name)
+		return nil, fmt.Errorf("the kubeconfig Secret %s/%s of Connection %s does not exist", ref.Namespace, ref.Name, conn.Name)
 	case p.Secret == SecretKeyMissing:
-		return nil, fmt.Errorf("Connection %s: its kubeconfig Secret %s/%s has no kubeconfig under its key", conn.Name, ref.Namespace, ref.Name)
+		return nil, fmt.Errorf("the kubeconfig Secret %s/%s of Connection %s has no kubeconfig under its key", ref.Namespace, ref.Name, conn.Name)
 	}
-	return nil, fmt.Errorf("Connection %s: its kubeconfig Secret %s/%s is unusable: %s", conn.Name, ref.Namespace, ref.Name, p.SecretProblem)
+	return nil, fmt.Errorf("the kubeconfig Secret %s/%s of Connection %s is unusable: %s", ref.Namespace, ref.Name, conn.Name, p.SecretProblem)
 }
