@@ -30,8 +30,8 @@ import (
 	"github.com/kbind/kbind/engine/test/testenv"
 )
 
-// kbindCRDs serializes applyKbindCRDs: two tests creating the same CRD at
-// once make one kubectl apply fail with AlreadyExists.
+// kbindCRDs serializes applyKbindCRDs and applyPolicy: two tests creating
+// the same object at once make one kubectl apply fail with AlreadyExists.
 var kbindCRDs sync.Mutex
 
 // applyKbindCRDs applies the kbind CRDs as the quickstart or `kubectl
@@ -48,6 +48,22 @@ func applyKbindCRDs(t *testing.T, kubeconfig string) {
 		if out, err := testenv.Kubectl(context.Background(), kubeconfig, args...); err != nil {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+	}
+}
+
+// applyPolicy applies the rendered deletion-protection policy on the
+// shared cluster, one test at a time (two tests creating the same policy
+// at once make one kubectl apply fail with AlreadyExists).
+func applyPolicy(t *testing.T, kubeconfig, policy string) {
+	t.Helper()
+	kbindCRDs.Lock()
+	defer kbindCRDs.Unlock()
+	file := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(file, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := testenv.Kubectl(context.Background(), kubeconfig, "apply", "-f", file); err != nil {
+		t.Fatalf("kubectl apply -f %s: %v\n%s", file, err, out)
 	}
 }
 
@@ -144,7 +160,7 @@ spec:
 	status(b, `[{"name":"gizmos.example.org","instances":{"total":5,"synced":4,"pending":1,"failed":0}}]`)
 
 	policy, _ := protectionPolicy(t, bound("example.org"))
-	apply(policy)
+	applyPolicy(t, kc, policy)
 	setAPIs := func(ref []string, extra, apis string) (string, error) {
 		return run(append(append(append([]string{"patch"}, ref...), "--type=merge", "-p", `{"spec":{`+extra+`"apis":`+apis+`}}`), asErin...)...)
 	}

@@ -235,7 +235,7 @@ spec:
 	status([]string{"clusterbindings.core.kbind.io", name + "-many"}, "["+strings.Join(manyStatus, ",")+"]")
 
 	policy, _ := protectionPolicy(t, bound("example.org"))
-	apply(policy)
+	applyPolicy(t, kc, policy)
 	cb := []string{"clusterbindings.core.kbind.io", name}
 	// The API server loads a policy a moment after it is created: wait on
 	// a server-side dry run, which admission checks like the real thing
