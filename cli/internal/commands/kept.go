@@ -28,6 +28,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -219,7 +220,15 @@ func (e *env) kept(ctx context.Context, kind, name string, o keptOptions) error 
 	}
 	scope := keptScope{ClusterUID: string(kubeSystem.UID), KeptBy: syncer.KeptBy(b)}
 	apis := keptAPIs(b.BindingStatus())
-	copies, problems := listKept(ctx, provider, scope, isolation.For(conn.Spec.IsolationOf()).ConfinedTo(), apis)
+	// Where the copies live: a Binding's in the provider namespace of its
+	// own; a ClusterBinding's in the isolation namespace under Namespace
+	// isolation, else anywhere.
+	mapping := isolation.For(conn.Spec.IsolationOf())
+	where := mapping.ConfinedTo()
+	if kind == "Binding" {
+		where = mapping.Namespace(ns)
+	}
+	copies, problems := listKept(ctx, provider, scope, where, apis)
 	writeKept(e.out, ref, conn.Name, copies, problems, b.BindingStatus().KeptCopies, time.Now())
 	if !o.delete {
 		if len(problems) > 0 {
@@ -250,19 +259,27 @@ func (e *env) kept(ctx context.Context, kind, name string, o keptOptions) error 
 }
 
 // listKept lists, metadata only, the copies of scope of each API on the
-// provider (in namespace ns when not ""); problems say which APIs could
-// not be read.
+// provider (of a namespaced API in namespace ns when not ""); problems say
+// which APIs could not be read.
 func listKept(ctx context.Context, provider client.Client, scope keptScope, ns string, apis []keptAPI) (copies []keptCopy, problems []string) {
 	for _, a := range apis {
 		resource, group, _ := strings.Cut(a.Provider, ".")
 		gvk, err := provider.RESTMapper().KindFor(schema.GroupVersionResource{Group: group, Resource: resource})
+		var mapping *meta.RESTMapping
+		if err == nil {
+			mapping, err = provider.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		}
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: the provider does not serve %s", a.Name, a.Provider))
 			continue
 		}
+		in := ns
+		if mapping.Scope.Name() == meta.RESTScopeNameRoot {
+			in = ""
+		}
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := provider.List(ctx, list, client.InNamespace(ns), scope.selector()); err != nil {
+		if err := provider.List(ctx, list, client.InNamespace(in), scope.selector()); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: listing its kept copies on the provider: %v", a.Name, err))
 			continue
 		}
