@@ -55,7 +55,7 @@ func (s *Syncer) settleUnsynced(ctx context.Context, key types.NamespacedName) (
 // a kept label stay. Before, such a copy (an orphan a write landing late
 // left) kept its mark while the konnector cleared the others', and once
 // those were gone its surviving mark let the reaper take the consumer for
-// dead. A failed read is an error (retried), never absence.
+// dead. A failed read of the copy leaves the mark (it deletes nothing).
 func (s *Syncer) unmarkUnsynced(ctx context.Context, key types.NamespacedName) error {
 	pkey, err := s.target.Isolation.Object(key)
 	if err != nil {
@@ -63,7 +63,9 @@ func (s *Syncer) unmarkUnsynced(ctx context.Context, key types.NamespacedName) e
 	}
 	pobj, exists, err := s.providerGet(ctx, pkey)
 	if err != nil || !exists {
-		return err
+		// Nothing is deleted here: a failed read only leaves the mark,
+		// and the copy's next event brings it back.
+		return nil
 	}
 	data, ok := unmarkUnsyncedPatch(pobj, s.target.ClusterUID)
 	if !ok {
