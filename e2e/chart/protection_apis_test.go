@@ -89,24 +89,8 @@ func TestDeletionProtectionAPIsPolicyOnARealAPIServer(t *testing.T) {
 	t.Parallel()
 	c := cluster.Get(t)
 	kc := c.KubeconfigPath
-	ctx := context.Background()
-	run := func(args ...string) (string, error) { return testenv.Kubectl(ctx, kc, args...) }
-	must := func(args ...string) string {
-		t.Helper()
-		out, err := run(args...)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
-	apply := func(manifest string) {
-		t.Helper()
-		file := filepath.Join(t.TempDir(), "manifest.yaml")
-		if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		must("apply", "-f", file)
-	}
+	k := kubectlAt{t: t, kubeconfig: kc}
+	run, must, apply := k.run, k.must, k.apply
 	applyKbindCRDs(t, kc)
 
 	// erin may edit bindings and their status, nothing more: RBAC lets

@@ -17,11 +17,8 @@ limitations under the License.
 package chart
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -96,24 +93,8 @@ func TestDeletionProtectionPolicyOnARealAPIServer(t *testing.T) {
 	t.Parallel()
 	c := cluster.Get(t)
 	kc := c.KubeconfigPath
-	ctx := context.Background()
-	run := func(args ...string) (string, error) { return testenv.Kubectl(ctx, kc, args...) }
-	must := func(args ...string) string {
-		t.Helper()
-		out, err := run(args...)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
-	apply := func(manifest string) {
-		t.Helper()
-		file := filepath.Join(t.TempDir(), "manifest.yaml")
-		if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		must("apply", "-f", file)
-	}
+	k := kubectlAt{t: t, kubeconfig: kc}
+	run, must, apply := k.run, k.must, k.apply
 
 	// The kbind CRDs as the quickstart or `kubectl apply` installs them:
 	// without Helm's labels.
