@@ -74,6 +74,12 @@ func reaperRenewalsRefused() scenario {
 			must(t, backend.Start(ctx))
 			return func() {
 				backend.Stop(ctx)
+				// The clean-up deleted every Widget through the live
+				// konnector: the reaper must not have deleted anything of
+				// it then either (its Lease, its namespace, a copy).
+				if data, err := os.ReadFile(logPath); err == nil && strings.Contains(string(data), "Deleted an object of a stale consumer") {
+					t.Errorf("the backend deleted objects of a live consumer (during the scenario or its clean-up): %s", logPath)
+				}
 				if !t.Failed() {
 					_ = os.RemoveAll(logs)
 				} else {
