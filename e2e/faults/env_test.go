@@ -310,7 +310,9 @@ func newKonnector(t *testing.T, name, kubeconfig string, extraArgs ...string) *k
 		t.Fatal(err)
 	}
 	args := append([]string{"--kubeconfig", kubeconfig, "--namespace", "kbind", "--metrics-bind-address", k.metricsAddr, "--pprof-bind-address", k.pprofAddr,
-		"--heartbeat-interval", heartbeatInterval.String(), "--binding-resync", bindingResync.String()}, extraArgs...)
+		"--heartbeat-interval", heartbeatInterval.String(), "--binding-resync", bindingResync.String(),
+		// Every sync decision, to follow one object through a failure.
+		"--log-level=debug"}, extraArgs...)
 	k.Process, err = harness.NewProcess(konnectorBin, filepath.Join(dir, name+".log"), args...)
 	if err != nil {
 		t.Fatal(err)
