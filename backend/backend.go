@@ -114,6 +114,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*liveness.Controller, error) {
 		}
 		r.Events = mgr.GetEventRecorder(EventSource)
 		r.Grace, r.Clock = opts.ReapGrace, clk
+		r.Judge = c
 		c.Reaper = r
 	}
 	if err := c.SetupWithManager(mgr); err != nil {

@@ -7,6 +7,7 @@ require (
 	github.com/kbind/kbind/engine v0.0.0-00010101000000-000000000000
 	github.com/kbind/kbind/flagconfig v0.0.0-00010101000000-000000000000
 	github.com/spf13/pflag v1.1.0
+	go.uber.org/zap v1.27.1
 	k8s.io/apimachinery v0.37.2
 	sigs.k8s.io/controller-runtime v0.25.2
 )
@@ -64,7 +65,6 @@ require (
 	go.opentelemetry.io/otel v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect

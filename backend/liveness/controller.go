@@ -348,6 +348,39 @@ func (c *Controller) stillStale(ctx context.Context, uid string) bool {
 	return !Live(states)
 }
 
+// LastRenewal is when the backend last saw a Lease of the consumer renew
+// — or first saw it, for a Lease that has not renewed since the backend
+// started (its clocks start afresh): the start of the consumer's stale
+// episode, on the backend's clock. The reaper counts no mark written
+// before it. Now when it tracks none of the consumer's Leases.
+func (c *Controller) LastRenewal(uid string) time.Time {
+	c.mu.Lock()
+	keys := make([]string, 0, len(c.keys[uid]))
+	for k := range c.keys[uid] {
+		keys = append(keys, k)
+	}
+	c.mu.Unlock()
+	var last time.Time
+	for _, k := range keys {
+		if s := c.Tracker.State(k); s.Known && s.LastChange.After(last) {
+			last = s.LastChange
+		}
+	}
+	if last.IsZero() {
+		return c.Clock.Now()
+	}
+	return last
+}
+
+// Unseen reports whether a Lease, as the reaper just read it from the API
+// server, shows what the backend has not seen through its cache: a
+// renewTime other than the one it last observed (a renewal on its way),
+// or a Lease it does not track.
+func (c *Controller) Unseen(l *coordinationv1.Lease) bool {
+	seen, ok := c.Tracker.Seen(leaseKey(l))
+	return !ok || seen != renewTimeOf(l)
+}
+
 // mark keeps the stale-since annotation in line with the Lease's state.
 func (c *Controller) mark(ctx context.Context, l *coordinationv1.Lease, s State) error {
 	current, present := l.Annotations[kbindv1alpha1.StaleSinceAnnotation]

@@ -308,3 +308,53 @@ func TestConsumerInfoFollowsLeases(t *testing.T) {
 		t.Errorf("after the upgrade and a-2's deletion: %v", got)
 	}
 }
+
+// TestJudgeForTheReaper: what the reaper asks the judge (issue #52) —
+// LastRenewal is when the backend last saw a Lease of the consumer renew
+// on its own clock (first saw it, before any renewal; now when it tracks
+// none), and Unseen tells a Lease read from the API server whose
+// renewTime the cache has not shown, or one it does not track.
+func TestJudgeForTheReaper(t *testing.T) {
+	start := time.Date(2026, 12, 7, 21, 10, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	scheme := runtime.NewScheme()
+	if err := coordinationv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	l := testLease("a-1", "A", "2026-12-07T21:09:59Z", true)
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(l).Build()
+	c := &Controller{Client: cl, Tracker: NewTracker(clk, 5*time.Second), Clock: clk}
+	c.init()
+	ctx := context.Background()
+	if got := c.LastRenewal("A"); !got.Equal(start) {
+		t.Errorf("LastRenewal before any Lease is tracked = %v, want now %v", got, start)
+	}
+	if !c.Unseen(l) {
+		t.Error("a Lease the judge does not track must be unseen")
+	}
+	if _, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "A"}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Unseen(l) {
+		t.Error("the Lease as the judge saw it is not unseen")
+	}
+	clk.Step(30 * time.Second)
+	if got := c.LastRenewal("A"); !got.Equal(start) {
+		t.Errorf("LastRenewal = %v, want %v (first seen, never renewed since)", got, start)
+	}
+	renewed := l.DeepCopy()
+	mt := metav1.NewMicroTime(start.Add(30 * time.Second))
+	renewed.Spec.RenewTime = &mt
+	if !c.Unseen(renewed) {
+		t.Error("a renewal the cache has not shown must be unseen")
+	}
+	if err := cl.Update(ctx, renewed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "A"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.LastRenewal("A"); !got.Equal(start.Add(30 * time.Second)) {
+		t.Errorf("LastRenewal after a renewal = %v, want %v", got, start.Add(30*time.Second))
+	}
+}

@@ -66,6 +66,15 @@ func (t *Tracker) Observe(key, renewTime string) {
 	t.seen[key] = observation{renewTime: renewTime, changedAt: t.clock.Now(), renewed: ok}
 }
 
+// Seen returns the renewTime the backend last observed on the Lease key,
+// ok false for a Lease it has not observed.
+func (t *Tracker) Seen(key string) (renewTime string, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o, ok := t.seen[key]
+	return o.renewTime, ok
+}
+
 // Forget drops a Lease that no longer exists.
 func (t *Tracker) Forget(key string) {
 	t.mu.Lock()

@@ -401,8 +401,13 @@ func Kept(labels map[string]string) bool {
 // DecideCopy decides one copy's fate from its labels, its mark and the
 // backend's clock. A mark that cannot be parsed, or lies in the future (a
 // replica with another clock wrote it), is written again: the grace
-// period starts over, never shortens.
-func DecideCopy(labels map[string]string, markedAt string, now time.Time, grace time.Duration) CopyAction {
+// period starts over, never shortens. So is a mark written before since,
+// the consumer's last renewal the backend saw (zero: unknown): a renewal
+// after the mark shows the consumer live after it, so the mark proves
+// nothing — a mark an earlier stale episode left on a copy no konnector
+// syncs (issue #52) never counts in a later one. Marks carry whole
+// seconds: one written in the second of the renewal still counts.
+func DecideCopy(labels map[string]string, markedAt string, since, now time.Time, grace time.Duration) CopyAction {
 	if Kept(labels) {
 		return KeepCopy
 	}
@@ -410,7 +415,7 @@ func DecideCopy(labels map[string]string, markedAt string, now time.Time, grace 
 		return MarkCopy
 	}
 	t, err := time.Parse(time.RFC3339, markedAt)
-	if err != nil || t.After(now) {
+	if err != nil || t.After(now) || t.Before(since.Truncate(time.Second)) {
 		return MarkCopy
 	}
 	if now.Sub(t) < grace {

@@ -343,6 +343,8 @@ func TestDecideCopy(t *testing.T) {
 		{"unmarked: mark", nil, "", MarkCopy},
 		{"kept: never marked", kept, "", KeepCopy},
 		{"kept and marked: never deleted", kept, "2000-01-01T00:00:00Z", KeepCopy},
+		{"kept by deletion protection (BIND-5): never marked", map[string]string{kbindv1alpha1.KeptLabel: kbindv1alpha1.KeptDeletionProtection}, "", KeepCopy},
+		{"kept by deletion protection and marked: never deleted", map[string]string{kbindv1alpha1.KeptLabel: kbindv1alpha1.KeptDeletionProtection}, "2000-01-01T00:00:00Z", KeepCopy},
 		{"marked a moment ago: wait", nil, MarkValue(now.Add(-time.Minute)), WaitForGrace},
 		{"marked just under the grace period: wait", nil, MarkValue(now.Add(-grace + time.Second)), WaitForGrace},
 		{"the mark survived the grace period: delete", nil, MarkValue(now.Add(-grace)), DeleteCopy},
@@ -350,7 +352,25 @@ func TestDecideCopy(t *testing.T) {
 		{"a mark in the future (another clock): marked again, never early", nil, MarkValue(now.Add(time.Hour)), MarkCopy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := DecideCopy(tc.labels, tc.mark, now, grace); got != tc.want {
+			if got := DecideCopy(tc.labels, tc.mark, time.Time{}, now, grace); got != tc.want {
+				t.Errorf("DecideCopy = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// since: the consumer's last renewal the backend saw.
+	renewed := now.Add(-time.Minute).Add(300 * time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		mark string
+		want CopyAction
+	}{
+		{"marked long before the last renewal: marked again", MarkValue(now.Add(-time.Hour)), MarkCopy},
+		{"marked a second before the last renewal: marked again", MarkValue(renewed.Add(-time.Second)), MarkCopy},
+		{"marked in the second of the last renewal: counts", MarkValue(renewed), WaitForGrace},
+		{"marked after the last renewal, still young: wait", MarkValue(renewed.Add(time.Second)), WaitForGrace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DecideCopy(nil, tc.mark, renewed, now, grace); got != tc.want {
 				t.Errorf("DecideCopy = %v, want %v", got, tc.want)
 			}
 		})

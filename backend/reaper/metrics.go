@@ -57,11 +57,12 @@ func recordCandidates(uid string, v Verdict, found int) {
 	candidates.WithLabelValues(uid).Set(float64(found))
 }
 
-// Forget drops what the reaper reports of a consumer whose reaping ended
-// between passes (it renewed, or its Leases are gone).
+// Forget drops what the reaper reports and remembers of a consumer whose
+// reaping ended between passes (it renewed, or its Leases are gone).
 func (r *Reaper) Forget(uid string) {
 	candidates.DeleteLabelValues(uid)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.next, uid)
+	delete(r.episodes, uid) // the stale episode ended
 }

@@ -144,11 +144,11 @@ func TestPassVerdicts(t *testing.T) {
 				return true, nil, apierrors.NewServiceUnavailable("gadgets.example.org is down")
 			})
 		}, Waiting, false},
-		{"Leases may not be listed: not done", func(c *metadatafake.FakeMetadataClient) {
+		{"Leases may not be read: a renewal cannot be ruled out, so nothing is deleted", func(c *metadatafake.FakeMetadataClient) {
 			c.PrependReactor("list", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewForbidden(leases.GroupResource(), "", nil)
 			})
-		}, Blocked, false},
+		}, Waiting, false},
 		{"a Widget may not be deleted: reported, the rest goes", func(c *metadatafake.FakeMetadataClient) {
 			c.PrependReactor("delete", "widgets", func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewForbidden(widgets.GroupResource(), "a-w1", nil)

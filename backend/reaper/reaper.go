@@ -69,6 +69,21 @@ const (
 // watch event, and even a restarting one lists its copies well within it.
 const DefaultGrace = 10 * time.Minute
 
+// Judge is the backend's liveness judge (the liveness controller) as a
+// pass asks it: what it saw of the consumer's heartbeat Leases through its
+// Lease cache, on the backend's clock.
+type Judge interface {
+	// LastRenewal is when the judge last saw a Lease of the consumer
+	// renew — or first saw it, when it has not renewed since the backend
+	// started: the start of the consumer's stale episode. Marks written
+	// before it count for nothing (DecideCopy).
+	LastRenewal(consumerUID string) time.Time
+	// Unseen reports whether a Lease, as just read from the API server,
+	// shows what the judge has not seen: a renewal its cache has not
+	// delivered yet, or a Lease it does not know.
+	Unseen(l *coordinationv1.Lease) bool
+}
+
 // LeaseLister lists heartbeat Leases in every namespace with their spec,
 // which metadata-only requests cannot see (a typed client's
 // CoordinationV1().Leases("")).
@@ -93,12 +108,42 @@ type Reaper struct {
 	// Clock is the backend's clock, which marks are written and judged
 	// by; the real one when nil.
 	Clock clock.PassiveClock
+	// Judge, when set, is the liveness judge a pass checks its fresh
+	// reads of the Leases against; without it (the dry run, unit tests)
+	// the Leases read when the pass began are the reference, and every
+	// mark counts whenever it was written.
+	Judge Judge
 
 	// next paces the passes of a consumer whose copies carry marks: no
 	// pass before its marks fall due (NextPass). It only paces, never
 	// decides: a restarted backend marks again sooner, nothing else.
 	mu   sync.Mutex
 	next map[string]time.Duration
+	// episodes is what this stale episode's passes saw of each
+	// consumer's copies (Episode): it only ever delays deletions.
+	episodes map[string]*Episode
+}
+
+// episode returns the consumer's episode, creating it.
+func (r *Reaper) episode(uid string) *Episode {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.episodes == nil {
+		r.episodes = map[string]*Episode{}
+	}
+	e := r.episodes[uid]
+	if e == nil {
+		e = &Episode{Deleted: map[types.UID]bool{}}
+		r.episodes[uid] = e
+	}
+	return e
+}
+
+// endEpisode forgets the consumer's episode: it renewed, or is reaped.
+func (r *Reaper) endEpisode(uid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.episodes, uid)
 }
 
 // NextPass says how long the consumer's next pass may wait: until the
@@ -410,6 +455,14 @@ type pass struct {
 	// found counts the consumer's objects the pass listed, per phase
 	// reached (kbind_backend_reap_candidates).
 	found int
+	// since is the consumer's last renewal the judge saw (zero without
+	// one): marks written before it count for nothing.
+	since time.Time
+	// leases are the consumer's Leases' renewTimes (holder, renewTime)
+	// as read from the API server when the pass began.
+	leases map[string]string
+	// episode is what this stale episode's passes saw.
+	episode *Episode
 }
 
 // Reap runs one pass for the consumer; see the package comment for the
@@ -427,8 +480,25 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 	if err != nil {
 		return Waiting, err
 	}
-	p := &pass{uid: uid, stillStale: stillStale, resources: resources, undiscovered: undiscovered}
-	defer func() { recordCandidates(uid, v, p.found) }()
+	p := &pass{uid: uid, stillStale: stillStale, resources: resources, undiscovered: undiscovered, episode: r.episode(uid)}
+	defer func() {
+		recordCandidates(uid, v, p.found)
+		if v == Done || v == Stopped {
+			r.endEpisode(uid)
+		}
+	}()
+	if r.Judge != nil {
+		p.since = r.Judge.LastRenewal(uid)
+	}
+	// The Leases as the API server has them now, the reference every
+	// fresh read before a delete is held to.
+	if ok, why := r.leasesStillStale(ctx, p); !ok {
+		logger.Info("Not reaping: " + why)
+		if why == renewedUnseen {
+			return Stopped, nil
+		}
+		return Waiting, nil
+	}
 	// Like a list that failed: the consumer's objects in these groups are
 	// unknown, so the pass must not finish (its Leases stay, it stays
 	// reported and is retried), and no namespace can be proven empty.
@@ -441,7 +511,101 @@ func (r *Reaper) Pass(ctx context.Context, uid string, stillStale func() bool) (
 	if end, v := r.reapMarked(ctx, p); end {
 		return v, nil
 	}
+	// Nothing of the consumer is deleted while a live konnector showed
+	// itself within the grace period — not a namespace nor a Lease either
+	// — and only on a fresh read of its Leases.
+	if !r.quiet(ctx, p) {
+		return Waiting, nil
+	}
+	if ok, why := r.leasesStillStale(ctx, p); !ok {
+		logger.Info("Not deleting the consumer's namespaces and Leases: " + why)
+		if why == renewedUnseen {
+			return Stopped, nil
+		}
+		return Waiting, nil
+	}
 	return r.reapNamespacesAndLeases(ctx, p), nil
+}
+
+// renewedUnseen is leasesStillStale's reason for a renewal.
+const renewedUnseen = "a heartbeat Lease of the consumer was renewed (read from the API server; the backend's cache had not shown it yet)"
+
+// leasesStillStale reads the consumer's heartbeat Leases from the API
+// server itself — never a cache — and reports whether they still show it
+// stale: none renewed since the judge saw it (Judge.Unseen), nor since the
+// pass began, and none new. The first call of a pass records them. A
+// failed read proves nothing: ok is false, and nothing is deleted.
+func (r *Reaper) leasesStillStale(ctx context.Context, p *pass) (ok bool, why string) {
+	if r.Leases == nil {
+		if p.leases == nil {
+			p.leases = map[string]string{}
+		}
+		return true, "" // without a Lease reader no Lease is deleted (listLeases), and the cache's word is all there is
+	}
+	sel := labels.SelectorFromSet(labels.Set{
+		kbindv1alpha1.ManagedLabel:            kbindv1alpha1.ManagedLabelValue,
+		kbindv1alpha1.ConsumerClusterUIDLabel: p.uid,
+	})
+	list, err := r.Leases.List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return false, "reading its heartbeat Leases from the API server failed: " + err.Error()
+	}
+	now := map[string]string{}
+	for i := range list.Items {
+		l := &list.Items[i]
+		if !Owned(PhaseLeases, p.uid, l.Labels, l.Annotations) || !HeldBy(l.Spec.HolderIdentity, p.uid) {
+			continue // not the consumer's (the judge counts it for no one)
+		}
+		if r.Judge != nil && r.Judge.Unseen(l) {
+			return false, renewedUnseen
+		}
+		holder, renewed := "", ""
+		if l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+		}
+		if l.Spec.RenewTime != nil {
+			renewed = l.Spec.RenewTime.UTC().Format(metav1.RFC3339Micro)
+		}
+		now[l.Namespace+"/"+l.Name] = holder + " " + renewed
+	}
+	if p.leases == nil {
+		p.leases = now
+		return true, ""
+	}
+	for k, v := range now {
+		if was, ok := p.leases[k]; !ok || was != v {
+			return false, renewedUnseen
+		}
+	}
+	return true, ""
+}
+
+// quiet reports whether no sign of a live konnector was seen within the
+// grace period (Episode), and logs and paces the wait when one was.
+func (r *Reaper) quiet(ctx context.Context, p *pass) bool {
+	now, grace := r.now(), r.grace()
+	if Quiet(p.episode.LastSign, now, grace) {
+		return true
+	}
+	wait := max(p.episode.LastSign.Add(grace).Sub(now), time.Second)
+	log.FromContext(ctx).Info("A konnector showed it is live within the grace period; deleting nothing of the consumer until a grace period passes without a sign",
+		"sign", p.episode.Sign, "seenAgo", now.Sub(p.episode.LastSign).Round(time.Second).String(), "grace", grace.String(), "nextPassIn", wait.String())
+	r.pace(p.uid, wait)
+	return false
+}
+
+// observe records, after the pass's marking round, what the pass left of
+// the consumer's copies, and the sign of a live konnector that shows
+// against what the pass before left (Signs).
+func (r *Reaper) observe(p *pass, objs []Object, marked func(Object) bool, now time.Time) {
+	ep := p.episode
+	if sign := Signs(ep.Copies, objs, ep.Deleted); sign != "" {
+		ep.LastSign, ep.Sign = now, sign
+	}
+	ep.Copies = make(map[types.UID]Seen, len(objs))
+	for _, o := range objs {
+		ep.Copies[o.UID] = Seen{Key: o.String(), Marked: marked(o), Terminating: o.Terminating || ep.Deleted[o.UID]}
+	}
 }
 
 // reapMarked is the copies and related copies phases, in two (BE-3): the
@@ -463,29 +627,41 @@ func (r *Reaper) reapMarked(ctx context.Context, p *pass) (end bool, v Verdict) 
 	r.report(ctx, p, f)
 	objs := slices.Concat(f.byPhase[PhaseCopies], f.byPhase[PhaseRelated])
 	p.found += len(objs)
+	now, grace := r.now(), r.grace()
+	if len(f.failed) > 0 {
+		// Copies that could not be listed may be cleared or deleted by a
+		// live konnector unseen: no quiet period runs meanwhile.
+		p.episode.LastSign, p.episode.Sign = now, "some copies could not be listed"
+	}
 	if len(objs) == 0 {
+		r.observe(p, nil, func(Object) bool { return false }, now)
 		return false, Done
 	}
-	now, grace := r.now(), r.grace()
 	var actions []CopyAction
 	for _, o := range objs {
 		if !o.Terminating {
-			actions = append(actions, DecideCopy(nil, o.MarkedAt, now, grace))
+			actions = append(actions, DecideCopy(nil, o.MarkedAt, p.since, now, grace))
 		}
 	}
 	refused := map[string]bool{}
+	newMarks := map[string]bool{}
+	marked := func(o Object) bool {
+		return newMarks[o.Key()] || (o.MarkedAt != "" && DecideCopy(nil, o.MarkedAt, p.since, now, grace) != MarkCopy)
+	}
 	if len(actions) > 0 && (len(f.failed) > 0 || !CopiesVerdict(actions)) {
 		// Phase 1, or a mark cleared by a live konnector, or copies that
 		// could not be listed (whose marks are unknown): mark, and wait.
-		marked, refusedMarks := r.markAll(ctx, p, objs, now, grace)
+		n, refusedMarks, written := r.markAll(ctx, p, objs, now, grace)
+		newMarks = written
+		r.observe(p, objs, marked, now)
 		if p.stopped {
 			return true, Stopped
 		}
 		refused = refusedMarks
-		if len(f.failed) > 0 || !CopiesVerdict(dueActions(objs, refused, now, grace)) {
-			due := UntilDue(dueMarks(objs, refused, now), now, grace)
+		if len(f.failed) > 0 || !CopiesVerdict(dueActions(objs, refused, p.since, now, grace)) {
+			due := UntilDue(dueMarks(objs, refused, p.since, now), now, grace)
 			logger.Info("Marked the stale consumer's copies and related copies; they are deleted only if the marks survive the grace period (a live konnector clears them)",
-				"marked", marked, "copies", len(f.byPhase[PhaseCopies]), "relatedCopies", len(f.byPhase[PhaseRelated]),
+				"marked", n, "copies", len(f.byPhase[PhaseCopies]), "relatedCopies", len(f.byPhase[PhaseRelated]),
 				"grace", grace.String(), "nextPassIn", due.String())
 			r.pace(p.uid, due)
 			return true, Waiting
@@ -493,6 +669,23 @@ func (r *Reaper) reapMarked(ctx context.Context, p *pass) (end bool, v Verdict) 
 		// Only objects the backend may not mark were left: the others are
 		// due; the refused ones are reported (Blocked), as a refused
 		// delete would be.
+	} else {
+		r.observe(p, objs, marked, now)
+	}
+	// Every mark survived the grace period. Still nothing goes while a
+	// live konnector showed itself within it (a mark cleared, a marked
+	// copy it deleted, a copy it created: Episode), nor unless the
+	// consumer's Leases, read from the API server now, are as stale as
+	// the cache says.
+	if !r.quiet(ctx, p) {
+		return true, Waiting
+	}
+	if ok, why := r.leasesStillStale(ctx, p); !ok {
+		logger.Info("Not deleting the consumer's copies: " + why)
+		if why == renewedUnseen {
+			return true, Stopped
+		}
+		return true, Waiting
 	}
 	refusedBefore := p.refused
 	p.refused += len(refused)
@@ -532,10 +725,11 @@ func (r *Reaper) deleteDue(ctx context.Context, p *pass, objs []Object, refused 
 			logger.Info("The consumer renewed a heartbeat Lease; stopping reaping at once")
 			return waiting, true, Stopped
 		}
-		fresh, ok, cleared := r.confirmDue(ctx, p.uid, o, now, grace)
+		fresh, ok, cleared := r.confirmDue(ctx, p, o, now, grace)
 		if cleared {
 			// A konnector cleared a mark since the list: it is live, and
-			// every other copy stays too.
+			// every other copy stays too, for a grace period.
+			p.episode.LastSign, p.episode.Sign = now, "the mark of "+o.String()+" cleared"
 			logger.Info("A mark was cleared since the copies were listed (a live konnector); deleting none of the rest", "resource", o.Resource.ResourceName(),
 				"namespace", o.Namespace, "name", o.Name)
 			return waiting, true, Waiting
@@ -544,6 +738,7 @@ func (r *Reaper) deleteDue(ctx context.Context, p *pass, objs []Object, refused 
 			waiting++
 			continue
 		}
+		p.episode.Deleted[o.UID] = true
 		if err := r.delete(ctx, p.uid, fresh); err != nil {
 			if Refused(err) {
 				// Waiting would not help; the rest goes on (Blocked).
@@ -560,14 +755,14 @@ func (r *Reaper) deleteDue(ctx context.Context, p *pass, objs []Object, refused 
 // dueMarks are the marks of the copies that are not terminating nor
 // refused, as they are now: a copy marked by this pass counts as marked
 // now.
-func dueMarks(objs []Object, refused map[string]bool, now time.Time) []string {
+func dueMarks(objs []Object, refused map[string]bool, since, now time.Time) []string {
 	var out []string
 	for _, o := range objs {
 		if o.Terminating || refused[o.Key()] {
 			continue
 		}
 		mark := o.MarkedAt
-		if DecideCopy(nil, mark, now, time.Hour) == MarkCopy {
+		if DecideCopy(nil, mark, since, now, time.Hour) == MarkCopy {
 			mark = MarkValue(now)
 		}
 		out = append(out, mark)
@@ -577,31 +772,32 @@ func dueMarks(objs []Object, refused map[string]bool, now time.Time) []string {
 
 // dueActions are the actions of the copies that are not terminating nor
 // refused.
-func dueActions(objs []Object, refused map[string]bool, now time.Time, grace time.Duration) []CopyAction {
+func dueActions(objs []Object, refused map[string]bool, since, now time.Time, grace time.Duration) []CopyAction {
 	var out []CopyAction
 	for _, o := range objs {
 		if !o.Terminating && !refused[o.Key()] {
-			out = append(out, DecideCopy(nil, o.MarkedAt, now, grace))
+			out = append(out, DecideCopy(nil, o.MarkedAt, since, now, grace))
 		}
 	}
 	return out
 }
 
 // markAll writes the reap mark (now) on every copy whose action is
-// MarkCopy, asking stillStale before each; it returns how many it marked
-// and the keys of those it may not mark (RBAC, a policy: reported like a
-// refused delete, it would be refused too). A failed mark is logged: the
-// copy stays unmarked, so nothing is deleted.
-func (r *Reaper) markAll(ctx context.Context, p *pass, objs []Object, now time.Time, grace time.Duration) (int, map[string]bool) {
-	n, refused := 0, map[string]bool{}
+// MarkCopy, asking stillStale before each; it returns how many it marked,
+// the keys of those it may not mark (RBAC, a policy: reported like a
+// refused delete, it would be refused too) and the keys of those it
+// marked. A failed mark is logged: the copy stays unmarked, so nothing is
+// deleted.
+func (r *Reaper) markAll(ctx context.Context, p *pass, objs []Object, now time.Time, grace time.Duration) (int, map[string]bool, map[string]bool) {
+	n, refused, written := 0, map[string]bool{}, map[string]bool{}
 	for _, o := range objs {
-		if o.Terminating || DecideCopy(nil, o.MarkedAt, now, grace) != MarkCopy {
+		if o.Terminating || DecideCopy(nil, o.MarkedAt, p.since, now, grace) != MarkCopy {
 			continue
 		}
 		if !p.stillStale() {
 			p.stopped = true
 			log.FromContext(ctx).Info("The consumer renewed a heartbeat Lease; stopping reaping at once")
-			return n, refused
+			return n, refused, written
 		}
 		if err := r.mark(ctx, o, now); err != nil {
 			if Refused(err) {
@@ -614,8 +810,9 @@ func (r *Reaper) markAll(ctx context.Context, p *pass, objs []Object, now time.T
 			continue
 		}
 		n++
+		written[o.Key()] = true
 	}
-	return n, refused
+	return n, refused, written
 }
 
 // mark writes the reap mark on exactly the copy o (its UID in the patch:
@@ -643,7 +840,8 @@ func (r *Reaper) mark(ctx context.Context, o Object, now time.Time) error {
 // still carries a mark that survived the grace period. A failed read, or
 // anything else, deletes nothing; cleared says the very copy lost its mark
 // meanwhile (a live konnector).
-func (r *Reaper) confirmDue(ctx context.Context, uid string, o Object, now time.Time, grace time.Duration) (fresh Object, ok, cleared bool) {
+func (r *Reaper) confirmDue(ctx context.Context, p *pass, o Object, now time.Time, grace time.Duration) (fresh Object, ok, cleared bool) {
+	uid := p.uid
 	m, err := r.resourceClient(o).Get(ctx, o.Name, metav1.GetOptions{})
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -652,7 +850,7 @@ func (r *Reaper) confirmDue(ctx context.Context, uid string, o Object, now time.
 		}
 		return o, false, false
 	}
-	action := DecideCopy(m.Labels, m.Annotations[kbindv1alpha1.ReapMarkedAtAnnotation], now, grace)
+	action := DecideCopy(m.Labels, m.Annotations[kbindv1alpha1.ReapMarkedAtAnnotation], p.since, now, grace)
 	if m.UID != o.UID || !Owned(o.Resource.Phase, uid, m.Labels, m.Annotations) || m.DeletionTimestamp != nil || action != DeleteCopy {
 		log.FromContext(ctx).V(1).Info("A copy of a stale consumer changed since it was listed (its mark cleared, kept, or replaced); not deleting it",
 			"resource", o.Resource.ResourceName(), "namespace", o.Namespace, "name", o.Name)

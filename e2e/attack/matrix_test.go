@@ -166,7 +166,7 @@ type entry struct {
 }
 
 var matrixAllowances = map[string]string{
-	"relabel":          "A user who may update an object's labels or annotations decides which binding selects it and what happens to its copy when it leaves: taking it out of an `objectSelector` releases it like removing its API from the binding (its provider copy is deleted under the `Delete` policy, docs/shaping.md#filters), and with `core.kbind.io/deletion-policy: Delete` a move to another Connection deletes the old copy. Until deletion protection covers these bulk paths (issue #55), bind what users must not destroy with `deletionPolicy: Orphan`, or give them no update on its objects.",
+	"relabel":          "A user who may update an object's labels or annotations decides which binding selects it and what happens to its copy when it leaves: taking it out of an `objectSelector` releases it like removing its API from the binding (its provider copy is deleted under the `Delete` policy, docs/shaping.md#filters), and with `core.kbind.io/deletion-policy: Delete` a move to another Connection deletes the old copy. A binding with `deletionProtection: true` keeps those copies instead (labelled `core.kbind.io/kept: DeletionProtection`, BIND-5, docs/bindings.md#bulk-paths-copies-kept-not-deleted); on an unprotected binding, bind what users must not destroy with `deletionPolicy: Orphan`, or give them no update on its objects.",
 	"shared-namespace": "Under `Namespace` isolation every consumer namespace shares one provider namespace: a field kbind does not know (no reference entry declares it) names objects there unmapped, so a user of `team-x` can name `team-y`'s related copy and a provider controller may use it. Declare such fields as reference entries (kbind maps them, and no mutation may change them), or use `Prefixed` isolation (docs/isolation.md#related-secrets-and-configmaps).",
 	"adopt-spec":       "An object adopted with `kubectl kbind adopt` is the consumer's from then on, spec included — a spec the provider wrote: a reference field in it that names a Secret of the namespace sends that Secret up at the next sync. Read the spec before adopting (docs/related.md#by-reference).",
 	"import-mark":      "Without the konnector chart's imported-objects policy, a user who may update an object in a namespace a binding imports into can mark it `core.kbind.io/owner: provider` or ask for its release, and kbind deletes it later (docs/import.md); install the policy (`importedObjects.admissionPolicy: true`), which refuses both to users who may not delete the object.",
@@ -258,7 +258,9 @@ var cells = map[cellKey]entry{
 	{"metadata", "binder"}:             {harmless, "its namespace's objects, never kbind's keys", nil, ""},
 	{"providerEvents", "binder"}:       {harmless, "the Events of its namespace's copies, read at its place", nil, ""},
 	{"deletionProtection", "binder"}: {refused, "deleting a protected binding, Connection or labelled kubeconfig Secret is refused by the chart's policy, whatever the propagation policy, dry-run or DeleteCollection; turning protection off is an ordinary, audited update of what it may update", []string{
-		"deletion-protection-attacks: `kubectl delete` of a protected", "deletion-protection-attacks: the same with another propagation policy", "deletion-protection-attacks: a DeleteCollection"}, ""},
+		"deletion-protection-attacks: `kubectl delete` of a protected", "deletion-protection-attacks: the same with another propagation policy", "deletion-protection-attacks: a DeleteCollection",
+		"bulk-deletion-protection-attacks: remove an API from the protected", "bulk-deletion-protection-attacks: the same removal in the edit",
+		"bulk-deletion-protection-attacks: remove the label by which", "bulk-deletion-protection-attacks: narrow an API's `objectSelector`"}, ""},
 }
 
 // pairEntry is a pair of features, or a feature with every other ("*",
@@ -270,7 +272,7 @@ type pairEntry struct {
 
 var pairs = []pairEntry{
 	// Orthogonal by construction.
-	{"deletionProtection", "*", entry{harmless, "it only refuses a DELETE of the binding (never of its objects, which each feature handles as before), and writes nothing", nil, ""}},
+	{"deletionProtection", "*", entry{harmless, "it refuses a DELETE of the binding and an edit removing an API from it, and where a feature would delete provider copies in bulk (a deselection, an API removed) it keeps them with kbind's markers, labelled kept (BIND-5); an object deleted itself is handled by each feature as before", []string{"test: TestProtectedNamespaceRelabelKeepsCopies", "test: TestProtectedObjectSelectorEditKeepsCopies"}, ""}},
 	{"providerEvents", "*", entry{harmless, "it writes only Events about a consumer object and reads only the Events of its real copy; it changes no object", nil, ""}},
 	{"mutationsDown", "*", entry{harmless, "down rules write only `.status` of what goes to the consumer object, never its metadata, owner, finalizer or spec", nil, ""}},
 	{"projection", "bind", entry{refused, "a projection never installs names another CRD of the group holds, and takes a name a Binding's empty CRD held once no Binding lists it", []string{

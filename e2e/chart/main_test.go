@@ -19,6 +19,8 @@ package chart
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -61,4 +63,34 @@ func uniqueNamespace(t *testing.T, kubeconfig, prefix string) string {
 		t.Fatalf("creating namespace %s: %v\n%s", ns, err, out)
 	}
 	return ns
+}
+
+// kubectlAt runs kubectl against one test's API server: run returns the
+// output and error, must fails the test on an error, apply applies a
+// manifest.
+type kubectlAt struct {
+	t          *testing.T
+	kubeconfig string
+}
+
+func (k kubectlAt) run(args ...string) (string, error) {
+	return testenv.Kubectl(context.Background(), k.kubeconfig, args...)
+}
+
+func (k kubectlAt) must(args ...string) string {
+	k.t.Helper()
+	out, err := k.run(args...)
+	if err != nil {
+		k.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (k kubectlAt) apply(manifest string) {
+	k.t.Helper()
+	file := filepath.Join(k.t.TempDir(), "manifest.yaml")
+	if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
+		k.t.Fatal(err)
+	}
+	k.must("apply", "-f", file)
 }

@@ -17,11 +17,8 @@ limitations under the License.
 package chart
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,8 +56,8 @@ func protectionPolicy(t *testing.T, values map[string]any) (string, int) {
 // type.
 func TestDeletionProtectionPolicyRendering(t *testing.T) {
 	t.Parallel()
-	if _, n := protectionPolicy(t, bound("example.org")); n != 4 {
-		t.Errorf("defaults render %d deletion-protection admission objects, want the two policies and their bindings", n)
+	if _, n := protectionPolicy(t, bound("example.org")); n != 6 {
+		t.Errorf("defaults render %d deletion-protection admission objects, want the three policies and their bindings", n)
 	}
 	off := bound("example.org")
 	off["deletionProtection"] = map[string]any{"policy": false}
@@ -96,31 +93,12 @@ func TestDeletionProtectionPolicyOnARealAPIServer(t *testing.T) {
 	t.Parallel()
 	c := cluster.Get(t)
 	kc := c.KubeconfigPath
-	ctx := context.Background()
-	run := func(args ...string) (string, error) { return testenv.Kubectl(ctx, kc, args...) }
-	must := func(args ...string) string {
-		t.Helper()
-		out, err := run(args...)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
-	apply := func(manifest string) {
-		t.Helper()
-		file := filepath.Join(t.TempDir(), "manifest.yaml")
-		if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		must("apply", "-f", file)
-	}
+	k := kubectlAt{t: t, kubeconfig: kc}
+	run, must, apply := k.run, k.must, k.apply
 
 	// The kbind CRDs as the quickstart or `kubectl apply` installs them:
 	// without Helm's labels.
-	must("apply", "-f", filepath.Join(chartDir, "files", "crds"))
-	for _, crd := range []string{"connections", "clusterbindings", "bindings"} {
-		must("wait", "--for=condition=Established", "crd/"+crd+".core.kbind.io", "--timeout=60s")
-	}
+	applyKbindCRDs(t, kc)
 	ensureNamespace(t, kc, "kbind")
 	cfg, err := harness.HelmConfig(kc, "", "kbind")
 	if err != nil {
@@ -238,7 +216,7 @@ spec:
 	status([]string{"clusterbindings.core.kbind.io", name + "-many"}, "["+strings.Join(manyStatus, ",")+"]")
 
 	policy, _ := protectionPolicy(t, bound("example.org"))
-	apply(policy)
+	applyPolicy(t, kc, policy)
 	cb := []string{"clusterbindings.core.kbind.io", name}
 	// The API server loads a policy a moment after it is created: wait on
 	// a server-side dry run, which admission checks like the real thing

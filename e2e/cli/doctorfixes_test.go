@@ -29,6 +29,9 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kbind/kbind/e2e/harness"
 	"github.com/kbind/kbind/engine/test/enginetest"
@@ -154,6 +157,23 @@ func fixFor(t *testing.T, kubeconfig string, args []string, check, name string) 
 	})
 	logDoctor(t, kubeconfig, args...)
 	return fix, text
+}
+
+// connectionToken is the bearer token of the kubeconfig the consumer's
+// Connection "provider" uses (the grant bundle's Secret).
+func connectionToken(t *testing.T, consumer string) string {
+	t.Helper()
+	kc, err := clientcmd.Load([]byte(decode(t, kubectl(t, consumer, "get", "secret", "-n", "kbind", "provider-kubeconfig", "-o", "jsonpath={.data.kubeconfig}"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range kc.AuthInfos {
+		if u.Token != "" {
+			return u.Token
+		}
+	}
+	t.Fatal("the Connection's kubeconfig holds no token")
+	return ""
 }
 
 // gone waits until doctor no longer reports check on the object named name.
@@ -346,7 +366,22 @@ spec:
 	})
 
 	t.Run("revoked then the binding deleted", func(t *testing.T) {
+		token := connectionToken(t, consumer)
 		mustPlugin(t, "--kubeconfig", provider, "revoke", "team-a")
+		// revoke returns once the API server denies the consumer every
+		// write; it answers the deleted ServiceAccount's token
+		// Unauthorized once its token cache lets go of it (10 s). The
+		// scenario is the refused credentials.
+		cs, err := kubernetes.NewForConfig(tokenOnly(t, pair.Provider.Config.Host, pair.Provider.Config.CAData, token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		enginetest.EventuallyWithin(t, 60*time.Second, "the revoked token Unauthorized", func() error {
+			if _, err := cs.Discovery().ServerVersion(); !apierrors.IsUnauthorized(err) {
+				return fmt.Errorf("got %v", err)
+			}
+			return nil
+		})
 		kubectl(t, consumer, "delete", "clusterbinding", "provider", "--wait=false")
 		args := append([]string{"--stuck-after=1s"}, withProvider...)
 		fix, text := fixFor(t, kc, args, "clusterBinding.stuckDeleting", "provider")

@@ -42,7 +42,9 @@ import (
 // konnector renews it within seconds — through exactly the RBAC and
 // admission policy grant installed — and goes on syncing after the first
 // token is refused. `kubectl kbind consumers` shows it renewing; revoke
-// cuts it off at the next request.
+// cuts it off at the next request. The first token is bound to a Secret
+// the test deletes once the token has expired, so that the provider
+// refuses it then, not a minute later (the API server's leeway).
 func TestGrantedTokenRenews(t *testing.T) {
 	t.Parallel() // its own pair (and konnector): a consumer identity of its own
 	ctx := context.Background()
@@ -56,7 +58,7 @@ func TestGrantedTokenRenews(t *testing.T) {
 	kubectl(t, consumer, "apply", "-f", bundle)
 
 	// The same kubeconfig, with a 30 s token of the granted ServiceAccount.
-	first, err := pair.Provider.ServiceAccountToken(ctx, "kbind", "kbind-consumer-team-r", 30*time.Second)
+	first, revokeFirst, err := pair.Provider.RevocableServiceAccountToken(ctx, "kbind", "kbind-consumer-team-r", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,13 +100,24 @@ func TestGrantedTokenRenews(t *testing.T) {
 		t.Errorf("renewed token: %s, lifetime %v", got.Describe(), got.Lifetime())
 	}
 
-	// Past the first token's expiry (and the API server's one-minute
-	// leeway): the provider refuses it, the konnector syncs on.
+	// Past the first token's expiry the provider refuses it (revoked then,
+	// rather than after the API server's one-minute leeway); the konnector
+	// syncs on.
 	cs, err := kubernetes.NewForConfig(tokenOnly(t, pair.Provider.Config.Host, pair.Provider.Config.CAData, first))
 	if err != nil {
 		t.Fatal(err)
 	}
-	enginetest.EventuallyWithin(t, 3*time.Minute, "the first token refused", func() error {
+	enginetest.EventuallyWithin(t, time.Until(firstExp)+5*time.Second, "past the first token's expiry", func() error {
+		if now := time.Now(); !now.After(firstExp) {
+			return fmt.Errorf("it is %s, the first token expires at %s", now.Format(time.RFC3339), firstExp.Format(time.RFC3339))
+		}
+		return nil
+	})
+	if err := revokeFirst(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The API server caches an accepted token for 10 s.
+	enginetest.EventuallyWithin(t, time.Minute, "the first token refused", func() error {
 		if _, err := cs.Discovery().ServerVersion(); err == nil {
 			return errors.New("still accepted")
 		}

@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -84,8 +85,12 @@ type env struct {
 	pair               *testenv.Pair
 	proxy              *Proxy
 	consumer, provider client.Client
-	konnector          *konnector
-	monitor            *monitor
+	// checkConsumer and checkProvider are the suite's checks' clients
+	// (waitConverged, describe): their own rate limiter, generous, so
+	// that no check waits behind the load's writes.
+	checkConsumer, checkProvider client.Client
+	konnector                    *konnector
+	monitor                      *monitor
 	// kubeconfig is the Connection's: the provider's admin, through the
 	// proxy.
 	kubeconfig []byte
@@ -118,6 +123,12 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	if e.provider, err = client.New(pair.Provider.Config, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	if e.checkConsumer, err = client.New(checkConfig(pair.Consumer.Config), client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	if e.checkProvider, err = client.New(checkConfig(pair.Provider.Config), client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := testenv.Kubectl(ctx, pair.KubeconfigPath, "--context=consumer", "create", "namespace", "kbind"); err != nil {
@@ -156,6 +167,14 @@ spec:
 	}
 	e.monitor = startMonitor(t, e.consumer)
 	return e
+}
+
+// checkConfig is cfg for the suite's checks: a copy (its own rate limiter)
+// allowing 1000 requests a second, burst 2000.
+func checkConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst, c.RateLimiter = 1000, 2000, nil
+	return c
 }
 
 // The provider's APIs: Widgets carry the load; the gadgets API is bound
@@ -291,7 +310,9 @@ func newKonnector(t *testing.T, name, kubeconfig string, extraArgs ...string) *k
 		t.Fatal(err)
 	}
 	args := append([]string{"--kubeconfig", kubeconfig, "--namespace", "kbind", "--metrics-bind-address", k.metricsAddr, "--pprof-bind-address", k.pprofAddr,
-		"--heartbeat-interval", heartbeatInterval.String(), "--binding-resync", bindingResync.String()}, extraArgs...)
+		"--heartbeat-interval", heartbeatInterval.String(), "--binding-resync", bindingResync.String(),
+		// Every sync decision, to follow one object through a failure.
+		"--log-level=debug"}, extraArgs...)
 	k.Process, err = harness.NewProcess(konnectorBin, filepath.Join(dir, name+".log"), args...)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,6 +75,22 @@ func reaperRenewalsRefused() scenario {
 			must(t, backend.Start(ctx))
 			return func() {
 				backend.Stop(ctx)
+				// The clean-up deleted every Widget through the live
+				// konnector: the reaper must not have deleted a copy or a
+				// related copy of it, then or before. Its empty namespace
+				// and Lease may go once no copy is left and its Lease looks
+				// stale (staleAfter is shorter than the heartbeat interval
+				// here): the documented limit (docs/backend.md), which the
+				// konnector recovers from at its next renewal.
+				if data, err := os.ReadFile(logPath); err == nil {
+					data, empty := reapedData(string(data))
+					for _, d := range data {
+						t.Errorf("the backend deleted an object of a live consumer (during the scenario or its clean-up): %s (%s)", d, logPath)
+					}
+					for _, d := range empty {
+						t.Logf("the backend deleted %s of the consumer, whose copies were all gone (the documented limit)", d)
+					}
+				}
 				if !t.Failed() {
 					_ = os.RemoveAll(logs)
 				} else {
@@ -136,5 +153,46 @@ func reaperRenewalsRefused() scenario {
 				return false, nil
 			}))
 		},
+	}
+}
+
+// reapedData splits the backend log's "Deleted an object of a stale
+// consumer" lines into the deletes of data (copies, related copies) and
+// those of a consumer's namespaces and heartbeat Leases, each as
+// "resource namespace/name".
+func reapedData(log string) (data, empty []string) {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "Deleted an object of a stale consumer") {
+			continue
+		}
+		var entry struct{ Resource, Namespace, Name string }
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			data = append(data, "an unparsed log line: "+line)
+			continue
+		}
+		what := entry.Resource + " " + entry.Namespace + "/" + entry.Name
+		if entry.Resource == "namespaces" || entry.Resource == "leases.coordination.k8s.io" {
+			empty = append(empty, what)
+			continue
+		}
+		data = append(data, what)
+	}
+	return data, empty
+}
+
+// TestReapedData reads the backend's log lines as it writes them (the
+// controller's own namespace and name come first, the deleted object's
+// last): a copy is data, a namespace or Lease is not.
+func TestReapedData(t *testing.T) {
+	log := `{"level":"info","msg":"Deleted an object of a stale consumer","controller":"liveness","namespace":"","name":"uid-1","resource":"widgets.example.org","namespace":"f-x","name":"w-00415"}
+{"level":"info","msg":"Marked the stale consumer's copies"}
+{"level":"info","msg":"Deleted an object of a stale consumer","controller":"liveness","namespace":"","name":"uid-1","resource":"leases.coordination.k8s.io","namespace":"kbind","name":"provider-uid-1"}
+{"level":"info","msg":"Deleted an object of a stale consumer","controller":"liveness","namespace":"","name":"uid-1","resource":"namespaces","namespace":"","name":"kbind"}`
+	data, empty := reapedData(log)
+	if len(data) != 1 || data[0] != "widgets.example.org f-x/w-00415" {
+		t.Errorf("data = %q, want the one copy", data)
+	}
+	if len(empty) != 2 || empty[0] != "leases.coordination.k8s.io kbind/provider-uid-1" || empty[1] != "namespaces /kbind" {
+		t.Errorf("empty = %q, want the Lease and the namespace", empty)
 	}
 }

@@ -298,7 +298,7 @@ func shardsOnWest(ctx context.Context, consumer, west client.Client) error {
 		return err
 	}
 	if len(copies) != len(want) {
-		return fmt.Errorf("west holds %d copies, the consumer %d Shards", len(copies), len(want))
+		return fmt.Errorf("west holds %d copies, the consumer %d Shards%s", len(copies), len(want), unwanted(copies, want))
 	}
 	for _, c := range copies {
 		size, ok := want[client.ObjectKeyFromObject(&c)]
@@ -308,4 +308,23 @@ func shardsOnWest(ctx context.Context, consumer, west client.Client) error {
 		}
 	}
 	return nil
+}
+
+// unwanted names west's copies of no live consumer Shard, with what tells
+// where each came from: the consumer object it was made of (UID), when it
+// was created, and whether it is being deleted or kept.
+func unwanted(copies []unstructured.Unstructured, want map[types.NamespacedName]int64) string {
+	var out []string
+	for _, c := range copies {
+		if _, ok := want[client.ObjectKeyFromObject(&c)]; ok {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s/%s (object UID %s, created %s, deleting %t, labels %v)", c.GetNamespace(), c.GetName(),
+			c.GetAnnotations()[kbindv1alpha1.ConsumerObjectUIDAnnotation], c.GetCreationTimestamp().UTC().Format(time.RFC3339),
+			c.GetDeletionTimestamp() != nil, c.GetLabels()))
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "; west's copies of no live Shard: " + strings.Join(out, ", ")
 }

@@ -514,8 +514,11 @@ func (e *env) openWatches(t *testing.T) int {
 func (e *env) describe(t *testing.T, ns string, vs []Violation) {
 	t.Helper()
 	for _, v := range vs[:min(len(vs), 5)] {
-		_, name, _ := strings.Cut(v.Object, "/")
-		for side, c := range map[string]client.Client{"provider": e.provider, "consumer": e.consumer} {
+		_, name, ok := strings.Cut(v.Object, "/")
+		if !ok || name == "" {
+			continue // not an object (a list that failed, the Connection)
+		}
+		for side, c := range map[string]client.Client{"provider": e.checkProvider, "consumer": e.checkConsumer} {
 			u := Widget(ns, name, 0)
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(u), u); err != nil {
 				t.Logf("%s %s: %v", side, v.Object, err)
@@ -566,33 +569,86 @@ func (e *env) list(ctx context.Context, c client.Client, ns string) ([]Object, e
 }
 
 // waitConverged polls the invariants until they hold (and the Connection
-// and binding are Ready), and returns the last violations when they do not
-// within timeout.
+// and binding are Ready). When they do not within timeout it returns what
+// the last check that could list both sides found (a list that failed, a
+// final one cut short by the deadline included, never hides it), and logs
+// every violation seen while waiting, each at its first occurrence. The
+// checks read through the suite's own check clients (their own rate
+// limiter) with a request timeout of their own, not the poll's deadline.
 func (e *env) waitConverged(t *testing.T, ns string, foreign []Object, since time.Time, timeout time.Duration) []Violation {
 	t.Helper()
-	var vs []Violation
-	_ = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		consumer, err := e.list(ctx, e.consumer, ns)
+	start := time.Now()
+	var last []Violation // of the last check that listed both sides
+	var failed *Violation
+	seen := &violationLog{}
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+		defer cancel()
+		consumer, err := e.list(ctx, e.checkConsumer, ns)
 		if err != nil {
-			vs = []Violation{{Kind: "unlisted", Object: "consumer", Detail: err.Error()}}
+			failed = &Violation{Kind: "unlisted", Object: "consumer", Detail: err.Error()}
+			seen.add(time.Since(start), *failed)
 			return false, nil
 		}
-		provider, err := e.list(ctx, e.provider, ns)
+		provider, err := e.list(ctx, e.checkProvider, ns)
 		if err != nil {
-			vs = []Violation{{Kind: "unlisted", Object: "provider", Detail: err.Error()}}
+			failed = &Violation{Kind: "unlisted", Object: "provider", Detail: err.Error()}
+			seen.add(time.Since(start), *failed)
 			return false, nil
 		}
-		vs = Check(consumer, provider, foreign)
-		if len(vs) > 0 {
+		failed = nil
+		last = Check(consumer, provider, foreign)
+		seen.add(time.Since(start), last...)
+		if len(last) > 0 {
 			return false, nil
 		}
 		_, ok := e.monitor.first(since, sample.healthy)
 		if !ok {
-			vs = []Violation{{Kind: "not-ready", Object: "connection", Detail: "the Connection or ClusterBinding is not Ready"}}
+			last = []Violation{{Kind: "not-ready", Object: "connection", Detail: "the Connection or ClusterBinding is not Ready"}}
+			seen.add(time.Since(start), last...)
 		}
 		return ok, nil
 	})
-	return vs
+	if err == nil {
+		return nil
+	}
+	seen.log(t)
+	if last == nil && failed != nil {
+		return []Violation{*failed} // no check ever listed both sides
+	}
+	return last
+}
+
+// checkTimeout bounds each request of a convergence check.
+const checkTimeout = 10 * time.Second
+
+// violationLog keeps every violation seen while waiting, at its first
+// occurrence.
+type violationLog struct {
+	first map[string]time.Duration
+	order []Violation
+}
+
+func (l *violationLog) add(at time.Duration, vs ...Violation) {
+	if l.first == nil {
+		l.first = map[string]time.Duration{}
+	}
+	for _, v := range vs {
+		k := v.Kind + " " + v.Object
+		if _, ok := l.first[k]; ok {
+			continue
+		}
+		l.first[k] = at
+		l.order = append(l.order, v)
+	}
+}
+
+func (l *violationLog) log(t *testing.T) {
+	t.Helper()
+	t.Logf("%d distinct violations seen while waiting (first occurrence of each):", len(l.order))
+	for _, v := range l.order {
+		t.Logf("  +%s %v", l.first[v.Kind+" "+v.Object].Round(time.Millisecond), v)
+	}
 }
 
 // waitWidgets waits until the consumer has n Widgets in ns.

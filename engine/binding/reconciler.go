@@ -93,6 +93,11 @@ type Reconciler struct {
 	// this process recorded: the status a reconcile starts from may lag
 	// the one it wrote (the cache), so status alone would announce twice.
 	announced sync.Map
+	// kept counts the provider copies deletion protection kept (kept.go);
+	// set by SetupWithManager. keptKnown holds, per binding UID, the total
+	// of status.keptCopies this process last wrote (announceKept).
+	kept      *syncer.KeptCounter
+	keptKnown sync.Map
 }
 
 // binding is the ClusterBinding or Binding being reconciled, with its spec
@@ -136,6 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		}
 		if !held {
 			r.announced.Delete(obj.GetUID())
+			r.keptKnown.Delete(obj.GetUID())
 			return r.finalize(ctx, b)
 		}
 	} else if err := patch.AddFinalizer(ctx, r.Client, obj, kbindv1alpha1.CleanupFinalizer); err != nil {
@@ -154,10 +160,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			// Retried with backoff: controller-runtime ignores a
 			// RequeueAfter returned with an error (and warns).
 			res, retErr = ctrl.Result{}, errors.Join(retErr, err)
-		} else if held && !heldBefore(prior) {
-			if _, done := r.announced.LoadOrStore(obj.GetUID(), struct{}{}); !done {
-				r.announceHeld(b)
-			}
+		} else {
+			r.announce(b, prior, held, retErr == nil && o.keptCopies != nil)
 		}
 	}()
 	if err := r.readConnection(ctx, b, o); err != nil {
@@ -183,7 +187,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if err := r.markUnbindDeletesCRD(ctx, b, o.bound); err != nil {
 		return ctrl.Result{}, fmt.Errorf("deciding what unbinding would delete: %w", err)
 	}
+	if err := r.countKept(ctx, b, prior, o); err != nil {
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{RequeueAfter: r.Resync}, nil
+}
+
+// announce records, once the status is written, the Events it calls for:
+// a held deletion's Warning once (announceHeld), and a CopiesKept Event
+// when counted is set and the count grew (announceKept).
+func (r *Reconciler) announce(b binding, prior *kbindv1alpha1.BindingStatus, held, counted bool) {
+	if held && !heldBefore(prior) {
+		if _, done := r.announced.LoadOrStore(b.obj.GetUID(), struct{}{}); !done {
+			r.announceHeld(b)
+		}
+	}
+	if counted {
+		r.announceKept(b, prior.KeptCopies)
+	}
 }
 
 // setStatus writes what a reconcile learned into the binding's status.
@@ -204,6 +225,7 @@ func setStatus(b binding, o *observation, failed error) {
 		sort.Slice(b.status.BoundAPIs, func(i, j int) bool { return b.status.BoundAPIs[i].Name < b.status.BoundAPIs[j].Name })
 	}
 	patch.SetConditions(&b.status.Conditions, desiredConditions(*o), b.obj.GetGeneration())
+	setKept(b, o)
 }
 
 // stillListed is what a Binding its Connection no longer admits keeps of
@@ -284,7 +306,9 @@ func (r *Reconciler) reconcileSyncers(ctx context.Context, b binding, before *kb
 // the binding would release it (SYNC-D, SCHEMA-6): objects only this
 // binding covered get their provider copies deleted and their syncer
 // finalizer released, then — for a ClusterBinding, when no other binding
-// lists the API — kbind's consumer CRD goes. The API stays in
+// lists the API — kbind's consumer CRD goes, unless the ClusterBinding's
+// spec.deletionProtection is true and it is not being deleted (BIND-5: the
+// CRD stays, with the objects whose provider copies the drain kept). The API stays in
 // status.boundAPIs until it is drained, so a konnector restart resumes the
 // release instead of forgetting it.
 func (r *Reconciler) unbindRemoved(ctx context.Context, b binding, before *kbindv1alpha1.BindingStatus, o *observation) error {
@@ -305,7 +329,14 @@ func (r *Reconciler) unbindRemoved(ctx context.Context, b binding, before *kbind
 			o.bound = append(o.bound, *entry.DeepCopy())
 			continue
 		}
-		if !r.Namespaced {
+		switch {
+		case r.Namespaced:
+		case b.spec.DeletionProtection && b.obj.GetDeletionTimestamp().IsZero():
+			// BIND-5: an API removed from a protected ClusterBinding keeps
+			// its consumer CRD, and with it the objects whose provider
+			// copies the drain kept. (A deleting one drains as before.)
+			log.FromContext(ctx).Info("Kept the consumer CRD of an API removed from a ClusterBinding under deletion protection", "api", entry.Name)
+		default:
 			if err := r.unbindCRD(ctx, b, entry.Name); err != nil {
 				return err
 			}
@@ -425,6 +456,10 @@ type observation struct {
 	// objects where kbind cannot tell which are this consumer's, with why;
 	// they are not bound.
 	importRefused []string
+	// keptCopies is what the counts of the provider copies deletion
+	// protection kept make of status.keptCopies (kept.go); nil when they
+	// were not counted (no usable Connection): the status stays.
+	keptCopies *keptOutcome
 }
 
 // importProblem is why an entry's providerObjects: Import is refused
@@ -995,6 +1030,9 @@ func (r *Reconciler) finalize(ctx context.Context, b binding) (ctrl.Result, erro
 		if err := r.forgetUnbound(ctx, b, api); err != nil {
 			return ctrl.Result{}, err
 		}
+	}
+	if r.kept != nil {
+		r.kept.ForgetKept(syncer.KeptBy(b.obj))
 	}
 	return ctrl.Result{}, patch.RemoveFinalizer(ctx, r.Client, b.obj, kbindv1alpha1.CleanupFinalizer)
 }

@@ -33,6 +33,7 @@ import (
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/index"
+	"github.com/kbind/kbind/engine/syncer"
 )
 
 // SetupWithManager wires the reconciler: its own kind (spec and deletion
@@ -48,6 +49,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Resync <= 0 {
 		return errors.New("binding: Resync must be positive")
 	}
+	r.kept = &syncer.KeptCounter{Registry: r.Syncers}
 	deleting := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !e.ObjectNew.GetDeletionTimestamp().IsZero()
 	}}

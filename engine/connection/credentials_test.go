@@ -99,7 +99,11 @@ func refused(ctx context.Context, token string) error {
 // writing the user's, goes on through the old token's expiry on the same
 // session (no relist), comes back Ready after a restart past that expiry
 // with the renewed token, yields to a new kubeconfig the user applies, and
-// is cut off once the ServiceAccount is deleted (revoke).
+// is cut off once the ServiceAccount is deleted (revoke). Once the old
+// token has expired, the test has the provider refuse it at once (it is
+// bound to a Secret the test deletes) rather than wait out the API
+// server's minute of leeway after its expiry: a konnector still using it
+// fails the same way, a minute sooner.
 //
 // A consumer and an engine of its own: it restarts the engine, and reads
 // its sessions.
@@ -112,11 +116,11 @@ func TestTokenRenewal(t *testing.T) {
 	eng, stop := env.RunEngineOn(t, cc.Config, nil)
 	sa, user := providerServiceAccount(t, saNS, saName)
 
-	first, err := pair.Provider.ServiceAccountToken(ctx, saNS, saName, 30*time.Second)
+	first, revokeFirst, err := pair.Provider.RevocableServiceAccountToken(ctx, saNS, saName, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &renewalRun{saNS: saNS, saName: saName, name: name, user: user, first: first, firstCred: credentials.FromToken(first), c: c, eng: eng}
+	f := &renewalRun{saNS: saNS, saName: saName, name: name, user: user, first: first, firstCred: credentials.FromToken(first), revokeFirst: revokeFirst, c: c, eng: eng}
 	f.restart = func() {
 		stop()
 		f.eng, stop = env.RunEngineOn(t, cc.Config, nil)
@@ -175,8 +179,10 @@ type renewalRun struct {
 	// (renewedAt).
 	first     string
 	firstCred credentials.Credential
-	renewed   string
-	renewedAt time.Time
+	// revokeFirst has the provider refuse first from then on.
+	revokeFirst func(context.Context) error
+	renewed     string
+	renewedAt   time.Time
 	// secret is the user's kubeconfig Secret at userRV, which the
 	// konnector never writes.
 	secret *corev1.Secret
@@ -232,13 +238,26 @@ func (f *renewalRun) renewsBeforeExpiry(t *testing.T) {
 	}
 }
 
-// outlivesTheFirstToken: the old token expires (plus the API server's
-// one-minute leeway); the same session goes on renewing the heartbeat and
-// syncing.
+// outlivesTheFirstToken: the old token expires, and the provider refuses
+// it (revoked at once instead of after the API server's one-minute
+// leeway past its expiry); the same session goes on renewing the
+// heartbeat and syncing.
 func (f *renewalRun) outlivesTheFirstToken(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	enginetest.EventuallyWithin(t, 3*time.Minute, "the first token refused by the provider", func() error { return refused(ctx, f.first) })
+	// The konnector's clock passes the first token's expiry (the renewal
+	// came 10 s before it, at two thirds of its 30 s).
+	enginetest.EventuallyWithin(t, time.Until(f.firstCred.ExpiresAt)+5*time.Second, "past the first token's expiry", func() error {
+		if now := time.Now(); !now.After(f.firstCred.ExpiresAt) {
+			return fmt.Errorf("it is %s, the first token expires at %s", now.Format(time.RFC3339), f.firstCred.ExpiresAt.Format(time.RFC3339))
+		}
+		return nil
+	})
+	if err := f.revokeFirst(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The API server caches an accepted token for 10 s.
+	enginetest.EventuallyWithin(t, time.Minute, "the first token refused by the provider", func() error { return refused(ctx, f.first) })
 	expiredAt := time.Now()
 	t.Logf("first token: expires %s, refused from %s; renewed at %s", f.firstCred.ExpiresAt.Format(time.RFC3339), expiredAt.Format(time.RFC3339), f.renewedAt.Format(time.RFC3339))
 	enginetest.Eventually(t, "heartbeat renewed after the first token expired", func() error {

@@ -141,9 +141,13 @@ func (s *Syncer) decideSelection(ctx context.Context, o *objectSync, selected bo
 			log.FromContext(ctx).Info("No longer selected by its binding: the provider copy is kept while the deselection has not persisted",
 				"grace", s.deselectionGrace.String())
 		}
+		fate := "its provider copy is released under its deletion policy"
+		if o.policy.KeptBy != "" {
+			fate = "it is released and its provider copy kept (" + o.policy.KeptBy + " has spec.deletionProtection)"
+		}
 		s.results.set(s.target, o.key, Result{State: StatePending, Message: fmt.Sprintf(
-			"no longer selected by its binding's filters: its provider copy is released under its deletion policy once that has held for %s "+
-				"on freshly computed claims, unless it is selected again or another binding claims it (a move keeps the copy)", s.deselectionGrace)})
+			"no longer selected by its binding's filters: %s once that has held for %s "+
+				"on freshly computed claims, unless it is selected again or another binding claims it (a move keeps the copy)", fate, s.deselectionGrace)})
 		s.queue.AddAfter(o.key, after)
 	default:
 		s.deselected.forget(o.key)

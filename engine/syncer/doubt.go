@@ -208,6 +208,10 @@ func (s *Syncer) lateCopy(key types.NamespacedName, pobj *unstructured.Unstructu
 	if pobj == nil || !pobj.GetDeletionTimestamp().IsZero() {
 		return "", false
 	}
+	if _, kept := pobj.GetLabels()[kbindv1alpha1.KeptLabel]; kept {
+		// A copy kbind kept (Orphan, deletion protection) is never late.
+		return "", false
+	}
 	uid := types.UID(pobj.GetAnnotations()[kbindv1alpha1.ConsumerObjectUIDAnnotation])
 	if ownership.Classify(true, pobj.GetAnnotations(), s.target.ClusterUID, string(uid)) != ownership.Ours {
 		return "", false

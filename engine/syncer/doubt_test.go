@@ -293,7 +293,7 @@ func TestReleaseRemembersTheDoubt(t *testing.T) {
 			if err := consumer.Get(ctx, key, cobj); err != nil {
 				t.Fatal(err)
 			}
-			if out, err := r.release(ctx, cobj, nil, false, tc.def); err != nil || out != done {
+			if out, err := r.release(ctx, cobj, nil, false, tc.def, ""); err != nil || out != done {
 				t.Fatalf("release = %v, %v", out, err)
 			}
 			if holdsFinalizer(t, consumer, cobj) {

@@ -74,7 +74,7 @@ func TestDeletesHeldWhileDuplicate(t *testing.T) {
 			if err != nil || !exists {
 				t.Fatalf("providerCopy = %v, %v", exists, err)
 			}
-			if out, err := r.release(ctx, cobj, pobj, exists, ""); err != nil || out != tc.wantOut {
+			if out, err := r.release(ctx, cobj, pobj, exists, "", ""); err != nil || out != tc.wantOut {
 				t.Fatalf("release = %v, %v; want %v", out, err, tc.wantOut)
 			}
 			_, stillThere, err := r.providerCopy(ctx, key)

@@ -88,3 +88,48 @@ func TestOrphanLabelsTheKeptCopy(t *testing.T) {
 		t.Errorf("the kept copy lost its markers: labels %v annotations %v", u.GetLabels(), u.GetAnnotations())
 	}
 }
+
+// TestSyncClearsTheReapMarkOfACopyItDoesNotSync (issue #52, the CI
+// failure of lease-renewals-refused-with-reaper): a copy of this consumer
+// cluster whose consumer object is gone (an orphan a late write leaves;
+// here a copy an Orphan release kept, its kept label removed) carries the
+// backend reaper's mark. The live konnector removes the mark — only the
+// mark: the copy and its markers stay. Before, only the copies of objects
+// it syncs lost their marks, so this one kept its mark round after round,
+// and once the others were gone the reaper took the consumer for dead.
+func TestSyncClearsTheReapMarkOfACopyItDoesNotSync(t *testing.T) {
+	parallelEnv(t)
+	ns := unique("reap-mark-orphan")
+	ctx := context.Background()
+	w := object(widgetGVK, ns, "orphan", map[string]any{"size": int64(1)})
+	w.SetAnnotations(map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: kbindv1alpha1.DeletionPolicyOrphan})
+	create(t, env.Consumer, w)
+	waitCopy(t, widgetGVK, ns, "orphan", nil)
+	if err := env.Consumer.Delete(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, env.Consumer, widgetGVK, ns, "orphan")
+	pcopy := waitCopy(t, widgetGVK, ns, "orphan", func(u *unstructured.Unstructured) error {
+		if u.GetLabels()[kbindv1alpha1.KeptLabel] == "" {
+			return fmt.Errorf("not labelled kept yet")
+		}
+		return nil
+	})
+	data := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:"2026-01-01T00:00:00Z"},"labels":{%q:null}}}`,
+		pcopy.GetUID(), kbindv1alpha1.ReapMarkedAtAnnotation, kbindv1alpha1.KeptLabel)
+	if err := env.Provider.Patch(ctx, pcopy, client.RawPatch(types.MergePatchType, []byte(data))); err != nil {
+		t.Fatal(err)
+	}
+	waitCopy(t, widgetGVK, ns, "orphan", func(u *unstructured.Unstructured) error {
+		if v, ok := u.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation]; ok {
+			return fmt.Errorf("still marked %q", v)
+		}
+		if u.GetUID() != pcopy.GetUID() || u.GetDeletionTimestamp() != nil {
+			return fmt.Errorf("the copy was replaced or deleted")
+		}
+		if u.GetAnnotations()[kbindv1alpha1.ConsumerObjectUIDAnnotation] == "" || u.GetLabels()[kbindv1alpha1.ConsumerClusterUIDLabel] == "" {
+			return fmt.Errorf("the copy lost its markers: %v %v", u.GetLabels(), u.GetAnnotations())
+		}
+		return nil
+	})
+}

@@ -553,6 +553,7 @@ func (r *Registry) claimsOf(ctx context.Context, crd *apiextensionsv1.CustomReso
 		}
 		covering = append(covering, coverage(*cb.BindingSpec()))
 		p, err := policyOf(*cb.BindingSpec(), crd.Name, MutationLimits(cb))
+		p.KeptBy = KeptByProtection(cb)
 		if err != nil {
 			// The binding says so (Filters); its objects wait, untouched.
 			log.FromContext(ctx).V(1).Info("A ClusterBinding gives no scope: its filters do not parse", "binding", cb.GetName(), "error", err.Error())
@@ -590,6 +591,7 @@ func (r *Registry) addBindingClaims(ctx context.Context, crd *apiextensionsv1.Cu
 			continue
 		}
 		p, err := policyOf(*b.BindingSpec(), crd.Name, MutationLimits(b))
+		p.KeptBy = KeptByProtection(b)
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("A Binding gives no scope: its filters do not parse", "binding", ns+"/"+b.GetName(), "error", err.Error())
 		}
@@ -964,6 +966,15 @@ func (r *Registry) newSyncer(rt Route, api API) *Syncer {
 // wins). The objects are released
 // by a releaser of their own, the Syncers' deletion logic (release.go),
 // whether or not a Syncer runs for the route.
+//
+// A live binding whose spec.deletionProtection is true (an API removed
+// from its spec.apis, BIND-5: KeptByProtection) deletes nothing: each
+// owned copy of an object that is not being deleted itself is marked kept
+// (releaser.keepProtected) and its finalizer released, and the imported
+// copies stay on the consumer (no longer updated; deleting them loses
+// nothing on the provider, but a protected binding deletes nothing in
+// bulk, and they are what the consumer's users see of the provider's
+// objects). A deleting binding drains as before.
 func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace string, allNamespaces bool, binding kbindv1alpha1.BindingObject) (int, error) {
 	rt := Route{CRD: crdName, Connection: connection}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -1011,8 +1022,11 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 	// An imported copy stays while any live binding of this Connection
 	// claims its namespace, one whose filters do not parse included: that
 	// binding's scope decides (Syncer.importScope), never this drain.
-	if err := r.dropImported(ctx, rel, uncoveredBy(objs.Items, imports), connection, crdName, binding); err != nil {
-		return 0, err
+	keptBy := KeptByProtection(binding)
+	if keptBy == "" {
+		if err := r.dropImported(ctx, rel, uncoveredBy(objs.Items, imports), connection, crdName, binding); err != nil {
+			return 0, err
+		}
 	}
 	draining = holdingFinalizer(draining)
 	// The objects are released under the draining binding's
@@ -1022,7 +1036,7 @@ func (r *Registry) Drain(ctx context.Context, crdName, connection, namespace str
 		if err := rel.releaseMovedAll(ctx, moved, to, def); err != nil {
 			return 0, err
 		}
-		return rel.drain(ctx, draining, def)
+		return rel.drain(ctx, draining, def, keptBy)
 	}
 	conn := &kbindv1alpha1.Connection{}
 	connGone := apierrors.IsNotFound(r.Consumer.Get(ctx, client.ObjectKey{Name: connection}, conn))

@@ -46,8 +46,16 @@ limitations under the License.
 //	                                                                          with its markers, labelled core.kbind.io/kept:
 //	                                                                          Orphan first (the backend reaper never deletes
 //	                                                                          it; a sync removes the label), Foreground
-//	                                                                          deletes in the foreground, a value
-//	                                                                          naming no policy keeps both; a foreign or
+//	                                                                          deletes in the foreground, a value naming no
+//	                                                                          policy keeps both; under a live binding whose
+//	                                                                          spec.deletionProtection is true
+//	                                                                          (KeptByProtection) an object not deleting
+//	                                                                          itself (deselected, drained out of spec.apis)
+//	                                                                          keeps its owned copy whatever the policy:
+//	                                                                          labelled core.kbind.io/kept:
+//	                                                                          DeletionProtection and annotated
+//	                                                                          core.kbind.io/kept-by first, markers kept
+//	                                                                          (keepProtected), nothing deleted; a foreign or
 //	                                                                          absent copy releases at once. Absence is the
 //	                                                                          provider's own answer (releaseDeleted's
 //	                                                                          confirmAbsence: a GET unless the informer
@@ -266,7 +274,7 @@ func (r *releaser) releaseDeleted(ctx context.Context, cobj *unstructured.Unstru
 			return done, err
 		}
 	}
-	out, err := r.release(ctx, cobj, pobj, exists, policy.Deletion)
+	out, err := r.release(ctx, cobj, pobj, exists, policy.Deletion, policy.KeptBy)
 	if err == nil && exists && !cached {
 		// A copy the cache has not seen may go without an event: look again.
 		return requeue, nil
@@ -280,7 +288,11 @@ func (r *releaser) releaseDeleted(ctx context.Context, cobj *unstructured.Unstru
 // (deletionPolicyOf, its binding's default def). Orphan releases at once
 // and keeps the copy; a foreign or absent copy releases; an annotation
 // that names no policy keeps the copy and the object until it is fixed.
-func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists bool, def kbindv1alpha1.DeletionPolicy) (outcome, error) {
+// keptBy, when set, names the live binding whose deletion protection keeps
+// the copies it stops syncing (KeptByProtection, BIND-5): an object that
+// is not being deleted itself keeps its owned copy, marked kept
+// (keepProtected), whatever its deletion policy says (decideRelease).
+func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstructured, exists bool, def kbindv1alpha1.DeletionPolicy, keptBy string) (outcome, error) {
 	key := client.ObjectKeyFromObject(cobj)
 	if !controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) || routedElsewhere(cobj, r.target.Connection) {
 		// An object another route syncs (it moved there): its finalizer
@@ -290,19 +302,25 @@ func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstruc
 	}
 	policy, known := deletionPolicyOf(cobj.GetAnnotations(), def)
 	owned := ownership.Classify(exists, annotationsOf(pobj), r.target.ClusterUID, string(cobj.GetUID())) == ownership.Ours
-	switch {
-	case owned && !known:
+	step := decideRelease(owned, !cobj.GetDeletionTimestamp().IsZero(), policy, known, keptBy,
+		owned && keptFor(pobj, keptBy), owned && pobj.GetLabels()[kbindv1alpha1.KeptLabel] == kbindv1alpha1.KeptOrphan)
+	switch step {
+	case stepUnknownPolicy:
 		return r.unknownPolicy(cobj), nil
-	case owned && policy != kbindv1alpha1.DeletionPolicyOrphan:
+	case stepDelete:
 		if r.deletesHeld(cobj) {
 			return requeue, nil
 		}
 		return r.deleteCopy(ctx, cobj, pobj, policy)
-	case owned && pobj.GetLabels()[kbindv1alpha1.KeptLabel] != kbindv1alpha1.KeptOrphan:
+	case stepKeepOrphan:
 		// Orphan keeps the copy with its markers, and says so before the
 		// finalizer goes: the backend reaper never deletes a kept copy,
 		// even while a Lease of this consumer cluster goes stale.
 		return r.keep(ctx, cobj, pobj)
+	case stepKeepProtected:
+		// Deletion protection keeps it the same way, naming the binding;
+		// it deletes nothing, so it goes on while deletesHeld too.
+		return r.keepProtected(ctx, cobj, pobj, def, keptBy)
 	}
 	if err := patch.RemoveFinalizer(ctx, r.consumer, cobj, kbindv1alpha1.SyncerFinalizer); err != nil {
 		if apierrors.IsConflict(err) {
@@ -310,9 +328,18 @@ func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstruc
 		}
 		return done, err
 	}
-	if !known {
-		// Never guessed: a late copy is kept, as Orphan keeps a copy.
+	if !known || step == stepReleaseProtected {
+		// Never guessed: a late copy is kept, as Orphan keeps a copy; and
+		// a copy deletion protection kept is never deleted late.
 		policy = kbindv1alpha1.DeletionPolicyOrphan
+	}
+	if step == stepReleaseProtected {
+		r.events.Eventf(cobj, nil, corev1.EventTypeNormal, eventCopiesKept, "Release",
+			"no longer synced by %s, whose spec.deletionProtection is true: its provider copy %s %s (Connection %s) was kept, labelled %s=%s; "+
+				"selecting the object again makes it its copy again, and kubectl kbind kept --delete deletes it on purpose",
+			keptBy, r.target.ProviderGVK.Kind, client.ObjectKeyFromObject(pobj), r.target.Connection,
+			kbindv1alpha1.KeptLabel, kbindv1alpha1.KeptDeletionProtection)
+		log.FromContext(ctx).Info("Kept the provider copy of an object its protected binding no longer syncs", "keptBy", keptBy)
 	}
 	r.doubts.released(key, cobj.GetUID(), policy)
 	r.deletions.forget(key)
@@ -409,7 +436,33 @@ func (r *releaser) keep(ctx context.Context, cobj, pobj *unstructured.Unstructur
 		return done, fmt.Errorf("labelling the kept provider copy: %w", err)
 	}
 	log.FromContext(ctx).V(1).Info("Labelled the provider copy kept under Orphan", "label", kbindv1alpha1.KeptLabel)
-	return r.release(ctx, cobj, kept, true, kbindv1alpha1.DeletionPolicyOrphan)
+	return r.release(ctx, cobj, kept, true, kbindv1alpha1.DeletionPolicyOrphan, "")
+}
+
+// keepProtected marks the owned provider copy pobj of an object that the
+// live binding keptBy, whose spec.deletionProtection is true, stops
+// syncing without the object being deleted (BIND-5): one merge patch with
+// the copy's UID adds core.kbind.io/kept: DeletionProtection and the
+// kept-by annotation, kbind's markers stay; then the finalizer goes
+// (release). A refusal is reported and the finalizer stays.
+func (r *releaser) keepProtected(ctx context.Context, cobj, pobj *unstructured.Unstructured, def kbindv1alpha1.DeletionPolicy, keptBy string) (outcome, error) {
+	data, err := keepPatch(pobj, keptBy)
+	if err != nil {
+		return done, err
+	}
+	kept := pobj.DeepCopy()
+	if err := r.session.Client.Patch(ctx, kept, client.RawPatch(types.MergePatchType, data)); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return requeue, nil // gone or replaced: read again
+		}
+		if refusal.IsForbidden(err) {
+			_, ferr := r.failed(cobj, err, "patch", r.target.ProviderGVK.Kind+" "+client.ObjectKeyFromObject(pobj).String())
+			return requeue, ferr
+		}
+		return done, fmt.Errorf("marking the provider copy kept by deletion protection: %w", err)
+	}
+	log.FromContext(ctx).V(1).Info("Marked the provider copy kept by deletion protection", "label", kbindv1alpha1.KeptLabel, "keptBy", keptBy)
+	return r.release(ctx, cobj, kept, true, def, keptBy)
 }
 
 // propagationOf is the propagation policy kbind deletes a provider copy
@@ -566,7 +619,7 @@ func holdingFinalizer(objs []*unstructured.Unstructured) []*unstructured.Unstruc
 // finalizer released once it is gone (SYNC-D). It returns how many
 // objects still wait. An object another route syncs is that route's
 // (routedElsewhere): skipped.
-func (r *releaser) drain(ctx context.Context, objs []*unstructured.Unstructured, def kbindv1alpha1.DeletionPolicy) (int, error) {
+func (r *releaser) drain(ctx context.Context, objs []*unstructured.Unstructured, def kbindv1alpha1.DeletionPolicy, keptBy string) (int, error) {
 	remaining := 0
 	for _, obj := range objs {
 		if routedElsewhere(obj, r.target.Connection) {
@@ -576,7 +629,7 @@ func (r *releaser) drain(ctx context.Context, objs []*unstructured.Unstructured,
 		if err != nil {
 			return 0, err
 		}
-		if _, err := r.release(ctx, obj, pobj, exists, def); err != nil {
+		if _, err := r.release(ctx, obj, pobj, exists, def, keptBy); err != nil {
 			return 0, err
 		}
 		if controllerutil.ContainsFinalizer(obj, kbindv1alpha1.SyncerFinalizer) {

@@ -213,7 +213,7 @@ func TestRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out, err := r.release(ctx, cobj, pobj, exists, tc.def); err != nil || out != done {
+			if out, err := r.release(ctx, cobj, pobj, exists, tc.def, ""); err != nil || out != done {
 				t.Fatalf("release = %v, %v; want done, nil", out, err)
 			}
 			_, stillThere, err := r.providerCopy(ctx, key)

@@ -46,6 +46,9 @@ const (
 	// eventInvalidDeletionPolicy: a deleting object's deletion-policy
 	// annotation names no policy; its provider copy is kept.
 	eventInvalidDeletionPolicy = "InvalidDeletionPolicy"
+	// eventCopiesKept: an object its protected binding no longer syncs
+	// was released and its provider copy kept (BIND-5), once per release.
+	eventCopiesKept = "CopiesKept"
 )
 
 // reporter is one synced API (its Target) and where the outcome of each of

@@ -141,7 +141,7 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 			s.releaser.forget(o.key)
 			s.deselected.forget(o.key)
 			// A copy a write in doubt created after the release (doubt.go).
-			return s.reapLate(ctx, o.key)
+			return s.settleUnsynced(ctx, o.key)
 		}
 		return done, fmt.Errorf("reading consumer object: %w", err)
 	}
@@ -180,7 +180,7 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 		// copy a write in doubt created after the release (doubt.go).
 		s.deselected.forget(o.key)
 		s.results.forget(s.target, o.key)
-		return s.reapLate(ctx, o.key)
+		return s.settleUnsynced(ctx, o.key)
 	}
 	// A deselection is released only once it persists on freshly
 	// computed claims; until then the copy and the finalizer stay and

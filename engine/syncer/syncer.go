@@ -195,6 +195,11 @@ type Policy struct {
 	// Deletion is the binding's spec.deletionPolicy, the default of its
 	// objects ("": Delete); an object's annotation wins (deletionPolicyOf).
 	Deletion kbindv1alpha1.DeletionPolicy
+	// KeptBy names the binding (KeptBy) while its spec.deletionProtection
+	// keeps the provider copies of the objects it stops selecting, "" when
+	// it is unprotected or being deleted (KeptByProtection, BIND-5): a
+	// deselected object's copy is then kept, whatever Deletion says.
+	KeptBy string
 }
 
 // selects reports whether the policy's filters select an object with

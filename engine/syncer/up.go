@@ -69,7 +69,8 @@ func (s *Syncer) classify(ctx context.Context, o *objectSync) (outcome, error) {
 
 // unmark removes from the provider copy, which kbind may write
 // (classified), the backend reaper's phase-1 mark and the kept label of an
-// earlier Orphan release (issue #52): a konnector syncing the object is
+// earlier Orphan release (issue #52) or of deletion protection, with its
+// kept-by annotation (BIND-5): a konnector syncing the object is
 // live, whatever its heartbeat Lease says, and an object synced again is
 // no longer kept. The provider informer's event on a mark brings the
 // object here, so a live konnector clears a mark within seconds; the
@@ -94,14 +95,20 @@ func (s *Syncer) unmark(ctx context.Context, o *objectSync) (outcome, error) {
 	return next, nil
 }
 
-// unmarkPatch is the JSON merge patch that removes the reap mark and the
-// kept label from the provider copy pobj, exactly that copy (its UID: a
-// replaced copy is refused, not patched); ok is false when it carries
-// neither.
+// unmarkPatch is the JSON merge patch that removes the reap mark, the
+// kept label and the kept-by annotation from the provider copy pobj,
+// exactly that copy (its UID: a replaced copy is refused, not patched); ok
+// is false when it carries none.
 func unmarkPatch(pobj *unstructured.Unstructured) (data []byte, ok bool) {
 	meta := map[string]any{"uid": string(pobj.GetUID())}
-	if _, marked := pobj.GetAnnotations()[kbindv1alpha1.ReapMarkedAtAnnotation]; marked {
-		meta["annotations"] = map[string]any{kbindv1alpha1.ReapMarkedAtAnnotation: nil}
+	annotations := map[string]any{}
+	for _, a := range []string{kbindv1alpha1.ReapMarkedAtAnnotation, kbindv1alpha1.KeptByAnnotation} {
+		if _, set := pobj.GetAnnotations()[a]; set {
+			annotations[a] = nil
+		}
+	}
+	if len(annotations) > 0 {
+		meta["annotations"] = annotations
 	}
 	if _, kept := pobj.GetLabels()[kbindv1alpha1.KeptLabel]; kept {
 		meta["labels"] = map[string]any{kbindv1alpha1.KeptLabel: nil}

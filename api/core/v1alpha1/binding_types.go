@@ -484,6 +484,28 @@ type RelatedStatus struct {
 	Skipped int32 `json:"skipped"`
 }
 
+// KeptCopies counts the provider copies of one API that a binding's
+// spec.deletionProtection kept instead of deleting (BIND-5): copies of
+// objects it no longer selects, or of an API it no longer lists. They are
+// labelled core.kbind.io/kept: DeletionProtection and annotated
+// core.kbind.io/kept-by with the binding on the provider.
+type KeptCopies struct {
+	// Name is the consumer API's "<plural>.<group>", as in boundAPIs.
+	Name string `json:"name"`
+	// ProviderAPI is the provider's "<plural>.<group>" when the API is
+	// projected (it differs from name); empty otherwise.
+	// +optional
+	ProviderAPI string `json:"providerAPI,omitempty"`
+	// Count is how many kept copies of the API the provider holds.
+	Count int32 `json:"count"`
+	// Namespaces are the provider namespaces holding them, sorted, at most
+	// ten (empty for a cluster-scoped API).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=10
+	Namespaces []string `json:"namespaces,omitempty"`
+}
+
 // BindingStatus is the observed state shared by ClusterBinding and Binding.
 type BindingStatus struct {
 	// BoundAPIs is the state of each bound API, sorted by name.
@@ -496,7 +518,15 @@ type BindingStatus struct {
 	// +optional
 	RelatedResources *RelatedStatus `json:"relatedResources,omitempty"`
 
-	// Conditions: Ready, Synced, Conflicts, PermissionDenied.
+	// KeptCopies counts, per API, the provider copies this binding's
+	// deletion protection kept instead of deleting (BIND-5, the CopiesKept
+	// condition), sorted by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	KeptCopies []KeptCopies `json:"keptCopies,omitempty"`
+
+	// Conditions: Ready, Synced, Conflicts, PermissionDenied, CopiesKept.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

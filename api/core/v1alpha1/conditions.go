@@ -63,6 +63,14 @@ const (
 	// Informational: the APIs it names work at the versions they serve, and
 	// Ready stays True.
 	ConditionAllVersionsServed ConditionType = "AllVersionsServed"
+	// ConditionCopiesKept on a binding is True (reason DeletionProtected)
+	// while provider copies that its spec.deletionProtection kept exist:
+	// copies of objects it no longer selects, or of APIs it no longer
+	// lists, left on the provider instead of deleted (BIND-5). The message
+	// says how many, of which APIs and where, and how to delete them
+	// deliberately; status.keptCopies has the counts. Absent while there
+	// are none. Informational: never affects Ready.
+	ConditionCopiesKept ConditionType = "CopiesKept"
 )
 
 // Reason is the machine-readable reason of a status condition.

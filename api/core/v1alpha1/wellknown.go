@@ -187,6 +187,21 @@ const (
 	KeptLabel = "core.kbind.io/kept"
 	// KeptOrphan is KeptLabel's value on a copy kept by an Orphan release.
 	KeptOrphan = "Orphan"
+	// KeptDeletionProtection is KeptLabel's value on a copy that a binding
+	// with spec.deletionProtection: true kept when it stopped syncing the
+	// copy's object without the object being deleted: the object is no
+	// longer selected (its labels, its namespace's labels, a selector
+	// edit), or its API left the binding's spec.apis (BIND-5,
+	// docs/bindings.md#deletion-protection). The copy keeps kbind's
+	// markers, so selecting the object again makes it the object's copy
+	// again (the konnector then removes the label and KeptByAnnotation).
+	KeptDeletionProtection = "DeletionProtection"
+	// KeptByAnnotation names, on a copy labelled KeptDeletionProtection,
+	// the binding that kept it: "ClusterBinding/<name>" or
+	// "Binding/<namespace>/<name>" (the consumer's). The binding's
+	// status.keptCopies counts by it and kubectl kbind kept lists by it;
+	// KeptLabel alone is the mark the backend reaper respects.
+	KeptByAnnotation = "core.kbind.io/kept-by"
 
 	// DeletionProtectionLabel, with the value "true", protects a
 	// Connection's kubeconfig Secret like spec.deletionProtection protects

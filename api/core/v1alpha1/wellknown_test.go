@@ -48,6 +48,8 @@ func TestWellKnownSpelling(t *testing.T) {
 		{KeptLabel, "core.kbind.io/kept"},
 		{DeletionProtectionLabel, "core.kbind.io/deletion-protection"},
 		{KeptOrphan, "Orphan"},
+		{KeptDeletionProtection, "DeletionProtection"},
+		{KeptByAnnotation, "core.kbind.io/kept-by"},
 		{SyncerFinalizer, "core.kbind.io/syncer"},
 		{CleanupFinalizer, "core.kbind.io/cleanup"},
 		{FieldManager, "kbind-konnector"},

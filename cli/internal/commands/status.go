@@ -37,7 +37,10 @@ func newStatus(e *env) *cobra.Command {
 		Long: `Show every Connection of the consumer cluster (the current context) with its readiness, isolation,
 the age of its heartbeat (read from the provider with the Connection's own credentials) and its
 exported API count; then each binding's APIs with the objects it routes through its Connection
-(namespaces, selectors) and their counts: total, synced, pending, failed and conflicts. kubectl kbind doctor explains anything that is not well.`,
+(namespaces, selectors) and their counts: total, synced, pending, failed and conflicts; and the
+provider copies a binding's deletion protection kept instead of deleting (status.keptCopies: per
+API, how many and where; kubectl kbind kept lists them, --delete deletes them). kubectl kbind
+doctor explains anything that is not well.`,
 		Example: `  kubectl kbind status
   kubectl kbind status -o yaml`,
 		Args: exactArgs(0),
@@ -103,6 +106,38 @@ func statusTables(w *tabwriter.Writer, conns []doctor.ConnectionSummary) {
 			for _, a := range b.APIs {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", c.Name, name, withReason(b.Ready, b.Reason), apiName(a), a.Routes,
 					a.Total, a.Synced, a.Pending, a.Failed, a.Conflicts, a.Deleting, a.Imported)
+			}
+		}
+	}
+	keptTable(w, conns)
+}
+
+// keptTable writes, when a binding's deletion protection kept provider
+// copies, how many per API and where, with the command that lists and
+// deletes them.
+func keptTable(w *tabwriter.Writer, conns []doctor.ConnectionSummary) {
+	header := false
+	for _, c := range conns {
+		for _, b := range c.Bindings {
+			for _, k := range b.Kept {
+				if !header {
+					fmt.Fprintln(w)
+					fmt.Fprintln(w, "CONNECTION\tBINDING\tKEPT COPIES OF\tCOUNT\tPROVIDER NAMESPACES\tLIST (--delete: DELETE) THEM")
+					header = true
+				}
+				name, ref := b.Kind+"/"+b.Name, "clusterbinding/"+b.Name
+				if b.Namespace != "" {
+					name, ref = b.Kind+"/"+b.Namespace+"/"+b.Name, "binding/"+b.Name+" -n "+b.Namespace
+				}
+				api := k.Name
+				if k.ProviderAPI != "" {
+					api += "←" + k.ProviderAPI
+				}
+				namespaces := strings.Join(k.Namespaces, ",")
+				if namespaces == "" {
+					namespaces = "-"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\tkubectl kbind kept %s\n", c.Name, name, api, k.Count, namespaces, ref)
 			}
 		}
 	}

@@ -232,14 +232,15 @@ func writeAPIPlan(w io.Writer, a apiPlan) {
 
 // confirmation decides how unbind proceeds: at once (--yes), by asking
 // (a terminal), or not at all (a usage error: nobody can answer).
-func confirmation(yes, terminal bool) (ask bool, err error) {
+// refusal is the usage error's message.
+func confirmation(yes, terminal bool, refusal string) (ask bool, err error) {
 	switch {
 	case yes:
 		return false, nil
 	case terminal:
 		return true, nil
 	}
-	return false, usageError{errors.New("unbind asks before it deletes, and there is no terminal to ask on: pass --yes to unbind without asking")}
+	return false, usageError{errors.New(refusal)}
 }
 
 // confirmed reads the answer: y or yes, in any case; anything else
@@ -274,7 +275,7 @@ func (e *env) unbind(ctx context.Context, name string, o unbindOptions) error {
 	}
 	plan := planOf(ctx, c, b)
 	writePlan(e.out, plan)
-	ask, err := confirmation(o.yes, stdinIsTerminal())
+	ask, err := confirmation(o.yes, stdinIsTerminal(), "unbind asks before it deletes, and there is no terminal to ask on: pass --yes to unbind without asking")
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func TestConfirmation(t *testing.T) {
 		{"a terminal: ask", false, true, true, false},
 		{"no terminal, no --yes: refused as a usage error", false, false, false, true},
 	} {
-		ask, err := confirmation(tc.yes, tc.terminal)
+		ask, err := confirmation(tc.yes, tc.terminal, "x asks before it deletes: pass --yes")
 		var u usageError
 		if ask != tc.ask || errors.As(err, &u) != tc.usageFail || (err != nil) != tc.usageFail {
 			t.Errorf("%s: ask %v, err %v", tc.name, ask, err)

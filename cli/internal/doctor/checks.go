@@ -466,8 +466,49 @@ type bindingContext struct {
 }
 
 // checkBinding runs the guide's "An API is missing" and "Binding is Ready
-// but instances do not sync" sections for one binding.
+// but instances do not sync" sections for one binding, and notes the
+// provider copies its deletion protection kept.
 func checkBinding(b BindingState, bc bindingContext, now time.Time, stuckAfter time.Duration, cmd Commands) []Finding {
+	out := checkBindingHealth(b, bc, now, stuckAfter, cmd)
+	if f := copiesKeptFinding(b); f != nil {
+		out = append(out, *f)
+	}
+	return out
+}
+
+// copiesKeptFinding notes a binding whose deletion protection kept
+// provider copies instead of deleting them (CopiesKept, BIND-5): nothing
+// is wrong, but they stay on the provider until deleted on purpose.
+func copiesKeptFinding(b BindingState) *Finding {
+	cond := meta(b.Status.Conditions, kbindv1alpha1.ConditionCopiesKept)
+	if cond == nil || cond.Status != metav1.ConditionTrue {
+		return nil
+	}
+	total, apis := int32(0), []string{}
+	for _, k := range b.Status.KeptCopies {
+		total += k.Count
+		apis = append(apis, fmt.Sprintf("%s: %d", k.Name, k.Count))
+	}
+	ref := "clusterbinding/" + b.Meta.Name
+	if b.Kind == "Binding" {
+		ref = "binding/" + b.Meta.Name + " -n " + b.Meta.Namespace
+	}
+	problem := "the binding's deletion protection kept provider copies of objects it no longer syncs (no longer selected, or of an API removed from it) instead of deleting them: they stay on the provider, unsynced, until deleted on purpose or selected again"
+	if total > 0 {
+		problem = fmt.Sprintf("the binding's deletion protection kept %d provider copies (%s) of objects it no longer syncs (no longer selected, or of an API removed from it) instead of deleting them: they stay on the provider, unsynced, until deleted on purpose or selected again",
+			total, strings.Join(apis, ", "))
+	}
+	return &Finding{
+		Check: "binding.copiesKept", Severity: SeverityNote, Object: b.object(), Field: "status.keptCopies",
+		Problem:  problem,
+		Evidence: conditionEvidence(b.Status.Conditions, kbindv1alpha1.ConditionCopiesKept),
+		Fix:      fmt.Sprintf("kubectl kbind kept %s   # lists them on the provider\nkubectl kbind kept %s --delete   # deletes them, after showing them and asking", ref, ref),
+		Doc:      "docs/bindings.md#deletion-protection",
+	}
+}
+
+// checkBindingHealth is checkBinding without the notes on kept copies.
+func checkBindingHealth(b BindingState, bc bindingContext, now time.Time, stuckAfter time.Duration, cmd Commands) []Finding {
 	conn := bc.Conn
 	obj := b.object()
 	var out []Finding

@@ -18,6 +18,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -739,4 +740,25 @@ type schemaGVK = schema.GroupVersionKind
 
 func crdGVK(crd apiextensionsv1.CustomResourceDefinition, version, kind string) schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: kind}
+}
+
+// ProviderConfig is the provider client configuration of Connection conn
+// with the Connection's own credentials: its kubeconfig Secret read on the
+// consumer c reads, as status and doctor read it. The error says why
+// there is none, never what the Secret holds.
+func ProviderConfig(ctx context.Context, c client.Client, conn kbindv1alpha1.Connection, timeout time.Duration) (*rest.Config, error) {
+	p := &connectionProbe{}
+	if cfg, _ := providerConfig(ctx, c, conn, timeout, p); cfg != nil {
+		return cfg, nil
+	}
+	ref := conn.Spec.KubeconfigSecretRef
+	switch {
+	case p.unchecked != "":
+		return nil, errors.New(p.unchecked)
+	case p.Secret == SecretMissing:
+		return nil, fmt.Errorf("the kubeconfig Secret %s/%s of Connection %s does not exist", ref.Namespace, ref.Name, conn.Name)
+	case p.Secret == SecretKeyMissing:
+		return nil, fmt.Errorf("the kubeconfig Secret %s/%s of Connection %s has no kubeconfig under its key", ref.Namespace, ref.Name, conn.Name)
+	}
+	return nil, fmt.Errorf("the kubeconfig Secret %s/%s of Connection %s is unusable: %s", ref.Namespace, ref.Name, conn.Name, p.SecretProblem)
 }

@@ -51,6 +51,9 @@ type BindingSummary struct {
 	Ready     string       `json:"ready"`
 	Reason    string       `json:"reason,omitempty"`
 	APIs      []APISummary `json:"apis"`
+	// Kept are the provider copies its deletion protection kept instead
+	// of deleting, per API (status.keptCopies; docs/bindings.md#deletion-protection).
+	Kept []kbindv1alpha1.KeptCopies `json:"keptCopies,omitempty"`
 }
 
 // APISummary is one API of a binding with its instance counts.
@@ -97,7 +100,7 @@ func Status(ctx context.Context, c client.Client, timeout time.Duration, now tim
 			if b.Spec.ConnectionRef.Name != conn.Name {
 				continue
 			}
-			bs := BindingSummary{Kind: b.Kind, Namespace: b.Meta.Namespace, Name: b.Meta.Name, APIs: []APISummary{}}
+			bs := BindingSummary{Kind: b.Kind, Namespace: b.Meta.Namespace, Name: b.Meta.Name, APIs: []APISummary{}, Kept: b.Status.KeptCopies}
 			bs.Ready, bs.Reason = readiness(b.Status.Conditions)
 			for _, api := range b.Spec.APIs {
 				as := APISummary{Name: api.ConsumerName(), Routes: Routes(b.Kind, b.Meta.Namespace, b.Spec, api)}

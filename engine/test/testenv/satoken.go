@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -47,6 +48,39 @@ func (c *Cluster) ServiceAccountToken(ctx context.Context, namespace, name strin
 	if err != nil {
 		return "", err
 	}
+	return c.signServiceAccountToken(ctx, cs, namespace, name, lifetime, nil)
+}
+
+// RevocableServiceAccountToken is ServiceAccountToken bound to a Secret
+// it creates in namespace (a bound token, like one TokenRequest issues
+// with a boundObjectRef): revoke deletes that Secret, and from then on
+// the API server refuses the token — as it refuses every bound token
+// whose object is gone — while other tokens of the ServiceAccount stay
+// valid. A test that needs the provider to refuse one token no longer in
+// use revokes it once the token's expiry has passed, instead of waiting
+// out the validator's minute of leeway after it.
+func (c *Cluster) RevocableServiceAccountToken(ctx context.Context, namespace, name string, lifetime time.Duration) (token string, revoke func(context.Context) error, err error) {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return "", nil, err
+	}
+	secret, err := cs.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-bound-token-"}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", nil, fmt.Errorf("creating the Secret a token of ServiceAccount %s/%s is bound to: %w", namespace, name, err)
+	}
+	token, err = c.signServiceAccountToken(ctx, cs, namespace, name, lifetime, map[string]any{"name": secret.Name, "uid": string(secret.UID)})
+	if err != nil {
+		return "", nil, err
+	}
+	revoke = func(ctx context.Context) error {
+		return cs.CoreV1().Secrets(namespace).Delete(ctx, secret.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &secret.UID}})
+	}
+	return token, revoke, nil
+}
+
+// signServiceAccountToken signs a token of ServiceAccount namespace/name,
+// bound to the Secret boundSecret names (its name and uid) unless nil.
+func (c *Cluster) signServiceAccountToken(ctx context.Context, cs kubernetes.Interface, namespace, name string, lifetime time.Duration, boundSecret map[string]any) (string, error) {
 	sa, err := cs.CoreV1().ServiceAccounts(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", fmt.Errorf("reading ServiceAccount %s/%s: %w", namespace, name, err)
@@ -63,6 +97,9 @@ func (c *Cluster) ServiceAccountToken(ctx context.Context, namespace, name strin
 		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(lifetime).Unix(),
 		"jti":           fmt.Sprintf("kbind-test-%d", now.UnixNano()),
 		"kubernetes.io": map[string]any{"namespace": namespace, "serviceaccount": map[string]any{"name": name, "uid": string(sa.UID)}},
+	}
+	if boundSecret != nil {
+		claims["kubernetes.io"].(map[string]any)["secret"] = boundSecret
 	}
 	return signES256(key, claims)
 }

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"os"
 
+	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -57,7 +58,8 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New())
+	// zap's levels run the other way: V(1) is zap's -1.
+	ctrl.SetLogger(zap.New(zap.Level(zapcore.Level(-cfg.LogVerbosity))))
 	build := buildinfo.Get()
 	log := ctrl.Log.WithName("konnector")
 

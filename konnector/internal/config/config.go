@@ -27,6 +27,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -75,6 +77,10 @@ type Config struct {
 
 	LeaderElect             bool
 	LeaderElectionNamespace string
+
+	// LogVerbosity is how much the konnector logs (--log-level): 0 what an
+	// operator acts on (info), 1 every sync decision (debug), more above.
+	LogVerbosity int
 }
 
 // option keys; flag names, config file keys and (upper-cased, - → _,
@@ -101,6 +107,7 @@ const (
 	keyPprofAddr               = "pprof-bind-address"
 	keyLeaderElect             = "leader-elect"
 	keyLeaderElectionNamespace = "leader-election-namespace"
+	keyLogLevel                = "log-level"
 )
 
 // DefaultNamespace is the konnector's namespace when none is configured.
@@ -131,6 +138,7 @@ func FlagSet(name string) *pflag.FlagSet {
 	fs.String(keyPprofAddr, "0", "Address of Go's /debug/pprof endpoints, for profiling; 0 disables them.")
 	fs.Bool(keyLeaderElect, false, "Elect a leader (Lease konnector.kbind.io) so that only one replica syncs.")
 	fs.String(keyLeaderElectionNamespace, "", "Namespace of the leader election Lease. Empty: the konnector namespace.")
+	fs.String(keyLogLevel, "info", "How much to log: info (what an operator acts on), debug (every sync decision: which copy was applied, released, kept, marked or deleted, and why), or a verbosity number (0 is info, 1 debug, higher more). Logs never hold Secret contents or kubeconfigs.")
 	return fs
 }
 
@@ -184,7 +192,9 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), usa
 		LeaderElectionNamespace:    values.String(keyLeaderElectionNamespace),
 	}
 	c.complete()
-	return c, c.validate()
+	verbosity, err := parseLogLevel(values.String(keyLogLevel))
+	c.LogVerbosity = verbosity
+	return c, errors.Join(err, c.validate())
 }
 
 // complete fills the options whose default is another option.
@@ -195,6 +205,21 @@ func (c *Config) complete() {
 	if c.LeaderElectionNamespace == "" {
 		c.LeaderElectionNamespace = c.Namespace
 	}
+}
+
+// parseLogLevel reads --log-level: info (0), debug (1) or a verbosity
+// number from 0 up.
+func parseLogLevel(level string) (int, error) {
+	switch strings.ToLower(level) {
+	case "info":
+		return 0, nil
+	case "debug":
+		return 1, nil
+	}
+	if v, err := strconv.Atoi(level); err == nil && v >= 0 {
+		return v, nil
+	}
+	return 0, fmt.Errorf("--%s %q: want info, debug or a verbosity number from 0 up", keyLogLevel, level)
 }
 
 func (c *Config) validate() error {

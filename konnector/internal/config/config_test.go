@@ -128,6 +128,8 @@ func TestLoadRejects(t *testing.T) {
 		{"tiny discovery interval", []string{"--discovery-interval=10ms"}, nil, "--discovery-interval must be at least 1s"},
 		{"tiny heartbeat interval", []string{"--heartbeat-interval=100ms"}, nil, "--heartbeat-interval must be at least 1s"},
 		{"no related watches", []string{"--related-watches-per-namespace=0"}, nil, "--related-watches-per-namespace must be at least 1"},
+		{"unknown log level", []string{"--log-level=verbose"}, nil, `--log-level "verbose": want info, debug or a verbosity number`},
+		{"negative log level", nil, map[string]string{"KBIND_LOG_LEVEL": "-1"}, `--log-level "-1"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,6 +138,22 @@ func TestLoadRejects(t *testing.T) {
 				t.Errorf("error %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestLogLevel(t *testing.T) {
+	for level, want := range map[string]int{"": 0, "info": 0, "INFO": 0, "debug": 1, "Debug": 1, "0": 0, "1": 1, "4": 4} {
+		args := []string{}
+		if level != "" {
+			args = append(args, "--log-level="+level)
+		}
+		c, err := Load("konnector", args, env(nil), io.Discard)
+		if err != nil {
+			t.Fatalf("--log-level=%s: %v", level, err)
+		}
+		if c.LogVerbosity != want {
+			t.Errorf("--log-level=%s: verbosity %d, want %d", level, c.LogVerbosity, want)
+		}
 	}
 }
 
