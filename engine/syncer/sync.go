@@ -249,11 +249,32 @@ func (s *Syncer) readProvider(ctx context.Context, o *objectSync) (outcome, erro
 // claims now, the copy this route made of it on its provider
 // (releaser.releaseMoved, under this route's binding's default for a
 // Terminating object); the sync ends there.
+//
+// An object deleted before the new route took it over (its route
+// annotation still names this route: the new route's holdFinalizer never
+// ran, and for a deleting object it never will) is this route's to
+// release as a deletion: the new route leaves it to the route annotation
+// names (releaseDeleted: routedElsewhere), so without this its finalizer
+// would stay forever.
 func (s *Syncer) releaseMoved(ctx context.Context, o *objectSync) (outcome, error) {
 	if o.movedTo == "" {
 		return next, nil
 	}
+	if deletedBeforeMove(o.cobj, s.target.Connection) {
+		return s.releaser.releaseDeleted(ctx, o.cobj, o.policy, o.pobj, o.exists)
+	}
 	return s.releaser.releaseMoved(ctx, o.cobj, o.pobj, o.exists, o.movedTo, o.policy.Deletion)
+}
+
+// deletedBeforeMove reports whether cobj, which another Connection's
+// binding claims now, is being deleted while it still holds the syncer
+// finalizer under this route's annotation (conn): the new route never
+// took it over, and never will (holdFinalizer runs only for an object not
+// being deleted), so its release is this route's.
+func deletedBeforeMove(cobj *unstructured.Unstructured, conn string) bool {
+	return !cobj.GetDeletionTimestamp().IsZero() &&
+		controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) &&
+		cobj.GetAnnotations()[kbindv1alpha1.ConnectionAnnotation] == conn
 }
 
 // releaseDeleting hands a deleting consumer object, or one the binding's
