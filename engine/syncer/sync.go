@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/patch"
@@ -144,6 +145,10 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 			return s.settleUnsynced(ctx, o.key)
 		}
 		return done, fmt.Errorf("reading consumer object: %w", err)
+	}
+	if !o.cobj.GetDeletionTimestamp().IsZero() {
+		// Its finalizer held: the release decides (vanished.go).
+		s.holds.held(o.key)
 	}
 	scope := s.currentScope()
 	var inScope bool
@@ -301,10 +306,18 @@ func (s *Syncer) holdFinalizer(ctx context.Context, o *objectSync) (outcome, err
 	if controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer) && (!annotated || route == s.target.Connection) {
 		return next, nil
 	}
+	rv, adding := o.cobj.GetResourceVersion(), !controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer)
 	err := patch.AddFinalizerAnnotated(ctx, s.consumer, o.cobj, kbindv1alpha1.SyncerFinalizer,
 		map[string]string{kbindv1alpha1.ConnectionAnnotation: s.target.Connection})
 	if storage.TooLarge(err) {
 		return s.tooLarge(o.cobj, err)
+	}
+	log.FromContext(ctx).V(1).Info("Holding the syncer finalizer before the first provider write", "resourceVersion", rv, "error", errString(err))
+	if err == nil && adding {
+		// A DELETE racing this write may still remove the object with
+		// the finalizer on it (vanished.go).
+		policy, known := deletionPolicyOf(o.cobj.GetAnnotations(), o.policy.Deletion)
+		s.holds.added(o.key, o.cobj.GetUID(), policy, known)
 	}
 	return afterConsumerWrite(err)
 }
@@ -369,4 +382,12 @@ func annotationsOf(obj *unstructured.Unstructured) map[string]string {
 // or a gone object: retried, without an error.
 func isConflictOrGone(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+}
+
+// errString is err's message, "" for none (for a log value).
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
