@@ -219,6 +219,15 @@ spec:
 		return err == nil, nil
 	}); err != nil {
 		t.Errorf("west did not converge within 2 minutes: %v", last)
+		if copies, err := shardCopies(ctx, westClient); err == nil {
+			for _, c := range copies {
+				live := &unstructured.Unstructured{}
+				live.SetGroupVersionKind(shardGVK)
+				if err := e.consumer.Get(ctx, client.ObjectKeyFromObject(&c), live); err != nil || live.GetDeletionTimestamp() != nil {
+					e.konnector.logObject(t, c.GetNamespace(), c.GetName())
+				}
+			}
+		}
 	}
 	converged := time.Since(done)
 	lost, kept := 0, 0

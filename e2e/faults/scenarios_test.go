@@ -527,7 +527,29 @@ func (e *env) describe(t *testing.T, ns string, vs []Violation) {
 			data, _ := json.MarshalIndent(u.Object["metadata"], "", "  ")
 			t.Logf("%s %s metadata: %s", side, v.Object, data)
 		}
+		e.konnector.logObject(t, ns, name)
 	}
+}
+
+// logObject logs what the konnector's log (at debug: every sync decision)
+// says of the consumer object namespace/name, its last 40 lines.
+func (k *konnector) logObject(t *testing.T, namespace, name string) {
+	t.Helper()
+	data, err := os.ReadFile(k.LogPath())
+	if err != nil {
+		t.Logf("the %s log: %v", k.name, err)
+		return
+	}
+	var lines []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, `"namespace":"`+namespace+`"`) && strings.Contains(line, `"name":"`+name+`"`) {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	t.Logf("the %s log on %s/%s (%d lines):\n%s", k.name, namespace, name, len(lines), strings.Join(lines, "\n"))
 }
 
 // waitHealthy waits for the Connection and the ClusterBinding to be Ready.

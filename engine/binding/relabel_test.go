@@ -128,6 +128,53 @@ func TestRelabelInTwoSteps(t *testing.T) {
 		})
 	})
 
+	t.Run("an object deleted after a move before the new route took it is released by the old route, never stuck", func(t *testing.T) {
+		ctx := context.Background()
+		ns := s.ns("rl-deleted-in-move")
+		makeNamespace(t, ns, map[string]string{"rl": "east"})
+		toEast := relabelBinding(t, relabelAPI, s.ns("relabels-east"), east.conn.Name, "east")
+		// The new route claims the namespace but never syncs (its
+		// Connection does not exist): nothing of it takes the object's
+		// finalizer over, as with a new route slower than the user.
+		toGhost := relabelBinding(t, relabelAPI, s.ns("relabels-ghost"), s.ns("rl-ghost"), "ghost")
+		defer deleteBindings(t, toEast, toGhost)
+		enginetest.WaitCondition(t, env.Consumer, toEast, kbindv1alpha1.ConditionSynced, metav1.ConditionTrue, kbindv1alpha1.ReasonAsExpected)
+		kept := namespacedObject(s.version(), "Relabel", ns, "kept")
+		gone := namespacedObject(s.version(), "Relabel", ns, "gone")
+		gone.SetAnnotations(map[string]string{kbindv1alpha1.DeletionPolicyAnnotation: string(kbindv1alpha1.DeletionPolicyDelete)})
+		create(t, kept)
+		create(t, gone)
+		east.waitCopies(t, "Relabel", ns+"/gone", ns+"/kept")
+
+		// kubectl label ns … rl=ghost: east releases its copies for the
+		// move (kept, or deleted as gone's annotation asks); the objects
+		// keep east's finalizer and route annotation, which the new route
+		// would rewrite when it syncs them.
+		relabel(t, ns, map[string]string{"rl": "ghost"})
+		east.waitKeptFor(t, kept, s.ns("rl-ghost"))
+		east.waitCopies(t, "Relabel") // gone's deleted, kept's no longer kbind's
+		for _, obj := range []*unstructured.Unstructured{kept, gone} {
+			if err := env.Consumer.Delete(ctx, obj.DeepCopy()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The finalizer is east's: nobody else will ever release it.
+		for _, obj := range []*unstructured.Unstructured{kept, gone} {
+			enginetest.Eventually(t, "deleted "+obj.GetName()+" released", func() error {
+				got, err := at(env.Consumer, obj.GetAPIVersion(), obj)
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				return fmt.Errorf("still there, deleting %t, finalizers %v", got.GetDeletionTimestamp() != nil, got.GetFinalizers())
+			})
+		}
+		// The copy kept for the move stays: no longer kbind's.
+		east.waitKeptFor(t, kept, s.ns("rl-ghost"))
+	})
+
 	t.Run("a deselection that persists is released under the binding's policy", func(t *testing.T) {
 		ns := s.ns("rl-left")
 		makeNamespace(t, ns, map[string]string{"rl": "east"})

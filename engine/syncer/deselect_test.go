@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
@@ -78,6 +79,38 @@ func TestRoutedElsewhere(t *testing.T) {
 		obj := &unstructured.Unstructured{}
 		obj.SetAnnotations(tc.annotations)
 		if got := routedElsewhere(obj, "east"); got != tc.want {
+			t.Errorf("%s: %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDeletedBeforeMove(t *testing.T) {
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name        string
+		deleting    bool
+		finalizers  []string
+		annotations map[string]string
+		want        bool
+	}{
+		{"deleted under this route's annotation and finalizer: released here, no other route will", true,
+			[]string{kbindv1alpha1.SyncerFinalizer}, map[string]string{kbindv1alpha1.ConnectionAnnotation: "east"}, true},
+		{"not being deleted: a move (the copy released for it)", false,
+			[]string{kbindv1alpha1.SyncerFinalizer}, map[string]string{kbindv1alpha1.ConnectionAnnotation: "east"}, false},
+		{"the new route took it over: its release", true,
+			[]string{kbindv1alpha1.SyncerFinalizer}, map[string]string{kbindv1alpha1.ConnectionAnnotation: "west"}, false},
+		{"no route annotation (synced before it existed): the covering route's", true,
+			[]string{kbindv1alpha1.SyncerFinalizer}, nil, false},
+		{"finalizer gone: nothing to release", true,
+			[]string{"example.org/other"}, map[string]string{kbindv1alpha1.ConnectionAnnotation: "east"}, false},
+	} {
+		obj := &unstructured.Unstructured{}
+		obj.SetAnnotations(tc.annotations)
+		obj.SetFinalizers(tc.finalizers)
+		if tc.deleting {
+			obj.SetDeletionTimestamp(&now)
+		}
+		if got := deletedBeforeMove(obj, "east"); got != tc.want {
 			t.Errorf("%s: %t, want %t", tc.name, got, tc.want)
 		}
 	}

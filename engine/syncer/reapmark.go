@@ -32,13 +32,18 @@ import (
 
 // settleUnsynced handles the provider copy of a consumer object this
 // Syncer does not sync (gone, or not selected and without the finalizer):
-// a late copy a write in doubt created is deleted (reapLate, doubt.go);
+// a late copy a write in doubt created is deleted (reapLate, doubt.go),
+// and so is the copy of an object that vanished with the finalizer kbind
+// had just added (reapVanished, vanished.go);
 // any other copy of this consumer cluster keeps everything but the
 // backend reaper's mark, which it loses (unmarkUnsynced).
 func (s *Syncer) settleUnsynced(ctx context.Context, key types.NamespacedName) (outcome, error) {
 	out, err := s.reapLate(ctx, key)
 	if err != nil {
 		return out, err
+	}
+	if err := s.reapVanished(ctx, key); err != nil {
+		return done, err
 	}
 	if err := s.unmarkUnsynced(ctx, key); err != nil {
 		return done, err

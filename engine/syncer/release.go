@@ -99,6 +99,16 @@ limitations under the License.
 //	                                                                          Delete/Foreground; UID precondition; a failed
 //	                                                                          cache read deletes nothing; nothing while
 //	                                                                          Session.Duplicate is not Alone
+//	syncer.releaser.deleteVanished        the provider copy of a consumer     decided by decideVanished (vanished.go): the
+//	                                      object that vanished with the       Syncer added the finalizer to that object (its
+//	                                      finalizer kbind had just added      UID) less than HoldHorizon ago and never saw it
+//	                                      (the API server's race,             being deleted nor released it; this cluster's
+//	                                      kubernetes/kubernetes#77988)        and that object's markers, not kept, not
+//	                                                                          terminating; its deletion policy Delete or
+//	                                                                          Foreground (Orphan, or a value naming none,
+//	                                                                          keeps it); UID precondition; a failed cache
+//	                                                                          read deletes nothing; nothing while
+//	                                                                          Session.Duplicate is not Alone
 //	syncer.releaser.deleteImported        an imported consumer copy           this Connection's imported copy, not being
 //	                                      (core.kbind.io/owner: provider)     deleted, UID precondition. Callers:
 //	                                                                          Syncer.deleteImported (DecideImport: the
@@ -236,6 +246,9 @@ type releaser struct {
 	// the policy a late copy of the object is deleted under. nil for a
 	// drain.
 	doubts *doubts
+	// holds are the finalizers the Syncer added (vanished.go): a release
+	// accounts for them. nil for a drain.
+	holds *holds
 }
 
 // forget drops what the releaser remembers of a consumer object: it is
@@ -328,6 +341,9 @@ func (r *releaser) release(ctx context.Context, cobj, pobj *unstructured.Unstruc
 		}
 		return done, err
 	}
+	r.holds.held(key)
+	log.FromContext(ctx).V(1).Info("Released the syncer finalizer", "copyExists", exists, "copyOwned", owned,
+		"objectUID", string(cobj.GetUID()), "resourceVersion", cobj.GetResourceVersion())
 	if !known || step == stepReleaseProtected {
 		// Never guessed: a late copy is kept, as Orphan keeps a copy; and
 		// a copy deletion protection kept is never deleted late.
@@ -798,6 +814,28 @@ func (r *releaser) deleteLate(ctx context.Context, pobj *unstructured.Unstructur
 	return nil
 }
 
+// deleteVanished deletes pobj, the provider copy of a consumer object that
+// vanished with the finalizer the Syncer had just added (vanished.go
+// decides: this cluster's and that object's markers, not kept, not
+// terminating, within HoldHorizon of the finalizer, under a deleting
+// policy): exactly that copy (UID precondition), under the object's
+// policy; nothing while another konnector may renew the Lease with this
+// consumer's identity.
+func (r *releaser) deleteVanished(ctx context.Context, pobj *unstructured.Unstructured, policy kbindv1alpha1.DeletionPolicy) error {
+	if v := r.verdict(); v != heartbeat.Alone {
+		return fmt.Errorf("not deleting the provider copy %s of a consumer object that vanished with kbind's finalizer on it: another konnector renews this Connection's heartbeat Lease with this consumer cluster's identity (%s)",
+			client.ObjectKeyFromObject(pobj), v)
+	}
+	uid := pobj.GetUID()
+	if err := r.session.Client.Delete(ctx, pobj, client.Preconditions{UID: &uid}, client.PropagationPolicy(propagationOf(policy))); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting the provider copy %s of a consumer object that vanished with kbind's finalizer on it: %w",
+			client.ObjectKeyFromObject(pobj), err)
+	}
+	log.FromContext(ctx).Info("Deleted the provider copy of a consumer object that vanished with kbind's finalizer on it (the API server's race between a DELETE and the finalizer, kubernetes/kubernetes#77988)",
+		"copy", client.ObjectKeyFromObject(pobj).String(), "objectUID", pobj.GetAnnotations()[kbindv1alpha1.ConsumerObjectUIDAnnotation], "deletionPolicy", policy)
+	return nil
+}
+
 // deleteImported deletes cobj, an imported copy (core.kbind.io/owner:
 // provider) of Connection connection, exactly that object (UID
 // precondition): its provider object is gone (confirmed by the provider
@@ -826,7 +864,11 @@ func (r *releaser) deleteImported(ctx context.Context, cobj *unstructured.Unstru
 // decides when (DecideHandOver: the provider copy holds its spec, the
 // import takes it back).
 func (r *releaser) handOverToProvider(ctx context.Context, cobj *unstructured.Unstructured) error {
-	return r.consumer.Update(ctx, toProvider(cobj, r.target.Connection))
+	if err := r.consumer.Update(ctx, toProvider(cobj, r.target.Connection)); err != nil {
+		return err
+	}
+	r.holds.held(client.ObjectKeyFromObject(cobj))
+	return nil
 }
 
 // toProvider is the consumer-owned cobj made the provider's: the syncer

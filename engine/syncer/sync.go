@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kbindv1alpha1 "github.com/kbind/kbind/api/core/v1alpha1"
 	"github.com/kbind/kbind/engine/internal/patch"
@@ -145,6 +146,10 @@ func (s *Syncer) readConsumer(ctx context.Context, o *objectSync) (outcome, erro
 		}
 		return done, fmt.Errorf("reading consumer object: %w", err)
 	}
+	if !o.cobj.GetDeletionTimestamp().IsZero() {
+		// Its finalizer held: the release decides (vanished.go).
+		s.holds.held(o.key)
+	}
 	scope := s.currentScope()
 	var inScope bool
 	o.policy, inScope = scope.covers(o.key.Namespace)
@@ -249,11 +254,32 @@ func (s *Syncer) readProvider(ctx context.Context, o *objectSync) (outcome, erro
 // claims now, the copy this route made of it on its provider
 // (releaser.releaseMoved, under this route's binding's default for a
 // Terminating object); the sync ends there.
+//
+// An object deleted before the new route took it over (its route
+// annotation still names this route: the new route's holdFinalizer never
+// ran, and for a deleting object it never will) is this route's to
+// release as a deletion: the new route leaves it to the route annotation
+// names (releaseDeleted: routedElsewhere), so without this its finalizer
+// would stay forever.
 func (s *Syncer) releaseMoved(ctx context.Context, o *objectSync) (outcome, error) {
 	if o.movedTo == "" {
 		return next, nil
 	}
+	if deletedBeforeMove(o.cobj, s.target.Connection) {
+		return s.releaser.releaseDeleted(ctx, o.cobj, o.policy, o.pobj, o.exists)
+	}
 	return s.releaser.releaseMoved(ctx, o.cobj, o.pobj, o.exists, o.movedTo, o.policy.Deletion)
+}
+
+// deletedBeforeMove reports whether cobj, which another Connection's
+// binding claims now, is being deleted while it still holds the syncer
+// finalizer under this route's annotation (conn): the new route never
+// took it over, and never will (holdFinalizer runs only for an object not
+// being deleted), so its release is this route's.
+func deletedBeforeMove(cobj *unstructured.Unstructured, conn string) bool {
+	return !cobj.GetDeletionTimestamp().IsZero() &&
+		controllerutil.ContainsFinalizer(cobj, kbindv1alpha1.SyncerFinalizer) &&
+		cobj.GetAnnotations()[kbindv1alpha1.ConnectionAnnotation] == conn
 }
 
 // releaseDeleting hands a deleting consumer object, or one the binding's
@@ -280,10 +306,18 @@ func (s *Syncer) holdFinalizer(ctx context.Context, o *objectSync) (outcome, err
 	if controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer) && (!annotated || route == s.target.Connection) {
 		return next, nil
 	}
+	rv, adding := o.cobj.GetResourceVersion(), !controllerutil.ContainsFinalizer(o.cobj, kbindv1alpha1.SyncerFinalizer)
 	err := patch.AddFinalizerAnnotated(ctx, s.consumer, o.cobj, kbindv1alpha1.SyncerFinalizer,
 		map[string]string{kbindv1alpha1.ConnectionAnnotation: s.target.Connection})
 	if storage.TooLarge(err) {
 		return s.tooLarge(o.cobj, err)
+	}
+	log.FromContext(ctx).V(1).Info("Holding the syncer finalizer before the first provider write", "resourceVersion", rv, "error", errString(err))
+	if err == nil && adding {
+		// A DELETE racing this write may still remove the object with
+		// the finalizer on it (vanished.go).
+		policy, known := deletionPolicyOf(o.cobj.GetAnnotations(), o.policy.Deletion)
+		s.holds.added(o.key, o.cobj.GetUID(), policy, known)
 	}
 	return afterConsumerWrite(err)
 }
@@ -348,4 +382,12 @@ func annotationsOf(obj *unstructured.Unstructured) map[string]string {
 // or a gone object: retried, without an error.
 func isConflictOrGone(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+}
+
+// errString is err's message, "" for none (for a log value).
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

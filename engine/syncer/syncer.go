@@ -291,6 +291,9 @@ type Syncer struct {
 	releaser *releaser
 	// doubts are the writes in doubt (doubt.go), shared with releaser.
 	doubts *doubts
+	// holds are the finalizers it added and has not seen held yet
+	// (vanished.go).
+	holds *holds
 	// absences are the imported copies whose provider object was seen
 	// gone, waiting for the absence to be confirmed (importing.go).
 	absences *absences
@@ -403,12 +406,13 @@ func New(o Options) *Syncer {
 		grace = DefaultDeselectionGrace
 	}
 	rp := reporter{target: o.Target, results: o.Results, events: o.Events}
-	inDoubt := &doubts{}
+	inDoubt, held := &doubts{}, &holds{}
 	return &Syncer{
 		reporter: rp, consumer: o.Consumer, ccache: o.Cache, session: o.Session,
 		workers: workers, limiter: limiter, onReady: o.OnReady, onFailed: o.OnFailed,
-		releaser:         &releaser{reporter: rp, consumer: o.Consumer, session: o.Session, duplicate: verdictOf(o.Session), orphaned: o.ReleaseOrphaned, doubts: inDoubt},
+		releaser:         &releaser{reporter: rp, consumer: o.Consumer, session: o.Session, duplicate: verdictOf(o.Session), orphaned: o.ReleaseOrphaned, doubts: inDoubt, holds: held},
 		doubts:           inDoubt,
+		holds:            held,
 		absences:         &absences{window: window, clock: time.Now},
 		deselectionGrace: grace,
 		// Fair between namespaces (fairqueue.go), with the name and metrics it always had.

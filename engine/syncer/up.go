@@ -211,6 +211,10 @@ func (s *Syncer) apply(ctx context.Context, cobj, desired *unstructured.Unstruct
 		return nil, out, err
 	}
 	s.doubts.applied(client.ObjectKeyFromObject(cobj), cobj.GetUID())
+	if l := log.FromContext(ctx).V(1); l.Enabled() { // its values cost an allocation per apply
+		l.Info("Applied the provider copy", "created", !exists, "objectUID", string(cobj.GetUID()),
+			"objectResourceVersion", cobj.GetResourceVersion(), "finalizers", cobj.GetFinalizers())
+	}
 	now := time.Now()
 	metrics.SyncDuration.WithLabelValues(metrics.DirectionUp).Observe(now.Sub(start).Seconds())
 	seen.acknowledged(s.target.Connection, metrics.DirectionUp, now)
