@@ -117,20 +117,22 @@ func (d *doubts) wrote(key types.NamespacedName, uid types.UID) {
 	if d.m == nil {
 		d.m = map[doubtKey]doubt{}
 	}
-	d.sweep(now)
+	sweep(d.m, &d.swept, now, DoubtHorizon, func(v doubt) time.Time { return v.at })
 	d.m[doubtKey{key, uid}] = doubt{at: now}
 }
 
-// sweep drops the doubts older than DoubtHorizon, at most once per a
-// tenth of it; d.mu is held.
-func (d *doubts) sweep(now time.Time) {
-	if now.Sub(d.swept) < DoubtHorizon/10 {
+// sweep drops the entries of m older than horizon (at tells an entry's
+// time), at most once per a tenth of it (*swept: the last sweep) — the
+// memory of doubts and holds stays bounded by what happened within their
+// horizon; the caller holds their lock.
+func sweep[K comparable, V any](m map[K]V, swept *time.Time, now time.Time, horizon time.Duration, at func(V) time.Time) {
+	if now.Sub(*swept) < horizon/10 {
 		return
 	}
-	d.swept = now
-	for k, v := range d.m {
-		if now.Sub(v.at) > DoubtHorizon {
-			delete(d.m, k)
+	*swept = now
+	for k, v := range m {
+		if now.Sub(at(v)) > horizon {
+			delete(m, k)
 		}
 	}
 }

@@ -94,14 +94,7 @@ func (h *holds) added(key types.NamespacedName, uid types.UID, policy kbindv1alp
 	if h.m == nil {
 		h.m = map[types.NamespacedName]hold{}
 	}
-	if now.Sub(h.swept) >= HoldHorizon/10 {
-		h.swept = now
-		for k, v := range h.m {
-			if now.Sub(v.at) > HoldHorizon {
-				delete(h.m, k)
-			}
-		}
-	}
+	sweep(h.m, &h.swept, now, HoldHorizon, func(v hold) time.Time { return v.at })
 	h.m[key] = hold{uid: uid, at: now, policy: policy, known: known}
 }
 
